@@ -1,0 +1,47 @@
+"""One error type for the front end, and its body in each API dialect.
+
+Pure data: the routes turn these bodies into responses or in-band lines."""
+from __future__ import annotations
+
+from pydantic import ValidationError
+
+from workers.exceptions import SwitchboardError
+
+_OPENAI_TYPES = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    403: "permission_error",
+    404: "not_found_error",
+    413: "invalid_request_error",
+    429: "rate_limit_error",
+}
+
+
+class ApiError(Exception):
+    def __init__(self, status: int, message: str, param: str | None = None):
+        super().__init__(message)
+        self.status, self.message, self.param = status, message, param
+
+    @classmethod
+    def from_validation(cls, error: ValidationError) -> "ApiError":
+        first = error.errors()[0]
+        field = ".".join(str(p) for p in first["loc"])
+        message = f"{field}: {first['msg']}" if field else first["msg"]
+        return cls(400, message, param=field or None)
+
+    @classmethod
+    def from_switchboard(cls, error: SwitchboardError) -> "ApiError":
+        return cls(error.status, str(error))
+
+
+class ClientGone(Exception):
+    """The client closed its connection; there is nobody to answer."""
+
+
+def openai_error_body(error: ApiError) -> dict:
+    kind = _OPENAI_TYPES.get(error.status, "server_error" if error.status >= 500 else "invalid_request_error")
+    return {"error": {"message": error.message, "type": kind, "param": error.param, "code": None}}
+
+
+def ollama_error_body(error: ApiError) -> dict:
+    return {"error": error.message}

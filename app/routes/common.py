@@ -1,0 +1,94 @@
+"""What every API's views do the same way: parse the body, find the model,
+start the job and wait for its first result, and build the response."""
+from __future__ import annotations
+
+import itertools
+import json
+from typing import Callable, Iterator, TypeVar
+
+from flask import Response, request
+from pydantic import BaseModel, ValidationError
+
+from app.errors import ApiError, ClientGone
+from app.jobs import JobRun
+from app.services import services
+from workers.contract import DoneEvent, ErrorEvent, Event, Job, TextEvent
+from workers.exceptions import UnknownModel
+from workers.registry import ModelEntry
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def parse_body(model: type[M]) -> M:
+    try:
+        body = json.loads(request.get_data() or b"null")
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise ApiError(400, f"invalid JSON body: {error}") from None
+    if not isinstance(body, dict):
+        raise ApiError(400, "the request body must be a JSON object")
+    try:
+        return model.model_validate(body)
+    except ValidationError as error:
+        raise ApiError.from_validation(error) from None
+
+
+def find_model(name: str) -> ModelEntry:
+    try:
+        return services().registry.get(name)
+    except UnknownModel as error:
+        raise ApiError.from_switchboard(error) from None
+
+
+def start_job(job: Job, entry: ModelEntry) -> tuple[JobRun, Iterator[Event]]:
+    """Enqueue the job and wait for its first result, so that an error before
+    any text (a prompt too long, a failed model) still gets a real status."""
+    run = JobRun(services(), job, request.environ).start(entry.pool)
+    events = run.events()
+    try:
+        first = next(events)
+    except BaseException:
+        run.close()
+        raise
+    if isinstance(first, ErrorEvent):
+        run.close()
+        raise ApiError(first.status, first.message)
+    return run, itertools.chain([first], events)
+
+
+def collect(run: JobRun, events: Iterator[Event]) -> tuple[str, DoneEvent]:
+    """For non-streaming replies: the whole text and the final event."""
+    try:
+        texts, last = [], None
+        for event in events:
+            if isinstance(event, TextEvent):
+                texts.append(event.text)
+            last = event
+    finally:
+        run.close()
+    if isinstance(last, ErrorEvent):
+        raise ApiError(last.status, last.message)
+    return "".join(texts), last
+
+
+def stream_response(run: JobRun, frames: Iterator[bytes], content_type: str) -> Response:
+    def body() -> Iterator[bytes]:
+        try:
+            yield from frames
+        except ClientGone:
+            return
+
+    response = Response(body(), content_type=content_type)
+    response.headers["Cache-Control"] = "no-cache"
+    response.headers["X-Accel-Buffering"] = "no"  # keep reverse proxies from buffering the stream
+    response.call_on_close(run.close)  # runs even if the body was never iterated
+    return response
+
+
+def client_gone_response(_: ClientGone) -> Response:
+    # Nobody reads this; 499 is nginx's "client closed request", for the logs.
+    return Response(status=499)
+
+
+def register_error_handlers(blueprint, render: Callable[[ApiError], Response]) -> None:
+    blueprint.register_error_handler(ApiError, render)
+    blueprint.register_error_handler(ClientGone, client_gone_response)

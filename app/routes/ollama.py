@@ -1,0 +1,144 @@
+"""The Ollama API: /, /api/version, /api/tags, /api/show, /api/ps, /api/chat, /api/generate."""
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+from typing import Iterator
+
+from flask import Blueprint, Response, jsonify
+
+from app.errors import ApiError, ollama_error_body
+from app.jobs import JobRun, new_job_id
+from app.routes.common import collect, find_model, parse_body, register_error_handlers, start_job, stream_response
+from app.schemas.ollama import ChatRequest, GenerateRequest, ShowRequest
+from app.services import services
+from app.streaming import NDJSON_CONTENT_TYPE, ndjson
+from app.translate import ollama as translate
+from workers.channels import loaded_models
+from workers.contract import DoneEvent, ErrorEvent, Event, TextEvent
+from workers.registry import ModelEntry
+
+# Copilot Chat lists no model from a server older than 0.6.4.
+OLLAMA_COMPAT_VERSION = "0.12.0"
+
+bp = Blueprint("ollama", __name__)
+
+
+def _render(error: ApiError) -> Response:
+    response = jsonify(ollama_error_body(error))
+    response.status_code = error.status
+    return response
+
+
+register_error_handlers(bp, _render)
+
+
+@bp.route("/", methods=["GET", "HEAD"])
+def root():
+    return Response("Ollama is running", content_type="text/plain; charset=utf-8")
+
+
+@bp.get("/api/version")
+def version():
+    return jsonify({"version": OLLAMA_COMPAT_VERSION})
+
+
+def _details(entry: ModelEntry) -> dict:
+    info = entry.info
+    return {
+        "parent_model": "",
+        "format": info.format,
+        "family": info.family,
+        "families": [info.family],
+        "parameter_size": info.parameter_size,
+        "quantization_level": info.quantization_level,
+    }
+
+
+def _summary(entry: ModelEntry) -> dict:
+    info = entry.info
+    return {
+        "name": entry.name,
+        "model": entry.name,
+        "modified_at": info.modified_at.isoformat(),
+        "size": info.size,
+        "digest": info.digest,
+        "details": _details(entry),
+    }
+
+
+@bp.get("/api/tags")
+def tags():
+    return jsonify({"models": [_summary(e) for e in services().registry.entries()]})
+
+
+def _parameters_text(parameters: dict) -> str:
+    """Ollama's `parameters` is Modelfile text: one `name value` per line."""
+    return "\n".join(f"{name} {value}" for name, value in parameters.items())
+
+
+@bp.post("/api/show")
+def show():
+    entry = find_model(parse_body(ShowRequest).model_name)
+    info = entry.info
+    return jsonify({
+        "license": "",
+        "modelfile": f"FROM {entry.name}\n",
+        "parameters": _parameters_text(info.parameters),
+        "template": info.template,
+        "details": _details(entry),
+        "model_info": {
+            "general.architecture": info.architecture,
+            "general.basename": info.basename,
+            f"{info.architecture}.context_length": info.context_length,
+        },
+        "capabilities": ["completion"],
+        "modified_at": info.modified_at.isoformat(),
+    })
+
+
+@bp.get("/api/ps")
+def ps():
+    registry, now = services().registry, datetime.now(timezone.utc)
+    running = []
+    for name, seconds_left in loaded_models(services().redis).items():
+        if name in registry.names():
+            entry = registry.get(name)
+            expires = (now + timedelta(seconds=max(seconds_left, 0))).isoformat()
+            running.append(_summary(entry) | {"expires_at": expires, "size_vram": 0,
+                                              "context_length": entry.info.context_length})
+    return jsonify({"models": running})
+
+
+def _ndjson_lines(events: Iterator[Event], lines) -> Iterator[bytes]:
+    for event in events:
+        if isinstance(event, TextEvent):
+            yield ndjson(lines.text(event.text))
+        elif isinstance(event, DoneEvent):
+            yield ndjson(lines.done(event))
+        elif isinstance(event, ErrorEvent):  # after the first byte: in band, then end
+            yield ndjson({"error": event.message})
+
+
+def _reply(run: JobRun, events: Iterator[Event], lines, stream: bool) -> Response:
+    if stream:
+        return stream_response(run, _ndjson_lines(events, lines), NDJSON_CONTENT_TYPE)
+    text, done = collect(run, events)
+    return jsonify(lines.done(done, content=text))
+
+
+@bp.post("/api/chat")
+def chat():
+    request = parse_body(ChatRequest)
+    entry = find_model(request.model)
+    job = translate.chat_to_job(request, new_job_id(), entry.name)
+    run, events = start_job(job, entry)
+    return _reply(run, events, translate.ChatLines(request.model), request.stream)
+
+
+@bp.post("/api/generate")
+def generate():
+    request = parse_body(GenerateRequest)
+    entry = find_model(request.model)
+    job = translate.generate_to_job(request, new_job_id(), entry.name)
+    run, events = start_job(job, entry)
+    return _reply(run, events, translate.GenerateLines(request.model), request.stream)

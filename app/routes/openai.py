@@ -1,0 +1,72 @@
+"""The OpenAI API: /v1/models and /v1/chat/completions."""
+from __future__ import annotations
+
+import time
+from typing import Iterator
+
+from flask import Blueprint, Response, jsonify
+
+from app.errors import ApiError, openai_error_body
+from app.jobs import new_job_id
+from app.routes.common import collect, find_model, parse_body, register_error_handlers, start_job, stream_response
+from app.schemas.openai import ChatCompletionRequest
+from app.services import services
+from app.streaming import SSE_CONTENT_TYPE, SSE_DONE, sse
+from app.translate import openai as translate
+from workers.contract import DoneEvent, ErrorEvent, Event, TextEvent
+from workers.registry import ModelEntry
+
+bp = Blueprint("openai", __name__, url_prefix="/v1")
+
+
+def _render(error: ApiError) -> Response:
+    response = jsonify(openai_error_body(error))
+    response.status_code = error.status
+    return response
+
+
+register_error_handlers(bp, _render)
+
+
+def _model_object(entry: ModelEntry) -> dict:
+    created = int(entry.info.modified_at.timestamp())
+    return {"id": entry.name, "object": "model", "created": created, "owned_by": "switchboard"}
+
+
+@bp.get("/models")
+def models():
+    return jsonify({"object": "list", "data": [_model_object(e) for e in services().registry.entries()]})
+
+
+@bp.get("/models/<path:name>")
+def model(name: str):
+    return jsonify(_model_object(find_model(name)))
+
+
+def _sse_frames(events: Iterator[Event], chunks: translate.ChatChunks) -> Iterator[bytes]:
+    yield sse(chunks.role())
+    for event in events:
+        if isinstance(event, TextEvent):
+            yield sse(chunks.text(event.text))
+        elif isinstance(event, DoneEvent):
+            for chunk in chunks.finish(event):
+                yield sse(chunk)
+        elif isinstance(event, ErrorEvent):  # after the first byte: in band, then [DONE]
+            yield sse(openai_error_body(ApiError(event.status, event.message)))
+    yield SSE_DONE
+
+
+@bp.post("/chat/completions")
+def chat_completions():
+    request = parse_body(ChatCompletionRequest)
+    entry = find_model(request.model)
+    job_id = new_job_id()
+    job = translate.chat_to_job(request, job_id, entry.name)
+    run, events = start_job(job, entry)
+    completion_id, created = f"chatcmpl-{job_id}", int(time.time())
+    if request.stream:
+        include_usage = bool(request.stream_options and request.stream_options.include_usage)
+        chunks = translate.ChatChunks(completion_id, request.model, created, include_usage)
+        return stream_response(run, _sse_frames(events, chunks), SSE_CONTENT_TYPE)
+    text, done = collect(run, events)
+    return jsonify(translate.chat_completion(completion_id, request.model, created, text, done))

@@ -1,0 +1,23 @@
+"""Field definitions shared by the request models of several APIs."""
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import BaseModel, ConfigDict, Field
+
+Temperature = Annotated[float, Field(ge=0, le=2)]
+TopP = Annotated[float, Field(ge=0, le=1)]
+Seed = int
+PositiveInt = Annotated[int, Field(ge=1)]
+
+
+class Request(BaseModel):
+    """Base for request bodies: unknown fields are ignored."""
+
+    model_config = ConfigDict(extra="ignore")
+
+
+def stop_list(stop: str | list[str] | None) -> list[str]:
+    if stop is None:
+        return []
+    return [stop] if isinstance(stop, str) else list(stop)

@@ -1,0 +1,70 @@
+"""Request bodies of the Ollama API (fields in the order of Ollama's docs)."""
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field, model_validator
+
+from app.schemas.common import PositiveInt, Request, Seed, TopP
+
+Role = Literal["system", "user", "assistant", "tool"]
+
+
+class Options(Request):
+    """Sampling options; options Switchboard does not use are ignored."""
+
+    num_ctx: int | None = Field(default=None, ge=16)
+    repeat_penalty: float | None = Field(default=None, ge=0)
+    temperature: float | None = Field(default=None, ge=0)
+    seed: Seed | None = None
+    stop: list[str] | str | None = None
+    num_predict: int | None = None  # -1 (or any value below 1) means no limit
+    top_k: int | None = Field(default=None, ge=0)
+    top_p: TopP | None = None
+    min_p: TopP | None = None
+
+
+class Message(Request):
+    role: Role
+    content: str = ""
+    images: list[str] | None = None
+
+
+class ChatRequest(Request):
+    model: str = Field(min_length=1)
+    messages: list[Message] = Field(min_length=1)
+    format: Any = None
+    options: Options | None = None
+    stream: bool = True
+    keep_alive: str | int | float | None = None
+
+
+class GenerateRequest(Request):
+    model: str = Field(min_length=1)
+    prompt: str = ""
+    system: str | None = None
+    images: list[str] | None = None
+    format: Any = None
+    options: Options | None = None
+    stream: bool = True
+    keep_alive: str | int | float | None = None
+
+
+class ShowRequest(Request):
+    """Continue still sends the older `name` field."""
+
+    model: str | None = None
+    name: str | None = None
+
+    @model_validator(mode="after")
+    def _needs_a_name(self) -> "ShowRequest":
+        if not (self.model or self.name):
+            raise ValueError("model is required")
+        return self
+
+    @property
+    def model_name(self) -> str:
+        return self.model or self.name or ""
+
+
+__all__ = ["ChatRequest", "GenerateRequest", "Message", "Options", "ShowRequest", "PositiveInt"]

@@ -1,0 +1,57 @@
+"""The Celery application and its settings, and the worker's environment.
+
+The front end imports this module only to enqueue by task name (it never
+imports worker code); workers start from it with `celery -A queue_config`.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from celery import Celery
+
+RUN_JOB_TASK = "switchboard.run_job"
+DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
+
+
+@dataclass(frozen=True)
+class WorkerSettings:
+    redis_url: str
+    models_path: Path | None
+    max_job_seconds: float
+    loaded_marker_seconds: int
+
+
+def worker_settings() -> WorkerSettings:
+    models = os.environ.get("SWITCHBOARD_MODELS")
+    return WorkerSettings(
+        redis_url=os.environ.get("REDIS_URL") or DEFAULT_REDIS_URL,
+        models_path=Path(models) if models else None,
+        # Server-side cap on one job's wall time, whatever its token limit.
+        max_job_seconds=float(os.environ.get("SWITCHBOARD_MAX_JOB_SECONDS", "600")),
+        # How long /api/ps lists a model after a worker last ran it.
+        loaded_marker_seconds=int(os.environ.get("SWITCHBOARD_LOADED_SECONDS", "300")),
+    )
+
+
+app = Celery("switchboard", broker=worker_settings().redis_url, include=["workers.tasks"])
+app.conf.update(
+    task_serializer="json",
+    accept_content=["json"],
+    task_ignore_result=True,
+    task_default_queue="local",
+    task_create_missing_queues=True,
+    # One job at a time per worker slot; a job is acknowledged only once run,
+    # so a crashed worker's job is not lost.
+    worker_prefetch_multiplier=1,
+    task_acks_late=True,
+    task_reject_on_worker_lost=True,
+    # Enforced by the prefork pool; the runner enforces max_job_seconds itself
+    # for the thread and gevent pools, which ignore these.
+    task_soft_time_limit=worker_settings().max_job_seconds + 30,
+    task_time_limit=worker_settings().max_job_seconds + 60,
+    broker_connection_retry_on_startup=True,
+    broker_transport_options={"visibility_timeout": 3600},
+    worker_send_task_events=False,
+)

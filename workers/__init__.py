@@ -1,0 +1,1 @@
+"""Celery workers: run jobs on backends and publish their events on Redis."""

@@ -1,0 +1,68 @@
+"""Abort flags for the jobs running in this worker process.
+
+One pub/sub listener thread per process hears every abort broadcast and sets
+the flag of the matching running job, so the runner's per-token check is an
+in-memory `Event.is_set()`. A job aborted before it started is caught by the
+abort key, checked after the job's flag is registered (no gap to fall into).
+"""
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from contextlib import contextmanager
+from typing import Iterator
+
+from redis import Redis
+from redis.exceptions import RedisError
+
+from workers.channels import ABORT_CHANNEL, is_aborted
+
+log = logging.getLogger(__name__)
+
+
+class AbortWatch:
+    def __init__(self, redis: Redis):
+        self._redis = redis
+        self._flags: dict[str, threading.Event] = {}
+        self._listening = threading.Event()
+        self._start_lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+
+    @contextmanager
+    def watch(self, job_id: str) -> Iterator[threading.Event]:
+        self._ensure_listening()
+        flag = self._flags[job_id] = threading.Event()
+        try:
+            if is_aborted(self._redis, job_id):
+                flag.set()
+            yield flag
+        finally:
+            self._flags.pop(job_id, None)
+
+    def _ensure_listening(self, timeout: float = 5.0) -> None:
+        with self._start_lock:
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._listen_forever, name="abort-watch", daemon=True)
+                self._thread.start()
+        self._listening.wait(timeout)
+
+    def _listen_forever(self) -> None:
+        while True:
+            try:
+                self._listen()
+            except RedisError as error:
+                self._listening.clear()
+                log.warning("abort listener lost Redis (%s); reconnecting", error)
+                time.sleep(0.5)
+
+    def _listen(self) -> None:
+        pubsub = self._redis.pubsub(ignore_subscribe_messages=True)
+        pubsub.subscribe(ABORT_CHANNEL)
+        pubsub.get_message(timeout=5)  # the subscribe confirmation
+        self._listening.set()
+        for message in pubsub.listen():
+            if message["type"] == "message":
+                flag = self._flags.get(message["data"].decode())
+                if flag is not None:
+                    flag.set()

@@ -1,0 +1,73 @@
+"""`echo`: a deterministic backend for smoke tests, demos and benchmarks.
+
+It replies with the last message's text exactly as sent, one token per word
+(each with its leading whitespace), honouring the token limit and stops.
+"""
+from __future__ import annotations
+
+import hashlib
+import re
+import time
+from datetime import datetime, timezone
+
+from pydantic import Field
+
+from workers.backends.base import Backend, BackendSettings, ModelInfo, Outcome, TextGenerator
+from workers.contract import Job
+from workers.stops import StopMatcher
+
+_TOKEN = re.compile(r"\s*\S+|\s+")
+_STARTED = datetime(2026, 1, 1, tzinfo=timezone.utc)
+
+
+def echo_tokens(text: str) -> list[str]:
+    """Words with their leading whitespace; trailing whitespace is a token too."""
+    return _TOKEN.findall(text)
+
+
+class EchoSettings(BackendSettings):
+    delay_ms: float = Field(default=0, ge=0, description="pause between tokens")
+    context_length: int = Field(default=131072, ge=1)
+
+    def describe(self, model_name: str) -> ModelInfo:
+        return ModelInfo(
+            architecture="echo",
+            basename=model_name.split(":")[0],
+            family="echo",
+            context_length=self.context_length,
+            parameter_size="0",
+            format="none",
+            digest=hashlib.sha256(f"echo/{model_name}/{self.delay_ms}".encode()).hexdigest(),
+            modified_at=_STARTED,
+            template="{{ .Prompt }}",
+        )
+
+
+class EchoBackend(Backend):
+    name = "echo"
+    Settings = EchoSettings
+
+    def generate(self, job: Job) -> TextGenerator:
+        prompt_tokens = sum(len(echo_tokens(m.content)) for m in job.messages)
+        reply = job.messages[-1].content if job.messages else ""
+        limit = job.options.max_tokens
+        stops = StopMatcher(job.options.stop)
+        emitted = 0
+        for token in echo_tokens(reply):
+            if limit is not None and emitted >= limit:
+                return Outcome("length", prompt_tokens, emitted)
+            if emitted and self.settings.delay_ms:
+                time.sleep(self.settings.delay_ms / 1000)
+            emitted += 1
+            text = stops.feed(token)
+            if text:
+                yield text
+            if stops.stopped:
+                return Outcome("stop", prompt_tokens, emitted)
+        tail = stops.flush()
+        if tail:
+            yield tail
+        return Outcome("stop", prompt_tokens, emitted)
+
+
+BACKEND = EchoBackend

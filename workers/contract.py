@@ -1,0 +1,95 @@
+"""The internal job and event types shared by the front end and the workers.
+
+A job does not know which API its request came from: the front end translates
+every dialect into a `Job`, and translates the `Event`s back. Events travel as
+JSON on the job's Redis pub/sub channel (see `workers.channels`).
+"""
+from __future__ import annotations
+
+from typing import Annotated, Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Message(_Strict):
+    role: Literal["system", "user", "assistant", "tool"]
+    content: str = ""
+
+
+class SamplingOptions(_Strict):
+    """Generation options in one vocabulary (Ollama's names where they differ)."""
+
+    max_tokens: int | None = Field(default=None, ge=1)
+    temperature: float | None = Field(default=None, ge=0)
+    top_p: float | None = Field(default=None, ge=0, le=1)
+    top_k: int | None = Field(default=None, ge=0)
+    min_p: float | None = Field(default=None, ge=0, le=1)
+    seed: int | None = None
+    stop: list[str] = Field(default_factory=list)
+    repeat_penalty: float | None = Field(default=None, ge=0)
+    num_ctx: int | None = Field(default=None, ge=16)
+
+
+class Job(_Strict):
+    id: str
+    model: str
+    messages: list[Message]
+    options: SamplingOptions = Field(default_factory=SamplingOptions)
+    enqueued_at: float = 0.0
+
+
+class Usage(_Strict):
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+
+class Timings(_Strict):
+    """Nanoseconds, measured by the worker (Ollama reports these names)."""
+
+    load_ns: int = 0
+    prompt_eval_ns: int = 0
+    eval_ns: int = 0
+    total_ns: int = 0
+
+
+class StartedEvent(_Strict):
+    type: Literal["started"] = "started"
+
+
+class TextEvent(_Strict):
+    type: Literal["text"] = "text"
+    text: str
+
+
+FinishReason = Literal["stop", "length", "aborted"]
+
+
+class DoneEvent(_Strict):
+    type: Literal["done"] = "done"
+    reason: FinishReason
+    usage: Usage = Field(default_factory=Usage)
+    timings: Timings = Field(default_factory=Timings)
+
+
+class ErrorEvent(_Strict):
+    type: Literal["error"] = "error"
+    message: str
+    status: int = 500
+
+
+Event = Annotated[
+    Union[StartedEvent, TextEvent, DoneEvent, ErrorEvent], Field(discriminator="type")
+]
+EVENT_ADAPTER: TypeAdapter[Event] = TypeAdapter(Event)
+
+
+def encode_event(event: Event) -> bytes:
+    return event.model_dump_json().encode()
+
+
+def decode_event(payload: bytes | str) -> Event:
+    return EVENT_ADAPTER.validate_json(payload)

@@ -1,0 +1,96 @@
+"""The model registry: one TOML file describing every served model.
+
+    [models."smollm2:135m"]
+    backend = "llamacpp"     # a registered backend name
+    pool = "local"           # the Celery queue its jobs go to
+    # ...then the backend's own settings (see its Settings model)
+
+Both sides read it: the front end for listing, validation and routing, the
+workers to build backends. A bad entry makes start-up fail with a message
+naming the entry and the key.
+"""
+from __future__ import annotations
+
+import tomllib
+from functools import cached_property
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from workers.backends import backend_class, backend_names
+from workers.backends.base import BackendSettings, ModelInfo
+from workers.exceptions import RegistryError, SwitchboardError, UnknownModel
+
+DEFAULT_REGISTRY = Path(__file__).resolve().parent.parent / "models.toml"
+_COMMON_KEYS = {"backend", "pool"}
+
+
+class ModelEntry(BaseModel):
+    model_config = ConfigDict(arbitrary_types_allowed=True, frozen=True)
+
+    name: str
+    backend: str
+    pool: str = "local"
+    settings: BackendSettings
+
+    @cached_property
+    def info(self) -> ModelInfo:
+        return self.settings.describe(self.name)
+
+
+def _validation_message(error: ValidationError) -> str:
+    return "; ".join(
+        f'{".".join(str(p) for p in e["loc"]) or "entry"}: {e["msg"]}' for e in error.errors()
+    )
+
+
+def parse_entry(name: str, table: dict) -> ModelEntry:
+    where = f'models."{name}"'
+    if not isinstance(table, dict) or "backend" not in table:
+        raise RegistryError(f'{where}: needs a "backend" key (known: {", ".join(backend_names())})')
+    try:
+        settings_class = backend_class(table["backend"]).Settings
+        settings = settings_class.model_validate({k: v for k, v in table.items() if k not in _COMMON_KEYS})
+        entry = ModelEntry(name=name, backend=table["backend"], pool=table.get("pool", "local"), settings=settings)
+        entry.info  # fail at start-up, not on the first request, if the model file is unusable
+        return entry
+    except ValidationError as error:
+        raise RegistryError(f"{where}: {_validation_message(error)}") from None
+    except (SwitchboardError, OSError, ValueError) as error:
+        raise RegistryError(f"{where}: {error}") from None
+
+
+class Registry:
+    def __init__(self, entries: dict[str, ModelEntry]):
+        self._entries = entries
+
+    def names(self) -> list[str]:
+        return list(self._entries)
+
+    def entries(self) -> list[ModelEntry]:
+        return list(self._entries.values())
+
+    def get(self, name: str) -> ModelEntry:
+        """Ollama clients may add or drop the implicit ":latest" tag."""
+        for candidate in (name, name.removesuffix(":latest"), f"{name}:latest"):
+            if candidate in self._entries:
+                return self._entries[candidate]
+        raise UnknownModel(name)
+
+    def pools(self) -> set[str]:
+        return {e.pool for e in self._entries.values()}
+
+
+def load_registry(path: Path | None = None) -> Registry:
+    path = path or DEFAULT_REGISTRY
+    try:
+        document = tomllib.loads(path.read_text())
+    except (OSError, tomllib.TOMLDecodeError) as error:
+        raise RegistryError(f"cannot read model registry {path}: {error}") from None
+    unknown = set(document) - {"models"}
+    if unknown:
+        raise RegistryError(f"{path}: unknown top-level keys {sorted(unknown)}; expected [models.\"NAME\"] tables")
+    tables = document.get("models", {})
+    if not tables:
+        raise RegistryError(f"{path}: no models defined")
+    return Registry({name: parse_entry(name, table) for name, table in tables.items()})

@@ -1,0 +1,101 @@
+"""Run one job: backend text -> abort and limit checks -> published events.
+
+The runner owns what is common to every backend: the abort check between
+tokens, the wall-time cap, timings, the job's recorded state, and turning
+failures into an error event (a client never waits on a job that died).
+"""
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import dataclass
+
+from redis import Redis
+
+from workers.abort_watch import AbortWatch
+from workers.backends.base import Outcome
+from workers.channels import mark_loaded, publish_event, record_state
+from workers.contract import DoneEvent, ErrorEvent, Job, StartedEvent, TextEvent, Timings, Usage
+from workers.exceptions import SwitchboardError
+from workers.instances import BackendInstances
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class RunContext:
+    redis: Redis
+    backends: BackendInstances
+    aborts: AbortWatch
+    worker_id: str
+    max_job_seconds: float = 600.0
+    loaded_marker_seconds: int = 300
+
+
+def run_job(job: Job, ctx: RunContext) -> str:
+    """Run the job and return the reason it finished."""
+    with ctx.aborts.watch(job.id) as aborted:
+        if aborted.is_set():  # the client left while the job was queued
+            record_state(ctx.redis, job.id, status="finished", reason="aborted", worker=ctx.worker_id)
+            return "aborted"
+        record_state(ctx.redis, job.id, status="running", started_at=time.time(), worker=ctx.worker_id)
+        publish_event(ctx.redis, job.id, StartedEvent())
+        try:
+            done = _generate(job, ctx, aborted)
+        except SwitchboardError as error:
+            return _fail(job, ctx, str(error), error.status)
+        except Exception:
+            log.exception("job %s on model %s failed", job.id, job.model)
+            return _fail(job, ctx, "internal error while generating; see the worker log", 500)
+        if done.reason != "aborted":
+            publish_event(ctx.redis, job.id, done)
+        record_state(ctx.redis, job.id, status="finished", reason=done.reason, finished_at=time.time())
+        mark_loaded(ctx.redis, job.model, ctx.worker_id, ctx.loaded_marker_seconds)
+        return done.reason
+
+
+def _fail(job: Job, ctx: RunContext, message: str, status: int) -> str:
+    publish_event(ctx.redis, job.id, ErrorEvent(message=message, status=status))
+    record_state(ctx.redis, job.id, status="finished", reason="error", error=message, finished_at=time.time())
+    return "error"
+
+
+def _generate(job: Job, ctx: RunContext, aborted: threading.Event) -> DoneEvent:
+    started = time.perf_counter_ns()
+    deadline = started + int(ctx.max_job_seconds * 1e9)
+    first_token_at: int | None = None
+    pieces = ctx.backends.get(job.model).generate(job)
+    try:
+        while True:
+            try:
+                text = next(pieces)
+            except StopIteration as finished:
+                outcome: Outcome = finished.value
+                break
+            if aborted.is_set():
+                return DoneEvent(reason="aborted")
+            first_token_at = first_token_at or time.perf_counter_ns()
+            publish_event(ctx.redis, job.id, TextEvent(text=text))
+            if time.perf_counter_ns() > deadline:
+                log.warning("job %s hit the %.0f s wall-time cap", job.id, ctx.max_job_seconds)
+                outcome = Outcome("length", 0, 0)
+                break
+    finally:
+        pieces.close()  # stops the backend (llama.cpp, an upstream socket) at once
+    return _done(outcome, started, first_token_at)
+
+
+def _done(outcome: Outcome, started: int, first_token_at: int | None) -> DoneEvent:
+    ended = time.perf_counter_ns()
+    first = first_token_at or ended
+    return DoneEvent(
+        reason=outcome.reason,
+        usage=Usage(prompt_tokens=outcome.prompt_tokens, completion_tokens=outcome.completion_tokens),
+        timings=Timings(
+            load_ns=outcome.load_ns,
+            prompt_eval_ns=max(first - started - outcome.load_ns, 0),
+            eval_ns=ended - first,
+            total_ns=ended - started,
+        ),
+    )

@@ -1,0 +1,45 @@
+"""Stop sequences over streamed text.
+
+Text that could still be the start of a stop sequence is held back until the
+next piece tells whether it is; text from a stop sequence on is never emitted.
+"""
+from __future__ import annotations
+
+
+class StopMatcher:
+    def __init__(self, stops: list[str]):
+        self._stops = [s for s in stops if s]
+        self._held = ""
+        self.stopped = False
+
+    def feed(self, text: str) -> str:
+        """Return the text that is safe to emit; sets `stopped` on a match."""
+        if self.stopped:
+            return ""
+        buffer = self._held + text
+        cut = self._first_match(buffer)
+        if cut is not None:
+            self.stopped = True
+            self._held = ""
+            return buffer[:cut]
+        keep = self._partial_suffix_length(buffer)
+        self._held = buffer[len(buffer) - keep:] if keep else ""
+        return buffer[: len(buffer) - keep]
+
+    def flush(self) -> str:
+        """At the end of generation, release what was held back."""
+        held, self._held = self._held, ""
+        return "" if self.stopped else held
+
+    def _first_match(self, buffer: str) -> int | None:
+        found = [i for i in (buffer.find(s) for s in self._stops) if i >= 0]
+        return min(found) if found else None
+
+    def _partial_suffix_length(self, buffer: str) -> int:
+        longest = 0
+        for stop in self._stops:
+            for n in range(min(len(stop) - 1, len(buffer)), longest, -1):
+                if buffer.endswith(stop[:n]):
+                    longest = n
+                    break
+        return longest

@@ -1,0 +1,61 @@
+"""The Celery task: a thin wrapper that validates the job and calls the runner.
+
+Each worker process builds its run context (Redis, registry, backends, abort
+listener) on its first job, after any fork.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import socket
+from functools import lru_cache
+
+from celery.signals import worker_process_init, worker_ready
+from pydantic import ValidationError
+from redis import Redis
+
+from queue_config import RUN_JOB_TASK, app, worker_settings
+from workers.abort_watch import AbortWatch
+from workers.channels import publish_event
+from workers.contract import ErrorEvent, Job
+from workers.instances import BackendInstances
+from workers.registry import load_registry
+from workers.runner import RunContext, run_job
+
+log = logging.getLogger(__name__)
+
+
+@lru_cache(maxsize=1)
+def _context(pid: int) -> RunContext:
+    settings = worker_settings()
+    redis = Redis.from_url(settings.redis_url)
+    return RunContext(
+        redis=redis,
+        backends=BackendInstances(load_registry(settings.models_path)),
+        aborts=AbortWatch(redis),
+        worker_id=f"{socket.gethostname()}:{pid}",
+        max_job_seconds=settings.max_job_seconds,
+        loaded_marker_seconds=settings.loaded_marker_seconds,
+    )
+
+
+@app.task(name=RUN_JOB_TASK, ignore_result=True)
+def run(payload: dict) -> str:
+    ctx = _context(os.getpid())
+    try:
+        job = Job.model_validate(payload)
+    except ValidationError as error:
+        log.error("rejected a malformed job: %s", error)
+        job_id = payload.get("id") if isinstance(payload, dict) else None
+        if isinstance(job_id, str):
+            publish_event(ctx.redis, job_id, ErrorEvent(message="malformed job", status=500))
+        return "error"
+    return run_job(job, ctx)
+
+
+@worker_process_init.connect
+@worker_ready.connect
+def _warm_up(**_) -> None:
+    """Build the run context at start-up, not on the first job: reading the
+    registry describes every model. Prefork children get theirs after fork."""
+    _context(os.getpid())
