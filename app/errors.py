@@ -17,6 +17,14 @@ _OPENAI_TYPES = {
 }
 
 
+_BRANCH_TAGS = {"str", "int", "float", "bool", "list", "dict", "none"}
+
+
+def _is_union_branch(part) -> bool:
+    """pydantic names union branches in error locations: `str`, `list[...]`."""
+    return isinstance(part, str) and (part in _BRANCH_TAGS or "[" in part)
+
+
 class ApiError(Exception):
     def __init__(self, status: int, message: str, param: str | None = None):
         super().__init__(message)
@@ -24,9 +32,11 @@ class ApiError(Exception):
 
     @classmethod
     def from_validation(cls, error: ValidationError) -> "ApiError":
-        first = error.errors()[0]
-        field = ".".join(str(p) for p in first["loc"])
-        message = f"{field}: {first['msg']}" if field else first["msg"]
+        # With unions, pydantic reports one error per branch; the deepest one
+        # is the most specific (a bad part of a list, not "should be a string").
+        deepest = max(error.errors(), key=lambda e: len(e["loc"]))
+        field = ".".join(str(p) for p in deepest["loc"] if not _is_union_branch(p))
+        message = f"{field}: {deepest['msg']}" if field else deepest["msg"]
         return cls(400, message, param=field or None)
 
     @classmethod

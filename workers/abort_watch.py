@@ -14,7 +14,6 @@ from contextlib import contextmanager
 from typing import Iterator
 
 from redis import Redis
-from redis.exceptions import RedisError
 
 from workers.channels import ABORT_CHANNEL, is_aborted
 
@@ -51,9 +50,9 @@ class AbortWatch:
         while True:
             try:
                 self._listen()
-            except RedisError as error:
+            except Exception as error:  # noqa: BLE001 - this thread must never die
                 self._listening.clear()
-                log.warning("abort listener lost Redis (%s); reconnecting", error)
+                log.warning("abort listener lost Redis (%s: %s); reconnecting", type(error).__name__, error)
                 time.sleep(0.5)
 
     def _listen(self) -> None:

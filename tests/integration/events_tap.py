@@ -1,0 +1,52 @@
+"""Listen to every Switchboard pub/sub message, with arrival times, to see
+from outside what workers publish and when aborts are sent."""
+from __future__ import annotations
+
+import json
+import threading
+import time
+
+import redis
+
+from workers.channels import ABORT_CHANNEL, PREFIX
+
+
+class EventsTap:
+    def __init__(self, redis_url: str):
+        self._client = redis.Redis.from_url(redis_url)
+        self._pubsub = self._client.pubsub(ignore_subscribe_messages=True)
+        self._pubsub.psubscribe(f"{PREFIX}:job:*:events")
+        self._pubsub.subscribe(ABORT_CHANNEL)
+        self.messages: list[tuple[float, str, bytes]] = []
+        self._running = True
+        for _ in range(2):
+            self._pubsub.get_message(timeout=1)  # the two confirmations
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while self._running:
+            message = self._pubsub.get_message(timeout=0.05)
+            if message:
+                self.messages.append((time.monotonic(), message["channel"].decode(), message["data"]))
+
+    def aborts(self) -> list[tuple[float, str]]:
+        return [(t, data.decode()) for t, channel, data in self.messages if channel == ABORT_CHANNEL]
+
+    def events(self, job_id: str) -> list[tuple[float, dict]]:
+        channel = f"{PREFIX}:job:{job_id}:events"
+        return [(t, json.loads(data)) for t, ch, data in self.messages if ch == channel]
+
+    def wait_for_abort(self, timeout: float = 5) -> tuple[float, str]:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.aborts():
+                return self.aborts()[0]
+            time.sleep(0.01)
+        raise AssertionError("no abort was sent")
+
+    def close(self) -> None:
+        self._running = False
+        self._thread.join(1)
+        self._pubsub.close()
+        self._client.close()

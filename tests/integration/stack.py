@@ -1,0 +1,86 @@
+"""Real processes for integration tests: a Celery worker and a gunicorn web
+server, each in its own process group, killed at the end."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+import httpx
+
+from scripts.embedded_redis import free_port
+
+ROOT = Path(__file__).resolve().parents[2]
+BIN = Path(sys.executable).parent
+
+
+class Process:
+    def __init__(self, name: str, argv: list[str], env: dict):
+        self.name = name
+        self.log = tempfile.NamedTemporaryFile(prefix=f"switchboard-{name}-", suffix=".log", delete=False)
+        self.popen = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=self.log, stderr=subprocess.STDOUT,
+                                      start_new_session=True)
+
+    def output(self) -> str:
+        return Path(self.log.name).read_text(errors="replace")
+
+    def check_alive(self) -> None:
+        if self.popen.poll() is not None:
+            raise RuntimeError(f"{self.name} exited with {self.popen.returncode}:\n{self.output()[-3000:]}")
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 10) -> None:
+        if self.popen.poll() is None:
+            os.killpg(self.popen.pid, sig)
+            try:
+                self.popen.wait(timeout)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.popen.pid, signal.SIGKILL)
+                self.popen.wait()
+        self.log.close()
+        os.unlink(self.log.name)
+
+
+def stack_env(redis_url: str, **extra: str) -> dict:
+    env = dict(os.environ, REDIS_URL=redis_url, PYTHONUNBUFFERED="1", **extra)
+    env["PATH"] = os.pathsep.join([str(BIN), env.get("PATH", "")])
+    return env
+
+
+def start_worker(env: dict, concurrency: int = 4, queues: str = "local") -> Process:
+    worker = Process("worker", [
+        str(BIN / "celery"), "-A", "queue_config", "worker", "-P", "threads", "-c", str(concurrency),
+        "-Q", queues, "-n", f"test-{uuid.uuid4().hex[:8]}@%h", "--loglevel", "INFO", "--without-mingle",
+        "--without-gossip",
+    ], env)
+    deadline = time.monotonic() + 60
+    while " ready." not in worker.output():
+        worker.check_alive()
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"worker not ready:\n{worker.output()[-3000:]}")
+        time.sleep(0.1)
+    return worker
+
+
+def start_web(env: dict) -> tuple[Process, str]:
+    port = free_port()
+    web = Process("web", [
+        str(BIN / "gunicorn"), "-k", "gevent", "-w", "1", "-b", f"127.0.0.1:{port}", "--no-control-socket",
+        "app:create_app()",
+    ], env)
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 30
+    while True:
+        web.check_alive()
+        try:
+            if httpx.get(f"{base}/api/version", timeout=1).status_code == 200:
+                return web, base
+        except httpx.HTTPError:
+            pass
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"web not ready:\n{web.output()[-3000:]}")
+        time.sleep(0.1)

@@ -1,0 +1,70 @@
+"""Abort on disconnect, for real: a dropped socket makes the front end abort
+the job, and the worker stops (running) or never starts it (queued)."""
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from tests.integration.events_tap import EventsTap
+from tests.integration.http import DroppableStream
+from workers.channels import job_state
+
+LONG_TEXT = " ".join(f"word{i}" for i in range(400))  # 20 s at echo:slow's 50 ms per token
+
+
+def chat_body(model: str = "echo:slow", text: str = LONG_TEXT) -> dict:
+    return {"model": model, "messages": [{"role": "user", "content": text}]}
+
+
+def wait_for_state(redis, job_id: str, reason: str, timeout: float = 5) -> dict:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        state = job_state(redis, job_id)
+        if state.get("reason") == reason:
+            return state
+        time.sleep(0.02)
+    raise AssertionError(f"job {job_id} not recorded as {reason}: {job_state(redis, job_id)}")
+
+
+@pytest.fixture
+def tap(redis_url, base_url):
+    tap = EventsTap(redis_url)
+    yield tap
+    tap.close()
+
+
+@pytest.mark.parametrize("path", ["/api/chat", "/v1/chat/completions"], ids=["ndjson", "sse"])
+def test_dropping_a_stream_stops_the_worker_within_a_token(base_url, redis_client, tap, path):
+    body = chat_body() | ({"stream": True} if path.startswith("/v1") else {})
+    stream = DroppableStream(base_url, path, body)
+    for _ in range(3):
+        assert stream.read_line()
+    stream.drop()
+    dropped_at = time.monotonic()
+
+    aborted_at, job_id = tap.wait_for_abort()
+    assert aborted_at - dropped_at < 1.0
+    state = wait_for_state(redis_client, job_id, "aborted", timeout=1.0)
+    assert state["status"] == "finished"
+    time.sleep(0.3)  # several echo:slow tokens' worth: nothing more may come
+    after = [e for t, e in tap.events(job_id) if t > aborted_at and e["type"] == "text"]
+    assert len(after) <= 1
+
+
+def test_a_queued_job_whose_client_left_never_starts(base_url, redis_client, tap):
+    blockers = [DroppableStream(base_url, "/api/chat", chat_body()) for _ in range(4)]  # the worker's 4 slots
+    for blocker in blockers:
+        assert blocker.read_line()
+    queued = DroppableStream(base_url, "/api/chat", chat_body(text="should never run"))
+    time.sleep(0.5)  # silent: the job waits in the queue
+    queued.drop()
+    dropped_at = time.monotonic()
+    aborted_at, job_id = tap.wait_for_abort()
+    assert aborted_at - dropped_at < 1.0  # noticed while the stream was silent
+
+    for blocker in blockers:
+        blocker.drop()
+    state = wait_for_state(redis_client, job_id, "aborted", timeout=5)
+    assert "started_at" not in state
+    assert tap.events(job_id) == []

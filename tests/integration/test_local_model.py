@@ -1,0 +1,77 @@
+"""The real SmolLM2-135M through the whole path (web, queue, worker, llama.cpp).
+
+llama-cpp-python's own create_chat_completion, run in the test process on
+the same GGUF, is the reference: greedy decoding must give the same text and
+the same prompt token count."""
+from __future__ import annotations
+
+import json
+
+import ollama
+import openai
+import pytest
+
+from tests.integration.http import post_raw
+from workers.backends.llamacpp import smollm2_gguf
+
+pytestmark = pytest.mark.slow
+MESSAGES = [{"role": "system", "content": "You are terse."}, {"role": "user", "content": "Name three colors."}]
+GREEDY = {"temperature": 0, "repeat_penalty": 1.0, "seed": 7}
+
+
+@pytest.fixture(scope="module")
+def reference():
+    from llama_cpp import Llama
+
+    llm = Llama(model_path=str(smollm2_gguf()), n_ctx=4096, verbose=False)
+    return llm.create_chat_completion(messages=MESSAGES, max_tokens=24, **GREEDY)
+
+
+def test_ollama_chat_matches_llama_cpp(base_url, reference):
+    reply = ollama.Client(host=base_url).chat("smollm2:135m", messages=MESSAGES,
+                                              options=GREEDY | {"num_predict": 24})
+    assert reply.message.content == reference["choices"][0]["message"]["content"]
+    assert reply.prompt_eval_count == reference["usage"]["prompt_tokens"]
+    assert reply.eval_count == reference["usage"]["completion_tokens"]
+    assert reply.done_reason == reference["choices"][0]["finish_reason"]
+    assert reply.load_duration >= 0 and reply.prompt_eval_duration > 0 and reply.eval_duration > 0
+
+
+def test_openai_stream_matches_llama_cpp(base_url, reference):
+    client = openai.OpenAI(base_url=f"{base_url}/v1", api_key="unused", max_retries=0)
+    chunks = list(client.chat.completions.create(
+        model="smollm2:135m", messages=MESSAGES, stream=True, stream_options={"include_usage": True},
+        max_tokens=24, temperature=0, seed=7))
+    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    # OpenAI requests carry no repeat_penalty, so the server's default (1.1) applies:
+    # compare token accounting, which does not depend on sampling.
+    assert text
+    assert chunks[-1].usage.prompt_tokens == reference["usage"]["prompt_tokens"]
+    assert chunks[-1].usage.completion_tokens <= 24
+
+
+def test_token_limit_gives_length(base_url):
+    reply = ollama.Client(host=base_url).generate("smollm2:135m", prompt="Tell me a long story.",
+                                                  options={"num_predict": 5, "seed": 1})
+    assert reply.done_reason == "length" and reply.eval_count == 5
+
+
+def test_a_prompt_longer_than_the_context_is_a_400_before_any_byte(base_url):
+    status, _, body = post_raw(base_url, "/api/chat", {
+        "model": "smollm2:135m", "options": {"num_ctx": 64},
+        "messages": [{"role": "user", "content": "word " * 200}]})
+    assert status == 400
+    assert "context window of 64" in json.loads(body)["error"]
+
+
+def test_copilot_agent_request_streams(base_url, copilot_fixture):
+    status, headers, body = post_raw(base_url, "/v1/chat/completions",
+                                     copilot_fixture["first_turn"] | {"max_tokens": 16},
+                                     copilot_fixture["headers"])
+    assert status == 200 and headers["Content-Type"].startswith("text/event-stream")
+    frames = body.split(b"\n\n")
+    assert frames[-2:] == [b"data: [DONE]", b""]
+    chunks = [json.loads(f.removeprefix(b"data: ")) for f in frames[:-2]]
+    assert chunks[-2]["choices"][0]["finish_reason"] in ("stop", "length")
+    usage = chunks[-1]["usage"]
+    assert usage["total_tokens"] == usage["prompt_tokens"] + usage["completion_tokens"] > 0

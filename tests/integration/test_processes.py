@@ -1,0 +1,53 @@
+"""Process-level facts: the embedded Redis, the abort listener, import rules."""
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+import uuid
+
+import redis
+
+from scripts.embedded_redis import EmbeddedRedis
+from workers.abort_watch import AbortWatch
+from workers.channels import send_abort
+
+
+def test_embedded_redis_is_a_real_server_and_stops():
+    server = EmbeddedRedis()
+    try:
+        client = redis.Redis.from_url(server.url)
+        assert client.info("server")["redis_version"]
+        client.set("k", "v")
+        assert client.get("k") == b"v"
+    finally:
+        server.stop()
+    assert server.process.poll() is not None
+
+
+def test_abort_watch_hears_a_running_jobs_abort(clean_redis, redis_url):
+    watch, job_id = AbortWatch(redis.Redis.from_url(redis_url)), uuid.uuid4().hex
+    with watch.watch(job_id) as flag:
+        assert not flag.is_set()
+        send_abort(clean_redis, job_id)
+        deadline = time.monotonic() + 1
+        while not flag.is_set() and time.monotonic() < deadline:
+            time.sleep(0.005)
+        assert flag.is_set()
+
+
+def test_abort_watch_sees_an_abort_sent_before_the_job_started(clean_redis, redis_url):
+    job_id = uuid.uuid4().hex
+    send_abort(clean_redis, job_id)
+    with AbortWatch(redis.Redis.from_url(redis_url)).watch(job_id) as flag:
+        assert flag.is_set()
+
+
+def test_front_end_imports_no_worker_code():
+    code = (
+        "import sys; from app import create_app; create_app({'redis_url': 'redis://127.0.0.1:1/0'});"
+        "bad = [m for m in ('workers.tasks', 'workers.runner', 'llama_cpp') if m in sys.modules];"
+        "print(bad); sys.exit(1 if bad else 0)"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr

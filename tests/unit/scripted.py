@@ -1,0 +1,43 @@
+"""A scripted job source for route unit tests: the relay and the queue are
+replaced by fakes that answer each enqueued job with queued-up events."""
+from __future__ import annotations
+
+import fakeredis
+import pytest
+
+from app import create_app
+from app.relay import Subscription
+from workers.channels import events_channel
+from workers.contract import encode_event
+
+
+class ScriptedJobs:
+    def __init__(self):
+        self.replies: list[list] = []
+        self.jobs = []
+        self._subscriptions: dict[str, Subscription] = {}
+
+    # Relay
+    def subscribe(self, channel: str, timeout: float) -> Subscription:
+        subscription = self._subscriptions[channel] = Subscription(channel.encode())
+        return subscription
+
+    def unsubscribe(self, subscription: Subscription) -> None:
+        self._subscriptions.pop(subscription.channel.decode(), None)
+
+    # Enqueue
+    def enqueue(self, job, queue: str) -> None:
+        self.jobs.append((job, queue))
+        subscription = self._subscriptions[events_channel(job.id)]
+        for event in self.replies.pop(0):
+            subscription.messages.put(encode_event(event))
+
+
+@pytest.fixture
+def scripted():
+    app = create_app({"redis_url": "redis://unused:1/0"})
+    services = app.extensions["switchboard"]
+    jobs = ScriptedJobs()
+    services.relay, services.enqueue, services.redis = jobs, jobs.enqueue, fakeredis.FakeRedis()
+    jobs.client = app.test_client()
+    return jobs

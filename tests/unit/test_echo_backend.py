@@ -1,0 +1,41 @@
+import pytest
+
+from workers.backends.echo import EchoBackend, EchoSettings, echo_tokens
+from workers.contract import Job, Message, SamplingOptions
+
+
+def run(text, **options):
+    backend = EchoBackend("echo", EchoSettings())
+    job = Job(id="j", model="echo", messages=[Message(role="user", content=text)], options=SamplingOptions(**options))
+    gen, pieces = backend.generate(job), []
+    while True:
+        try:
+            pieces.append(next(gen))
+        except StopIteration as done:
+            return pieces, done.value
+
+
+@pytest.mark.parametrize("text, tokens", [
+    ("hello world", ["hello", " world"]),
+    ("  lead\ttab\n", ["  lead", "\ttab", "\n"]),
+    ("", []),
+], ids=["words", "whitespace", "empty"])
+def test_tokens_keep_every_character(text, tokens):
+    assert echo_tokens(text) == tokens
+    assert "".join(tokens) == text
+
+
+def test_echoes_the_last_message_exactly():
+    pieces, outcome = run("a  b\n c")
+    assert "".join(pieces) == "a  b\n c"
+    assert (outcome.reason, outcome.prompt_tokens, outcome.completion_tokens) == ("stop", 3, 3)
+
+
+def test_token_limit():
+    pieces, outcome = run("a b c d", max_tokens=2)
+    assert pieces == ["a", " b"] and outcome.reason == "length" and outcome.completion_tokens == 2
+
+
+def test_stop_sequence():
+    pieces, outcome = run("one two three", stop=["thr"])
+    assert "".join(pieces) == "one two " and outcome.reason == "stop"

@@ -1,0 +1,96 @@
+"""Routes with a scripted job source: exact bytes, including in-band errors."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.unit.scripted import scripted  # noqa: F401  (fixture)
+from workers.channels import is_aborted
+from workers.contract import DoneEvent, ErrorEvent, StartedEvent, TextEvent, Usage
+
+DONE = DoneEvent(reason="stop", usage=Usage(prompt_tokens=1, completion_tokens=2))
+
+
+def test_an_error_after_text_is_in_band_on_ndjson(scripted):
+    scripted.replies.append([StartedEvent(), TextEvent(text="Hi"), ErrorEvent(message="worker died", status=500)])
+    response = scripted.client.post("/api/chat", json={"model": "echo", "messages": [{"role": "user", "content": "x"}]})
+    assert response.status_code == 200
+    lines = response.data.split(b"\n")
+    assert lines[-1] == b"" and json.loads(lines[-2]) == {"error": "worker died"}
+
+
+def test_an_error_after_text_is_in_band_on_sse_then_done(scripted):
+    scripted.replies.append([TextEvent(text="Hi"), ErrorEvent(message="worker died", status=500)])
+    response = scripted.client.post("/v1/chat/completions", json={
+        "model": "echo", "stream": True, "messages": [{"role": "user", "content": "x"}]})
+    frames = response.data.split(b"\n\n")
+    assert frames[-3:] == [
+        b'data: {"error":{"message":"worker died","type":"server_error","param":null,"code":null}}',
+        b"data: [DONE]", b""]
+
+
+@pytest.mark.parametrize("path, body, expected", [
+    ("/api/chat", {"messages": [{"role": "user", "content": "x"}]}, {"error": "model too large"}),
+    ("/v1/chat/completions", {"messages": [{"role": "user", "content": "x"}]},
+     {"error": {"message": "model too large", "type": "invalid_request_error", "param": None, "code": None}}),
+], ids=["ollama", "openai"])
+def test_an_error_before_any_text_gets_a_real_status(scripted, path, body, expected):
+    scripted.replies.append([StartedEvent(), ErrorEvent(message="model too large", status=400)])
+    response = scripted.client.post(path, json={"model": "echo", **body, "stream": True})
+    assert response.status_code == 400 and response.json == expected
+
+
+def test_a_finished_job_is_not_aborted_and_an_abandoned_one_is(scripted):
+    scripted.replies.append([TextEvent(text="a"), DONE])
+    response = scripted.client.post("/api/chat", json={"model": "echo", "messages": [{"role": "user", "content": "x"}]})
+    assert json.loads(response.data.split(b"\n")[-2])["done"] is True
+    response.close()
+    finished = scripted.jobs[-1][0]
+    scripted.replies.append([TextEvent(text="a"), TextEvent(text="b")])
+    response = scripted.client.post("/api/chat", json={"model": "echo", "messages": [{"role": "user", "content": "x"}]},
+                                    buffered=False)
+    next(response.response)  # the client reads one line, then goes away
+    response.close()
+    abandoned = scripted.jobs[-1][0]
+    redis = scripted.client.application.extensions["switchboard"].redis
+    assert not is_aborted(redis, finished.id) and is_aborted(redis, abandoned.id)
+
+
+def test_jobs_go_to_the_models_pool_with_translated_options(scripted):
+    scripted.replies.append([DONE])
+    scripted.client.post("/api/generate", json={
+        "model": "echo:latest", "prompt": "p", "system": "s", "stream": False,
+        "options": {"num_predict": -1, "stop": "x", "seed": 3, "mirostat": 2}})
+    job, queue = scripted.jobs[0]
+    assert queue == "local" and job.model == "echo"
+    assert [(m.role, m.content) for m in job.messages] == [("system", "s"), ("user", "p")]
+    assert (job.options.max_tokens, job.options.stop, job.options.seed) == (None, ["x"], 3)
+
+
+@pytest.mark.parametrize("path, body, status, message", [
+    ("/api/chat", b"{", 400, "invalid JSON body: Expecting property name enclosed in double quotes: line 1 column 2 (char 1)"),
+    ("/api/chat", b"[]", 400, "the request body must be a JSON object"),
+    ("/api/chat", b'{"model": "echo", "messages": []}', 400, "messages: List should have at least 1 item after validation, not 0"),
+    ("/api/chat", b'{"messages": [{"role": "user", "content": "x"}]}', 400, "model: Field required"),
+    ("/api/show", b"{}", 400, "Value error, model is required"),
+    ("/api/show", b'{"model": "gone"}', 404, 'model "gone" not found, try pulling it first'),
+    ("/api/generate", b'{"model": "echo", "options": {"temperature": "hot"}}', 400,
+     "options.temperature: Input should be a valid number, unable to parse string as a number"),
+], ids=["json", "not-object", "no-messages", "no-model", "show-empty", "show-missing", "option-type"])
+def test_ollama_bad_input(scripted, path, body, status, message):
+    response = scripted.client.post(path, data=body, content_type="application/json")
+    assert (response.status_code, response.json) == (status, {"error": message})
+
+
+@pytest.mark.parametrize("body, param", [
+    ({"model": "echo", "messages": [{"role": "user", "content": "x"}], "n": 2}, "n"),
+    ({"model": "echo", "messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}]},
+     "messages.0.content"),
+    ({"model": "echo", "messages": [{"role": "user", "content": [{"type": "audio"}]}]}, "messages.0.content.0"),
+    ({"model": "echo", "messages": [{"role": "user", "content": "x"}], "max_tokens": 0}, "max_tokens"),
+], ids=["n", "image", "part-type", "max-tokens"])
+def test_openai_bad_input_names_the_field(scripted, body, param):
+    response = scripted.client.post("/v1/chat/completions", json=body)
+    assert response.status_code == 400 and response.json["error"]["param"] == param
+    assert response.json["error"]["type"] == "invalid_request_error"

@@ -1,0 +1,107 @@
+"""The runner on fakeredis with scripted backends: events, abort, failures."""
+from __future__ import annotations
+
+import json
+import threading
+from contextlib import contextmanager
+
+import fakeredis
+import pytest
+
+from workers.backends.base import Backend, BackendSettings, Outcome
+from workers.channels import events_channel, job_state
+from workers.contract import Job, Message
+from workers.exceptions import BackendError
+from workers.runner import RunContext, run_job
+
+
+class ScriptedBackend(Backend):
+    """Yields its pieces; calls `on_piece(i)` before each; records closing."""
+
+    def __init__(self, pieces, on_piece=lambda i: None, error: Exception | None = None):
+        super().__init__("scripted", BackendSettings())
+        self.pieces, self.on_piece, self.error, self.closed = pieces, on_piece, error, False
+
+    def generate(self, job):
+        try:
+            for i, piece in enumerate(self.pieces):
+                self.on_piece(i)
+                yield piece
+            if self.error:
+                raise self.error
+            return Outcome("stop", 3, len(self.pieces))
+        finally:
+            self.closed = True
+
+
+class OneBackend:
+    def __init__(self, backend):
+        self.backend = backend
+
+    def get(self, model):
+        return self.backend
+
+
+class Flags:
+    def __init__(self):
+        self.flag = threading.Event()
+
+    @contextmanager
+    def watch(self, job_id):
+        yield self.flag
+
+
+JOB = Job(id="job1", model="m", messages=[Message(role="user", content="hi")])
+
+
+def run(backend, flags=None, **settings):
+    redis = fakeredis.FakeRedis()
+    pubsub = redis.pubsub()
+    pubsub.subscribe(events_channel(JOB.id))
+    pubsub.get_message()
+    ctx = RunContext(redis=redis, backends=OneBackend(backend), aborts=flags or Flags(), worker_id="w", **settings)
+    reason = run_job(JOB, ctx)
+    events = []
+    while (message := pubsub.get_message()) is not None:
+        events.append(json.loads(message["data"]))
+    return reason, events, job_state(redis, JOB.id)
+
+
+def test_publishes_started_text_and_done():
+    reason, events, state = run(ScriptedBackend(["a", "b"]))
+    assert [e["type"] for e in events] == ["started", "text", "text", "done"]
+    assert events[-1]["usage"] == {"prompt_tokens": 3, "completion_tokens": 2}
+    assert events[-1]["timings"]["total_ns"] >= events[-1]["timings"]["eval_ns"] >= 0
+    assert reason == "stop" and state["status"] == "finished" and state["reason"] == "stop"
+
+
+def test_a_job_aborted_while_queued_never_starts():
+    flags = Flags()
+    flags.flag.set()
+    backend = ScriptedBackend(["a"])
+    reason, events, state = run(backend, flags)
+    assert reason == "aborted" and events == [] and "started_at" not in state
+    assert not backend.closed  # generate() was never called
+
+
+def test_abort_mid_stream_stops_within_a_token_and_closes_the_backend():
+    flags = Flags()
+    backend = ScriptedBackend(list("abcdef"), on_piece=lambda i: i == 2 and flags.flag.set())
+    reason, events, state = run(backend, flags)
+    assert [e.get("text") for e in events if e["type"] == "text"] == ["a", "b"]
+    assert reason == "aborted" and state["reason"] == "aborted" and backend.closed
+
+
+@pytest.mark.parametrize("error, message, status", [
+    (BackendError("prompt too long", 400), "prompt too long", 400),
+    (RuntimeError("secret internals"), "internal error while generating; see the worker log", 500),
+], ids=["backend-error", "crash"])
+def test_failures_become_an_error_event(error, message, status):
+    reason, events, state = run(ScriptedBackend(["a"], error=error))
+    assert events[-1] == {"type": "error", "message": message, "status": status}
+    assert reason == "error" and state["reason"] == "error"
+
+
+def test_wall_time_cap_ends_the_job():
+    reason, events, _ = run(ScriptedBackend(["a", "b", "c"]), max_job_seconds=0)
+    assert [e["type"] for e in events] == ["started", "text", "done"] and reason == "length"

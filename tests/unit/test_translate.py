@@ -1,0 +1,58 @@
+"""Pure translation functions of both dialects."""
+from __future__ import annotations
+
+from app.schemas.ollama import ChatRequest
+from app.schemas.openai import ChatCompletionRequest
+from app.streaming import ndjson, sse
+from app.translate import ollama, openai
+from workers.contract import DoneEvent, Timings, Usage
+
+DONE = DoneEvent(reason="length", usage=Usage(prompt_tokens=4, completion_tokens=2),
+                 timings=Timings(load_ns=1, prompt_eval_ns=2, eval_ns=3, total_ns=7))
+
+
+def test_openai_request_to_job(copilot_fixture):
+    request = ChatCompletionRequest.model_validate(copilot_fixture["first_turn"])
+    job = openai.chat_to_job(request, "id1", "smollm2:135m")
+    assert [m.role for m in job.messages] == ["system", "system", "user"]
+    assert job.messages[2].content.startswith("<attachments>") and "<userRequest>" in job.messages[2].content
+    assert job.options.temperature == 0 and job.options.top_p == 1 and job.options.max_tokens is None
+
+
+def test_openai_developer_role_and_limits():
+    request = ChatCompletionRequest.model_validate({
+        "model": "m", "messages": [{"role": "developer", "content": "d"}, {"role": "user", "content": None}],
+        "max_tokens": 5, "max_completion_tokens": 7, "stop": "END"})
+    job = openai.chat_to_job(request, "id", "m")
+    assert [(m.role, m.content) for m in job.messages] == [("system", "d"), ("user", "")]
+    assert job.options.max_tokens == 7 and job.options.stop == ["END"]
+
+
+def test_openai_chunks_and_completion():
+    chunks = openai.ChatChunks("c1", "m", 10, include_usage=True)
+    assert chunks.role()["choices"][0]["delta"] == {"role": "assistant", "content": ""}
+    assert chunks.text("x")["usage"] is None
+    finish, usage = chunks.finish(DONE)
+    assert finish["choices"][0] == {"index": 0, "delta": {}, "logprobs": None, "finish_reason": "length"}
+    assert usage["choices"] == [] and usage["usage"] == {"prompt_tokens": 4, "completion_tokens": 2, "total_tokens": 6}
+    body = openai.chat_completion("c1", "m", 10, "hello", DONE)
+    assert body["choices"][0]["message"] == {"role": "assistant", "content": "hello"}
+    assert "usage" not in openai.ChatChunks("c1", "m", 10, include_usage=False).text("x")
+
+
+def test_ollama_request_to_job_and_last_line():
+    request = ChatRequest.model_validate({"model": "m", "messages": [{"role": "user", "content": "q"}],
+                                          "options": {"num_predict": 9, "top_k": 5, "stop": ["a", "b"]}})
+    job = ollama.chat_to_job(request, "id", "m")
+    assert (job.options.max_tokens, job.options.top_k, job.options.stop) == (9, 5, ["a", "b"])
+    last = ollama.ChatLines("m").done(DONE)
+    assert last["message"] == {"role": "assistant", "content": ""} and last["done"] is True
+    assert {k: last[k] for k in ("done_reason", "total_duration", "load_duration", "prompt_eval_count",
+                                 "prompt_eval_duration", "eval_count", "eval_duration")} == {
+        "done_reason": "length", "total_duration": 7, "load_duration": 1, "prompt_eval_count": 4,
+        "prompt_eval_duration": 2, "eval_count": 2, "eval_duration": 3}
+
+
+def test_framing_bytes():
+    assert sse({"a": "é"}) == 'data: {"a":"é"}\n\n'.encode()
+    assert ndjson({"a": [1, 2]}) == b'{"a":[1,2]}\n'
