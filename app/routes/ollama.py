@@ -126,19 +126,19 @@ def _reply(run: JobRun, events: Iterator[Event], lines, stream: bool) -> Respons
     return jsonify(lines.done(done, content=text))
 
 
+def _serve(request, to_job, lines) -> Response:
+    entry = find_model(request.model)
+    run, events = start_job(to_job(request, new_job_id(), entry.name), entry)
+    return _reply(run, events, lines, request.stream)
+
+
 @bp.post("/api/chat")
 def chat():
     request = parse_body(ChatRequest)
-    entry = find_model(request.model)
-    job = translate.chat_to_job(request, new_job_id(), entry.name)
-    run, events = start_job(job, entry)
-    return _reply(run, events, translate.ChatLines(request.model), request.stream)
+    return _serve(request, translate.chat_to_job, translate.ChatLines(request.model))
 
 
 @bp.post("/api/generate")
 def generate():
     request = parse_body(GenerateRequest)
-    entry = find_model(request.model)
-    job = translate.generate_to_job(request, new_job_id(), entry.name)
-    run, events = start_job(job, entry)
-    return _reply(run, events, translate.GenerateLines(request.model), request.stream)
+    return _serve(request, translate.generate_to_job, translate.GenerateLines(request.model))

@@ -53,20 +53,17 @@ def done_fields(done: DoneEvent) -> dict:
     }
 
 
-class ChatLines:
-    """Objects of an /api/chat reply; every one carries message.role
-    (the ollama client requires it on the last line too)."""
+class _Lines:
+    """The objects of one reply; subclasses say where the text goes."""
 
     def __init__(self, model: str):
         self.model = model
 
-    def _line(self, content: str, done: bool) -> dict:
-        return {
-            "model": self.model,
-            "created_at": now_rfc3339(),
-            "message": {"role": "assistant", "content": content},
-            "done": done,
-        }
+    def _body(self, text: str) -> dict:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def _line(self, text: str, done: bool) -> dict:
+        return {"model": self.model, "created_at": now_rfc3339(), **self._body(text), "done": done}
 
     def text(self, text: str) -> dict:
         return self._line(text, False)
@@ -75,17 +72,16 @@ class ChatLines:
         return self._line(content, True) | done_fields(done)
 
 
-class GenerateLines:
-    """Objects of an /api/generate reply."""
+class ChatLines(_Lines):
+    """/api/chat: every line carries message.role (the ollama client needs it
+    on the last line too)."""
 
-    def __init__(self, model: str):
-        self.model = model
+    def _body(self, text: str) -> dict:
+        return {"message": {"role": "assistant", "content": text}}
 
-    def _line(self, response: str, done: bool) -> dict:
-        return {"model": self.model, "created_at": now_rfc3339(), "response": response, "done": done}
 
-    def text(self, text: str) -> dict:
-        return self._line(text, False)
+class GenerateLines(_Lines):
+    """/api/generate: the text is `response`."""
 
-    def done(self, done: DoneEvent, content: str = "") -> dict:
-        return self._line(content, True) | done_fields(done)
+    def _body(self, text: str) -> dict:
+        return {"response": text}
