@@ -20,6 +20,7 @@ class WorkerSettings:
     redis_url: str
     models_path: Path | None
     max_job_seconds: float
+    max_job_tokens: int
     loaded_marker_seconds: int
 
 
@@ -30,6 +31,8 @@ def worker_settings() -> WorkerSettings:
         models_path=Path(models) if models else None,
         # Server-side cap on one job's wall time, whatever its token limit.
         max_job_seconds=float(os.environ.get("SWITCHBOARD_MAX_JOB_SECONDS", "600")),
+        # Server-side cap on the tokens one job may generate, whatever it asks.
+        max_job_tokens=int(os.environ.get("SWITCHBOARD_MAX_JOB_TOKENS", "16384")),
         # How long /api/ps lists a model after a worker last ran it.
         loaded_marker_seconds=int(os.environ.get("SWITCHBOARD_LOADED_SECONDS", "300")),
     )

@@ -6,6 +6,8 @@ JSON on the job's Redis pub/sub channel (see `workers.channels`).
 """
 from __future__ import annotations
 
+import secrets
+import string
 from typing import Annotated, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
@@ -15,9 +17,40 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+class ToolSpec(_Strict):
+    """A function the client offers; `parameters` is its JSON schema."""
+
+    name: str
+    description: str = ""
+    parameters: dict = Field(default_factory=dict)
+
+
+_ID_ALPHABET = string.ascii_letters + string.digits
+
+
+def new_call_id() -> str:
+    """`call_` and 24 random alphanumerics, as OpenAI's ids look."""
+    return "call_" + "".join(secrets.choice(_ID_ALPHABET) for _ in range(24))
+
+
+class ToolCall(_Strict):
+    id: str
+    name: str
+    arguments: str = "{}"  # JSON text, as OpenAI carries it
+
+
+class ToolChoice(_Strict):
+    mode: Literal["none", "auto", "required", "function"] = "auto"
+    name: str | None = None  # for mode "function"
+
+
 class Message(_Strict):
     role: Literal["system", "user", "assistant", "tool"]
     content: str = ""
+    tool_calls: list[ToolCall] = Field(default_factory=list)  # assistant messages
+    tool_call_id: str | None = None  # tool messages: the call they answer...
+    tool_name: str | None = None  # ...or, from Ollama clients, only its name
+    failed: bool = False  # a tool result the client marked as failed
 
 
 class SamplingOptions(_Strict):
@@ -39,6 +72,8 @@ class Job(_Strict):
     model: str
     messages: list[Message]
     options: SamplingOptions = Field(default_factory=SamplingOptions)
+    tools: list[ToolSpec] = Field(default_factory=list)
+    tool_choice: ToolChoice = Field(default_factory=ToolChoice)
     enqueued_at: float = 0.0
 
 
@@ -65,7 +100,18 @@ class TextEvent(_Strict):
     text: str
 
 
-FinishReason = Literal["stop", "length", "aborted"]
+class ToolCallEvent(_Strict):
+    """One complete call parsed from the reply; `index` counts from 0."""
+
+    type: Literal["tool_call"] = "tool_call"
+    index: int
+    id: str
+    name: str
+    arguments: str  # JSON text
+
+
+# "step_limit": a final answer forced by the tool-round limit (clients see "stop").
+FinishReason = Literal["stop", "length", "tool_calls", "step_limit", "aborted"]
 
 
 class DoneEvent(_Strict):
@@ -82,7 +128,7 @@ class ErrorEvent(_Strict):
 
 
 Event = Annotated[
-    Union[StartedEvent, TextEvent, DoneEvent, ErrorEvent], Field(discriminator="type")
+    Union[StartedEvent, TextEvent, ToolCallEvent, DoneEvent, ErrorEvent], Field(discriminator="type")
 ]
 EVENT_ADAPTER: TypeAdapter[Event] = TypeAdapter(Event)
 

@@ -5,7 +5,7 @@ import threading
 
 from workers.backends import backend_class
 from workers.backends.base import Backend
-from workers.registry import Registry
+from workers.registry import ModelEntry, Registry
 
 
 class BackendInstances:
@@ -13,6 +13,9 @@ class BackendInstances:
         self._registry = registry
         self._instances: dict[str, Backend] = {}
         self._lock = threading.Lock()
+
+    def entry(self, model: str) -> ModelEntry:
+        return self._registry.get(model)
 
     def get(self, model: str) -> Backend:
         entry = self._registry.get(model)

@@ -15,14 +15,16 @@ import tomllib
 from functools import cached_property
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from workers.backends import backend_class, backend_names
 from workers.backends.base import BackendSettings, ModelInfo
 from workers.exceptions import RegistryError, SwitchboardError, UnknownModel
 
 DEFAULT_REGISTRY = Path(__file__).resolve().parent.parent / "models.toml"
-_COMMON_KEYS = {"backend", "pool"}
+_COMMON_KEYS = {"backend", "pool", "tools", "system", "step_limit"}
 
 
 class ModelEntry(BaseModel):
@@ -31,7 +33,14 @@ class ModelEntry(BaseModel):
     name: str
     backend: str
     pool: str = "local"
+    tools: Literal["emulated", "off"] = "emulated"  # emulated: described in the prompt, parsed from the reply
+    system: Literal["native", "inject"] = "native"  # inject: for backends that ignore the system role
+    step_limit: int = Field(default=25, ge=1)  # tool rounds per request before a final answer is asked for
     settings: BackendSettings
+
+    @property
+    def capabilities(self) -> list[str]:
+        return ["completion"] + (["tools"] if self.tools != "off" else [])
 
     @cached_property
     def info(self) -> ModelInfo:
@@ -51,7 +60,8 @@ def parse_entry(name: str, table: dict) -> ModelEntry:
     try:
         settings_class = backend_class(table["backend"]).Settings
         settings = settings_class.model_validate({k: v for k, v in table.items() if k not in _COMMON_KEYS})
-        entry = ModelEntry(name=name, backend=table["backend"], pool=table.get("pool", "local"), settings=settings)
+        common = {k: v for k, v in table.items() if k in _COMMON_KEYS}
+        entry = ModelEntry(name=name, settings=settings, **common)
         entry.info  # fail at start-up, not on the first request, if the model file is unusable
         return entry
     except ValidationError as error:

@@ -1,8 +1,10 @@
-"""Run one job: backend text -> abort and limit checks -> published events.
+"""Run one job: backend text -> tool-call parsing -> abort and limit checks
+-> published events.
 
-The runner owns what is common to every backend: the abort check between
-tokens, the wall-time cap, timings, the job's recorded state, and turning
-failures into an error event (a client never waits on a job that died).
+The runner owns what is common to every backend: tool emulation, the abort
+check between tokens, the token and wall-time caps, timings, the job's
+recorded state, and turning failures into an error event (a client never
+waits on a job that died).
 """
 from __future__ import annotations
 
@@ -16,9 +18,10 @@ from redis import Redis
 from workers.abort_watch import AbortWatch
 from workers.backends.base import Outcome
 from workers.channels import mark_loaded, publish_event, record_state
-from workers.contract import DoneEvent, ErrorEvent, Job, StartedEvent, TextEvent, Timings, Usage
+from workers.contract import DoneEvent, ErrorEvent, Job, StartedEvent, Timings, Usage
 from workers.exceptions import SwitchboardError
 from workers.instances import BackendInstances
+from workers.toolcalls.emulation import ReplyFilter, plan_tools
 
 log = logging.getLogger(__name__)
 
@@ -30,6 +33,7 @@ class RunContext:
     aborts: AbortWatch
     worker_id: str
     max_job_seconds: float = 600.0
+    max_job_tokens: int = 16384
     loaded_marker_seconds: int = 300
 
 
@@ -61,11 +65,20 @@ def _fail(job: Job, ctx: RunContext, message: str, status: int) -> str:
     return "error"
 
 
+def _backend_job(job: Job, ctx: RunContext, messages) -> Job:
+    limit = min(job.options.max_tokens or ctx.max_job_tokens, ctx.max_job_tokens)
+    options = job.options.model_copy(update={"max_tokens": limit})
+    return job.model_copy(update={"options": options} | ({"messages": messages} if messages else {}))
+
+
 def _generate(job: Job, ctx: RunContext, aborted: threading.Event) -> DoneEvent:
     started = time.perf_counter_ns()
     deadline = started + int(ctx.max_job_seconds * 1e9)
+    entry, backend = ctx.backends.entry(job.model), ctx.backends.get(job.model)
+    plan = plan_tools(job, entry.tools, entry.system, entry.step_limit)
+    replies = ReplyFilter(plan.tools)
     first_token_at: int | None = None
-    pieces = ctx.backends.get(job.model).generate(job)
+    pieces = backend.generate(_backend_job(job, ctx, plan.messages if backend.reads_prompt else None))
     try:
         while True:
             try:
@@ -76,21 +89,29 @@ def _generate(job: Job, ctx: RunContext, aborted: threading.Event) -> DoneEvent:
             if aborted.is_set():
                 return DoneEvent(reason="aborted")
             first_token_at = first_token_at or time.perf_counter_ns()
-            publish_event(ctx.redis, job.id, TextEvent(text=text))
+            _publish_all(ctx, job, replies.feed(text))
             if time.perf_counter_ns() > deadline:
                 log.warning("job %s hit the %.0f s wall-time cap", job.id, ctx.max_job_seconds)
                 outcome = Outcome("length", 0, 0)
                 break
     finally:
         pieces.close()  # stops the backend (llama.cpp, an upstream socket) at once
-    return _done(outcome, started, first_token_at)
+    _publish_all(ctx, job, replies.finish())
+    reason = "tool_calls" if replies.calls else "step_limit" if plan.step_limited and outcome.reason == "stop" \
+        else outcome.reason
+    return _done(reason, outcome, started, first_token_at)
 
 
-def _done(outcome: Outcome, started: int, first_token_at: int | None) -> DoneEvent:
+def _publish_all(ctx: RunContext, job: Job, events: list) -> None:
+    for event in events:
+        publish_event(ctx.redis, job.id, event)
+
+
+def _done(reason: str, outcome: Outcome, started: int, first_token_at: int | None) -> DoneEvent:
     ended = time.perf_counter_ns()
     first = first_token_at or ended
     return DoneEvent(
-        reason=outcome.reason,
+        reason=reason,
         usage=Usage(prompt_tokens=outcome.prompt_tokens, completion_tokens=outcome.completion_tokens),
         timings=Timings(
             load_ns=outcome.load_ns,

@@ -35,6 +35,7 @@ def _context(pid: int) -> RunContext:
         aborts=AbortWatch(redis),
         worker_id=f"{socket.gethostname()}:{pid}",
         max_job_seconds=settings.max_job_seconds,
+        max_job_tokens=settings.max_job_tokens,
         loaded_marker_seconds=settings.loaded_marker_seconds,
     )
 

@@ -12,7 +12,7 @@ from pydantic import BaseModel, ValidationError
 from app.errors import ApiError, ClientGone
 from app.jobs import JobRun
 from app.services import services
-from workers.contract import DoneEvent, ErrorEvent, Event, Job, TextEvent
+from workers.contract import DoneEvent, ErrorEvent, Event, Job, TextEvent, ToolCallEvent
 from workers.exceptions import UnknownModel
 from workers.registry import ModelEntry
 
@@ -55,19 +55,21 @@ def start_job(job: Job, entry: ModelEntry) -> tuple[JobRun, Iterator[Event]]:
     return run, itertools.chain([first], events)
 
 
-def collect(run: JobRun, events: Iterator[Event]) -> tuple[str, DoneEvent]:
-    """For non-streaming replies: the whole text and the final event."""
+def collect(run: JobRun, events: Iterator[Event]) -> tuple[str, list[ToolCallEvent], DoneEvent]:
+    """For non-streaming replies: the whole text, the calls, the final event."""
     try:
-        texts, last = [], None
+        texts, calls, last = [], [], None
         for event in events:
             if isinstance(event, TextEvent):
                 texts.append(event.text)
+            elif isinstance(event, ToolCallEvent):
+                calls.append(event)
             last = event
     finally:
         run.close()
     if isinstance(last, ErrorEvent):
         raise ApiError(last.status, last.message)
-    return "".join(texts), last
+    return "".join(texts), calls, last
 
 
 def stream_response(run: JobRun, frames: Iterator[bytes], content_type: str) -> Response:

@@ -14,7 +14,7 @@ from app.services import services
 from app.streaming import NDJSON_CONTENT_TYPE, ndjson
 from app.translate import ollama as translate
 from workers.channels import loaded_models
-from workers.contract import DoneEvent, ErrorEvent, Event, TextEvent
+from workers.contract import DoneEvent, ErrorEvent, Event, TextEvent, ToolCallEvent
 from workers.registry import ModelEntry
 
 # Copilot Chat lists no model from a server older than 0.6.4.
@@ -91,7 +91,7 @@ def show():
             "general.basename": info.basename,
             f"{info.architecture}.context_length": info.context_length,
         },
-        "capabilities": ["completion"],
+        "capabilities": entry.capabilities,
         "modified_at": info.modified_at.isoformat(),
     })
 
@@ -113,6 +113,8 @@ def _ndjson_lines(events: Iterator[Event], lines) -> Iterator[bytes]:
     for event in events:
         if isinstance(event, TextEvent):
             yield ndjson(lines.text(event.text))
+        elif isinstance(event, ToolCallEvent):  # only /api/chat jobs carry tools
+            yield ndjson(lines.tool_call(event))
         elif isinstance(event, DoneEvent):
             yield ndjson(lines.done(event))
         elif isinstance(event, ErrorEvent):  # after the first byte: in band, then end
@@ -122,8 +124,8 @@ def _ndjson_lines(events: Iterator[Event], lines) -> Iterator[bytes]:
 def _reply(run: JobRun, events: Iterator[Event], lines, stream: bool) -> Response:
     if stream:
         return stream_response(run, _ndjson_lines(events, lines), NDJSON_CONTENT_TYPE)
-    text, done = collect(run, events)
-    return jsonify(lines.done(done, content=text))
+    text, calls, done = collect(run, events)
+    return jsonify(lines.done(done, content=text, calls=calls))
 
 
 def _serve(request, to_job, lines) -> Response:

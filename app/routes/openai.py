@@ -13,7 +13,7 @@ from app.schemas.openai import ChatCompletionRequest
 from app.services import services
 from app.streaming import SSE_CONTENT_TYPE, SSE_DONE, sse
 from app.translate import openai as translate
-from workers.contract import DoneEvent, ErrorEvent, Event, TextEvent
+from workers.contract import DoneEvent, ErrorEvent, Event, TextEvent, ToolCallEvent
 from workers.registry import ModelEntry
 
 bp = Blueprint("openai", __name__, url_prefix="/v1")
@@ -48,6 +48,9 @@ def _sse_frames(events: Iterator[Event], chunks: translate.ChatChunks) -> Iterat
     for event in events:
         if isinstance(event, TextEvent):
             yield sse(chunks.text(event.text))
+        elif isinstance(event, ToolCallEvent):
+            for chunk in chunks.tool_call(event):
+                yield sse(chunk)
         elif isinstance(event, DoneEvent):
             for chunk in chunks.finish(event):
                 yield sse(chunk)
@@ -68,5 +71,5 @@ def chat_completions():
         include_usage = bool(request.stream_options and request.stream_options.include_usage)
         chunks = translate.ChatChunks(completion_id, request.model, created, include_usage)
         return stream_response(run, _sse_frames(events, chunks), SSE_CONTENT_TYPE)
-    text, done = collect(run, events)
-    return jsonify(translate.chat_completion(completion_id, request.model, created, text, done))
+    text, calls, done = collect(run, events)
+    return jsonify(translate.chat_completion(completion_id, request.model, created, text, calls, done))

@@ -1,7 +1,7 @@
 """Field definitions shared by the request models of several APIs."""
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -21,3 +21,16 @@ def stop_list(stop: str | list[str] | None) -> list[str]:
     if stop is None:
         return []
     return [stop] if isinstance(stop, str) else list(stop)
+
+
+class FunctionDefinition(Request):
+    name: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.:-]+$")
+    description: str | None = None
+    parameters: dict | None = None
+
+
+class Tool(Request):
+    """The same shape in the OpenAI and Ollama APIs."""
+
+    type: Literal["function"] = "function"
+    function: FunctionDefinition

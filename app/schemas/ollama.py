@@ -5,7 +5,7 @@ from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
-from app.schemas.common import PositiveInt, Request, Seed, TopP
+from app.schemas.common import PositiveInt, Request, Seed, Tool, TopP
 
 Role = Literal["system", "user", "assistant", "tool"]
 
@@ -24,15 +24,30 @@ class Options(Request):
     min_p: TopP | None = None
 
 
+class CallFunction(Request):
+    name: str
+    arguments: dict | str = Field(default_factory=dict)  # an object in Ollama's API
+    index: int | None = None
+
+
+class ToolCallIn(Request):
+    id: str | None = None
+    function: CallFunction
+
+
 class Message(Request):
     role: Role
     content: str = ""
     images: list[str] | None = None
+    tool_calls: list[ToolCallIn] | None = None
+    tool_name: str | None = None
+    tool_call_id: str | None = None
 
 
 class ChatRequest(Request):
     model: str = Field(min_length=1)
     messages: list[Message] = Field(min_length=1)
+    tools: list[Tool] | None = None
     format: Any = None
     options: Options | None = None
     stream: bool = True

@@ -5,7 +5,7 @@ from typing import Annotated, Literal, Union
 
 from pydantic import Field
 
-from app.schemas.common import PositiveInt, Request, Seed, Temperature, TopP
+from app.schemas.common import PositiveInt, Request, Seed, Temperature, Tool, TopP
 
 
 class TextPart(Request):
@@ -21,11 +21,34 @@ class ImagePart(Request):
 ContentPart = Annotated[Union[TextPart, ImagePart], Field(discriminator="type")]
 
 
+class CallFunction(Request):
+    name: str
+    arguments: str | dict = ""  # OpenAI sends JSON text; some clients send an object
+
+
+class ToolCallIn(Request):
+    id: str
+    type: Literal["function"] = "function"
+    function: CallFunction
+
+
 class Message(Request):
     # "developer" is the newer name OpenAI uses for system instructions.
     role: Literal["system", "developer", "user", "assistant", "tool"]
     content: str | list[ContentPart] | None = None
     name: str | None = None
+    tool_calls: list[ToolCallIn] | None = None
+    tool_call_id: str | None = None
+    is_error: bool | None = None  # some agents mark failed tool results so
+
+
+class FunctionName(Request):
+    name: str
+
+
+class NamedToolChoice(Request):
+    type: Literal["function"] = "function"
+    function: FunctionName
 
 
 class StreamOptions(Request):
@@ -46,4 +69,7 @@ class ChatCompletionRequest(Request):
     stream_options: StreamOptions | None = None
     temperature: Temperature | None = None
     top_p: TopP | None = None
+    tools: list[Tool] | None = None
+    tool_choice: Literal["none", "auto", "required"] | NamedToolChoice | None = None
+    parallel_tool_calls: bool | None = None
     user: str | None = None

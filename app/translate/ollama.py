@@ -4,8 +4,9 @@ from __future__ import annotations
 from datetime import datetime, timezone
 
 from app.schemas.common import stop_list
-from app.schemas.ollama import ChatRequest, GenerateRequest, Options
-from workers.contract import DoneEvent, Job, Message, SamplingOptions
+from app.schemas.ollama import ChatRequest, GenerateRequest, Message as WireMessage, Options
+from app.translate.tools import arguments_object, arguments_text, to_tool_specs
+from workers.contract import DoneEvent, Job, Message, SamplingOptions, ToolCall, ToolCallEvent, new_call_id
 
 
 def now_rfc3339() -> str:
@@ -29,9 +30,23 @@ def to_sampling(options: Options | None) -> SamplingOptions:
     )
 
 
+def to_message(message: WireMessage) -> Message:
+    # Ollama's calls carry no ids; results name the tool instead (tool_name).
+    calls = [ToolCall(id=c.id or new_call_id(), name=c.function.name, arguments=arguments_text(c.function.arguments))
+             for c in message.tool_calls or []]
+    return Message(role=message.role, content=message.content, tool_calls=calls,
+                   tool_call_id=message.tool_call_id, tool_name=message.tool_name)
+
+
 def chat_to_job(request: ChatRequest, job_id: str, model: str) -> Job:
-    messages = [Message(role=m.role, content=m.content) for m in request.messages]
-    return Job(id=job_id, model=model, messages=messages, options=to_sampling(request.options))
+    messages = [to_message(m) for m in request.messages]
+    return Job(id=job_id, model=model, messages=messages, options=to_sampling(request.options),
+               tools=to_tool_specs(request.tools))
+
+
+def tool_call_object(call: ToolCallEvent) -> dict:
+    return {"id": call.id, "function": {"index": call.index, "name": call.name,
+                                        "arguments": arguments_object(call.arguments)}}
 
 
 def generate_to_job(request: GenerateRequest, job_id: str, model: str) -> Job:
@@ -43,7 +58,7 @@ def generate_to_job(request: GenerateRequest, job_id: str, model: str) -> Job:
 def done_fields(done: DoneEvent) -> dict:
     """The statistics Ollama puts on its last line, in nanoseconds."""
     return {
-        "done_reason": "length" if done.reason == "length" else "stop",
+        "done_reason": "length" if done.reason == "length" else "stop",  # Ollama says "stop" after tool calls too
         "total_duration": done.timings.total_ns,
         "load_duration": done.timings.load_ns,
         "prompt_eval_count": done.usage.prompt_tokens,
@@ -68,16 +83,27 @@ class _Lines:
     def text(self, text: str) -> dict:
         return self._line(text, False)
 
-    def done(self, done: DoneEvent, content: str = "") -> dict:
+    def done(self, done: DoneEvent, content: str = "", calls: list[ToolCallEvent] = ()) -> dict:
         return self._line(content, True) | done_fields(done)
 
 
 class ChatLines(_Lines):
     """/api/chat: every line carries message.role (the ollama client needs it
-    on the last line too)."""
+    on the last line too); tool-call arguments are objects."""
 
     def _body(self, text: str) -> dict:
         return {"message": {"role": "assistant", "content": text}}
+
+    def tool_call(self, call: ToolCallEvent) -> dict:
+        line = self._line("", False)
+        line["message"]["tool_calls"] = [tool_call_object(call)]
+        return line
+
+    def done(self, done: DoneEvent, content: str = "", calls: list[ToolCallEvent] = ()) -> dict:
+        line = super().done(done, content)
+        if calls:
+            line["message"]["tool_calls"] = [tool_call_object(c) for c in calls]
+        return line
 
 
 class GenerateLines(_Lines):

@@ -3,8 +3,9 @@ from __future__ import annotations
 
 from app.errors import ApiError
 from app.schemas.common import stop_list
-from app.schemas.openai import ChatCompletionRequest, ImagePart, Message as WireMessage
-from workers.contract import DoneEvent, Job, Message, SamplingOptions
+from app.schemas.openai import ChatCompletionRequest, ImagePart, Message as WireMessage, NamedToolChoice
+from app.translate.tools import arguments_text, to_tool_specs
+from workers.contract import DoneEvent, Job, Message, SamplingOptions, ToolCall, ToolCallEvent, ToolChoice
 
 _ROLES = {"developer": "system"}
 
@@ -18,11 +19,24 @@ def content_text(message: WireMessage, index: int) -> str:
     return "".join(part.text for part in message.content)
 
 
+def to_message(message: WireMessage, index: int) -> Message:
+    calls = [ToolCall(id=c.id, name=c.function.name, arguments=arguments_text(c.function.arguments))
+             for c in message.tool_calls or []]
+    return Message(role=_ROLES.get(message.role, message.role), content=content_text(message, index),
+                   tool_calls=calls, tool_call_id=message.tool_call_id, failed=bool(message.is_error))
+
+
+def to_tool_choice(request: ChatCompletionRequest) -> ToolChoice:
+    choice = request.tool_choice
+    if not isinstance(choice, NamedToolChoice):
+        return ToolChoice(mode=choice or "auto")
+    if choice.function.name not in {t.function.name for t in request.tools or []}:
+        raise ApiError(400, f"tool_choice: function {choice.function.name!r} is not among the tools", "tool_choice")
+    return ToolChoice(mode="function", name=choice.function.name)
+
+
 def chat_to_job(request: ChatCompletionRequest, job_id: str, model: str) -> Job:
-    messages = [
-        Message(role=_ROLES.get(m.role, m.role), content=content_text(m, i))
-        for i, m in enumerate(request.messages)
-    ]
+    messages = [to_message(m, i) for i, m in enumerate(request.messages)]
     options = SamplingOptions(
         max_tokens=request.max_completion_tokens or request.max_tokens,
         temperature=request.temperature,
@@ -30,7 +44,8 @@ def chat_to_job(request: ChatCompletionRequest, job_id: str, model: str) -> Job:
         seed=request.seed,
         stop=stop_list(request.stop),
     )
-    return Job(id=job_id, model=model, messages=messages, options=options)
+    return Job(id=job_id, model=model, messages=messages, options=options,
+               tools=to_tool_specs(request.tools), tool_choice=to_tool_choice(request))
 
 
 def usage(done: DoneEvent) -> dict:
@@ -39,7 +54,11 @@ def usage(done: DoneEvent) -> dict:
 
 
 def finish_reason(done: DoneEvent) -> str:
-    return "length" if done.reason == "length" else "stop"
+    return done.reason if done.reason in ("length", "tool_calls") else "stop"
+
+
+def tool_call_object(call: ToolCallEvent) -> dict:
+    return {"id": call.id, "type": "function", "function": {"name": call.name, "arguments": call.arguments}}
 
 
 class ChatChunks:
@@ -62,6 +81,16 @@ class ChatChunks:
     def text(self, text: str) -> dict:
         return self._chunk({"content": text})
 
+    def tool_call(self, call: ToolCallEvent) -> list[dict]:
+        """One call as two pieces: Copilot joins pieces by id (a piece without
+        one extends the latest call), the openai SDK by index; so the first
+        piece has index, id, type, name and empty arguments, the second only
+        index and arguments."""
+        head = {"index": call.index, "id": call.id, "type": "function",
+                "function": {"name": call.name, "arguments": ""}}
+        body = {"index": call.index, "function": {"arguments": call.arguments}}
+        return [self._chunk({"tool_calls": [head]}), self._chunk({"tool_calls": [body]})]
+
     def finish(self, done: DoneEvent) -> list[dict]:
         chunks = [self._chunk({}, finish_reason(done))]
         if self.include_usage:
@@ -69,7 +98,11 @@ class ChatChunks:
         return chunks
 
 
-def chat_completion(completion_id: str, model: str, created: int, content: str, done: DoneEvent) -> dict:
+def chat_completion(completion_id: str, model: str, created: int, content: str, calls: list[ToolCallEvent],
+                    done: DoneEvent) -> dict:
+    message = {"role": "assistant", "content": content or (None if calls else "")}
+    if calls:
+        message["tool_calls"] = [tool_call_object(c) for c in calls]
     return {
         "id": completion_id,
         "object": "chat.completion",
@@ -77,7 +110,7 @@ def chat_completion(completion_id: str, model: str, created: int, content: str, 
         "model": model,
         "choices": [{
             "index": 0,
-            "message": {"role": "assistant", "content": content},
+            "message": message,
             "logprobs": None,
             "finish_reason": finish_reason(done),
         }],

@@ -12,6 +12,7 @@ import openai
 import pytest
 
 from tests.integration.http import post_raw
+from tests.integration.sse_rules import assert_well_formed, parse_sse
 from workers.backends.llamacpp import smollm2_gguf
 
 pytestmark = pytest.mark.slow
@@ -64,14 +65,22 @@ def test_a_prompt_longer_than_the_context_is_a_400_before_any_byte(base_url):
     assert "context window of 64" in json.loads(body)["error"]
 
 
-def test_copilot_agent_request_streams(base_url, copilot_fixture):
-    status, headers, body = post_raw(base_url, "/v1/chat/completions",
-                                     copilot_fixture["first_turn"] | {"max_tokens": 16},
-                                     copilot_fixture["headers"])
+@pytest.mark.parametrize("seed", [1, 2, 3])
+@pytest.mark.parametrize("turn", ["first_turn", "follow_up_turn"])
+def test_copilot_agent_requests_with_tools_always_stream_well_formed(base_url, copilot_fixture, turn, seed):
+    """Whatever the small model says with tools offered, the stream obeys the rules."""
+    body = copilot_fixture[turn] | {"max_tokens": 96, "seed": seed, "temperature": 0.9}
+    status, headers, raw = post_raw(base_url, "/v1/chat/completions", body, copilot_fixture["headers"])
     assert status == 200 and headers["Content-Type"].startswith("text/event-stream")
-    frames = body.split(b"\n\n")
-    assert frames[-2:] == [b"data: [DONE]", b""]
-    chunks = [json.loads(f.removeprefix(b"data: ")) for f in frames[:-2]]
-    assert chunks[-2]["choices"][0]["finish_reason"] in ("stop", "length")
+    chunks = parse_sse(raw)
+    assert_well_formed(chunks, include_usage=True)
     usage = chunks[-1]["usage"]
     assert usage["total_tokens"] == usage["prompt_tokens"] + usage["completion_tokens"] > 0
+
+
+def test_the_tool_prompt_reaches_the_model(base_url, copilot_fixture):
+    """The instructions and tools count in the prompt: more tokens than without."""
+    plain = copilot_fixture["first_turn"] | {"max_tokens": 1, "stream": False}
+    with_tools = json.loads(post_raw(base_url, "/v1/chat/completions", plain)[2])["usage"]["prompt_tokens"]
+    no_tools = json.loads(post_raw(base_url, "/v1/chat/completions", plain | {"tool_choice": "none"})[2])
+    assert with_tools > no_tools["usage"]["prompt_tokens"] + 100

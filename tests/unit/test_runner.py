@@ -10,7 +10,8 @@ import pytest
 
 from workers.backends.base import Backend, BackendSettings, Outcome
 from workers.channels import events_channel, job_state
-from workers.contract import Job, Message
+from workers.contract import Job, Message, ToolSpec
+from workers.registry import ModelEntry
 from workers.exceptions import BackendError
 from workers.runner import RunContext, run_job
 
@@ -23,6 +24,7 @@ class ScriptedBackend(Backend):
         self.pieces, self.on_piece, self.error, self.closed = pieces, on_piece, error, False
 
     def generate(self, job):
+        self.job = job
         try:
             for i, piece in enumerate(self.pieces):
                 self.on_piece(i)
@@ -35,8 +37,12 @@ class ScriptedBackend(Backend):
 
 
 class OneBackend:
-    def __init__(self, backend):
+    def __init__(self, backend, **entry):
         self.backend = backend
+        self._entry = ModelEntry(name="m", backend="scripted", settings=BackendSettings(), **entry)
+
+    def entry(self, model):
+        return self._entry
 
     def get(self, model):
         return self.backend
@@ -52,15 +58,17 @@ class Flags:
 
 
 JOB = Job(id="job1", model="m", messages=[Message(role="user", content="hi")])
+TOOL_JOB = JOB.model_copy(update={"tools": [ToolSpec(name="read_file", parameters={
+    "type": "object", "properties": {"line": {"type": "integer"}}})]})
 
 
-def run(backend, flags=None, **settings):
+def run(backend, flags=None, job=JOB, **settings):
     redis = fakeredis.FakeRedis()
     pubsub = redis.pubsub()
     pubsub.subscribe(events_channel(JOB.id))
     pubsub.get_message()
     ctx = RunContext(redis=redis, backends=OneBackend(backend), aborts=flags or Flags(), worker_id="w", **settings)
-    reason = run_job(JOB, ctx)
+    reason = run_job(job, ctx)
     events = []
     while (message := pubsub.get_message()) is not None:
         events.append(json.loads(message["data"]))
@@ -105,3 +113,20 @@ def test_failures_become_an_error_event(error, message, status):
 def test_wall_time_cap_ends_the_job():
     reason, events, _ = run(ScriptedBackend(["a", "b", "c"]), max_job_seconds=0)
     assert [e["type"] for e in events] == ["started", "text", "done"] and reason == "length"
+
+
+def test_calls_in_the_reply_become_tool_call_events_and_text_after_them_is_dropped():
+    pieces = ["Reading. ", '<invoke name="read_file"><parameter name="line">', '10</parameter></invoke>', " Done!"]
+    reason, events, state = run(ScriptedBackend(pieces), job=TOOL_JOB)
+    assert [e["type"] for e in events] == ["started", "text", "tool_call", "done"]
+    call = events[2]
+    assert (call["index"], call["name"], call["arguments"]) == (0, "read_file", '{"line": 10}')
+    assert call["id"].startswith("call_") and len(call["id"]) == 29
+    assert reason == "tool_calls" and events[-1]["reason"] == "tool_calls" and state["reason"] == "tool_calls"
+
+
+def test_the_backend_gets_the_tool_prompt_and_a_capped_token_limit():
+    backend = ScriptedBackend(["ok"])
+    run(backend, job=TOOL_JOB, max_job_tokens=50)
+    assert backend.job.options.max_tokens == 50
+    assert "## read_file" in backend.job.messages[0].content and backend.job.messages[0].role == "system"

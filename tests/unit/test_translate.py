@@ -35,7 +35,7 @@ def test_openai_chunks_and_completion():
     finish, usage = chunks.finish(DONE)
     assert finish["choices"][0] == {"index": 0, "delta": {}, "logprobs": None, "finish_reason": "length"}
     assert usage["choices"] == [] and usage["usage"] == {"prompt_tokens": 4, "completion_tokens": 2, "total_tokens": 6}
-    body = openai.chat_completion("c1", "m", 10, "hello", DONE)
+    body = openai.chat_completion("c1", "m", 10, "hello", [], DONE)
     assert body["choices"][0]["message"] == {"role": "assistant", "content": "hello"}
     assert "usage" not in openai.ChatChunks("c1", "m", 10, include_usage=False).text("x")
 

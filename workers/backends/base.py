@@ -57,6 +57,9 @@ TextGenerator = Generator[str, None, Outcome]
 class Backend(ABC):
     name: ClassVar[str]
     Settings: ClassVar[type[BackendSettings]]
+    # A backend that reads no prompt (echo) gets the client's messages as sent,
+    # instead of the text-only rendering with tool instructions.
+    reads_prompt: ClassVar[bool] = True
 
     def __init__(self, model_name: str, settings: BackendSettings):
         self.model_name = model_name

@@ -46,6 +46,7 @@ class EchoSettings(BackendSettings):
 class EchoBackend(Backend):
     name = "echo"
     Settings = EchoSettings
+    reads_prompt = False  # its "reply" is the client's last message, tool markup included
 
     def generate(self, job: Job) -> TextGenerator:
         prompt_tokens = sum(len(echo_tokens(m.content)) for m in job.messages)

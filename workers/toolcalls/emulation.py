@@ -1,0 +1,86 @@
+"""Emulated tool calling for one job: what the model is shown (the plan) and
+what the client is sent (the reply filter).
+
+Plan: offer the tools `tool_choice` allows, unless the step limit is reached
+(then no tools and a request for a final answer); rewrite calls and results
+as text; put the instructions in the system prompt, or inject them into the
+first user message for backends that ignore the system role.
+Reply: text streams until the first call; then only calls (OpenAI clients
+expect text before calls, never after), each with a fresh id.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from workers.contract import Job, Message, TextEvent, ToolCallEvent, ToolSpec, new_call_id
+from workers.toolcalls.arguments import typed_arguments
+from workers.toolcalls.parser import ParsedCall, ToolCallParser
+from workers.toolcalls.prompt import STEP_LIMIT_NOTE, render_conversation, tool_instructions, tool_rounds
+from workers.toolcalls.system_inject import inject_system
+
+@dataclass
+class ToolPlan:
+    messages: list[Message]  # the conversation as a text-only model sees it
+    tools: list[ToolSpec]  # the tools offered: calls to these are parsed
+    step_limited: bool = False
+
+
+def _offered(job: Job, tools_mode: str) -> list[ToolSpec]:
+    if tools_mode == "off" or job.tool_choice.mode == "none":
+        return []
+    if job.tool_choice.mode == "function":
+        return [t for t in job.tools if t.name == job.tool_choice.name]
+    return list(job.tools)
+
+
+def _with_system_note(messages: list[Message], note: str) -> list[Message]:
+    """Append the note to the leading system message, or add one."""
+    if not note:
+        return messages
+    if messages and messages[0].role == "system":
+        leading = max(i for i, m in enumerate(messages) if all(x.role == "system" for x in messages[: i + 1]))
+        updated = messages[leading].model_copy(update={"content": f"{messages[leading].content}\n\n{note}"})
+        return messages[:leading] + [updated] + messages[leading + 1:]
+    return [Message(role="system", content=note)] + messages
+
+
+def plan_tools(job: Job, tools_mode: str, system_mode: str, step_limit: int) -> ToolPlan:
+    offered = _offered(job, tools_mode)
+    limited = bool(offered) and tool_rounds(job.messages) >= step_limit
+    if limited:
+        offered = []
+    note = tool_instructions(offered, job.tool_choice) if offered else (STEP_LIMIT_NOTE if limited else "")
+    messages = render_conversation(job.messages)
+    if system_mode == "inject":
+        messages = inject_system(messages, note)
+    else:
+        messages = _with_system_note(messages, note)
+    return ToolPlan(messages, offered, limited)
+
+
+class ReplyFilter:
+    """Model text -> TextEvents, then ToolCallEvents."""
+
+    def __init__(self, tools: list[ToolSpec]):
+        self._schemas = {t.name: t.parameters for t in tools}
+        self._parser = ToolCallParser(set(self._schemas)) if tools else None
+        self.calls = 0
+
+    def feed(self, text: str) -> list[TextEvent | ToolCallEvent]:
+        return self._events(self._parser.feed(text) if self._parser else [text])
+
+    def finish(self) -> list[TextEvent | ToolCallEvent]:
+        return self._events(self._parser.finish()) if self._parser else []
+
+    def _events(self, items: list) -> list[TextEvent | ToolCallEvent]:
+        events: list[TextEvent | ToolCallEvent] = []
+        for item in items:
+            if isinstance(item, ParsedCall):
+                arguments = typed_arguments(item.arguments, self._schemas[item.name])
+                events.append(ToolCallEvent(index=self.calls, id=new_call_id(), name=item.name,
+                                            arguments=json.dumps(arguments, ensure_ascii=False)))
+                self.calls += 1
+            elif item and self.calls == 0:
+                events.append(TextEvent(text=item))
+        return events
