@@ -38,6 +38,12 @@ def worker_settings() -> WorkerSettings:
     )
 
 
+def secret_from_env(name: str) -> str | None:
+    """An upstream's key, from the variable the registry names. Keys are
+    read here only, at request time, and never logged."""
+    return os.environ.get(name) or None
+
+
 app = Celery("switchboard", broker=worker_settings().redis_url, include=["workers.tasks"])
 app.conf.update(
     task_serializer="json",

@@ -26,9 +26,13 @@ def _is_union_branch(part) -> bool:
 
 
 class ApiError(Exception):
-    def __init__(self, status: int, message: str, param: str | None = None):
+    def __init__(self, status: int, message: str, param: str | None = None, retry_after: int | None = None):
         super().__init__(message)
-        self.status, self.message, self.param = status, message, param
+        self.status, self.message, self.param, self.retry_after = status, message, param, retry_after
+
+    @property
+    def headers(self) -> dict[str, str]:
+        return {"Retry-After": str(self.retry_after)} if self.retry_after is not None else {}
 
     @classmethod
     def from_validation(cls, error: ValidationError) -> "ApiError":

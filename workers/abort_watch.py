@@ -1,8 +1,8 @@
 """Abort flags for the jobs running in this worker process.
 
 One pub/sub listener thread per process hears every abort broadcast and sets
-the flag of the matching running job, so the runner's per-token check is an
-in-memory `Event.is_set()`. A job aborted before it started is caught by the
+the `Cancel` of the matching running job, so the runner's per-token check is
+in memory and a backend blocked in I/O is woken through its callbacks. A job aborted before it started is caught by the
 abort key, checked after the job's flag is registered (no gap to fall into).
 """
 from __future__ import annotations
@@ -15,6 +15,7 @@ from typing import Iterator
 
 from redis import Redis
 
+from workers.cancel import Cancel
 from workers.channels import ABORT_CHANNEL, is_aborted
 
 log = logging.getLogger(__name__)
@@ -23,15 +24,15 @@ log = logging.getLogger(__name__)
 class AbortWatch:
     def __init__(self, redis: Redis):
         self._redis = redis
-        self._flags: dict[str, threading.Event] = {}
+        self._flags: dict[str, Cancel] = {}
         self._listening = threading.Event()
         self._start_lock = threading.Lock()
         self._thread: threading.Thread | None = None
 
     @contextmanager
-    def watch(self, job_id: str) -> Iterator[threading.Event]:
+    def watch(self, job_id: str) -> Iterator[Cancel]:
         self._ensure_listening()
-        flag = self._flags[job_id] = threading.Event()
+        flag = self._flags[job_id] = Cancel()
         try:
             if is_aborted(self._redis, job_id):
                 flag.set()

@@ -6,6 +6,7 @@ JSON on the job's Redis pub/sub channel (see `workers.channels`).
 """
 from __future__ import annotations
 
+import json
 import secrets
 import string
 from typing import Annotated, Literal, Union
@@ -31,6 +32,16 @@ _ID_ALPHABET = string.ascii_letters + string.digits
 def new_call_id() -> str:
     """`call_` and 24 random alphanumerics, as OpenAI's ids look."""
     return "call_" + "".join(secrets.choice(_ID_ALPHABET) for _ in range(24))
+
+
+def json_object(text: str) -> dict:
+    """Arguments JSON text as an object ({} if it is not one): Ollama's
+    dialect carries objects where OpenAI's carries text."""
+    try:
+        value = json.loads(text or "{}")
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
 
 
 class ToolCall(_Strict):
@@ -125,6 +136,7 @@ class ErrorEvent(_Strict):
     type: Literal["error"] = "error"
     message: str
     status: int = 500
+    retry_after: int | None = None  # seconds, when the upstream said so
 
 
 Event = Annotated[

@@ -25,8 +25,10 @@ class UnknownBackend(RegistryError):
 
 
 class BackendError(SwitchboardError):
-    """A job could not be run; the message is safe to show to the client."""
+    """A job could not be run; the message is safe to show to the client
+    (it never contains a key)."""
 
-    def __init__(self, message: str, status: int = 500):
+    def __init__(self, message: str, status: int = 500, retry_after: int | None = None):
         super().__init__(message)
         self.status = status
+        self.retry_after = retry_after

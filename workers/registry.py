@@ -24,7 +24,7 @@ from workers.backends.base import BackendSettings, ModelInfo
 from workers.exceptions import RegistryError, SwitchboardError, UnknownModel
 
 DEFAULT_REGISTRY = Path(__file__).resolve().parent.parent / "models.toml"
-_COMMON_KEYS = {"backend", "pool", "tools", "system", "step_limit"}
+_COMMON_KEYS = {"backend", "pool", "display_name", "tools", "system", "step_limit"}
 
 
 class ModelEntry(BaseModel):
@@ -32,8 +32,10 @@ class ModelEntry(BaseModel):
 
     name: str
     backend: str
-    pool: str = "local"
-    tools: Literal["emulated", "off"] = "emulated"  # emulated: described in the prompt, parsed from the reply
+    pool: str  # the Celery queue its jobs go to; default: the backend's
+    display_name: str | None = None  # shown as general.basename (Copilot's model name)
+    # emulated: described in the prompt, parsed from the reply; native: passed to the backend
+    tools: Literal["emulated", "native", "off"] = "emulated"
     system: Literal["native", "inject"] = "native"  # inject: for backends that ignore the system role
     step_limit: int = Field(default=25, ge=1)  # tool rounds per request before a final answer is asked for
     settings: BackendSettings
@@ -44,7 +46,8 @@ class ModelEntry(BaseModel):
 
     @cached_property
     def info(self) -> ModelInfo:
-        return self.settings.describe(self.name)
+        info = self.settings.describe(self.name)
+        return info.model_copy(update={"basename": self.display_name}) if self.display_name else info
 
 
 def _validation_message(error: ValidationError) -> str:
@@ -58,10 +61,13 @@ def parse_entry(name: str, table: dict) -> ModelEntry:
     if not isinstance(table, dict) or "backend" not in table:
         raise RegistryError(f'{where}: needs a "backend" key (known: {", ".join(backend_names())})')
     try:
-        settings_class = backend_class(table["backend"]).Settings
-        settings = settings_class.model_validate({k: v for k, v in table.items() if k not in _COMMON_KEYS})
-        common = {k: v for k, v in table.items() if k in _COMMON_KEYS}
+        backend = backend_class(table["backend"])
+        settings = backend.Settings.model_validate({k: v for k, v in table.items() if k not in _COMMON_KEYS})
+        common = {"pool": backend.default_pool} | {k: v for k, v in table.items() if k in _COMMON_KEYS}
         entry = ModelEntry(name=name, settings=settings, **common)
+        if entry.tools == "native" and not backend.native_tools:
+            raise RegistryError(f'{where}: backend "{backend.name}" has no native tool calling; '
+                                'use tools = "emulated" or "off"')
         entry.info  # fail at start-up, not on the first request, if the model file is unusable
         return entry
     except ValidationError as error:

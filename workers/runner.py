@@ -9,7 +9,6 @@ waits on a job that died).
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from dataclasses import dataclass
 
@@ -17,11 +16,12 @@ from redis import Redis
 
 from workers.abort_watch import AbortWatch
 from workers.backends.base import Outcome
+from workers.cancel import Cancel
 from workers.channels import mark_loaded, publish_event, record_state
 from workers.contract import DoneEvent, ErrorEvent, Job, StartedEvent, Timings, Usage
 from workers.exceptions import SwitchboardError
 from workers.instances import BackendInstances
-from workers.toolcalls.emulation import ReplyFilter, plan_tools
+from workers.toolcalls.emulation import ReplyFilter, ToolPlan, plan_tools
 
 log = logging.getLogger(__name__)
 
@@ -47,11 +47,14 @@ def run_job(job: Job, ctx: RunContext) -> str:
         publish_event(ctx.redis, job.id, StartedEvent())
         try:
             done = _generate(job, ctx, aborted)
-        except SwitchboardError as error:
-            return _fail(job, ctx, str(error), error.status)
-        except Exception:
-            log.exception("job %s on model %s failed", job.id, job.model)
-            return _fail(job, ctx, "internal error while generating; see the worker log", 500)
+        except Exception as error:
+            if aborted.is_set():  # e.g. an upstream read broken off by the abort itself
+                done = DoneEvent(reason="aborted")
+            elif isinstance(error, SwitchboardError):
+                return _fail(job, ctx, str(error), error.status, getattr(error, "retry_after", None))
+            else:
+                log.exception("job %s on model %s failed", job.id, job.model)
+                return _fail(job, ctx, "internal error while generating; see the worker log", 500)
         if done.reason != "aborted":
             publish_event(ctx.redis, job.id, done)
         record_state(ctx.redis, job.id, status="finished", reason=done.reason, finished_at=time.time())
@@ -59,26 +62,32 @@ def run_job(job: Job, ctx: RunContext) -> str:
         return done.reason
 
 
-def _fail(job: Job, ctx: RunContext, message: str, status: int) -> str:
-    publish_event(ctx.redis, job.id, ErrorEvent(message=message, status=status))
+def _fail(job: Job, ctx: RunContext, message: str, status: int, retry_after: int | None = None) -> str:
+    publish_event(ctx.redis, job.id, ErrorEvent(message=message, status=status, retry_after=retry_after))
     record_state(ctx.redis, job.id, status="finished", reason="error", error=message, finished_at=time.time())
     return "error"
 
 
-def _backend_job(job: Job, ctx: RunContext, messages) -> Job:
+def _backend_job(job: Job, ctx: RunContext, plan: ToolPlan, reads_prompt: bool) -> Job:
+    """What the backend sees: the planned conversation (the client's own
+    messages for a backend that reads no prompt), tools only when passed
+    through natively, and the token limit capped."""
     limit = min(job.options.max_tokens or ctx.max_job_tokens, ctx.max_job_tokens)
-    options = job.options.model_copy(update={"max_tokens": limit})
-    return job.model_copy(update={"options": options} | ({"messages": messages} if messages else {}))
+    update = {"options": job.options.model_copy(update={"max_tokens": limit}),
+              "tools": plan.tools if plan.native else []}
+    if reads_prompt:
+        update["messages"] = plan.messages
+    return job.model_copy(update=update)
 
 
-def _generate(job: Job, ctx: RunContext, aborted: threading.Event) -> DoneEvent:
+def _generate(job: Job, ctx: RunContext, aborted: Cancel) -> DoneEvent:
     started = time.perf_counter_ns()
     deadline = started + int(ctx.max_job_seconds * 1e9)
     entry, backend = ctx.backends.entry(job.model), ctx.backends.get(job.model)
     plan = plan_tools(job, entry.tools, entry.system, entry.step_limit)
-    replies = ReplyFilter(plan.tools)
+    replies = ReplyFilter(plan)
     first_token_at: int | None = None
-    pieces = backend.generate(_backend_job(job, ctx, plan.messages if backend.reads_prompt else None))
+    pieces = backend.generate(_backend_job(job, ctx, plan, backend.reads_prompt), aborted)
     try:
         while True:
             try:

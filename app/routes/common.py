@@ -6,7 +6,7 @@ import itertools
 import json
 from typing import Callable, Iterator, TypeVar
 
-from flask import Response, request
+from flask import Response, jsonify, request
 from pydantic import BaseModel, ValidationError
 
 from app.errors import ApiError, ClientGone
@@ -51,7 +51,7 @@ def start_job(job: Job, entry: ModelEntry) -> tuple[JobRun, Iterator[Event]]:
         raise
     if isinstance(first, ErrorEvent):
         run.close()
-        raise ApiError(first.status, first.message)
+        raise ApiError(first.status, first.message, retry_after=first.retry_after)
     return run, itertools.chain([first], events)
 
 
@@ -68,7 +68,7 @@ def collect(run: JobRun, events: Iterator[Event]) -> tuple[str, list[ToolCallEve
     finally:
         run.close()
     if isinstance(last, ErrorEvent):
-        raise ApiError(last.status, last.message)
+        raise ApiError(last.status, last.message, retry_after=last.retry_after)
     return "".join(texts), calls, last
 
 
@@ -91,6 +91,13 @@ def client_gone_response(_: ClientGone) -> Response:
     return Response(status=499)
 
 
-def register_error_handlers(blueprint, render: Callable[[ApiError], Response]) -> None:
+def register_error_handlers(blueprint, error_body: Callable[[ApiError], dict]) -> None:
+    """Errors of this blueprint's routes, in its API's shape."""
+    def render(error: ApiError) -> Response:
+        response = jsonify(error_body(error))
+        response.status_code = error.status
+        response.headers.update(error.headers)
+        return response
+
     blueprint.register_error_handler(ApiError, render)
     blueprint.register_error_handler(ClientGone, client_gone_response)

@@ -6,7 +6,7 @@ from typing import Iterator
 
 from flask import Blueprint, Response, jsonify
 
-from app.errors import ApiError, ollama_error_body
+from app.errors import ollama_error_body
 from app.jobs import JobRun, new_job_id
 from app.routes.common import collect, find_model, parse_body, register_error_handlers, start_job, stream_response
 from app.schemas.ollama import ChatRequest, GenerateRequest, ShowRequest
@@ -23,13 +23,7 @@ OLLAMA_COMPAT_VERSION = "0.12.0"
 bp = Blueprint("ollama", __name__)
 
 
-def _render(error: ApiError) -> Response:
-    response = jsonify(ollama_error_body(error))
-    response.status_code = error.status
-    return response
-
-
-register_error_handlers(bp, _render)
+register_error_handlers(bp, ollama_error_body)
 
 
 @bp.route("/", methods=["GET", "HEAD"])

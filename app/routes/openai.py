@@ -4,7 +4,7 @@ from __future__ import annotations
 import time
 from typing import Iterator
 
-from flask import Blueprint, Response, jsonify
+from flask import Blueprint, jsonify
 
 from app.errors import ApiError, openai_error_body
 from app.jobs import new_job_id
@@ -19,13 +19,7 @@ from workers.registry import ModelEntry
 bp = Blueprint("openai", __name__, url_prefix="/v1")
 
 
-def _render(error: ApiError) -> Response:
-    response = jsonify(openai_error_body(error))
-    response.status_code = error.status
-    return response
-
-
-register_error_handlers(bp, _render)
+register_error_handlers(bp, openai_error_body)
 
 
 def _model_object(entry: ModelEntry) -> dict:

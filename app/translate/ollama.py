@@ -5,8 +5,8 @@ from datetime import datetime, timezone
 
 from app.schemas.common import stop_list
 from app.schemas.ollama import ChatRequest, GenerateRequest, Message as WireMessage, Options
-from app.translate.tools import arguments_object, arguments_text, to_tool_specs
-from workers.contract import DoneEvent, Job, Message, SamplingOptions, ToolCall, ToolCallEvent, new_call_id
+from app.translate.tools import arguments_text, to_tool_specs
+from workers.contract import DoneEvent, Job, Message, SamplingOptions, ToolCall, ToolCallEvent, json_object, new_call_id
 
 
 def now_rfc3339() -> str:
@@ -46,7 +46,7 @@ def chat_to_job(request: ChatRequest, job_id: str, model: str) -> Job:
 
 def tool_call_object(call: ToolCallEvent) -> dict:
     return {"id": call.id, "function": {"index": call.index, "name": call.name,
-                                        "arguments": arguments_object(call.arguments)}}
+                                        "arguments": json_object(call.arguments)}}
 
 
 def generate_to_job(request: GenerateRequest, job_id: str, model: str) -> Job:

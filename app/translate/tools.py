@@ -19,12 +19,3 @@ def arguments_text(arguments: str | dict) -> str:
     if isinstance(arguments, dict):
         return json.dumps(arguments, ensure_ascii=False)
     return arguments or "{}"
-
-
-def arguments_object(arguments: str) -> dict:
-    """Arguments as an object, as Ollama clients need them."""
-    try:
-        value = json.loads(arguments or "{}")
-    except ValueError:
-        return {}
-    return value if isinstance(value, dict) else {}

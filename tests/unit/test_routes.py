@@ -5,7 +5,6 @@ import json
 
 import pytest
 
-from tests.unit.scripted import scripted  # noqa: F401  (fixture)
 from workers.channels import is_aborted
 from workers.contract import DoneEvent, ErrorEvent, StartedEvent, TextEvent, Usage
 

@@ -2,13 +2,13 @@
 from __future__ import annotations
 
 import json
-import threading
 from contextlib import contextmanager
 
 import fakeredis
 import pytest
 
 from workers.backends.base import Backend, BackendSettings, Outcome
+from workers.cancel import Cancel
 from workers.channels import events_channel, job_state
 from workers.contract import Job, Message, ToolSpec
 from workers.registry import ModelEntry
@@ -23,7 +23,7 @@ class ScriptedBackend(Backend):
         super().__init__("scripted", BackendSettings())
         self.pieces, self.on_piece, self.error, self.closed = pieces, on_piece, error, False
 
-    def generate(self, job):
+    def generate(self, job, cancel=None):
         self.job = job
         try:
             for i, piece in enumerate(self.pieces):
@@ -39,7 +39,7 @@ class ScriptedBackend(Backend):
 class OneBackend:
     def __init__(self, backend, **entry):
         self.backend = backend
-        self._entry = ModelEntry(name="m", backend="scripted", settings=BackendSettings(), **entry)
+        self._entry = ModelEntry(name="m", backend="scripted", pool="local", settings=BackendSettings(), **entry)
 
     def entry(self, model):
         return self._entry
@@ -50,7 +50,7 @@ class OneBackend:
 
 class Flags:
     def __init__(self):
-        self.flag = threading.Event()
+        self.flag = Cancel()
 
     @contextmanager
     def watch(self, job_id):
@@ -106,7 +106,7 @@ def test_abort_mid_stream_stops_within_a_token_and_closes_the_backend():
 ], ids=["backend-error", "crash"])
 def test_failures_become_an_error_event(error, message, status):
     reason, events, state = run(ScriptedBackend(["a"], error=error))
-    assert events[-1] == {"type": "error", "message": message, "status": status}
+    assert events[-1] == {"type": "error", "message": message, "status": status, "retry_after": None}
     assert reason == "error" and state["reason"] == "error"
 
 

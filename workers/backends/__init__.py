@@ -13,6 +13,8 @@ from workers.exceptions import UnknownBackend
 _BACKEND_MODULES = {
     "echo": "workers.backends.echo",
     "llamacpp": "workers.backends.llamacpp",
+    "openai": "workers.backends.openai_upstream",
+    "ollama": "workers.backends.ollama_upstream",
 }
 
 

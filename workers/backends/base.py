@@ -1,19 +1,22 @@
 """The backend interface: a model is a class with a name, its registry
 settings, and one method that yields text.
 
-`generate(job)` is a generator of text pieces whose return value is an
+`generate(job, cancel)` is a generator of text pieces (and, for backends
+with native tool calling, complete `NativeCall`s) whose return value is an
 `Outcome`. The runner owns timing, limits, abort checks and publishing, so a
-backend only produces text. Closing the generator must stop generation.
+backend only produces text. Closing the generator must stop generation; a
+backend that blocks in I/O also registers a `cancel` callback to unblock.
 """
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from datetime import datetime
-from typing import ClassVar, Generator, Literal
+from typing import ClassVar, Generator, Literal, Union
 
 from pydantic import BaseModel, ConfigDict
 
+from workers.cancel import Cancel
 from workers.contract import Job
 
 
@@ -51,7 +54,16 @@ class Outcome:
     load_ns: int = 0
 
 
-TextGenerator = Generator[str, None, Outcome]
+@dataclass
+class NativeCall:
+    """A tool call the backend's model made natively (complete)."""
+
+    name: str
+    arguments: str  # JSON text
+    id: str | None = None
+
+
+TextGenerator = Generator[Union[str, NativeCall], None, Outcome]
 
 
 class Backend(ABC):
@@ -60,11 +72,15 @@ class Backend(ABC):
     # A backend that reads no prompt (echo) gets the client's messages as sent,
     # instead of the text-only rendering with tool instructions.
     reads_prompt: ClassVar[bool] = True
+    # Can pass tools to the model and return its calls (registry tools = "native").
+    native_tools: ClassVar[bool] = False
+    # The queue (pool) its models use unless the registry says otherwise.
+    default_pool: ClassVar[str] = "local"
 
     def __init__(self, model_name: str, settings: BackendSettings):
         self.model_name = model_name
         self.settings = settings
 
     @abstractmethod
-    def generate(self, job: Job) -> TextGenerator:
+    def generate(self, job: Job, cancel: Cancel | None = None) -> TextGenerator:
         """Yield text pieces for the job; return its Outcome."""

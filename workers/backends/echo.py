@@ -13,6 +13,7 @@ from datetime import datetime, timezone
 from pydantic import Field
 
 from workers.backends.base import Backend, BackendSettings, ModelInfo, Outcome, TextGenerator
+from workers.cancel import Cancel
 from workers.contract import Job
 from workers.stops import StopMatcher
 
@@ -23,6 +24,14 @@ _STARTED = datetime(2026, 1, 1, tzinfo=timezone.utc)
 def echo_tokens(text: str) -> list[str]:
     """Words with their leading whitespace; trailing whitespace is a token too."""
     return _TOKEN.findall(text)
+
+
+def _pause(seconds: float, cancel: Cancel | None) -> bool:
+    """Sleep; True if the job was cancelled meanwhile (woken at once)."""
+    if cancel is None:
+        time.sleep(seconds)
+        return False
+    return cancel.wait(seconds)
 
 
 class EchoSettings(BackendSettings):
@@ -48,7 +57,7 @@ class EchoBackend(Backend):
     Settings = EchoSettings
     reads_prompt = False  # its "reply" is the client's last message, tool markup included
 
-    def generate(self, job: Job) -> TextGenerator:
+    def generate(self, job: Job, cancel: Cancel | None = None) -> TextGenerator:
         prompt_tokens = sum(len(echo_tokens(m.content)) for m in job.messages)
         reply = job.messages[-1].content if job.messages else ""
         limit = job.options.max_tokens
@@ -57,8 +66,8 @@ class EchoBackend(Backend):
         for token in echo_tokens(reply):
             if limit is not None and emitted >= limit:
                 return Outcome("length", prompt_tokens, emitted)
-            if emitted and self.settings.delay_ms:
-                time.sleep(self.settings.delay_ms / 1000)
+            if emitted and self.settings.delay_ms and _pause(self.settings.delay_ms / 1000, cancel):
+                return Outcome("stop", prompt_tokens, emitted)  # the runner sees the abort
             emitted += 1
             text = stops.feed(token)
             if text:

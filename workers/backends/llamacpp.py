@@ -18,6 +18,7 @@ from pydantic import Field
 
 from workers.backends.base import Backend, BackendSettings, ModelInfo, Outcome, TextGenerator
 from workers.backends.gguf_info import read_gguf_info
+from workers.cancel import Cancel
 from workers.contract import Job, SamplingOptions
 from workers.exceptions import BackendError
 from workers.stops import StopMatcher
@@ -96,7 +97,8 @@ class LlamaCppBackend(Backend):
         self._loaded = _Loaded(llm, n_ctx)
         return time.perf_counter_ns() - started
 
-    def generate(self, job: Job) -> TextGenerator:
+    def generate(self, job: Job, cancel: Cancel | None = None) -> TextGenerator:
+        # llama.cpp runs in this thread: the runner's check between tokens is enough.
         with self._lock:
             load_ns = self._load(self._context_size(job.options))
             outcome = yield from self._generate(self._loaded, job)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
+from workers.backends.base import NativeCall
 from workers.contract import Job, Message, TextEvent, ToolCallEvent, ToolSpec, new_call_id
 from workers.toolcalls.arguments import typed_arguments
 from workers.toolcalls.parser import ParsedCall, ToolCallParser
@@ -21,9 +22,10 @@ from workers.toolcalls.system_inject import inject_system
 
 @dataclass
 class ToolPlan:
-    messages: list[Message]  # the conversation as a text-only model sees it
-    tools: list[ToolSpec]  # the tools offered: calls to these are parsed
+    messages: list[Message]  # the conversation as the model sees it
+    tools: list[ToolSpec]  # the tools offered
     step_limited: bool = False
+    native: bool = False  # tools go to the backend as they are; its calls come back whole
 
 
 def _offered(job: Job, tools_mode: str) -> list[ToolSpec]:
@@ -50,25 +52,32 @@ def plan_tools(job: Job, tools_mode: str, system_mode: str, step_limit: int) -> 
     limited = bool(offered) and tool_rounds(job.messages) >= step_limit
     if limited:
         offered = []
-    note = tool_instructions(offered, job.tool_choice) if offered else (STEP_LIMIT_NOTE if limited else "")
-    messages = render_conversation(job.messages)
+    native = tools_mode == "native"
+    if native:  # the model reads tools and results natively: only the limit needs saying
+        note, messages = (STEP_LIMIT_NOTE if limited else ""), job.messages
+    else:
+        note = tool_instructions(offered, job.tool_choice) if offered else (STEP_LIMIT_NOTE if limited else "")
+        messages = render_conversation(job.messages)
     if system_mode == "inject":
         messages = inject_system(messages, note)
     else:
         messages = _with_system_note(messages, note)
-    return ToolPlan(messages, offered, limited)
+    return ToolPlan(messages, offered, limited, native)
 
 
 class ReplyFilter:
-    """Model text -> TextEvents, then ToolCallEvents."""
+    """Model output -> TextEvents, then ToolCallEvents. Text is parsed for
+    emulated calls unless the plan is native (calls then arrive whole)."""
 
-    def __init__(self, tools: list[ToolSpec]):
-        self._schemas = {t.name: t.parameters for t in tools}
-        self._parser = ToolCallParser(set(self._schemas)) if tools else None
+    def __init__(self, plan: ToolPlan):
+        self._schemas = {t.name: t.parameters for t in plan.tools}
+        self._parser = ToolCallParser(set(self._schemas)) if plan.tools and not plan.native else None
         self.calls = 0
 
-    def feed(self, text: str) -> list[TextEvent | ToolCallEvent]:
-        return self._events(self._parser.feed(text) if self._parser else [text])
+    def feed(self, piece: str | NativeCall) -> list[TextEvent | ToolCallEvent]:
+        if isinstance(piece, NativeCall):
+            return self._events([piece])
+        return self._events(self._parser.feed(piece) if self._parser else [piece])
 
     def finish(self) -> list[TextEvent | ToolCallEvent]:
         return self._events(self._parser.finish()) if self._parser else []
@@ -80,6 +89,10 @@ class ReplyFilter:
                 arguments = typed_arguments(item.arguments, self._schemas[item.name])
                 events.append(ToolCallEvent(index=self.calls, id=new_call_id(), name=item.name,
                                             arguments=json.dumps(arguments, ensure_ascii=False)))
+                self.calls += 1
+            elif isinstance(item, NativeCall):
+                events.append(ToolCallEvent(index=self.calls, id=item.id or new_call_id(), name=item.name,
+                                            arguments=item.arguments))
                 self.calls += 1
             elif item and self.calls == 0:
                 events.append(TextEvent(text=item))

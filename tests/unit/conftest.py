@@ -1,0 +1,1 @@
+from tests.unit.scripted import scripted  # noqa: F401  (fixture for route tests)

@@ -1,0 +1,105 @@
+"""`openai`: any `/v1/chat/completions` server (vLLM, llama.cpp, LM Studio,
+a hosted API), streamed over SSE."""
+from __future__ import annotations
+
+import json
+from typing import Iterator
+
+import httpx
+
+from workers.backends.base import Outcome, TextGenerator
+from workers.backends.tool_deltas import ToolCallAssembler
+from workers.backends.upstream import (
+    UpstreamBackend, UpstreamSettings, mid_stream_error, read_failure, switch_to_idle_timeout, tool_definitions,
+)
+from workers.cancel import Cancel
+from workers.contract import Job, Message, ToolChoice
+
+
+def _message(message: Message) -> dict:
+    wire: dict = {"role": message.role, "content": message.content}
+    if message.tool_calls:
+        wire["content"] = message.content or None
+        wire["tool_calls"] = [{"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+                              for c in message.tool_calls]
+    if message.role == "tool":
+        wire["tool_call_id"] = message.tool_call_id or ""
+    return wire
+
+
+def _tool_choice(choice: ToolChoice):
+    if choice.mode == "function":
+        return {"type": "function", "function": {"name": choice.name}}
+    return choice.mode
+
+
+def request_body(job: Job, settings: UpstreamSettings) -> dict:
+    options = job.options
+    body = {
+        "model": settings.upstream_model,
+        "messages": [_message(m) for m in job.messages],
+        "stream": True,
+        "stream_options": {"include_usage": True},
+        "max_tokens": options.max_tokens,
+        "temperature": options.temperature,
+        "top_p": options.top_p,
+        "seed": options.seed,
+        "stop": options.stop or None,
+    }
+    if job.tools:
+        body["tools"] = tool_definitions(job.tools)
+        body["tool_choice"] = _tool_choice(job.tool_choice)
+    return {k: v for k, v in body.items() if v is not None}
+
+
+def sse_data(lines: Iterator[str]) -> Iterator[dict]:
+    """The JSON payloads of an SSE stream, up to `data: [DONE]`; comments,
+    `event:` lines and blank lines are skipped."""
+    for line in lines:
+        if not line.startswith("data:"):
+            continue
+        data = line[5:].strip()
+        if data == "[DONE]":
+            return
+        if data:
+            yield json.loads(data)
+
+
+class OpenAIUpstreamBackend(UpstreamBackend):
+    name = "openai"
+    path = "/chat/completions"
+
+    def request_body(self, job: Job) -> dict:
+        return request_body(job, self.settings)
+
+    def relay(self, response: httpx.Response, cancel: Cancel | None) -> TextGenerator:
+        calls, usage, finish, pieces = ToolCallAssembler(), {}, "stop", 0
+        try:
+            for chunk in sse_data(response.iter_lines()):
+                if "error" in chunk:
+                    raise mid_stream_error(self.settings, json.dumps(chunk["error"]))
+                usage = chunk.get("usage") or usage
+                for choice in chunk.get("choices") or []:
+                    delta = choice.get("delta") or {}
+                    if pieces == 0 and (delta.get("content") or delta.get("tool_calls")):
+                        switch_to_idle_timeout(response, self.settings)
+                    if delta.get("tool_calls"):
+                        calls.add(delta["tool_calls"])
+                        pieces += 1
+                    if delta.get("content"):
+                        pieces += 1
+                        yield delta["content"]
+                    finish = choice.get("finish_reason") or finish
+        except httpx.HTTPError as error:
+            raise read_failure(error, self.settings, cancel) from None
+        except ValueError:
+            raise mid_stream_error(self.settings, "malformed SSE data") from None
+        for call in calls.calls():
+            yield call
+        # Without usage (an upstream that rejects stream_options), count pieces:
+        # OpenAI-compatible servers stream one token per chunk.
+        return Outcome("length" if finish == "length" else "stop",
+                       usage.get("prompt_tokens", 0), usage.get("completion_tokens", pieces))
+
+
+BACKEND = OpenAIUpstreamBackend
