@@ -105,6 +105,8 @@ def _generate(job: Job, ctx: RunContext, aborted: Cancel) -> DoneEvent:
                 break
     finally:
         pieces.close()  # stops the backend (llama.cpp, an upstream socket) at once
+    if aborted.is_set():  # the stream may have ended quietly because the abort closed it
+        return DoneEvent(reason="aborted")
     _publish_all(ctx, job, replies.finish())
     reason = "tool_calls" if replies.calls else "step_limit" if plan.step_limited and outcome.reason == "stop" \
         else outcome.reason

@@ -51,9 +51,9 @@ def stack_env(redis_url: str, **extra: str) -> dict:
     return env
 
 
-def start_worker(env: dict, concurrency: int = 4, queues: str = "local") -> Process:
+def start_worker(env: dict, concurrency: int = 4, queues: str = "local", pool: str = "threads") -> Process:
     worker = Process("worker", [
-        str(BIN / "celery"), "-A", "queue_config", "worker", "-P", "threads", "-c", str(concurrency),
+        str(BIN / "celery"), "-A", "queue_config", "worker", "-P", pool, "-c", str(concurrency),
         "-Q", queues, "-n", f"test-{uuid.uuid4().hex[:8]}@%h", "--loglevel", "INFO", "--without-mingle",
         "--without-gossip",
     ], env)
@@ -66,6 +66,21 @@ def start_worker(env: dict, concurrency: int = 4, queues: str = "local") -> Proc
     return worker
 
 
+def wait_http_ready(process: Process, url: str, headers: dict | None = None, timeout: float = 60) -> None:
+    """Until GET url succeeds; fails at once if the process died."""
+    deadline = time.monotonic() + timeout
+    while True:
+        process.check_alive()
+        try:
+            if httpx.get(url, headers=headers, timeout=1).is_success:
+                return
+        except httpx.HTTPError:
+            pass
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{process.name} not ready:\n{process.output()[-3000:]}")
+        time.sleep(0.1)
+
+
 def start_web(env: dict) -> tuple[Process, str]:
     port = free_port()
     web = Process("web", [
@@ -73,14 +88,5 @@ def start_web(env: dict) -> tuple[Process, str]:
         "app:create_app()",
     ], env)
     base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 30
-    while True:
-        web.check_alive()
-        try:
-            if httpx.get(f"{base}/api/version", timeout=1).status_code == 200:
-                return web, base
-        except httpx.HTTPError:
-            pass
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"web not ready:\n{web.output()[-3000:]}")
-        time.sleep(0.1)
+    wait_http_ready(web, f"{base}/api/version")
+    return web, base

@@ -12,7 +12,7 @@ import httpx
 from workers.backends.base import Outcome, TextGenerator
 from workers.backends.tool_deltas import ToolCallAssembler
 from workers.backends.upstream import (
-    UpstreamBackend, UpstreamSettings, mid_stream_error, read_failure, switch_to_idle_timeout, tool_definitions,
+    UpstreamBackend, UpstreamSettings, mid_stream_error, tool_definitions, watched_lines,
 )
 from workers.cancel import Cancel
 from workers.contract import Job, Message, SamplingOptions, json_object
@@ -59,23 +59,19 @@ class OllamaUpstreamBackend(UpstreamBackend):
     def relay(self, response: httpx.Response, cancel: Cancel | None) -> TextGenerator:
         calls, last, count = ToolCallAssembler(), {}, 0
         try:
-            for line in response.iter_lines():
+            for line in watched_lines(response, self.settings, cancel):
                 if not line.strip():
                     continue
                 last = json.loads(line)
                 if "error" in last:
                     raise mid_stream_error(self.settings, last["error"])
                 message = last.get("message") or {}
-                if count == 0 and (message.get("content") or message.get("tool_calls")):
-                    switch_to_idle_timeout(response, self.settings)
                 for call in message.get("tool_calls") or []:
                     calls.add([{"index": count, **call}])  # Ollama sends each call whole
                     count += 1
                 if message.get("content"):
                     count += 1
                     yield message["content"]
-        except httpx.HTTPError as error:
-            raise read_failure(error, self.settings, cancel) from None
         except ValueError:
             raise mid_stream_error(self.settings, "malformed NDJSON") from None
         for call in calls.calls():

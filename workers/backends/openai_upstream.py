@@ -10,7 +10,7 @@ import httpx
 from workers.backends.base import Outcome, TextGenerator
 from workers.backends.tool_deltas import ToolCallAssembler
 from workers.backends.upstream import (
-    UpstreamBackend, UpstreamSettings, mid_stream_error, read_failure, switch_to_idle_timeout, tool_definitions,
+    UpstreamBackend, UpstreamSettings, mid_stream_error, tool_definitions, watched_lines,
 )
 from workers.cancel import Cancel
 from workers.contract import Job, Message, ToolChoice
@@ -75,14 +75,12 @@ class OpenAIUpstreamBackend(UpstreamBackend):
     def relay(self, response: httpx.Response, cancel: Cancel | None) -> TextGenerator:
         calls, usage, finish, pieces = ToolCallAssembler(), {}, "stop", 0
         try:
-            for chunk in sse_data(response.iter_lines()):
+            for chunk in sse_data(watched_lines(response, self.settings, cancel)):
                 if "error" in chunk:
                     raise mid_stream_error(self.settings, json.dumps(chunk["error"]))
                 usage = chunk.get("usage") or usage
                 for choice in chunk.get("choices") or []:
                     delta = choice.get("delta") or {}
-                    if pieces == 0 and (delta.get("content") or delta.get("tool_calls")):
-                        switch_to_idle_timeout(response, self.settings)
                     if delta.get("tool_calls"):
                         calls.add(delta["tool_calls"])
                         pieces += 1
@@ -90,8 +88,6 @@ class OpenAIUpstreamBackend(UpstreamBackend):
                         pieces += 1
                         yield delta["content"]
                     finish = choice.get("finish_reason") or finish
-        except httpx.HTTPError as error:
-            raise read_failure(error, self.settings, cancel) from None
         except ValueError:
             raise mid_stream_error(self.settings, "malformed SSE data") from None
         for call in calls.calls():

@@ -3,7 +3,8 @@ settings, the HTTP request with its timeouts and retries, error mapping,
 and closing the connection when the job is cancelled.
 
 Timeouts: connect; first token (the upstream may load a model and read a long
-prompt); idle between tokens. Retries happen only before anything was relayed
+prompt); idle between tokens. The last two are kept by a watchdog that shuts
+the socket down (httpx has one read timeout per response). Retries happen only before anything was relayed
 (connection failures and 502/503/504), with backoff: tokens are never replayed.
 Errors name the upstream by host, never by key.
 """
@@ -12,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import socket
+import threading
 import time
 from contextlib import contextmanager
 from datetime import datetime, timezone
@@ -113,6 +115,9 @@ def transport_error(error: httpx.HTTPError, settings: UpstreamSettings) -> Backe
 
 
 def new_client(settings: UpstreamSettings) -> httpx.Client:
+    # Many upstreams (Ollama) send headers only with the first token: the read
+    # timeout for the headers is the first-token timeout. For the body it is
+    # raised to a backstop (see _body_timeout); the watchdog keeps the real ones.
     timeout = httpx.Timeout(connect=settings.connect_timeout, read=settings.first_token_timeout,
                             write=settings.connect_timeout, pool=settings.connect_timeout)
     return httpx.Client(timeout=timeout, follow_redirects=False)
@@ -128,7 +133,10 @@ def open_stream(client: httpx.Client, url: str, body: dict, settings: UpstreamSe
         last = attempt == settings.retries
         try:
             request = client.build_request("POST", url, json=body, headers=settings.auth_headers())
+            sent_at = time.monotonic()
             response = client.send(request, stream=True)
+            response.elapsed_before_body = time.monotonic() - sent_at
+            _body_timeout(request, settings)
         except httpx.HTTPError as error:
             if last or (cancel is not None and cancel.is_set()):
                 raise transport_error(error, settings) from None
@@ -147,6 +155,13 @@ def open_stream(client: httpx.Client, url: str, body: dict, settings: UpstreamSe
             return
         finally:
             response.close()
+
+
+def _body_timeout(request: httpx.Request, settings: UpstreamSettings) -> None:
+    """httpcore reads the read timeout from this dict when it starts reading
+    the body, so it can be raised between the headers and the body."""
+    request.extensions["timeout"] = dict(request.extensions.get("timeout", {}),
+                                         read=settings.first_token_timeout + settings.idle_timeout)
 
 
 def _backoff(settings: UpstreamSettings, attempt: int, cancel: Cancel | None, reason) -> None:
@@ -170,10 +185,69 @@ def _shut_down(response: httpx.Response) -> None:
             pass
 
 
-def switch_to_idle_timeout(response: httpx.Response, settings: UpstreamSettings) -> None:
-    """After the first token, reads may wait only the idle timeout. httpcore
-    looks the read timeout up in this dict on every read."""
-    response.request.extensions.setdefault("timeout", {})["read"] = settings.idle_timeout
+class Watchdog:
+    """Calls `on_expire` once if `extend` is not called before the deadline."""
+
+    def __init__(self, timeout: float, on_expire):
+        self._deadline = time.monotonic() + timeout
+        self._on_expire = on_expire
+        self._moved_earlier = threading.Event()
+        self._stopped = False
+        self.expired = False
+        threading.Thread(target=self._run, name="upstream-watchdog", daemon=True).start()
+
+    def extend(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        earlier = deadline < self._deadline
+        self._deadline = deadline
+        if earlier:  # the first token switches to the (usually shorter) idle timeout
+            self._moved_earlier.set()
+
+    def stop(self) -> None:
+        self._stopped = True
+        self._moved_earlier.set()
+
+    def _run(self) -> None:
+        while not self._stopped:
+            remaining = self._deadline - time.monotonic()
+            if remaining <= 0:
+                self.expired = True
+                self._on_expire()
+                return
+            self._moved_earlier.wait(remaining)
+            self._moved_earlier.clear()
+
+
+def watched_lines(response: httpx.Response, settings: UpstreamSettings, cancel: Cancel | None) -> Iterator[str]:
+    """The response's lines, under the first-token and idle timeouts. Ends
+    with the right error when the stream was cut by a timeout, a
+    cancellation or a broken connection."""
+    # Headers took part of the first-token time; the rest is the watchdog's.
+    remaining = settings.first_token_timeout - response.elapsed_before_body
+    watchdog = Watchdog(max(remaining, 0), lambda: _shut_down(response))
+    started = False
+    try:
+        for line in response.iter_lines():
+            if line.strip() and not line.startswith(":"):  # SSE comments are keep-alives, not tokens
+                started = True
+            if started:
+                watchdog.extend(settings.idle_timeout)
+            if watchdog.expired:
+                break
+            yield line
+    except httpx.HTTPError as error:
+        if not watchdog.expired:
+            raise read_failure(error, settings, cancel) from None
+    finally:
+        watchdog.stop()
+    if cancel is not None and cancel.is_set():
+        raise BackendError("cancelled", 499)
+    if watchdog.expired:
+        if not started:
+            raise BackendError(f"upstream {settings.upstream_name} sent no token within "
+                               f"{settings.first_token_timeout:g} s (timed out)", 504)
+        raise BackendError(f"upstream {settings.upstream_name} stopped sending tokens for "
+                           f"{settings.idle_timeout:g} s (timed out)", 504)
 
 
 def mid_stream_error(settings: UpstreamSettings, detail) -> BackendError:

@@ -1,0 +1,128 @@
+"""A small local OpenAI-compatible upstream whose behaviour is chosen by the
+requested model name. It replays recorded streams byte for byte, answers
+with scripted statuses, stalls on purpose, and records every request and
+the moment each client went away."""
+from __future__ import annotations
+
+import json
+import select
+import socket
+import threading
+import time
+from collections import Counter
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+RECORDINGS = Path(__file__).resolve().parents[1] / "fixtures" / "upstream"
+
+
+class ScriptedUpstream:
+    def __init__(self):
+        self.requests: list[dict] = []
+        self.closed_at: dict[str, float] = {}
+        self.counts: Counter = Counter()
+        upstream = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):  # quiet
+                pass
+
+            def do_POST(self):
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                model = body.get("model", "")
+                upstream.requests.append({"path": self.path, "headers": dict(self.headers), "body": body})
+                upstream.counts[model] += 1
+                upstream.respond(self, model)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+    def last_body(self, model: str) -> dict:
+        return [r["body"] for r in self.requests if r["body"].get("model") == model][-1]
+
+    # behaviours ---------------------------------------------------------
+    def respond(self, handler, model: str) -> None:
+        kind, _, arg = model.partition("-")
+        if kind == "shape":
+            return self._stream(handler, (RECORDINGS / f"{arg}.sse").read_bytes())
+        if kind == "status":
+            return self._status(handler, int(arg))
+        if model == "flaky" and self.counts[model] == 1:
+            return self._status(handler, 503)
+        if model == "slow-first":
+            time.sleep(1.5)
+            return self._stream(handler, (RECORDINGS / "text.sse").read_bytes())
+        if model == "stall":
+            return self._stream(handler, _chunk("partial"), stall_after=3.0)
+        if model == "endless":
+            return self._endless(handler, model)
+        if model == "hang":
+            return self._hang(handler, model)
+        return self._stream(handler, (RECORDINGS / "text.sse").read_bytes())
+
+    @staticmethod
+    def _headers(handler, status: int, extra: dict | None = None, content_type="text/event-stream") -> None:
+        handler.send_response(status)
+        handler.send_header("Content-Type", content_type)
+        for name, value in (extra or {}).items():
+            handler.send_header(name, value)
+        handler.end_headers()
+
+    def _status(self, handler, status: int) -> None:
+        extra = {"Retry-After": "7"} if status in (429, 503) else {}
+        self._headers(handler, status, extra, "application/json")
+        handler.wfile.write(json.dumps({"error": {"message": f"scripted {status}"}}).encode())
+
+    def _stream(self, handler, data: bytes, stall_after: float = 0) -> None:
+        self._headers(handler, 200)
+        for frame in data.split(b"\n\n"):
+            if frame:
+                handler.wfile.write(frame + b"\n\n")
+                handler.wfile.flush()
+        if stall_after:
+            time.sleep(stall_after)
+            handler.wfile.write(b"data: [DONE]\n\n")
+
+    def _endless(self, handler, model: str) -> None:
+        self._headers(handler, 200)
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            if _client_gone(handler.connection):
+                self.closed_at[model] = time.monotonic()
+                return
+            try:
+                handler.wfile.write(_chunk("tick "))
+                handler.wfile.flush()
+            except OSError:
+                self.closed_at[model] = time.monotonic()
+                return
+            time.sleep(0.05)
+
+    def _hang(self, handler, model: str) -> None:
+        """Send nothing at all (an upstream still loading), watching for the
+        client to give up."""
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            if _client_gone(handler.connection, wait=0.02):
+                self.closed_at[model] = time.monotonic()
+                return
+
+
+def _client_gone(connection: socket.socket, wait: float = 0) -> bool:
+    readable, _, _ = select.select([connection], [], [], wait)
+    if not readable:
+        return False
+    try:
+        return connection.recv(1, socket.MSG_PEEK) == b""
+    except OSError:
+        return True
+
+
+def _chunk(text: str) -> bytes:
+    return b"data: " + json.dumps({"choices": [{"index": 0, "delta": {"content": text}, "finish_reason": None}]}).encode() + b"\n\n"

@@ -1,0 +1,263 @@
+"""Upstream backends through the whole path: a real third-party OpenAI server
+(llama-cpp-python's), a real Ollama-protocol server (a second Switchboard),
+and recorded odd upstream streams replayed byte for byte."""
+from __future__ import annotations
+
+import json
+import time
+
+import httpx
+import ollama
+import openai
+import pytest
+
+from scripts.embedded_redis import free_port
+from tests.integration.events_tap import EventsTap
+from tests.integration.http import DroppableStream, post_raw
+from tests.integration.scripted_upstream import ScriptedUpstream
+from tests.integration.sse_rules import assert_well_formed, parse_sse
+from tests.integration.upstream_stack import LLAMA_KEY, registry_text, start_llama_server, start_upstream_stack
+
+TOOLS = [{"type": "function", "function": {"name": "read_file", "parameters": {
+    "type": "object", "properties": {"filePath": {"type": "string"}, "line": {"type": "integer"}}}}},
+    {"type": "function", "function": {"name": "grep", "parameters": {"type": "object"}}}]
+
+
+@pytest.fixture(scope="module")
+def upstreams(stack, redis_url, tmp_path_factory):
+    scripted = ScriptedUpstream()
+    llama, llama_url = start_llama_server()
+    registry = tmp_path_factory.mktemp("upstream") / "models.toml"
+    registry.write_text(registry_text(llama_url, scripted.url, stack, free_port()))
+    try:
+        worker, web, base = start_upstream_stack(redis_url, registry)
+    except Exception:
+        llama.stop()
+        scripted.close()
+        raise
+    yield {"base": base, "scripted": scripted, "llama": llama_url, "web": web, "worker": worker}
+    web.stop()
+    worker.stop()
+    llama.stop()
+    scripted.close()
+
+
+@pytest.fixture
+def base(upstreams, clean_redis):
+    return upstreams["base"]
+
+
+@pytest.fixture
+def client(base):
+    return openai.OpenAI(base_url=f"{base}/v1", api_key="unused", max_retries=0)
+
+
+def user(text):
+    return [{"role": "user", "content": text}]
+
+
+# --- a real third-party OpenAI-compatible server --------------------------------
+
+def test_llama_server_chat_and_usage(client, upstreams):
+    """llama-cpp-python's server sends no usage in streams (it ignores
+    stream_options): completion tokens are counted from its one-token
+    chunks and must equal its own count; the prompt count is not invented."""
+    request = {"messages": user("Say hi"), "max_tokens": 8, "temperature": 0, "seed": 1}
+    reply = client.chat.completions.create(model="up-llama", **request)
+    direct = httpx.post(f"{upstreams['llama']}/v1/chat/completions", headers={"Authorization": f"Bearer {LLAMA_KEY}"},
+                        json=request, timeout=60).json()
+    assert reply.choices[0].message.content == direct["choices"][0]["message"]["content"]
+    assert reply.choices[0].finish_reason == direct["choices"][0]["finish_reason"]
+    assert reply.usage.completion_tokens == direct["usage"]["completion_tokens"]
+    assert reply.usage.prompt_tokens == 0
+
+
+def test_llama_server_streams_through_both_dialects(base, client):
+    chunks = list(client.chat.completions.create(model="up-llama", messages=user("Count to three"), max_tokens=12,
+                                                 stream=True, stream_options={"include_usage": True}))
+    assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert chunks[-1].usage.completion_tokens > 0
+    parts = list(ollama.Client(host=base).chat("up-llama", messages=user("Hi"), stream=True,
+                                               options={"num_predict": 6}))
+    assert parts[-1].done and 0 < parts[-1].eval_count <= 6
+
+
+def test_wrong_key_is_502_naming_the_upstream_never_the_key(base, upstreams):
+    status, _, body = post_raw(base, "/v1/chat/completions", {"model": "up-llama-badkey", "messages": user("x")})
+    message = json.loads(body)["error"]["message"]
+    host = upstreams["llama"].removeprefix("http://")
+    assert status == 502 and message == f"upstream {host} refused the credentials configured for it (HTTP 401)"
+    assert b"not-the-key" not in body and LLAMA_KEY.encode() not in body
+
+
+def test_server_down_is_502_naming_it(base):
+    status, _, body = post_raw(base, "/api/chat", {"model": "up-down", "messages": user("x")})
+    assert status == 502 and json.loads(body)["error"].startswith("cannot reach upstream 127.0.0.1:")
+
+
+def test_dropping_the_client_closes_the_upstream_request(base, upstreams):
+    stream = DroppableStream(base, "/v1/chat/completions", {
+        "model": "up-llama", "stream": True, "max_tokens": 1500, "temperature": 1.0,
+        "messages": user("Write a very long story about a lighthouse.")})
+    for _ in range(4):
+        assert stream.read_line()
+    stream.drop()
+    time.sleep(0.3)
+    # The llama server serves one request at a time: had the upstream request
+    # stayed open it would still be generating ~1500 tokens (~25 s).
+    started = time.monotonic()
+    direct = httpx.post(f"{upstreams['llama']}/v1/chat/completions", headers={"Authorization": f"Bearer {LLAMA_KEY}"},
+                        json={"messages": user("hi"), "max_tokens": 2}, timeout=60)
+    assert direct.status_code == 200 and time.monotonic() - started < 3
+
+
+# --- a real Ollama-protocol server: a second Switchboard -------------------------
+
+def test_ollama_upstream_chat_with_options(base):
+    client = ollama.Client(host=base)
+    assert client.chat("up-ollama", messages=user("one two three")).message.content == "one two three"
+    reply = client.chat("up-ollama", messages=user("a b c d"), options={"num_predict": 2})
+    assert reply.message.content == "a b" and reply.done_reason == "length" and reply.eval_count == 2
+
+
+def test_native_tools_through_an_ollama_upstream_round_trip(client):
+    # the upstream Switchboard emulates tools on echo and answers Ollama-style
+    # tool calls (object arguments, no ids); we re-emit them for OpenAI clients
+    text = '<invoke name="read_file"><parameter name="filePath">/a</parameter><parameter name="line">3</parameter></invoke>'
+    with client.chat.completions.stream(model="up-ollama", messages=user(text), tools=TOOLS) as stream:
+        final = stream.get_final_completion()
+    call = final.choices[0].message.tool_calls[0]
+    assert final.choices[0].finish_reason == "tool_calls"
+    assert (call.function.name, json.loads(call.function.arguments)) == ("read_file", {"filePath": "/a", "line": 3})
+    messages = user(text) + [{"role": "assistant", "content": None, "tool_calls": [call.model_dump()]},
+                             {"role": "tool", "tool_call_id": call.id, "content": "file text"}]
+    answer = client.chat.completions.create(model="up-ollama", messages=messages, tools=TOOLS)
+    assert answer.choices[0].message.content == "file text"
+
+
+def test_native_tools_through_an_openai_upstream(client):
+    text = '<invoke name="grep"><parameter name="q">x</parameter></invoke>'
+    reply = client.chat.completions.create(model="up-sb", messages=user(text), tools=TOOLS)
+    assert reply.choices[0].message.tool_calls[0].function.name == "grep"
+
+
+def test_upstream_404_is_our_404(client):
+    with pytest.raises(openai.NotFoundError) as error:
+        client.chat.completions.create(model="up-sb-missing", messages=user("x"))
+    assert error.value.body["message"].startswith('model "up-sb-missing" was not found at upstream 127.0.0.1:')
+
+
+def test_show_uses_the_registry_context_length_and_name(base):
+    show = ollama.Client(host=base).show("up-sb")
+    assert show.modelinfo["upstream.context_length"] == 131072
+    assert show.modelinfo["general.basename"] == "Switchboard echo" and "tools" in show.capabilities
+
+
+def test_abort_propagates_to_an_ollama_upstream(base, redis_url):
+    tap = EventsTap(redis_url)
+    try:
+        stream = DroppableStream(base, "/api/chat", {"model": "up-ollama-slow",
+                                                     "messages": user(" ".join(["w"] * 400))})
+        for _ in range(3):
+            assert stream.read_line()
+        stream.drop()
+        dropped = time.monotonic()
+        deadline = dropped + 2
+        while len(tap.aborts()) < 2 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        # ours, then the upstream Switchboard's own job, aborted when our worker hung up
+        assert len(tap.aborts()) == 2 and tap.aborts()[1][0] - dropped < 1.0
+    finally:
+        tap.close()
+
+
+# --- recorded odd shapes, replayed byte for byte ---------------------------------
+
+@pytest.mark.parametrize("shape, content", [
+    ("whole", "Looking."), ("interleaved", ""), ("no-ids", ""), ("index0", "")])
+def test_upstream_tool_deltas_are_re_emitted_in_the_one_strict_shape(base, shape, content):
+    status, _, body = post_raw(base, "/v1/chat/completions", {
+        "model": f"shape-{shape}", "stream": True, "messages": user("x"), "tools": TOOLS})
+    assert status == 200
+    chunks = parse_sse(body)
+    assert_well_formed(chunks, include_usage=False)
+    deltas = [c["choices"][0]["delta"] for c in chunks]
+    assert "".join(d.get("content", "") for d in deltas) == content
+    heads = [d["tool_calls"][0] for d in deltas if "tool_calls" in d and "id" in d["tool_calls"][0]]
+    bodies = [d["tool_calls"][0] for d in deltas if "tool_calls" in d and "id" not in d["tool_calls"][0]]
+    assert [h["function"]["name"] for h in heads] == ["read_file", "grep"]
+    assert [json.loads(b["function"]["arguments"]) for b in bodies] == [{"filePath": "/a.ts"}, {"q": "todo"}]
+    assert len({h["id"] for h in heads}) == 2
+
+
+def test_sdk_assembles_upstream_calls(client):
+    with client.chat.completions.stream(model="shape-interleaved", messages=user("x"), tools=TOOLS) as stream:
+        final = stream.get_final_completion()
+    assert [c.function.name for c in final.choices[0].message.tool_calls] == ["read_file", "grep"]
+
+
+def test_text_with_comments_and_event_lines_and_upstream_usage(client):
+    chunks = list(client.chat.completions.create(model="shape-text", messages=user("x"), stream=True,
+                                                 stream_options={"include_usage": True}))
+    assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == "Hello there"
+    assert (chunks[-1].usage.prompt_tokens, chunks[-1].usage.completion_tokens) == (11, 7)
+
+
+# --- errors, retries, timeouts, injection ---------------------------------------
+
+@pytest.mark.parametrize("model, path, status, retry_after", [
+    ("status-401", "/v1/chat/completions", 502, None),
+    ("status-429", "/v1/chat/completions", 503, "7"),
+    ("status-503", "/api/chat", 503, "7"),
+], ids=["401", "429", "503"])
+def test_upstream_statuses(base, model, path, status, retry_after):
+    got, headers, body = post_raw(base, path, {"model": model, "messages": user("x")})
+    assert got == status and headers.get("Retry-After") == retry_after
+
+
+def test_retry_before_the_first_token(client, upstreams):
+    reply = client.chat.completions.create(model="flaky", messages=user("x"))
+    assert reply.choices[0].message.content == "Hello there" and upstreams["scripted"].counts["flaky"] == 2
+
+
+def test_a_slow_first_token_is_not_an_idle_timeout(client):
+    assert client.chat.completions.create(model="slow-first", messages=user("x")).choices[0].message.content
+
+
+def test_an_upstream_stalling_mid_stream_ends_with_an_in_band_error(base):
+    status, _, body = post_raw(base, "/v1/chat/completions", {"model": "stall", "stream": True, "messages": user("x")})
+    assert status == 200
+    chunks = parse_sse(body)
+    assert chunks[1]["choices"][0]["delta"]["content"] == "partial"
+    assert chunks[-1]["error"]["message"].endswith("stopped sending tokens for 0.5 s (timed out)")
+
+
+def test_no_first_token_in_time_is_504(base):
+    status, _, body = post_raw(base, "/api/chat", {"model": "hang-timeout", "messages": user("x")})
+    assert status == 504 and "timed out" in json.loads(body)["error"]
+
+
+@pytest.mark.parametrize("model", ["endless", "hang"], ids=["streaming", "waiting-for-first-token"])
+def test_abort_closes_the_upstream_connection_at_once(base, upstreams, model):
+    stream = DroppableStream(base, "/v1/chat/completions", {"model": model, "stream": True, "messages": user("x")})
+    if model == "endless":
+        assert stream.read_line()
+    else:
+        time.sleep(0.5)
+    stream.drop()
+    dropped = time.monotonic()
+    deadline = dropped + 3
+    while model not in upstreams["scripted"].closed_at and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert upstreams["scripted"].closed_at[model] - dropped < 1.0
+
+
+def test_system_injection_dropped_params_and_headers_reach_the_upstream(client, upstreams):
+    client.chat.completions.create(model="inject", seed=3, messages=[
+        {"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"}])
+    request = [r for r in upstreams["scripted"].requests if r["body"]["model"] == "record"][-1]
+    body = request["body"]
+    assert "stream_options" not in body and "seed" not in body and request["headers"]["X-Team"] == "office"
+    assert [m["role"] for m in body["messages"]] == ["user"]
+    # no tools offered, so no agent instructions: only the client's system prompt
+    assert body["messages"][0]["content"] == "<system_context>\n=== System Context 1 ===\nBe brief.\n</system_context>\n\nHi"

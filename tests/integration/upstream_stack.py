@@ -1,0 +1,79 @@
+"""Processes for the upstream tests: llama-cpp-python's own OpenAI server on
+the SmolLM2 GGUF, and a Switchboard web + gevent-pool worker whose registry
+points at that server, at the scripted upstream, and at the session's own
+Switchboard (a real Ollama-protocol and OpenAI-compatible server)."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from scripts.embedded_redis import free_port
+from tests.integration.stack import Process, stack_env, start_web, start_worker, wait_http_ready
+from workers.backends.llamacpp import smollm2_gguf
+
+LLAMA_KEY = "test-upstream-key-7f3a9"
+
+
+def start_llama_server() -> tuple[Process, str]:
+    port = free_port()
+    process = Process("llama-server", [
+        sys.executable, "-m", "llama_cpp.server", "--model", str(smollm2_gguf()), "--host", "127.0.0.1",
+        "--port", str(port), "--api_key", LLAMA_KEY, "--n_ctx", "2048",
+        # so that only a closed connection, not the next request, stops a generation
+        "--interrupt_requests", "False",
+    ], stack_env("redis://unused"))
+    url = f"http://127.0.0.1:{port}"
+    wait_http_ready(process, f"{url}/v1/models", headers={"Authorization": f"Bearer {LLAMA_KEY}"})
+    return process, url
+
+
+def registry_text(llama: str, scripted: str, switchboard: str, closed_port: int) -> str:
+    fast = "retries = 0\n"
+    entries = {
+        "up-llama": f'backend = "openai"\nbase_url = "{llama}/v1"\nupstream_model = "smollm2"\n'
+                    'api_key_env = "TEST_UPSTREAM_KEY"\ncontext_length = 2048\n',
+        "up-llama-badkey": f'backend = "openai"\nbase_url = "{llama}/v1"\nupstream_model = "smollm2"\n'
+                           'api_key_env = "TEST_WRONG_KEY"\ncontext_length = 2048\n' + fast,
+        "up-down": f'backend = "openai"\nbase_url = "http://127.0.0.1:{closed_port}/v1"\nupstream_model = "x"\n'
+                   'context_length = 2048\nretries = 1\nretry_backoff = 0.05\n',
+        "up-sb": f'backend = "openai"\nbase_url = "{switchboard}/v1"\nupstream_model = "echo"\ntools = "native"\n'
+                 'context_length = 131072\ndisplay_name = "Switchboard echo"\n',
+        "up-sb-missing": f'backend = "openai"\nbase_url = "{switchboard}/v1"\nupstream_model = "nope"\n'
+                         'context_length = 8192\n' + fast,
+        "up-ollama": f'backend = "ollama"\nbase_url = "{switchboard}"\nupstream_model = "echo"\ntools = "native"\n'
+                     'context_length = 131072\n',
+        "up-ollama-slow": f'backend = "ollama"\nbase_url = "{switchboard}"\nupstream_model = "echo:slow"\n'
+                          'context_length = 131072\n',
+        "inject": f'backend = "openai"\nbase_url = "{scripted}/v1"\nupstream_model = "record"\nsystem = "inject"\n'
+                  'drop_params = ["stream_options", "seed"]\ncontext_length = 4096\nheaders = { X-Team = "office" }\n',
+        "flaky": f'backend = "openai"\nbase_url = "{scripted}/v1"\nupstream_model = "flaky"\ncontext_length = 4096\n'
+                 'retries = 2\nretry_backoff = 0.05\n',
+        "slow-first": f'backend = "openai"\nbase_url = "{scripted}/v1"\nupstream_model = "slow-first"\n'
+                      'context_length = 4096\nfirst_token_timeout = 5\nidle_timeout = 0.5\n',
+        "stall": f'backend = "openai"\nbase_url = "{scripted}/v1"\nupstream_model = "stall"\ncontext_length = 4096\n'
+                 'idle_timeout = 0.5\n',
+        "hang": f'backend = "openai"\nbase_url = "{scripted}/v1"\nupstream_model = "hang"\ncontext_length = 4096\n'
+                'first_token_timeout = 8\n' + fast,
+        "hang-timeout": f'backend = "openai"\nbase_url = "{scripted}/v1"\nupstream_model = "hang"\n'
+                        'context_length = 4096\nfirst_token_timeout = 0.5\n' + fast,
+        "endless": f'backend = "openai"\nbase_url = "{scripted}/v1"\nupstream_model = "endless"\ncontext_length = 4096\n',
+    }
+    for shape in ("whole", "interleaved", "no-ids", "index0", "text"):
+        entries[f"shape-{shape}"] = (f'backend = "openai"\nbase_url = "{scripted}/v1"\nupstream_model = "shape-{shape}"\n'
+                                     'tools = "native"\ncontext_length = 4096\n')
+    for status in (401, 429, 503):
+        entries[f"status-{status}"] = (f'backend = "openai"\nbase_url = "{scripted}/v1"\n'
+                                       f'upstream_model = "status-{status}"\ncontext_length = 4096\n' + fast)
+    return "".join(f'[models."{name}"]\n{body}\n' for name, body in entries.items())
+
+
+def start_upstream_stack(redis_url: str, registry: Path):
+    env = stack_env(redis_url, SWITCHBOARD_MODELS=str(registry), TEST_UPSTREAM_KEY=LLAMA_KEY,
+                    TEST_WRONG_KEY="not-the-key-5c1e")
+    worker = start_worker(env, concurrency=50, queues="upstream", pool="gevent")
+    try:
+        web, base = start_web(env)
+    except Exception:
+        worker.stop()
+        raise
+    return worker, web, base
