@@ -38,6 +38,12 @@ def worker_settings() -> WorkerSettings:
     )
 
 
+def completion_queue(pool: str) -> str:
+    """Code-completion jobs of a pool wait here, polled before the pool's
+    chat queue: editors need them fast and abandon them on every keystroke."""
+    return f"{pool}-completion"
+
+
 def secret_from_env(name: str) -> str | None:
     """An upstream's key, from the variable the registry names. Keys are
     read here only, at request time, and never logged."""
@@ -61,6 +67,8 @@ app.conf.update(
     task_soft_time_limit=worker_settings().max_job_seconds + 30,
     task_time_limit=worker_settings().max_job_seconds + 60,
     broker_connection_retry_on_startup=True,
-    broker_transport_options={"visibility_timeout": 3600},
+    # "priority": a worker polls its queues in the order given by -Q, so
+    # "local-completion,local" serves completions first.
+    broker_transport_options={"visibility_timeout": 3600, "queue_order_strategy": "priority"},
     worker_send_task_events=False,
 )

@@ -10,7 +10,7 @@ from redis import Redis
 
 from app.config import load_settings
 from app.relay import Relay
-from app.routes import ollama, openai
+from app.routes import ollama, openai, simple_chat
 from app.services import Services, enqueue_by_name
 from workers.registry import load_registry
 
@@ -24,4 +24,5 @@ def create_app(overrides: dict | None = None) -> Flask:
     app.extensions["switchboard"] = Services(settings, registry, redis, Relay(redis), enqueue_by_name)
     app.register_blueprint(ollama.bp)
     app.register_blueprint(openai.bp)
+    app.register_blueprint(simple_chat.bp)
     return app

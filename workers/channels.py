@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from redis import Redis
 
-from workers.contract import Event, encode_event
+from workers.contract import ErrorEvent, Event, encode_event
 
 PREFIX = "switchboard"
 ABORT_CHANNEL = f"{PREFIX}:abort"
@@ -41,6 +41,18 @@ def send_abort(redis: Redis, job_id: str) -> None:
     pipe.execute()
 
 
+def supersede(redis: Redis, client: str, model: str, job_id: str) -> str | None:
+    """Make job_id the client's latest completion for the model; abort the
+    previous one (its stream ends with an error). Returns the previous id."""
+    previous = redis.set(f"{PREFIX}:latest:{client}:{model}", job_id, ex=RECORD_TTL_SECONDS, get=True)
+    if previous is None or previous.decode() == job_id:
+        return None
+    previous_id = previous.decode()
+    publish_event(redis, previous_id, ErrorEvent(message="superseded by a newer completion request", status=409))
+    send_abort(redis, previous_id)
+    return previous_id
+
+
 def is_aborted(redis: Redis, job_id: str) -> bool:
     return bool(redis.exists(abort_key(job_id)))
 
@@ -65,6 +77,13 @@ def _loaded_key(model: str, worker_id: str) -> str:
 def mark_loaded(redis: Redis, model: str, worker_id: str, seconds: int) -> None:
     """Note that a worker holds `model`; the note lapses after `seconds`."""
     redis.set(_loaded_key(model, worker_id), model.encode(), ex=seconds)
+
+
+FOREVER_SECONDS = 10 * 365 * 24 * 3600  # keep_alive < 0
+
+
+def forget_loaded(redis: Redis, model: str, worker_id: str) -> None:
+    redis.delete(_loaded_key(model, worker_id))
 
 
 def loaded_models(redis: Redis) -> dict[str, int]:

@@ -78,10 +78,24 @@ class SamplingOptions(_Strict):
     num_ctx: int | None = Field(default=None, ge=16)
 
 
+class PromptSpec(_Strict):
+    """A completion request (/api/generate, /v1/completions) before it is
+    turned into model input, which depends on the model (see workers.prompts)."""
+
+    prompt: str = ""
+    suffix: str = ""  # fill-in-the-middle: the text after the cursor
+    system: str | None = None
+    template: str | None = None  # a request-level (Go-style) template override
+    raw: bool = False  # the prompt is the model input, byte for byte
+
+
 class Job(_Strict):
     id: str
     model: str
-    messages: list[Message]
+    messages: list[Message] = Field(default_factory=list)
+    prompt: PromptSpec | None = None  # completion jobs; chat jobs have messages
+    format: Literal["json"] | dict | None = None  # JSON mode, or a JSON schema to follow
+    keep_alive: float | None = None  # seconds an idle local model stays loaded; < 0: forever
     options: SamplingOptions = Field(default_factory=SamplingOptions)
     tools: list[ToolSpec] = Field(default_factory=list)
     tool_choice: ToolChoice = Field(default_factory=ToolChoice)
@@ -122,7 +136,8 @@ class ToolCallEvent(_Strict):
 
 
 # "step_limit": a final answer forced by the tool-round limit (clients see "stop").
-FinishReason = Literal["stop", "length", "tool_calls", "step_limit", "aborted"]
+# "load": an empty request that only loaded the model.
+FinishReason = Literal["stop", "length", "tool_calls", "step_limit", "aborted", "load"]
 
 
 class DoneEvent(_Strict):

@@ -22,9 +22,12 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from workers.backends import backend_class, backend_names
 from workers.backends.base import BackendSettings, ModelInfo
 from workers.exceptions import RegistryError, SwitchboardError, UnknownModel
+from workers.fim import FAMILIES
+
+FimFamily = Literal[tuple(FAMILIES)]  # type: ignore[valid-type]
 
 DEFAULT_REGISTRY = Path(__file__).resolve().parent.parent / "models.toml"
-_COMMON_KEYS = {"backend", "pool", "display_name", "tools", "system", "step_limit"}
+_COMMON_KEYS = {"backend", "pool", "display_name", "tools", "system", "step_limit", "fim"}
 
 
 class ModelEntry(BaseModel):
@@ -38,16 +41,21 @@ class ModelEntry(BaseModel):
     tools: Literal["emulated", "native", "off"] = "emulated"
     system: Literal["native", "inject"] = "native"  # inject: for backends that ignore the system role
     step_limit: int = Field(default=25, ge=1)  # tool rounds per request before a final answer is asked for
+    fim: FimFamily | None = None  # fill-in-the-middle template family: gives the "insert" capability
     settings: BackendSettings
 
     @property
     def capabilities(self) -> list[str]:
-        return ["completion"] + (["tools"] if self.tools != "off" else [])
+        return ["completion"] + (["tools"] if self.tools != "off" else []) + (["insert"] if self.fim else [])
 
     @cached_property
     def info(self) -> ModelInfo:
         info = self.settings.describe(self.name)
-        return info.model_copy(update={"basename": self.display_name}) if self.display_name else info
+        if self.display_name:
+            info = info.model_copy(update={"basename": self.display_name})
+        if self.fim:  # Continue offers FIM only when the template mentions .Suffix
+            info = info.model_copy(update={"template": FAMILIES[self.fim].template})
+        return info
 
 
 def _validation_message(error: ValidationError) -> str:

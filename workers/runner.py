@@ -15,12 +15,14 @@ from dataclasses import dataclass
 from redis import Redis
 
 from workers.abort_watch import AbortWatch
-from workers.backends.base import Outcome
+from workers.backends.base import Backend, Outcome
 from workers.cancel import Cancel
-from workers.channels import mark_loaded, publish_event, record_state
+from workers.channels import FOREVER_SECONDS, forget_loaded, mark_loaded, publish_event, record_state
 from workers.contract import DoneEvent, ErrorEvent, Job, StartedEvent, Timings, Usage
 from workers.exceptions import SwitchboardError
 from workers.instances import BackendInstances
+from workers.prompts import is_load_only, resolve_prompt
+from workers.registry import ModelEntry
 from workers.toolcalls.emulation import ReplyFilter, ToolPlan, plan_tools
 
 log = logging.getLogger(__name__)
@@ -58,8 +60,17 @@ def run_job(job: Job, ctx: RunContext) -> str:
         if done.reason != "aborted":
             publish_event(ctx.redis, job.id, done)
         record_state(ctx.redis, job.id, status="finished", reason=done.reason, finished_at=time.time())
-        mark_loaded(ctx.redis, job.model, ctx.worker_id, ctx.loaded_marker_seconds)
+        _note_loaded(job, ctx)
         return done.reason
+
+
+def _note_loaded(job: Job, ctx: RunContext) -> None:
+    """For /api/ps: the model stays listed as long as it stays loaded."""
+    seconds = ctx.loaded_marker_seconds if job.keep_alive is None else job.keep_alive
+    if seconds == 0:
+        forget_loaded(ctx.redis, job.model, ctx.worker_id)
+    else:
+        mark_loaded(ctx.redis, job.model, ctx.worker_id, int(seconds) if seconds > 0 else FOREVER_SECONDS)
 
 
 def _fail(job: Job, ctx: RunContext, message: str, status: int, retry_after: int | None = None) -> str:
@@ -82,8 +93,19 @@ def _backend_job(job: Job, ctx: RunContext, plan: ToolPlan, reads_prompt: bool) 
 
 def _generate(job: Job, ctx: RunContext, aborted: Cancel) -> DoneEvent:
     started = time.perf_counter_ns()
-    deadline = started + int(ctx.max_job_seconds * 1e9)
     entry, backend = ctx.backends.entry(job.model), ctx.backends.get(job.model)
+    if is_load_only(job):
+        return _done("load", Outcome("stop", 0, 0, load_ns=backend.load()), started, None)
+    try:
+        job = resolve_prompt(job, entry.fim, family_stops=backend.reads_prompt)
+        return _stream(job, ctx, entry, backend, aborted, started)
+    finally:
+        backend.keep_loaded(job.keep_alive)
+
+
+def _stream(job: Job, ctx: RunContext, entry: ModelEntry, backend: Backend, aborted: Cancel,
+            started: int) -> DoneEvent:
+    deadline = started + int(ctx.max_job_seconds * 1e9)
     plan = plan_tools(job, entry.tools, entry.system, entry.step_limit)
     replies = ReplyFilter(plan)
     first_token_at: int | None = None

@@ -2,6 +2,7 @@
 start the job and wait for its first result, and build the response."""
 from __future__ import annotations
 
+import hashlib
 import itertools
 import json
 from typing import Callable, Iterator, TypeVar
@@ -12,6 +13,8 @@ from pydantic import BaseModel, ValidationError
 from app.errors import ApiError, ClientGone
 from app.jobs import JobRun
 from app.services import services
+from queue_config import completion_queue
+from workers.channels import supersede
 from workers.contract import DoneEvent, ErrorEvent, Event, Job, TextEvent, ToolCallEvent
 from workers.exceptions import UnknownModel
 from workers.registry import ModelEntry
@@ -39,10 +42,26 @@ def find_model(name: str) -> ModelEntry:
         raise ApiError.from_switchboard(error) from None
 
 
+def is_code_completion(job: Job) -> bool:
+    return job.prompt is not None and bool(job.prompt.raw or job.prompt.suffix)
+
+
+def client_identity() -> str:
+    """Who is asking, for superseding: the credential and the address."""
+    who = f"{request.headers.get('Authorization', '')}|{request.remote_addr}|{request.user_agent.string}"
+    return hashlib.sha256(who.encode()).hexdigest()[:32]
+
+
 def start_job(job: Job, entry: ModelEntry) -> tuple[JobRun, Iterator[Event]]:
     """Enqueue the job and wait for its first result, so that an error before
-    any text (a prompt too long, a failed model) still gets a real status."""
-    run = JobRun(services(), job, request.environ).start(entry.pool)
+    any text (a prompt too long, a failed model) still gets a real status.
+    Code completions go to the pool's priority queue and supersede the same
+    client's previous completion for the model."""
+    queue = entry.pool
+    if is_code_completion(job):
+        queue = completion_queue(entry.pool)
+        supersede(services().redis, client_identity(), entry.name, job.id)
+    run = JobRun(services(), job, request.environ).start(queue)
     events = run.events()
     try:
         first = next(events)

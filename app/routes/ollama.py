@@ -122,19 +122,17 @@ def _reply(run: JobRun, events: Iterator[Event], lines, stream: bool) -> Respons
     return jsonify(lines.done(done, content=text, calls=calls))
 
 
-def _serve(request, to_job, lines) -> Response:
-    entry = find_model(request.model)
-    run, events = start_job(to_job(request, new_job_id(), entry.name), entry)
-    return _reply(run, events, lines, request.stream)
-
-
 @bp.post("/api/chat")
 def chat():
     request = parse_body(ChatRequest)
-    return _serve(request, translate.chat_to_job, translate.ChatLines(request.model))
+    entry = find_model(request.model)
+    run, events = start_job(translate.chat_to_job(request, new_job_id(), entry.name), entry)
+    return _reply(run, events, translate.ChatLines(request.model), request.stream)
 
 
 @bp.post("/api/generate")
 def generate():
     request = parse_body(GenerateRequest)
-    return _serve(request, translate.generate_to_job, translate.GenerateLines(request.model))
+    entry = find_model(request.model)
+    run, events = start_job(translate.generate_to_job(request, new_job_id(), entry.name, entry.capabilities), entry)
+    return _reply(run, events, translate.GenerateLines(request.model), request.stream)

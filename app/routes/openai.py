@@ -9,7 +9,7 @@ from flask import Blueprint, jsonify
 from app.errors import ApiError, openai_error_body
 from app.jobs import new_job_id
 from app.routes.common import collect, find_model, parse_body, register_error_handlers, start_job, stream_response
-from app.schemas.openai import ChatCompletionRequest
+from app.schemas.openai import ChatCompletionRequest, CompletionRequest
 from app.services import services
 from app.streaming import SSE_CONTENT_TYPE, SSE_DONE, sse
 from app.translate import openai as translate
@@ -37,8 +37,10 @@ def model(name: str):
     return jsonify(_model_object(find_model(name)))
 
 
-def _sse_frames(events: Iterator[Event], chunks: translate.ChatChunks) -> Iterator[bytes]:
-    yield sse(chunks.role())
+def _sse_frames(events: Iterator[Event], chunks) -> Iterator[bytes]:
+    """Chat or text-completion chunks (the writer decides), then [DONE]."""
+    for chunk in chunks.opening():
+        yield sse(chunk)
     for event in events:
         if isinstance(event, TextEvent):
             yield sse(chunks.text(event.text))
@@ -67,3 +69,18 @@ def chat_completions():
         return stream_response(run, _sse_frames(events, chunks), SSE_CONTENT_TYPE)
     text, calls, done = collect(run, events)
     return jsonify(translate.chat_completion(completion_id, request.model, created, text, calls, done))
+
+
+@bp.post("/completions")
+def completions():
+    request = parse_body(CompletionRequest)
+    entry = find_model(request.model)
+    job_id = new_job_id()
+    run, events = start_job(translate.completion_to_job(request, job_id, entry.name, entry.capabilities), entry)
+    completion_id, created = f"cmpl-{job_id}", int(time.time())
+    if request.stream:
+        include_usage = bool(request.stream_options and request.stream_options.include_usage)
+        chunks = translate.CompletionChunks(completion_id, request.model, created, include_usage)
+        return stream_response(run, _sse_frames(events, chunks), SSE_CONTENT_TYPE)
+    text, _, done = collect(run, events)
+    return jsonify(translate.text_completion(completion_id, request.model, created, text, done))

@@ -1,7 +1,7 @@
 """Request bodies of the Ollama API (fields in the order of Ollama's docs)."""
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import Field, model_validator
 
@@ -46,23 +46,30 @@ class Message(Request):
 
 class ChatRequest(Request):
     model: str = Field(min_length=1)
-    messages: list[Message] = Field(min_length=1)
+    messages: list[Message] = Field(default_factory=list)  # none: just load the model
     tools: list[Tool] | None = None
-    format: Any = None
+    format: Format = None
     options: Options | None = None
     stream: bool = True
     keep_alive: str | int | float | None = None
+
+
+Format = Literal["json", ""] | dict | None
 
 
 class GenerateRequest(Request):
     model: str = Field(min_length=1)
     prompt: str = ""
-    system: str | None = None
+    suffix: str = ""
     images: list[str] | None = None
-    format: Any = None
+    format: Format = None
     options: Options | None = None
+    system: str | None = None
+    template: str | None = None
     stream: bool = True
+    raw: bool = False
     keep_alive: str | int | float | None = None
+    context: list[int] | None = None
 
 
 class ShowRequest(Request):

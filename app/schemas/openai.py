@@ -55,6 +55,17 @@ class StreamOptions(Request):
     include_usage: bool = False
 
 
+class JsonSchemaFormat(Request):
+    name: str = "output"
+    schema_: dict = Field(default_factory=dict, alias="schema")
+    strict: bool | None = None
+
+
+class ResponseFormat(Request):
+    type: Literal["text", "json_object", "json_schema"]
+    json_schema: JsonSchemaFormat | None = None
+
+
 class ChatCompletionRequest(Request):
     messages: list[Message] = Field(min_length=1)
     model: str = Field(min_length=1)
@@ -63,6 +74,7 @@ class ChatCompletionRequest(Request):
     max_tokens: PositiveInt | None = None
     n: Literal[1] = 1
     presence_penalty: float | None = Field(default=None, ge=-2, le=2)
+    response_format: ResponseFormat | None = None
     seed: Seed | None = None
     stop: str | list[str] | None = None
     stream: bool = False
@@ -72,4 +84,24 @@ class ChatCompletionRequest(Request):
     tools: list[Tool] | None = None
     tool_choice: Literal["none", "auto", "required"] | NamedToolChoice | None = None
     parallel_tool_calls: bool | None = None
+    user: str | None = None
+
+
+class CompletionRequest(Request):
+    """/v1/completions: a raw prompt (with `suffix`, fill-in-the-middle)."""
+
+    model: str = Field(min_length=1)
+    prompt: str | list[str] = Field(default="")
+    echo: Literal[False] = False  # echoing the prompt back is not supported
+    frequency_penalty: float | None = Field(default=None, ge=-2, le=2)
+    max_tokens: PositiveInt | None = 16  # OpenAI's default for this endpoint
+    n: Literal[1] = 1
+    presence_penalty: float | None = Field(default=None, ge=-2, le=2)
+    seed: Seed | None = None
+    stop: str | list[str] | None = None
+    stream: bool = False
+    stream_options: StreamOptions | None = None
+    suffix: str | None = None
+    temperature: Temperature | None = None
+    top_p: TopP | None = None
     user: str | None = None

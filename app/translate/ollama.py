@@ -1,12 +1,16 @@
 """Ollama dialect: requests -> Job, events -> /api/chat and /api/generate objects."""
 from __future__ import annotations
 
+import re
 from datetime import datetime, timezone
 
+from app.errors import ApiError
 from app.schemas.common import stop_list
 from app.schemas.ollama import ChatRequest, GenerateRequest, Message as WireMessage, Options
 from app.translate.tools import arguments_text, to_tool_specs
-from workers.contract import DoneEvent, Job, Message, SamplingOptions, ToolCall, ToolCallEvent, json_object, new_call_id
+from workers.contract import (
+    DoneEvent, Job, Message, PromptSpec, SamplingOptions, ToolCall, ToolCallEvent, json_object, new_call_id,
+)
 
 
 def now_rfc3339() -> str:
@@ -38,10 +42,40 @@ def to_message(message: WireMessage) -> Message:
                    tool_call_id=message.tool_call_id, tool_name=message.tool_name)
 
 
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ns|us|µs|ms|s|m|h)")
+_UNIT_SECONDS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1, "m": 60, "h": 3600}
+
+
+def keep_alive_seconds(value: str | int | float | None) -> float | None:
+    """Ollama's keep_alive: seconds as a number, or a Go duration ("5m",
+    "1h30m", "-1"); negative keeps the model loaded for good."""
+    if value is None or isinstance(value, (int, float)):
+        return None if value is None else float(value)
+    text = value.strip()
+    sign = -1 if text.startswith("-") else 1
+    body = text.lstrip("+-")
+    try:
+        return sign * float(body)
+    except ValueError:
+        pass
+    parts = _DURATION.findall(body)
+    if not parts or "".join(n + u for n, u in parts) != body:
+        raise ApiError(400, f"keep_alive: invalid duration {value!r}", "keep_alive")
+    return sign * sum(float(n) * _UNIT_SECONDS[u] for n, u in parts)
+
+
+def _no_images(model: str, images: list | None, field: str) -> None:
+    if images:
+        raise ApiError(400, f'{field}: "{model}" does not support images (it has no vision capability)', field)
+
+
 def chat_to_job(request: ChatRequest, job_id: str, model: str) -> Job:
+    for i, message in enumerate(request.messages):
+        _no_images(request.model, message.images, f"messages.{i}.images")
     messages = [to_message(m) for m in request.messages]
     return Job(id=job_id, model=model, messages=messages, options=to_sampling(request.options),
-               tools=to_tool_specs(request.tools))
+               tools=to_tool_specs(request.tools), format=request.format or None,
+               keep_alive=keep_alive_seconds(request.keep_alive))
 
 
 def tool_call_object(call: ToolCallEvent) -> dict:
@@ -49,16 +83,25 @@ def tool_call_object(call: ToolCallEvent) -> dict:
                                         "arguments": json_object(call.arguments)}}
 
 
-def generate_to_job(request: GenerateRequest, job_id: str, model: str) -> Job:
-    messages = [Message(role="system", content=request.system)] if request.system else []
-    messages.append(Message(role="user", content=request.prompt))
-    return Job(id=job_id, model=model, messages=messages, options=to_sampling(request.options))
+def generate_to_job(request: GenerateRequest, job_id: str, model: str, capabilities: list[str]) -> Job:
+    """Ollama's rules: raw excludes template, system and context; a suffix
+    needs the insert capability; the prompt is built in the worker."""
+    if request.raw and (request.template or request.system or request.context):
+        raise ApiError(400, "raw mode does not support template, system, or context")
+    if request.suffix and "insert" not in capabilities:
+        raise ApiError(400, f'"{request.model}" does not support insert', "suffix")
+    _no_images(request.model, request.images, "images")
+    spec = PromptSpec(prompt=request.prompt, suffix=request.suffix, system=request.system,
+                      template=request.template, raw=request.raw)
+    return Job(id=job_id, model=model, prompt=spec, options=to_sampling(request.options),
+               format=request.format or None, keep_alive=keep_alive_seconds(request.keep_alive))
 
 
 def done_fields(done: DoneEvent) -> dict:
     """The statistics Ollama puts on its last line, in nanoseconds."""
     return {
-        "done_reason": "length" if done.reason == "length" else "stop",  # Ollama says "stop" after tool calls too
+        # Ollama says "stop" after tool calls too
+        "done_reason": done.reason if done.reason in ("length", "load") else "stop",
         "total_duration": done.timings.total_ns,
         "load_duration": done.timings.load_ns,
         "prompt_eval_count": done.usage.prompt_tokens,

@@ -3,9 +3,13 @@ from __future__ import annotations
 
 from app.errors import ApiError
 from app.schemas.common import stop_list
-from app.schemas.openai import ChatCompletionRequest, ImagePart, Message as WireMessage, NamedToolChoice
+from app.schemas.openai import (
+    ChatCompletionRequest, CompletionRequest, ImagePart, Message as WireMessage, NamedToolChoice, ResponseFormat,
+)
 from app.translate.tools import arguments_text, to_tool_specs
-from workers.contract import DoneEvent, Job, Message, SamplingOptions, ToolCall, ToolCallEvent, ToolChoice
+from workers.contract import (
+    DoneEvent, Job, Message, PromptSpec, SamplingOptions, ToolCall, ToolCallEvent, ToolChoice,
+)
 
 _ROLES = {"developer": "system"}
 
@@ -35,17 +39,41 @@ def to_tool_choice(request: ChatCompletionRequest) -> ToolChoice:
     return ToolChoice(mode="function", name=choice.function.name)
 
 
+def to_format(response_format: ResponseFormat | None):
+    if response_format is None or response_format.type == "text":
+        return None
+    if response_format.type == "json_object":
+        return "json"
+    if response_format.json_schema is None or not response_format.json_schema.schema_:
+        raise ApiError(400, "response_format.json_schema.schema: required for type json_schema",
+                       "response_format.json_schema.schema")
+    return response_format.json_schema.schema_
+
+
+def _sampling(request: ChatCompletionRequest | CompletionRequest, max_tokens: int | None) -> SamplingOptions:
+    return SamplingOptions(max_tokens=max_tokens, temperature=request.temperature, top_p=request.top_p,
+                           seed=request.seed, stop=stop_list(request.stop))
+
+
 def chat_to_job(request: ChatCompletionRequest, job_id: str, model: str) -> Job:
     messages = [to_message(m, i) for i, m in enumerate(request.messages)]
-    options = SamplingOptions(
-        max_tokens=request.max_completion_tokens or request.max_tokens,
-        temperature=request.temperature,
-        top_p=request.top_p,
-        seed=request.seed,
-        stop=stop_list(request.stop),
-    )
-    return Job(id=job_id, model=model, messages=messages, options=options,
-               tools=to_tool_specs(request.tools), tool_choice=to_tool_choice(request))
+    return Job(id=job_id, model=model, messages=messages,
+               options=_sampling(request, request.max_completion_tokens or request.max_tokens),
+               tools=to_tool_specs(request.tools), tool_choice=to_tool_choice(request),
+               format=to_format(request.response_format))
+
+
+def completion_to_job(request: CompletionRequest, job_id: str, model: str, capabilities: list[str]) -> Job:
+    """A /v1/completions prompt is raw text; with a suffix, the model's FIM template."""
+    prompt = request.prompt
+    if isinstance(prompt, list):
+        if len(prompt) != 1:
+            raise ApiError(400, "prompt: exactly one prompt is supported", "prompt")
+        prompt = prompt[0]
+    if request.suffix and "insert" not in capabilities:
+        raise ApiError(400, f'suffix: "{request.model}" does not support insert', "suffix")
+    spec = PromptSpec(prompt=prompt, suffix=request.suffix or "", raw=not request.suffix)
+    return Job(id=job_id, model=model, prompt=spec, options=_sampling(request, request.max_tokens))
 
 
 def usage(done: DoneEvent) -> dict:
@@ -75,8 +103,8 @@ class ChatChunks:
             chunk["usage"] = None  # as OpenAI does: only the last chunk carries usage
         return chunk
 
-    def role(self) -> dict:
-        return self._chunk({"role": "assistant", "content": ""})
+    def opening(self) -> list[dict]:
+        return [self._chunk({"role": "assistant", "content": ""})]
 
     def text(self, text: str) -> dict:
         return self._chunk({"content": text})
@@ -114,5 +142,40 @@ def chat_completion(completion_id: str, model: str, created: int, content: str, 
             "logprobs": None,
             "finish_reason": finish_reason(done),
         }],
+        "usage": usage(done),
+    }
+
+
+class CompletionChunks:
+    """The chunks of one streamed /v1/completions reply: text pieces, one
+    with finish_reason, then usage when asked for."""
+
+    def __init__(self, completion_id: str, model: str, created: int, include_usage: bool):
+        self.base = {"id": completion_id, "object": "text_completion", "created": created, "model": model}
+        self.include_usage = include_usage
+
+    def _chunk(self, text: str, finish: str | None) -> dict:
+        return self.base | {"choices": [{"text": text, "index": 0, "logprobs": None, "finish_reason": finish}]}
+
+    def opening(self) -> list[dict]:
+        return []  # text completions start with text
+
+    def tool_call(self, call: ToolCallEvent) -> list[dict]:  # pragma: no cover - completions carry no tools
+        return []
+
+    def text(self, text: str) -> dict:
+        return self._chunk(text, None)
+
+    def finish(self, done: DoneEvent) -> list[dict]:
+        chunks = [self._chunk("", finish_reason(done))]
+        if self.include_usage:
+            chunks.append(self.base | {"choices": [], "usage": usage(done)})
+        return chunks
+
+
+def text_completion(completion_id: str, model: str, created: int, text: str, done: DoneEvent) -> dict:
+    return {
+        "id": completion_id, "object": "text_completion", "created": created, "model": model,
+        "choices": [{"text": text, "index": 0, "logprobs": None, "finish_reason": finish_reason(done)}],
         "usage": usage(done),
     }

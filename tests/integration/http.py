@@ -23,10 +23,11 @@ def post_raw(base: str, path: str, body: dict, headers: dict | None = None) -> t
 class DroppableStream:
     """A streaming request on a plain socket; `drop()` closes it abruptly."""
 
-    def __init__(self, base: str, path: str, body: dict):
+    def __init__(self, base: str, path: str, body: dict, headers: dict | None = None):
         url = urlparse(base)
         self.conn = http.client.HTTPConnection(url.hostname, url.port, timeout=30)
-        self.conn.request("POST", path, body=json.dumps(body), headers={"Content-Type": "application/json"})
+        self.conn.request("POST", path, body=json.dumps(body),
+                          headers={"Content-Type": "application/json", **(headers or {})})
         self.response = None
 
     def read_line(self) -> bytes:

@@ -51,7 +51,7 @@ def stack_env(redis_url: str, **extra: str) -> dict:
     return env
 
 
-def start_worker(env: dict, concurrency: int = 4, queues: str = "local", pool: str = "threads") -> Process:
+def start_worker(env: dict, concurrency: int = 4, queues: str = "local-completion,local", pool: str = "threads") -> Process:
     worker = Process("worker", [
         str(BIN / "celery"), "-A", "queue_config", "worker", "-P", pool, "-c", str(concurrency),
         "-Q", queues, "-n", f"test-{uuid.uuid4().hex[:8]}@%h", "--loglevel", "INFO", "--without-mingle",

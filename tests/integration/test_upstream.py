@@ -141,6 +141,14 @@ def test_native_tools_through_an_openai_upstream(client):
     assert reply.choices[0].message.tool_calls[0].function.name == "grep"
 
 
+@pytest.mark.parametrize("model", ["up-ollama", "up-sb"], ids=["ollama-generate", "openai-completions"])
+def test_raw_prompts_use_the_upstreams_completion_endpoints(base, model):
+    # the upstream Switchboard's echo answers with the raw prompt it was given
+    prompt = "<|fim_prefix|>x = <|fim_suffix|>\n<|fim_middle|>"
+    reply = ollama.Client(host=base).generate(model, prompt=prompt, raw=True)
+    assert reply.response == prompt
+
+
 def test_upstream_404_is_our_404(client):
     with pytest.raises(openai.NotFoundError) as error:
         client.chat.completions.create(model="up-sb-missing", messages=user("x"))

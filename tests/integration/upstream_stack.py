@@ -70,7 +70,7 @@ def registry_text(llama: str, scripted: str, switchboard: str, closed_port: int)
 def start_upstream_stack(redis_url: str, registry: Path):
     env = stack_env(redis_url, SWITCHBOARD_MODELS=str(registry), TEST_UPSTREAM_KEY=LLAMA_KEY,
                     TEST_WRONG_KEY="not-the-key-5c1e")
-    worker = start_worker(env, concurrency=50, queues="upstream", pool="gevent")
+    worker = start_worker(env, concurrency=50, queues="upstream-completion,upstream", pool="gevent")
     try:
         web, base = start_web(env)
     except Exception:

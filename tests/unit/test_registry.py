@@ -12,7 +12,8 @@ def write(tmp_path, text):
 
 def test_default_registry_serves_smollm2_and_echo():
     registry = load_registry()
-    assert registry.names() == ["smollm2:135m", "echo", "echo:slow"]
+    assert registry.names() == ["smollm2:135m", "echo", "echo:slow", "echo:coder"]
+    assert registry.get("echo:coder").capabilities == ["completion", "tools", "insert"]
     assert registry.get("smollm2:135m").info.context_length == 8192
     assert registry.get("echo:latest").name == "echo"  # Ollama's implicit tag
 

@@ -6,7 +6,7 @@ import json
 import pytest
 
 from workers.channels import is_aborted
-from workers.contract import DoneEvent, ErrorEvent, StartedEvent, TextEvent, Usage
+from workers.contract import DoneEvent, ErrorEvent, PromptSpec, StartedEvent, TextEvent, Usage
 
 DONE = DoneEvent(reason="stop", usage=Usage(prompt_tokens=1, completion_tokens=2))
 
@@ -63,20 +63,49 @@ def test_jobs_go_to_the_models_pool_with_translated_options(scripted):
         "options": {"num_predict": -1, "stop": "x", "seed": 3, "mirostat": 2}})
     job, queue = scripted.jobs[0]
     assert queue == "local" and job.model == "echo"
-    assert [(m.role, m.content) for m in job.messages] == [("system", "s"), ("user", "p")]
+    assert job.prompt == PromptSpec(prompt="p", system="s") and job.messages == []
     assert (job.options.max_tokens, job.options.stop, job.options.seed) == (None, ["x"], 3)
+
+
+def test_raw_and_fim_completions_go_to_the_priority_queue(scripted):
+    scripted.replies += [[DONE], [DONE]]
+    scripted.client.post("/api/generate", json={"model": "echo", "prompt": "p", "raw": True, "stream": False})
+    scripted.client.post("/api/generate", json={"model": "echo:coder", "prompt": "p", "suffix": "s", "stream": False})
+    assert [q for _, q in scripted.jobs] == ["local-completion", "local-completion"]
+
+
+@pytest.mark.parametrize("body, message", [
+    ({"raw": True, "system": "s"}, "raw mode does not support template, system, or context"),
+    ({"raw": True, "template": "{{ .Prompt }}"}, "raw mode does not support template, system, or context"),
+    ({"raw": True, "context": [1, 2]}, "raw mode does not support template, system, or context"),
+    ({"suffix": "after"}, '"echo" does not support insert'),
+    ({"images": ["aGk="]}, 'images: "echo" does not support images (it has no vision capability)'),
+    ({"keep_alive": "5 minutes"}, "keep_alive: invalid duration '5 minutes'"),
+    ({"format": "yaml"}, "format: Input should be 'json' or ''"),
+], ids=["raw-system", "raw-template", "raw-context", "insert", "images", "keep-alive", "format"])
+def test_generate_rules(scripted, body, message):
+    response = scripted.client.post("/api/generate", json={"model": "echo", "prompt": "p", **body})
+    assert (response.status_code, response.json) == (400, {"error": message})
+
+
+@pytest.mark.parametrize("value, seconds", [
+    (None, None), (0, 0.0), (30, 30.0), ("10s", 10.0), ("5m", 300.0), ("1h30m", 5400.0), ("-1", -1.0), ("-1m", -60.0),
+    ("250ms", 0.25)])
+def test_keep_alive_durations(value, seconds):
+    from app.translate.ollama import keep_alive_seconds
+
+    assert keep_alive_seconds(value) == seconds
 
 
 @pytest.mark.parametrize("path, body, status, message", [
     ("/api/chat", b"{", 400, "invalid JSON body: Expecting property name enclosed in double quotes: line 1 column 2 (char 1)"),
     ("/api/chat", b"[]", 400, "the request body must be a JSON object"),
-    ("/api/chat", b'{"model": "echo", "messages": []}', 400, "messages: List should have at least 1 item after validation, not 0"),
     ("/api/chat", b'{"messages": [{"role": "user", "content": "x"}]}', 400, "model: Field required"),
     ("/api/show", b"{}", 400, "Value error, model is required"),
     ("/api/show", b'{"model": "gone"}', 404, 'model "gone" not found, try pulling it first'),
     ("/api/generate", b'{"model": "echo", "options": {"temperature": "hot"}}', 400,
      "options.temperature: Input should be a valid number, unable to parse string as a number"),
-], ids=["json", "not-object", "no-messages", "no-model", "show-empty", "show-missing", "option-type"])
+], ids=["json", "not-object", "no-model", "show-empty", "show-missing", "option-type"])
 def test_ollama_bad_input(scripted, path, body, status, message):
     response = scripted.client.post(path, data=body, content_type="application/json")
     assert (response.status_code, response.json) == (status, {"error": message})

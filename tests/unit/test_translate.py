@@ -30,7 +30,7 @@ def test_openai_developer_role_and_limits():
 
 def test_openai_chunks_and_completion():
     chunks = openai.ChatChunks("c1", "m", 10, include_usage=True)
-    assert chunks.role()["choices"][0]["delta"] == {"role": "assistant", "content": ""}
+    assert chunks.opening()[0]["choices"][0]["delta"] == {"role": "assistant", "content": ""}
     assert chunks.text("x")["usage"] is None
     finish, usage = chunks.finish(DONE)
     assert finish["choices"][0] == {"index": 0, "delta": {}, "logprobs": None, "finish_reason": "length"}

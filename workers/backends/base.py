@@ -83,4 +83,13 @@ class Backend(ABC):
 
     @abstractmethod
     def generate(self, job: Job, cancel: Cancel | None = None) -> TextGenerator:
-        """Yield text pieces for the job; return its Outcome."""
+        """Yield text pieces for the job; return its Outcome. The job has
+        either chat `messages` or a raw `prompt` (see workers.prompts)."""
+
+    def load(self) -> int:
+        """Make the model ready (an empty request); nanoseconds spent."""
+        return 0
+
+    def keep_loaded(self, seconds: float | None) -> None:
+        """After a job: how long the model may stay loaded while idle
+        (None: the backend's default; < 0: forever; 0: unload now)."""

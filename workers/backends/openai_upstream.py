@@ -1,5 +1,6 @@
-"""`openai`: any `/v1/chat/completions` server (vLLM, llama.cpp, LM Studio,
-a hosted API), streamed over SSE."""
+"""`openai`: any OpenAI-compatible server (vLLM, llama.cpp, LM Studio, a
+hosted API): chat jobs on /chat/completions, raw prompts (FIM, raw mode) on
+/completions, streamed over SSE."""
 from __future__ import annotations
 
 import json
@@ -33,11 +34,24 @@ def _tool_choice(choice: ToolChoice):
     return choice.mode
 
 
-def request_body(job: Job, settings: UpstreamSettings) -> dict:
+def _response_format(output_format) -> dict | None:
+    if output_format is None:
+        return None
+    if output_format == "json":
+        return {"type": "json_object"}
+    return {"type": "json_schema", "json_schema": {"name": "output", "schema": output_format}}
+
+
+def request(job: Job, settings: UpstreamSettings) -> tuple[str, dict]:
+    """Chat jobs go to /chat/completions, raw prompts to /completions."""
     options = job.options
-    body = {
-        "model": settings.upstream_model,
-        "messages": [_message(m) for m in job.messages],
+    if job.prompt is not None:
+        path, body = "/completions", {"model": settings.upstream_model, "prompt": job.prompt.prompt}
+    else:
+        path, body = "/chat/completions", {"model": settings.upstream_model,
+                                           "messages": [_message(m) for m in job.messages],
+                                           "response_format": _response_format(job.format)}
+    body |= {
         "stream": True,
         "stream_options": {"include_usage": True},
         "max_tokens": options.max_tokens,
@@ -49,7 +63,7 @@ def request_body(job: Job, settings: UpstreamSettings) -> dict:
     if job.tools:
         body["tools"] = tool_definitions(job.tools)
         body["tool_choice"] = _tool_choice(job.tool_choice)
-    return {k: v for k, v in body.items() if v is not None}
+    return path, {k: v for k, v in body.items() if v is not None}
 
 
 def sse_data(lines: Iterator[str]) -> Iterator[dict]:
@@ -67,10 +81,9 @@ def sse_data(lines: Iterator[str]) -> Iterator[dict]:
 
 class OpenAIUpstreamBackend(UpstreamBackend):
     name = "openai"
-    path = "/chat/completions"
 
-    def request_body(self, job: Job) -> dict:
-        return request_body(job, self.settings)
+    def request(self, job: Job) -> tuple[str, dict]:
+        return request(job, self.settings)
 
     def relay(self, response: httpx.Response, cancel: Cancel | None) -> TextGenerator:
         calls, usage, finish, pieces = ToolCallAssembler(), {}, "stop", 0
@@ -84,9 +97,10 @@ class OpenAIUpstreamBackend(UpstreamBackend):
                     if delta.get("tool_calls"):
                         calls.add(delta["tool_calls"])
                         pieces += 1
-                    if delta.get("content"):
+                    text = delta.get("content") or choice.get("text")  # chat, or /completions
+                    if text:
                         pieces += 1
-                        yield delta["content"]
+                        yield text
                     finish = choice.get("finish_reason") or finish
         except ValueError:
             raise mid_stream_error(self.settings, "malformed SSE data") from None

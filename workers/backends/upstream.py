@@ -270,20 +270,20 @@ class UpstreamBackend(Backend):
     settings: UpstreamSettings
     native_tools = True
     default_pool = "upstream"
-    path: str
 
     def __init__(self, model_name: str, settings: UpstreamSettings):
         super().__init__(model_name, settings)
         self._client = new_client(settings)
 
-    def request_body(self, job: Job) -> dict:  # pragma: no cover - abstract
+    def request(self, job: Job) -> tuple[str, dict]:  # pragma: no cover - abstract
+        """The path (under base_url) and body for this job: chat or raw prompt."""
         raise NotImplementedError
 
     def relay(self, response: httpx.Response, cancel: Cancel | None) -> TextGenerator:  # pragma: no cover
         raise NotImplementedError
 
     def generate(self, job: Job, cancel: Cancel | None = None) -> TextGenerator:
-        url = self.settings.base_url.rstrip("/") + self.path
-        with open_stream(self._client, url, self.request_body(job), self.settings, self.model_name,
-                         cancel) as response:
+        path, body = self.request(job)
+        url = self.settings.base_url.rstrip("/") + path
+        with open_stream(self._client, url, body, self.settings, self.model_name, cancel) as response:
             return (yield from self.relay(response, cancel))
