@@ -8,9 +8,11 @@ from __future__ import annotations
 from flask import Flask
 from redis import Redis
 
+from app.auth import load_keys
 from app.config import load_settings
 from app.relay import Relay
-from app.routes import ollama, openai, simple_chat
+from app.requestlog import install_request_log
+from app.routes import ollama, openai, ops, simple_chat
 from app.services import Services, enqueue_by_name
 from workers.registry import load_registry
 
@@ -18,11 +20,13 @@ from workers.registry import load_registry
 def create_app(overrides: dict | None = None) -> Flask:
     settings = load_settings(overrides)
     registry = load_registry(settings.models_path)  # a bad registry stops start-up here
-    redis = Redis.from_url(settings.redis_url)
+    keys = load_keys(settings.keys_file, settings.api_keys)
+    redis = Redis.from_url(settings.redis_url, health_check_interval=10)
     app = Flask(__name__, static_folder=None)
+    app.config["MAX_CONTENT_LENGTH"] = settings.max_body_bytes
     app.json.sort_keys = False  # keep wire objects in the order the APIs document
-    app.extensions["switchboard"] = Services(settings, registry, redis, Relay(redis), enqueue_by_name)
-    app.register_blueprint(ollama.bp)
-    app.register_blueprint(openai.bp)
-    app.register_blueprint(simple_chat.bp)
+    app.extensions["switchboard"] = Services(settings, registry, redis, Relay(redis), enqueue_by_name, keys)
+    install_request_log(app, settings.log_prompts)
+    for blueprint in (ollama.bp, openai.bp, simple_chat.bp, ops.bp):
+        app.register_blueprint(blueprint)
     return app

@@ -1,9 +1,12 @@
-"""One request's job: subscribe, enqueue, read its events, abort if abandoned.
+"""One request's job: admit, subscribe, enqueue, read its events, abort if
+abandoned.
 
 Order matters: subscribe (and wait for Redis to confirm) before enqueueing,
 so no event can be published before someone listens. If the client leaves
 before the job finished, the job is aborted: a queued job is dropped before
-it starts, a running one stops within a token.
+it starts, a running one stops within a token. While waiting, the run
+yields KEEPALIVE markers (for streams), notices a worker that died (its
+heartbeat stops) and gives up on a job no worker started in time.
 """
 from __future__ import annotations
 
@@ -15,12 +18,13 @@ from gevent.queue import Empty
 
 from app.disconnect import DisconnectWatch
 from app.errors import ApiError, ClientGone
+from app.limits import admit, release
 from app.relay import CLOSED, RelayUnavailable, Subscription
 from app.services import Services
-from workers.channels import events_channel, send_abort
+from workers.channels import alive_key, events_channel, record_state, send_abort
 from workers.contract import DoneEvent, ErrorEvent, Event, Job, StartedEvent, decode_event
 
-Result = DoneEvent | ErrorEvent
+KEEPALIVE = object()  # yielded by JobRun.events(keepalive=True) while the job is silent
 
 
 def new_job_id() -> str:
@@ -28,24 +32,32 @@ def new_job_id() -> str:
 
 
 class JobRun:
-    def __init__(self, services: Services, job: Job, environ: dict):
+    def __init__(self, services: Services, job: Job, environ: dict, key_name: str, limits: dict):
         self.job = job
         self._services = services
         self._environ = environ
+        self._key_name = key_name
+        self._limits = limits
         self._subscription: Subscription | None = None
         self._watch: DisconnectWatch | None = None
+        self._admitted = False
+        self._last_event = self._last_keepalive = time.monotonic()
+        self.started = False
         self.finished = False
         self.client_gone = False
 
-    def start(self, queue: str) -> "JobRun":
-        settings = self._services.settings
+    def start(self, queue: str, pool: str) -> "JobRun":
+        settings, redis = self._services.settings, self._services.redis
+        stale_after = settings.max_queue_wait_seconds + settings.event_timeout_seconds
+        admit(redis, self._key_name, self.job.id, pool, stale_after=stale_after, **self._limits)
+        self._admitted = True
         try:
             self._subscription = self._services.relay.subscribe(
-                events_channel(self.job.id), settings.subscribe_timeout_seconds
-            )
+                events_channel(self.job.id), settings.subscribe_timeout_seconds)
         except RelayUnavailable as error:
             raise ApiError(503, f"the job queue is unavailable: {error}") from None
         self.job.enqueued_at = time.time()
+        self.job.expires_at = self.job.enqueued_at + settings.max_queue_wait_seconds
         self._services.enqueue(self.job, queue)
         self._watch = DisconnectWatch(self._environ, self._on_disconnect).start()
         return self
@@ -55,23 +67,48 @@ class JobRun:
         if self._subscription is not None:
             self._subscription.close()
 
-    def next_event(self) -> Event:
-        timeout = self._services.settings.event_timeout_seconds
-        try:
-            payload = self._subscription.messages.get(timeout=timeout)
-        except Empty:
-            return ErrorEvent(message=f"the job sent nothing for {timeout:.0f} s; giving up", status=504)
+    def _wait(self, keepalive: bool):
+        """The next payload, or KEEPALIVE, or an ErrorEvent if waiting failed."""
+        settings = self._services.settings
+        poll = min(settings.keepalive_seconds if keepalive else 3600, settings.heartbeat_timeout_seconds)
+        while True:
+            try:
+                payload = self._subscription.messages.get(timeout=poll)
+                self._last_event = time.monotonic()
+                return payload
+            except Empty:
+                pass
+            now = time.monotonic()
+            idle = now - self._last_event
+            if not self.started and time.time() > self.job.expires_at + 1:
+                return ErrorEvent(message=f"no worker started the job within {settings.max_queue_wait_seconds:g} s",
+                                  status=503)
+            if self.started and not self._services.redis.exists(alive_key(self.job.id)):
+                record_state(self._services.redis, self.job.id, status="finished", reason="error", error="worker lost")
+                return ErrorEvent(message="the worker running this job stopped; try again", status=502)
+            if idle > settings.event_timeout_seconds:
+                return ErrorEvent(message=f"the job sent nothing for {idle:.0f} s; giving up", status=504)
+            if keepalive and now - max(self._last_event, self._last_keepalive) >= settings.keepalive_seconds:
+                self._last_keepalive = now
+                return KEEPALIVE
+
+    def next_event(self, keepalive: bool = False):
+        payload = self._wait(keepalive)
+        if payload is KEEPALIVE or isinstance(payload, ErrorEvent):
+            return payload
         if payload is CLOSED:
             if self.client_gone:
                 raise ClientGone()
             return ErrorEvent(message="lost the connection to the job queue", status=502)
         return decode_event(payload)
 
-    def events(self) -> Iterator[Event]:
-        """The job's text events, ending with its DoneEvent or ErrorEvent."""
+    def events(self, keepalive: bool = False) -> Iterator[Event]:
+        """The job's events after it started, ending with its DoneEvent or
+        ErrorEvent; KEEPALIVE markers in between if asked for."""
         while not self.finished:
-            event = self.next_event()
+            event = self.next_event(keepalive)
             if isinstance(event, StartedEvent):
+                self.started = True
                 continue
             self.finished = isinstance(event, (DoneEvent, ErrorEvent))
             yield event
@@ -86,3 +123,6 @@ class JobRun:
                 send_abort(self._services.redis, self.job.id)
             self._services.relay.unsubscribe(self._subscription)
             self._subscription = None
+        if self._admitted:
+            release(self._services.redis, self._key_name, self.job.id)
+            self._admitted = False

@@ -8,6 +8,7 @@ from typing import Callable
 from flask import current_app
 from redis import Redis
 
+from app.auth import KeyRing
 from app.config import Settings
 from app.relay import Relay
 from queue_config import RUN_JOB_TASK
@@ -23,6 +24,7 @@ class Services:
     redis: Redis
     relay: Relay
     enqueue: Callable[[Job, str], None]
+    keys: KeyRing
 
 
 def enqueue_by_name(job: Job, queue: str) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 
 SSE_DONE = b"data: [DONE]\n\n"
+SSE_KEEPALIVE = b": keep-alive\n\n"  # a comment: every SSE parser skips it
 SSE_CONTENT_TYPE = "text/event-stream"
 NDJSON_CONTENT_TYPE = "application/x-ndjson"
 

@@ -7,6 +7,8 @@
 """
 from __future__ import annotations
 
+import time
+
 from redis import Redis
 
 from workers.contract import ErrorEvent, Event, encode_event
@@ -26,6 +28,15 @@ def abort_key(job_id: str) -> str:
 
 def state_key(job_id: str) -> str:
     return f"{PREFIX}:job:{job_id}:state"
+
+
+def alive_key(job_id: str) -> str:
+    """Refreshed every second by the worker running the job (see heartbeat)."""
+    return f"{PREFIX}:job:{job_id}:alive"
+
+
+def claim_key(job_id: str) -> str:
+    return f"{PREFIX}:job:{job_id}:claim"
 
 
 def publish_event(redis: Redis, job_id: str, event: Event) -> None:
@@ -101,3 +112,22 @@ def loaded_models(redis: Redis) -> dict[str, int]:
         if model is not None:
             models[model.decode()] = max(models.get(model.decode(), 0), int(ttl))
     return models
+
+
+def _drained_key(pool: str, bucket: int) -> str:
+    return f"{PREFIX}:drained:{pool}:{bucket}"
+
+
+def note_drained(redis: Redis, pool: str) -> None:
+    """A job left the pool's queue: counted in 10-second buckets."""
+    key = _drained_key(pool, int(time.time() // 10))
+    pipe = redis.pipeline(transaction=False)
+    pipe.incr(key)
+    pipe.expire(key, 120)
+    pipe.execute()
+
+
+def drained_recently(redis: Redis, pool: str) -> int:
+    """Jobs taken from the pool's queue in the last minute."""
+    now = int(time.time() // 10)
+    return sum(int(v) for v in redis.mget([_drained_key(pool, now - i) for i in range(6)]) if v)

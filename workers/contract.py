@@ -100,6 +100,7 @@ class Job(_Strict):
     tools: list[ToolSpec] = Field(default_factory=list)
     tool_choice: ToolChoice = Field(default_factory=ToolChoice)
     enqueued_at: float = 0.0
+    expires_at: float | None = None  # epoch seconds: not started by then, it is dropped
 
 
 class Usage(_Strict):
@@ -137,7 +138,7 @@ class ToolCallEvent(_Strict):
 
 # "step_limit": a final answer forced by the tool-round limit (clients see "stop").
 # "load": an empty request that only loaded the model.
-FinishReason = Literal["stop", "length", "tool_calls", "step_limit", "aborted", "load"]
+FinishReason = Literal["stop", "length", "tool_calls", "step_limit", "aborted", "load", "expired"]
 
 
 class DoneEvent(_Strict):

@@ -17,7 +17,12 @@ from redis import Redis
 from workers.abort_watch import AbortWatch
 from workers.backends.base import Backend, Outcome
 from workers.cancel import Cancel
-from workers.channels import FOREVER_SECONDS, forget_loaded, mark_loaded, publish_event, record_state
+from workers.channels import (
+    FOREVER_SECONDS, RECORD_TTL_SECONDS, claim_key, forget_loaded, mark_loaded, note_drained, publish_event,
+    record_state,
+)
+from workers.heartbeat import Heartbeat
+from workers.metrics import count_job
 from workers.contract import DoneEvent, ErrorEvent, Job, StartedEvent, Timings, Usage
 from workers.exceptions import SwitchboardError
 from workers.instances import BackendInstances
@@ -34,6 +39,7 @@ class RunContext:
     backends: BackendInstances
     aborts: AbortWatch
     worker_id: str
+    heartbeat: Heartbeat
     max_job_seconds: float = 600.0
     max_job_tokens: int = 16384
     loaded_marker_seconds: int = 300
@@ -41,27 +47,54 @@ class RunContext:
 
 def run_job(job: Job, ctx: RunContext) -> str:
     """Run the job and return the reason it finished."""
+    if not ctx.redis.set(claim_key(job.id), ctx.worker_id.encode(), nx=True, ex=RECORD_TTL_SECONDS):
+        # Redelivered (its first worker died after taking it): its client was told already.
+        log.warning("job %s was already taken by another worker; not running it again", job.id)
+        return "duplicate"
+    note_drained(ctx.redis, ctx.backends.entry(job.model).pool)
     with ctx.aborts.watch(job.id) as aborted:
         if aborted.is_set():  # the client left while the job was queued
-            record_state(ctx.redis, job.id, status="finished", reason="aborted", worker=ctx.worker_id)
-            return "aborted"
-        record_state(ctx.redis, job.id, status="running", started_at=time.time(), worker=ctx.worker_id)
-        publish_event(ctx.redis, job.id, StartedEvent())
-        try:
-            done = _generate(job, ctx, aborted)
-        except Exception as error:
-            if aborted.is_set():  # e.g. an upstream read broken off by the abort itself
-                done = DoneEvent(reason="aborted")
-            elif isinstance(error, SwitchboardError):
-                return _fail(job, ctx, str(error), error.status, getattr(error, "retry_after", None))
-            else:
-                log.exception("job %s on model %s failed", job.id, job.model)
-                return _fail(job, ctx, "internal error while generating; see the worker log", 500)
-        if done.reason != "aborted":
-            publish_event(ctx.redis, job.id, done)
-        record_state(ctx.redis, job.id, status="finished", reason=done.reason, finished_at=time.time())
-        _note_loaded(job, ctx)
-        return done.reason
+            return _finish(job, ctx, "aborted", worker=ctx.worker_id)
+        if job.expires_at is not None and time.time() > job.expires_at:
+            waited = time.time() - job.enqueued_at
+            publish_event(ctx.redis, job.id, ErrorEvent(message=f"the job waited {waited:.0f} s in the queue; "
+                                                                "dropped unrun", status=503))
+            return _finish(job, ctx, "expired", worker=ctx.worker_id)
+        with ctx.heartbeat.running(job.id):
+            return _run_started(job, ctx, aborted)
+
+
+def _run_started(job: Job, ctx: RunContext, aborted: Cancel) -> str:
+    record_state(ctx.redis, job.id, status="running", started_at=time.time(), worker=ctx.worker_id)
+    publish_event(ctx.redis, job.id, StartedEvent())
+    started_wall = time.time()
+    try:
+        done = _generate(job, ctx, aborted)
+    except Exception as error:
+        if aborted.is_set():  # e.g. an upstream read broken off by the abort itself
+            done = DoneEvent(reason="aborted")
+        elif isinstance(error, SwitchboardError):
+            return _fail(job, ctx, str(error), error.status, getattr(error, "retry_after", None))
+        else:
+            log.exception("job %s on model %s failed", job.id, job.model)
+            return _fail(job, ctx, "internal error while generating; see the worker log", 500)
+    if done.reason != "aborted":
+        publish_event(ctx.redis, job.id, done)
+    _note_loaded(job, ctx)
+    first_token = (done.timings.load_ns + done.timings.prompt_eval_ns) / 1e9
+    ttft = started_wall - job.enqueued_at + first_token if done.usage.completion_tokens else None
+    return _finish(job, ctx, done.reason, tokens=done.usage.completion_tokens, ttft=ttft, finished_at=time.time())
+
+
+def _finish(job: Job, ctx: RunContext, reason: str, tokens: int = 0, ttft: float | None = None, **fields) -> str:
+    record_state(ctx.redis, job.id, status="finished", reason=reason, **fields)
+    count_job(ctx.redis, job.model, reason, tokens, ttft)
+    return reason
+
+
+def _fail(job: Job, ctx: RunContext, message: str, status: int, retry_after: int | None = None) -> str:
+    publish_event(ctx.redis, job.id, ErrorEvent(message=message, status=status, retry_after=retry_after))
+    return _finish(job, ctx, "error", error=message, finished_at=time.time())
 
 
 def _note_loaded(job: Job, ctx: RunContext) -> None:
@@ -71,12 +104,6 @@ def _note_loaded(job: Job, ctx: RunContext) -> None:
         forget_loaded(ctx.redis, job.model, ctx.worker_id)
     else:
         mark_loaded(ctx.redis, job.model, ctx.worker_id, int(seconds) if seconds > 0 else FOREVER_SECONDS)
-
-
-def _fail(job: Job, ctx: RunContext, message: str, status: int, retry_after: int | None = None) -> str:
-    publish_event(ctx.redis, job.id, ErrorEvent(message=message, status=status, retry_after=retry_after))
-    record_state(ctx.redis, job.id, status="finished", reason="error", error=message, finished_at=time.time())
-    return "error"
 
 
 def _backend_job(job: Job, ctx: RunContext, plan: ToolPlan, reads_prompt: bool) -> Job:

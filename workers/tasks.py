@@ -18,6 +18,7 @@ from queue_config import RUN_JOB_TASK, app, worker_settings
 from workers.abort_watch import AbortWatch
 from workers.channels import publish_event
 from workers.contract import ErrorEvent, Job
+from workers.heartbeat import Heartbeat
 from workers.instances import BackendInstances
 from workers.registry import load_registry
 from workers.runner import RunContext, run_job
@@ -28,12 +29,14 @@ log = logging.getLogger(__name__)
 @lru_cache(maxsize=1)
 def _context(pid: int) -> RunContext:
     settings = worker_settings()
-    redis = Redis.from_url(settings.redis_url)
+    redis = Redis.from_url(settings.redis_url, health_check_interval=10)
+    worker_id = f"{socket.gethostname()}:{pid}"
     return RunContext(
         redis=redis,
         backends=BackendInstances(load_registry(settings.models_path)),
         aborts=AbortWatch(redis),
-        worker_id=f"{socket.gethostname()}:{pid}",
+        worker_id=worker_id,
+        heartbeat=Heartbeat(redis, worker_id),
         max_job_seconds=settings.max_job_seconds,
         max_job_tokens=settings.max_job_tokens,
         loaded_marker_seconds=settings.loaded_marker_seconds,
@@ -55,8 +58,15 @@ def run(payload: dict) -> str:
 
 
 @worker_process_init.connect
-@worker_ready.connect
 def _warm_up(**_) -> None:
     """Build the run context at start-up, not on the first job: reading the
     registry describes every model. Prefork children get theirs after fork."""
     _context(os.getpid())
+
+
+@worker_ready.connect
+def _announce(sender=None, **_) -> None:
+    """Publish this worker and its queues (for /readyz) from now on."""
+    heartbeat = _context(os.getpid()).heartbeat
+    heartbeat.queues = sorted(q.name for q in sender.task_consumer.queues)
+    heartbeat.start()

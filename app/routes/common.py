@@ -7,14 +7,18 @@ import itertools
 import json
 from typing import Callable, Iterator, TypeVar
 
-from flask import Response, jsonify, request
+from flask import Response, g, jsonify, request
 from pydantic import BaseModel, ValidationError
+from werkzeug.exceptions import RequestEntityTooLarge
 
+from app.auth import ANONYMOUS, ApiKey
 from app.errors import ApiError, ClientGone
 from app.jobs import JobRun
+from app.limits import Busy
 from app.services import services
 from queue_config import completion_queue
 from workers.channels import supersede
+from workers.metrics import count_rejection
 from workers.contract import DoneEvent, ErrorEvent, Event, Job, TextEvent, ToolCallEvent
 from workers.exceptions import UnknownModel
 from workers.registry import ModelEntry
@@ -37,9 +41,29 @@ def parse_body(model: type[M]) -> M:
 
 def find_model(name: str) -> ModelEntry:
     try:
-        return services().registry.get(name)
+        entry = services().registry.get(name)
     except UnknownModel as error:
         raise ApiError.from_switchboard(error) from None
+    if not current_key().allows(entry.name):
+        raise ApiError(403, f'this API key has no access to model "{entry.name}"')
+    return entry
+
+
+def current_key() -> ApiKey:
+    return g.get("api_key", ANONYMOUS)
+
+
+def visible_entries() -> list[ModelEntry]:
+    """The models the caller's key may use (all, when keys are off)."""
+    return [e for e in services().registry.entries() if current_key().allows(e.name)]
+
+
+def check_request_limits(messages: list | None = None, tools: list | None = None) -> None:
+    settings = services().settings
+    if messages is not None and len(messages) > settings.max_messages:
+        raise ApiError(400, f"messages: at most {settings.max_messages} messages are accepted", "messages")
+    if tools is not None and len(tools) > settings.max_tools:
+        raise ApiError(400, f"tools: at most {settings.max_tools} tools are accepted", "tools")
 
 
 def is_code_completion(job: Job) -> bool:
@@ -52,7 +76,14 @@ def client_identity() -> str:
     return hashlib.sha256(who.encode()).hexdigest()[:32]
 
 
-def start_job(job: Job, entry: ModelEntry) -> tuple[JobRun, Iterator[Event]]:
+def _key_limits() -> dict:
+    key, settings = current_key(), services().settings
+    return {"requests_per_minute": key.requests_per_minute or settings.requests_per_minute,
+            "max_concurrent": key.max_concurrent or settings.max_concurrent,
+            "max_queue": settings.max_queue}
+
+
+def start_job(job: Job, entry: ModelEntry, stream: bool = False) -> tuple[JobRun, Iterator[Event]]:
     """Enqueue the job and wait for its first result, so that an error before
     any text (a prompt too long, a failed model) still gets a real status.
     Code completions go to the pool's priority queue and supersede the same
@@ -61,8 +92,13 @@ def start_job(job: Job, entry: ModelEntry) -> tuple[JobRun, Iterator[Event]]:
     if is_code_completion(job):
         queue = completion_queue(entry.pool)
         supersede(services().redis, client_identity(), entry.name, job.id)
-    run = JobRun(services(), job, request.environ).start(queue)
-    events = run.events()
+    run = JobRun(services(), job, request.environ, current_key().name, _key_limits())
+    try:
+        run.start(queue, entry.pool)
+    except BaseException:
+        run.close()
+        raise
+    events = run.events(keepalive=stream)  # a stream starts at once if the job keeps it waiting
     try:
         first = next(events)
     except BaseException:
@@ -110,13 +146,28 @@ def client_gone_response(_: ClientGone) -> Response:
     return Response(status=499)
 
 
-def register_error_handlers(blueprint, error_body: Callable[[ApiError], dict]) -> None:
-    """Errors of this blueprint's routes, in its API's shape."""
+OLLAMA_BUSY = "server busy, please try again.  maximum pending requests exceeded"  # Ollama's own words
+
+
+def register_error_handlers(blueprint, error_body: Callable[[ApiError], dict], busy_status: int = 429) -> None:
+    """Errors of this blueprint's routes, in its API's shape. Over a limit:
+    429 with our message, or (Ollama routes) 503 with Ollama's."""
     def render(error: ApiError) -> Response:
         response = jsonify(error_body(error))
         response.status_code = error.status
         response.headers.update(error.headers)
         return response
 
+    def render_busy(busy: Busy) -> Response:
+        count_rejection(services().redis, busy.reason)
+        message = OLLAMA_BUSY if busy_status == 503 else busy.message
+        return render(ApiError(busy_status, message, retry_after=busy.retry_after))
+
+    def render_too_large(_: RequestEntityTooLarge) -> Response:
+        count_rejection(services().redis, "too_large")
+        return render(ApiError(413, f"the request body is larger than {services().settings.max_body_bytes} bytes"))
+
     blueprint.register_error_handler(ApiError, render)
+    blueprint.register_error_handler(Busy, render_busy)
+    blueprint.register_error_handler(RequestEntityTooLarge, render_too_large)
     blueprint.register_error_handler(ClientGone, client_gone_response)

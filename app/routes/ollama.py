@@ -8,7 +8,11 @@ from flask import Blueprint, Response, jsonify
 
 from app.errors import ollama_error_body
 from app.jobs import JobRun, new_job_id
-from app.routes.common import collect, find_model, parse_body, register_error_handlers, start_job, stream_response
+from app.jobs import KEEPALIVE
+from app.routes.common import (
+    check_request_limits, collect, find_model, parse_body, register_error_handlers, start_job, stream_response,
+    visible_entries,
+)
 from app.schemas.ollama import ChatRequest, GenerateRequest, ShowRequest
 from app.services import services
 from app.streaming import NDJSON_CONTENT_TYPE, ndjson
@@ -23,7 +27,7 @@ OLLAMA_COMPAT_VERSION = "0.12.0"
 bp = Blueprint("ollama", __name__)
 
 
-register_error_handlers(bp, ollama_error_body)
+register_error_handlers(bp, ollama_error_body, busy_status=503)
 
 
 @bp.route("/", methods=["GET", "HEAD"])
@@ -62,7 +66,7 @@ def _summary(entry: ModelEntry) -> dict:
 
 @bp.get("/api/tags")
 def tags():
-    return jsonify({"models": [_summary(e) for e in services().registry.entries()]})
+    return jsonify({"models": [_summary(e) for e in visible_entries()]})
 
 
 def _parameters_text(parameters: dict) -> str:
@@ -105,7 +109,9 @@ def ps():
 
 def _ndjson_lines(events: Iterator[Event], lines) -> Iterator[bytes]:
     for event in events:
-        if isinstance(event, TextEvent):
+        if event is KEEPALIVE:  # an empty piece: valid for every NDJSON parser, unlike a blank line
+            yield ndjson(lines.text(""))
+        elif isinstance(event, TextEvent):
             yield ndjson(lines.text(event.text))
         elif isinstance(event, ToolCallEvent):  # only /api/chat jobs carry tools
             yield ndjson(lines.tool_call(event))
@@ -125,8 +131,9 @@ def _reply(run: JobRun, events: Iterator[Event], lines, stream: bool) -> Respons
 @bp.post("/api/chat")
 def chat():
     request = parse_body(ChatRequest)
+    check_request_limits(request.messages, request.tools)
     entry = find_model(request.model)
-    run, events = start_job(translate.chat_to_job(request, new_job_id(), entry.name), entry)
+    run, events = start_job(translate.chat_to_job(request, new_job_id(), entry.name), entry, request.stream)
     return _reply(run, events, translate.ChatLines(request.model), request.stream)
 
 
@@ -134,5 +141,6 @@ def chat():
 def generate():
     request = parse_body(GenerateRequest)
     entry = find_model(request.model)
-    run, events = start_job(translate.generate_to_job(request, new_job_id(), entry.name, entry.capabilities), entry)
+    job = translate.generate_to_job(request, new_job_id(), entry.name, entry.capabilities)
+    run, events = start_job(job, entry, request.stream)
     return _reply(run, events, translate.GenerateLines(request.model), request.stream)

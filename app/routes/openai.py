@@ -8,10 +8,13 @@ from flask import Blueprint, jsonify
 
 from app.errors import ApiError, openai_error_body
 from app.jobs import new_job_id
-from app.routes.common import collect, find_model, parse_body, register_error_handlers, start_job, stream_response
+from app.jobs import KEEPALIVE
+from app.routes.common import (
+    check_request_limits, collect, find_model, parse_body, register_error_handlers, start_job, stream_response,
+    visible_entries,
+)
 from app.schemas.openai import ChatCompletionRequest, CompletionRequest
-from app.services import services
-from app.streaming import SSE_CONTENT_TYPE, SSE_DONE, sse
+from app.streaming import SSE_CONTENT_TYPE, SSE_DONE, SSE_KEEPALIVE, sse
 from app.translate import openai as translate
 from workers.contract import DoneEvent, ErrorEvent, Event, TextEvent, ToolCallEvent
 from workers.registry import ModelEntry
@@ -29,7 +32,7 @@ def _model_object(entry: ModelEntry) -> dict:
 
 @bp.get("/models")
 def models():
-    return jsonify({"object": "list", "data": [_model_object(e) for e in services().registry.entries()]})
+    return jsonify({"object": "list", "data": [_model_object(e) for e in visible_entries()]})
 
 
 @bp.get("/models/<path:name>")
@@ -42,7 +45,9 @@ def _sse_frames(events: Iterator[Event], chunks) -> Iterator[bytes]:
     for chunk in chunks.opening():
         yield sse(chunk)
     for event in events:
-        if isinstance(event, TextEvent):
+        if event is KEEPALIVE:
+            yield SSE_KEEPALIVE
+        elif isinstance(event, TextEvent):
             yield sse(chunks.text(event.text))
         elif isinstance(event, ToolCallEvent):
             for chunk in chunks.tool_call(event):
@@ -58,10 +63,11 @@ def _sse_frames(events: Iterator[Event], chunks) -> Iterator[bytes]:
 @bp.post("/chat/completions")
 def chat_completions():
     request = parse_body(ChatCompletionRequest)
+    check_request_limits(request.messages, request.tools)
     entry = find_model(request.model)
     job_id = new_job_id()
     job = translate.chat_to_job(request, job_id, entry.name)
-    run, events = start_job(job, entry)
+    run, events = start_job(job, entry, request.stream)
     completion_id, created = f"chatcmpl-{job_id}", int(time.time())
     if request.stream:
         include_usage = bool(request.stream_options and request.stream_options.include_usage)
@@ -76,7 +82,8 @@ def completions():
     request = parse_body(CompletionRequest)
     entry = find_model(request.model)
     job_id = new_job_id()
-    run, events = start_job(translate.completion_to_job(request, job_id, entry.name, entry.capabilities), entry)
+    job = translate.completion_to_job(request, job_id, entry.name, entry.capabilities)
+    run, events = start_job(job, entry, request.stream)
     completion_id, created = f"cmpl-{job_id}", int(time.time())
     if request.stream:
         include_usage = bool(request.stream_options and request.stream_options.include_usage)

@@ -11,6 +11,7 @@ from workers.backends.base import Backend, BackendSettings, Outcome
 from workers.cancel import Cancel
 from workers.channels import events_channel, job_state
 from workers.contract import Job, Message, ToolSpec
+from workers.heartbeat import Heartbeat
 from workers.registry import ModelEntry
 from workers.exceptions import BackendError
 from workers.runner import RunContext, run_job
@@ -67,7 +68,8 @@ def run(backend, flags=None, job=JOB, **settings):
     pubsub = redis.pubsub()
     pubsub.subscribe(events_channel(JOB.id))
     pubsub.get_message()
-    ctx = RunContext(redis=redis, backends=OneBackend(backend), aborts=flags or Flags(), worker_id="w", **settings)
+    ctx = RunContext(redis=redis, backends=OneBackend(backend), aborts=flags or Flags(), worker_id="w",
+                     heartbeat=Heartbeat(redis, "w"), **settings)
     reason = run_job(job, ctx)
     events = []
     while (message := pubsub.get_message()) is not None:

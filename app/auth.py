@@ -1,0 +1,89 @@
+"""API keys: off unless configured. Keys are held only as SHA-256 digests and
+compared in constant time; a key's name (never the key) is used in logs and
+metrics. Sources: a TOML file (SWITCHBOARD_KEYS_FILE) of
+
+    [keys.alice]
+    sha256 = "<hex digest of the key>"    # scripts/hash_key.py prints it
+    models = ["*"]                         # fnmatch patterns (default: all)
+    max_concurrent = 4                     # optional per-key limits
+    requests_per_minute = 120
+
+and/or SWITCHBOARD_API_KEYS="alice:key1,bob:key2" (hashed when read).
+"""
+from __future__ import annotations
+
+import fnmatch
+import hashlib
+import hmac
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+from app.errors import ApiError
+
+# One message for a missing and a wrong key, so keys cannot be probed.
+UNAUTHORIZED = "invalid or missing API key: send Authorization: Bearer <key> or x-api-key"
+
+
+def digest(key: str) -> str:
+    return hashlib.sha256(key.encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class ApiKey:
+    name: str
+    sha256: str = ""
+    models: tuple[str, ...] = ("*",)
+    max_concurrent: int | None = None
+    requests_per_minute: int | None = None
+
+    def allows(self, model: str) -> bool:
+        return any(fnmatch.fnmatchcase(model, pattern) for pattern in self.models)
+
+
+ANONYMOUS = ApiKey("anonymous")
+
+
+class KeyRing:
+    def __init__(self, keys: list[ApiKey]):
+        self._keys = keys
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self._keys)
+
+    def identify(self, presented: str | None) -> ApiKey:
+        if not self.enabled:
+            return ANONYMOUS
+        candidate = digest(presented or "")
+        found = None
+        for key in self._keys:  # no early exit: the time does not depend on which key matched
+            if hmac.compare_digest(key.sha256, candidate) and presented:
+                found = key
+        if found is None:
+            raise ApiError(401, UNAUTHORIZED)
+        return found
+
+
+def presented_key(authorization: str | None, x_api_key: str | None) -> str | None:
+    if x_api_key:
+        return x_api_key.strip()
+    if authorization and authorization.lower().startswith("bearer "):
+        return authorization[7:].strip() or None
+    return None
+
+
+def load_keys(file: Path | None, pairs: str | None) -> KeyRing:
+    keys: list[ApiKey] = []
+    if file is not None:
+        document = tomllib.loads(file.read_text())
+        for name, table in document.get("keys", {}).items():
+            keys.append(ApiKey(name=name, sha256=table["sha256"].lower(), models=tuple(table.get("models", ["*"])),
+                               max_concurrent=table.get("max_concurrent"),
+                               requests_per_minute=table.get("requests_per_minute")))
+    for pair in filter(None, (p.strip() for p in (pairs or "").split(","))):
+        name, _, key = pair.partition(":")
+        if not key:
+            raise ValueError("SWITCHBOARD_API_KEYS entries look like name:key")
+        keys.append(ApiKey(name=name, sha256=digest(key)))
+    return KeyRing(keys)

@@ -1,0 +1,60 @@
+"""Per request: identify the API key (before anything else), carry a request
+id (the client's X-Request-Id, or a new one; echoed in the response), and
+write one structured JSON log line. Prompts are never logged unless asked."""
+from __future__ import annotations
+
+import json
+import logging
+import sys
+import time
+import uuid
+
+from flask import Flask, g, request
+
+from app.auth import presented_key
+from app.services import services
+
+log = logging.getLogger("switchboard.requests")
+# Routes anyone may call, keys or not.
+OPEN_PATHS = {"/", "/api/version", "/healthz", "/readyz"}
+
+
+class JsonFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        entry = {"time": self.formatTime(record), "level": record.levelname, "logger": record.name,
+                 "message": record.getMessage()}
+        entry.update(getattr(record, "fields", {}))
+        return json.dumps(entry, ensure_ascii=False)
+
+
+def _configure_logging() -> None:
+    if not log.handlers:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(JsonFormatter())
+        log.addHandler(handler)
+        log.setLevel(logging.INFO)
+        log.propagate = False
+
+
+def install_request_log(app: Flask, log_prompts: bool) -> None:
+    _configure_logging()
+
+    @app.before_request
+    def identify():
+        g.started = time.perf_counter()
+        g.request_id = (request.headers.get("X-Request-Id") or uuid.uuid4().hex)[:128]
+        if request.path not in OPEN_PATHS:
+            # raises the blueprint's 401 before any work is done
+            g.api_key = services().keys.identify(presented_key(request.headers.get("Authorization"),
+                                                               request.headers.get("x-api-key")))
+
+    @app.after_request
+    def stamp(response):
+        response.headers["X-Request-Id"] = g.get("request_id", "")
+        fields = {"request_id": g.get("request_id"), "key": getattr(g.get("api_key"), "name", None),
+                  "method": request.method, "path": request.path, "status": response.status_code,
+                  "ms": round((time.perf_counter() - g.get("started", time.perf_counter())) * 1000, 1)}
+        if log_prompts and request.is_json:
+            fields["body"] = request.get_json(silent=True)
+        log.info("request", extra={"fields": fields})
+        return response

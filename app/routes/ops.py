@@ -1,0 +1,48 @@
+"""Operations: /healthz (process up), /readyz (Redis and a worker for every
+pool), /metrics (Prometheus, cluster-wide from Redis), /openapi.json."""
+from __future__ import annotations
+
+from flask import Blueprint, Response, jsonify
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from redis.exceptions import RedisError
+
+from app.errors import openai_error_body
+from app.metrics import cluster_registry
+from app.openapi import openapi_document
+from app.routes.common import register_error_handlers
+from app.services import services
+from queue_config import completion_queue
+from workers.heartbeat import live_workers
+
+bp = Blueprint("ops", __name__)
+register_error_handlers(bp, openai_error_body)
+
+
+@bp.get("/healthz")
+def healthz():
+    return jsonify({"status": "ok"})
+
+
+@bp.get("/readyz")
+def readyz():
+    try:
+        services().redis.ping()
+        workers = live_workers(services().redis)
+    except RedisError as error:
+        return jsonify({"status": "unavailable", "reason": f"Redis unreachable: {type(error).__name__}"}), 503
+    consumed = {queue for worker in workers for queue in worker["queues"]}
+    missing = sorted(pool for pool in services().registry.pools()
+                     if pool not in consumed and completion_queue(pool) not in consumed)
+    if missing:
+        return jsonify({"status": "unavailable", "reason": f"no worker consumes pool(s): {', '.join(missing)}"}), 503
+    return jsonify({"status": "ready", "workers": len(workers)})
+
+
+@bp.get("/metrics")
+def metrics():
+    return Response(generate_latest(cluster_registry(services())), content_type=CONTENT_TYPE_LATEST)
+
+
+@bp.get("/openapi.json")
+def openapi():
+    return jsonify(openapi_document())

@@ -1,0 +1,82 @@
+"""Liveness, published by every worker process once a second:
+
+- each running job's `alive` key (expires after a few seconds), so a front
+  end can tell a job whose worker was killed from one that is thinking;
+- the worker itself with the queues it consumes, for /readyz.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+
+from redis import Redis
+
+from workers.channels import PREFIX, alive_key
+
+log = logging.getLogger(__name__)
+INTERVAL = 1.0
+TTL = 4
+
+
+def worker_key(worker_id: str) -> str:
+    return f"{PREFIX}:worker:{worker_id}"
+
+
+def live_workers(redis: Redis) -> list[dict]:
+    keys = list(redis.scan_iter(match=f"{PREFIX}:worker:*", count=500))
+    return [json.loads(v) for v in redis.mget(keys) if v] if keys else []
+
+
+class Heartbeat:
+    def __init__(self, redis: Redis, worker_id: str):
+        self._redis = redis
+        self._worker_id = worker_id
+        self._jobs: set[str] = set()
+        self.queues: list[str] = []
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        with self._lock:
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._beat_forever, name="heartbeat", daemon=True)
+                self._thread.start()
+
+    def running(self, job_id: str) -> "_Running":
+        return _Running(self, job_id)
+
+    def _beat_forever(self) -> None:
+        while True:
+            try:
+                self._beat()
+            except Exception as error:  # noqa: BLE001 - must outlive a Redis restart
+                log.warning("heartbeat failed: %s", error)
+            time.sleep(INTERVAL)
+
+    def _beat(self) -> None:
+        pipe = self._redis.pipeline(transaction=False)
+        for job_id in list(self._jobs):
+            pipe.set(alive_key(job_id), b"1", ex=TTL)
+        if self.queues:
+            pipe.set(worker_key(self._worker_id), json.dumps({"id": self._worker_id, "queues": self.queues}),
+                     ex=TTL * 3)
+        pipe.execute()
+
+
+class _Running:
+    """`with heartbeat.running(job_id):` beats for the job while it runs."""
+
+    def __init__(self, heartbeat: Heartbeat, job_id: str):
+        self._heartbeat, self._job_id = heartbeat, job_id
+
+    def __enter__(self):
+        self._heartbeat.start()
+        self._heartbeat._jobs.add(self._job_id)
+        self._heartbeat._redis.set(alive_key(self._job_id), b"1", ex=TTL)  # at once, not in up to a second
+        return self
+
+    def __exit__(self, *exc):
+        self._heartbeat._jobs.discard(self._job_id)
+        self._heartbeat._redis.delete(alive_key(self._job_id))
