@@ -40,11 +40,12 @@ def redis_client(redis_url):
 
 @pytest.fixture
 def clean_redis(redis_client):
-    """Remove Switchboard's keys around a test (not the queue's bindings,
-    which a running worker needs)."""
+    """Remove Switchboard's keys around a test (not the queue's bindings nor
+    the presence of running workers, which are live state, not test data)."""
     def clear():
         for key in redis_client.scan_iter(match="switchboard:*", count=1000):
-            redis_client.delete(key)
+            if not key.startswith(b"switchboard:worker:"):
+                redis_client.delete(key)
     clear()
     yield redis_client
     clear()

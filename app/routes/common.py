@@ -12,6 +12,7 @@ from pydantic import BaseModel, ValidationError
 from werkzeug.exceptions import RequestEntityTooLarge
 
 from app.auth import ANONYMOUS, ApiKey
+from app.conversation_log import logged
 from app.errors import ApiError, ClientGone
 from app.jobs import JobRun
 from app.limits import Busy
@@ -33,6 +34,7 @@ def parse_body(model: type[M]) -> M:
         raise ApiError(400, f"invalid JSON body: {error}") from None
     if not isinstance(body, dict):
         raise ApiError(400, "the request body must be a JSON object")
+    g.request_body = body  # for the (opt-in) conversation log
     try:
         return model.model_validate(body)
     except ValidationError as error:
@@ -107,7 +109,13 @@ def start_job(job: Job, entry: ModelEntry, stream: bool = False) -> tuple[JobRun
     if isinstance(first, ErrorEvent):
         run.close()
         raise ApiError(first.status, first.message, retry_after=first.retry_after)
-    return run, itertools.chain([first], events)
+    events = itertools.chain([first], events)
+    folder = services().settings.conversation_log_dir
+    if folder is not None:
+        exchange = {"request_id": g.get("request_id"), "key": current_key().name, "path": request.path,
+                    "model": entry.name, "request": g.get("request_body")}
+        events = logged(events, folder, exchange)
+    return run, events
 
 
 def collect(run: JobRun, events: Iterator[Event]) -> tuple[str, list[ToolCallEvent], DoneEvent]:

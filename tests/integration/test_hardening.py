@@ -1,0 +1,218 @@
+"""Shared-server hardening through real processes: keys, limits, busy
+answers with Retry-After, keep-alives while queued, expiry, a job waiting
+for a worker that starts later, request limits, health, metrics, logs."""
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+
+import httpx
+import ollama
+import openai
+import pytest
+
+from tests.integration.http import DroppableStream, post_raw
+from tests.integration.stack import stack_env, start_web, start_worker
+from workers.channels import job_state
+
+KEYS = {"alice": "alice-key-1", "carol": "carol-key-2", "dave": "dave-key-3"}
+LONG = " ".join(f"w{i}" for i in range(300))
+
+
+def sha(key: str) -> str:
+    return hashlib.sha256(key.encode()).hexdigest()
+
+
+@pytest.fixture(scope="module")
+def hardened(stack, redis_url, tmp_path_factory):
+    folder = tmp_path_factory.mktemp("hardened")
+    (folder / "keys.toml").write_text(
+        f'[keys.alice]\nsha256 = "{sha(KEYS["alice"])}"\n\n'
+        f'[keys.carol]\nsha256 = "{sha(KEYS["carol"])}"\nmodels = ["echo*"]\nmax_concurrent = 1\n\n'
+        f'[keys.dave]\nsha256 = "{sha(KEYS["dave"])}"\nrequests_per_minute = 2\n')
+    registry = (open("models.toml").read() +
+                '\n[models."tight"]\nbackend = "echo"\npool = "tight"\n'
+                '\n[models."lonely"]\nbackend = "echo"\npool = "lonely"\n')
+    (folder / "models.toml").write_text(registry)
+    env = stack_env(redis_url, SWITCHBOARD_MODELS=str(folder / "models.toml"),
+                    SWITCHBOARD_KEYS_FILE=str(folder / "keys.toml"), SWITCHBOARD_MAX_QUEUE="3",
+                    SWITCHBOARD_MAX_QUEUE_WAIT="6", SWITCHBOARD_KEEPALIVE="0.5", SWITCHBOARD_HEARTBEAT_TIMEOUT="2",
+                    SWITCHBOARD_MAX_BODY_BYTES=str(1024 * 1024), SWITCHBOARD_MAX_MESSAGES="50",
+                    SWITCHBOARD_CONVERSATION_LOG_DIR=str(folder / "conversations"))
+    web, base = start_web(env)
+    yield {"base": base, "env": env, "folder": folder}
+    web.stop()
+
+
+@pytest.fixture
+def h(hardened, clean_redis):
+    return hardened
+
+
+def auth(name: str) -> dict:
+    return {"Authorization": f"Bearer {KEYS[name]}"}
+
+
+def oai(base: str, name: str | None) -> openai.OpenAI:
+    return openai.OpenAI(base_url=f"{base}/v1", api_key=KEYS.get(name, "wrong-key"), max_retries=0)
+
+
+CHAT = {"model": "echo", "messages": [{"role": "user", "content": "hi"}]}
+
+
+# --- keys -------------------------------------------------------------------------
+
+def test_open_routes_need_no_key(h):
+    for path in ("/", "/api/version", "/healthz"):
+        assert httpx.get(h["base"] + path).status_code == 200
+    ready = httpx.get(h["base"] + "/readyz")
+    assert ready.status_code == 503 and ready.json()["reason"] == "no worker consumes pool(s): lonely, tight"
+
+
+def test_missing_and_wrong_keys_get_the_same_401(h):
+    missing = httpx.get(h["base"] + "/api/tags")
+    wrong = httpx.get(h["base"] + "/api/tags", headers={"Authorization": "Bearer nope"})
+    empty = httpx.post(h["base"] + "/v1/chat/completions", json=CHAT, headers={"Authorization": "Bearer"})
+    assert missing.status_code == wrong.status_code == empty.status_code == 401
+    assert missing.json() == wrong.json() and "API key" in missing.json()["error"]
+    with pytest.raises(openai.AuthenticationError):
+        oai(h["base"], None).models.list()
+
+
+def test_bearer_and_x_api_key_both_work(h):
+    assert oai(h["base"], "alice").chat.completions.create(**CHAT).choices[0].message.content == "hi"
+    assert httpx.post(h["base"] + "/api/chat", json=CHAT | {"stream": False},
+                      headers={"x-api-key": KEYS["alice"]}).json()["message"]["content"] == "hi"
+
+
+def test_a_key_without_access_to_the_model_is_403_and_sees_only_its_models(h):
+    with pytest.raises(openai.PermissionDeniedError):
+        oai(h["base"], "carol").chat.completions.create(model="smollm2:135m", messages=CHAT["messages"])
+    names = [m["name"] for m in httpx.get(h["base"] + "/api/tags", headers=auth("carol")).json()["models"]]
+    assert names == ["echo", "echo:slow", "echo:coder"]
+
+
+# --- limits -----------------------------------------------------------------------
+
+def test_requests_per_minute(h):
+    for _ in range(2):
+        assert post_raw(h["base"], "/v1/chat/completions", CHAT, auth("dave"))[0] == 200
+    status, headers, body = post_raw(h["base"], "/v1/chat/completions", CHAT, auth("dave"))
+    assert status == 429 and 1 <= int(headers["Retry-After"]) <= 60
+    assert json.loads(body)["error"]["message"] == "rate limit reached: 2 requests per minute for this key"
+    status, headers, body = post_raw(h["base"], "/api/chat", CHAT, auth("dave"))
+    assert status == 503 and "Retry-After" in headers
+    assert json.loads(body) == {"error": "server busy, please try again.  maximum pending requests exceeded"}
+
+
+def test_concurrent_jobs_per_key(h):
+    first = DroppableStream(h["base"], "/api/chat", {"model": "echo:slow", "messages": [
+        {"role": "user", "content": LONG}]}, auth("carol"))
+    assert first.read_line()
+    status, headers, body = post_raw(h["base"], "/v1/chat/completions", CHAT, auth("carol"))
+    assert status == 429 and json.loads(body)["error"]["message"].startswith("too many concurrent requests: 1")
+    assert int(headers["Retry-After"]) >= 1
+    first.drop()
+    deadline = time.monotonic() + 3
+    while post_raw(h["base"], "/v1/chat/completions", CHAT, auth("carol"))[0] != 200:
+        assert time.monotonic() < deadline  # the slot is released when the stream closes
+
+
+def test_a_full_queue_is_busy_with_retry_after_and_a_job_past_its_wait_expires(h, redis_client):
+    waiting = [DroppableStream(h["base"], "/v1/chat/completions", {"model": "tight", "stream": True, "messages": [
+        {"role": "user", "content": f"job {i}"}]}, auth("alice")) for i in range(3)]
+    time.sleep(0.3)
+    status, headers, body = post_raw(h["base"], "/v1/chat/completions", {"model": "tight", "messages": [
+        {"role": "user", "content": "one too many"}]}, auth("alice"))
+    assert status == 429 and json.loads(body)["error"]["message"] == "the tight queue is full (3 jobs waiting)"
+    assert 1 <= int(headers["Retry-After"]) <= 300
+    # While queued, the streams get keep-alive comments; after 6 s they give up with an in-band error.
+    assert waiting[0].read_line().startswith(b"data: ")  # the role chunk opens the stream
+    lines = []
+    while (line := waiting[0].read_line()):
+        lines.append(line)
+    assert b": keep-alive\n" in lines
+    error = json.loads(next(line for line in lines if b'"error"' in line).removeprefix(b"data: "))
+    assert error["error"]["message"] == "no worker started the job within 6 s"
+    for stream in waiting:
+        stream.drop()
+    # A worker that starts now drops the expired jobs instead of running them.
+    worker = start_worker(h["env"], concurrency=2, queues="tight")
+    try:
+        deadline = time.monotonic() + 10
+        states = []
+        while time.monotonic() < deadline:
+            states = [job_state(redis_client, k.decode().split(":")[2])
+                      for k in redis_client.scan_iter(match="switchboard:job:*:claim")]
+            if len(states) >= 3 and all(s.get("reason") in ("expired", "aborted") for s in states):
+                break
+            time.sleep(0.1)
+        assert len(states) >= 3 and all("started_at" not in s for s in states), states
+    finally:
+        worker.stop()
+
+
+def test_a_job_accepted_with_no_worker_runs_when_one_starts(h):
+    stream = DroppableStream(h["base"], "/api/chat", {"model": "lonely", "messages": [
+        {"role": "user", "content": "patience pays"}]}, auth("alice"))
+    time.sleep(1.0)
+    worker = start_worker(h["env"], concurrency=1, queues="lonely")
+    try:
+        lines = []
+        while (line := stream.read_line()):
+            lines.append(json.loads(line))
+        # keep-alives while waiting are empty pieces that every NDJSON parser accepts
+        assert all("message" in l for l in lines), lines
+        assert "".join(l["message"]["content"] for l in lines) == "patience pays"
+        assert lines[0]["message"]["content"] == "" and lines[-1]["done"] is True
+    finally:
+        worker.stop()
+
+
+def test_request_limits(h):
+    status, _, body = post_raw(h["base"], "/api/chat", {"model": "echo", "messages": [
+        {"role": "user", "content": "x" * (2 * 1024 * 1024)}]}, auth("alice"))
+    assert status == 413 and "larger than 1048576 bytes" in json.loads(body)["error"]
+    status, _, body = post_raw(h["base"], "/v1/chat/completions", {"model": "echo", "messages": [
+        {"role": "user", "content": "x"}] * 51}, auth("alice"))
+    assert status == 400 and json.loads(body)["error"]["param"] == "messages"
+
+
+# --- observability ----------------------------------------------------------------
+
+def test_request_id_is_echoed_or_made(h):
+    given = httpx.get(h["base"] + "/api/version", headers={"X-Request-Id": "req-123"})
+    assert given.headers["X-Request-Id"] == "req-123"
+    assert len(httpx.get(h["base"] + "/api/version").headers["X-Request-Id"]) == 32
+
+
+def test_metrics(h):
+    client = oai(h["base"], "alice")
+    client.chat.completions.create(**CHAT)
+    client.chat.completions.create(model="echo", messages=CHAT["messages"], max_tokens=1)
+    for _ in range(3):
+        post_raw(h["base"], "/api/chat", CHAT, auth("dave"))
+    assert httpx.get(h["base"] + "/metrics").status_code == 401
+    text = httpx.get(h["base"] + "/metrics", headers=auth("alice")).text
+    assert 'switchboard_jobs_finished_total{model="echo",reason="stop"} ' in text
+    assert 'switchboard_tokens_generated_total{model="echo"}' in text
+    assert 'switchboard_rejected_total{reason="rate_limit"} 1.0' in text
+    assert 'switchboard_queue_depth{pool="local"} 0.0' in text and "switchboard_active_streams " in text
+    assert 'switchboard_time_to_first_token_seconds_bucket{le="+Inf",model="echo"}' in text
+
+
+def test_openapi_document(h):
+    document = httpx.get(h["base"] + "/openapi.json", headers=auth("alice")).json()
+    assert document["openapi"].startswith("3.") and "/v1/chat/completions" in document["paths"]
+    ref = document["paths"]["/api/generate"]["post"]["requestBody"]["content"]["application/json"]["schema"]["$ref"]
+    assert "suffix" in document["components"]["schemas"][ref.rsplit("/", 1)[1]]["properties"]
+
+
+def test_conversation_log_redacts_secrets(h):
+    oai(h["base"], "alice").chat.completions.create(model="echo", messages=CHAT["messages"],
+                                                    extra_body={"api_key": "leaky"})
+    files = list((h["folder"] / "conversations").glob("*.jsonl"))
+    record = json.loads(files[0].read_text().splitlines()[-1])
+    assert record["key"] == "alice" and record["reply"] == "hi" and record["outcome"] == "stop"
+    assert record["request"]["api_key"] == "[redacted]" and KEYS["alice"] not in files[0].read_text()
