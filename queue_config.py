@@ -57,11 +57,15 @@ app.conf.update(
     task_ignore_result=True,
     task_default_queue="local",
     task_create_missing_queues=True,
-    # One job at a time per worker slot; a job is acknowledged only once run,
-    # so a crashed worker's job is not lost.
+    # One job at a time per worker slot.
     worker_prefetch_multiplier=1,
-    task_acks_late=True,
-    task_reject_on_worker_lost=True,
+    # Acknowledged when a worker takes the job, not after it ran. A job is bound
+    # to a live client stream: if its worker dies the client gets an error at
+    # once (heartbeats), so redelivering it later could only run it for nobody
+    # (runner.py's claim refuses that anyway). And late acks hit a Celery/kombu
+    # defect: a job finishing while Redis is down acks on the dead connection,
+    # and the worker never consumes again after Redis returns.
+    task_acks_late=False,
     # Enforced by the prefork pool; the runner enforces max_job_seconds itself
     # for the thread and gevent pools, which ignore these.
     task_soft_time_limit=worker_settings().max_job_seconds + 30,

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from flask import Flask
 from redis import Redis
+from redis.backoff import ExponentialBackoff
+from redis.retry import Retry
 
 from app.auth import load_keys
 from app.config import load_settings
@@ -21,7 +23,10 @@ def create_app(overrides: dict | None = None) -> Flask:
     settings = load_settings(overrides)
     registry = load_registry(settings.models_path)  # a bad registry stops start-up here
     keys = load_keys(settings.keys_file, settings.api_keys)
-    redis = Redis.from_url(settings.redis_url, health_check_interval=10)
+    # Fail fast when Redis is down (redis-py would retry for many seconds):
+    # a stream should end with an error at once, and recover when Redis does.
+    redis = Redis.from_url(settings.redis_url, health_check_interval=10, socket_connect_timeout=2,
+                           retry=Retry(ExponentialBackoff(cap=0.5, base=0.05), 2))
     app = Flask(__name__, static_folder=None)
     app.config["MAX_CONTENT_LENGTH"] = settings.max_body_bytes
     app.json.sort_keys = False  # keep wire objects in the order the APIs document

@@ -15,6 +15,7 @@ import uuid
 from typing import Iterator
 
 from gevent.queue import Empty
+from redis.exceptions import RedisError
 
 from app.disconnect import DisconnectWatch
 from app.errors import ApiError, ClientGone
@@ -93,7 +94,10 @@ class JobRun:
                 return KEEPALIVE
 
     def next_event(self, keepalive: bool = False):
-        payload = self._wait(keepalive)
+        try:
+            payload = self._wait(keepalive)
+        except RedisError:
+            return ErrorEvent(message="lost the connection to the job queue", status=502)
         if payload is KEEPALIVE or isinstance(payload, ErrorEvent):
             return payload
         if payload is CLOSED:

@@ -27,7 +27,8 @@ class Process:
                                       start_new_session=True)
 
     def output(self) -> str:
-        return Path(self.log.name).read_text(errors="replace")
+        path = Path(self.log.name)
+        return path.read_text(errors="replace") if path.exists() else ""
 
     def check_alive(self) -> None:
         if self.popen.poll() is not None:
@@ -42,7 +43,8 @@ class Process:
                 os.killpg(self.popen.pid, signal.SIGKILL)
                 self.popen.wait()
         self.log.close()
-        os.unlink(self.log.name)
+        if os.path.exists(self.log.name):
+            os.unlink(self.log.name)
 
 
 def stack_env(redis_url: str, **extra: str) -> dict:

@@ -1,0 +1,140 @@
+"""Failures through real processes on a Redis of their own: a worker killed
+mid-job, two workers on one queue, Redis restarted mid-run, graceful
+shutdown of the web and of a worker."""
+from __future__ import annotations
+
+import json
+import signal
+import threading
+import time
+
+import httpx
+import pytest
+
+from scripts.embedded_redis import EmbeddedRedis
+from tests.integration.events_tap import EventsTap
+from tests.integration.http import DroppableStream, post_raw
+from tests.integration.stack import stack_env, start_web, start_worker
+from workers.channels import job_state
+
+SLOW = {"model": "echo:slow", "messages": [{"role": "user", "content": " ".join(f"w{i}" for i in range(200))}]}
+
+
+@pytest.fixture
+def own_redis():
+    server = EmbeddedRedis()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def env(own_redis):
+    return stack_env(own_redis.url, SWITCHBOARD_HEARTBEAT_TIMEOUT="2")
+
+
+def read_all(stream: DroppableStream) -> list[dict]:
+    lines = []
+    while (line := stream.read_line()):
+        lines.append(json.loads(line))
+    return lines
+
+
+def test_a_worker_killed_mid_job_ends_the_stream_with_an_error(env, own_redis):
+    import redis
+
+    worker = start_worker(env, concurrency=2)
+    web, base = start_web(env)
+    try:
+        stream = DroppableStream(base, "/api/chat", SLOW)
+        assert stream.read_line()
+        worker.stop(signal.SIGKILL)
+        killed = time.monotonic()
+        lines = read_all(stream)
+        assert lines[-1] == {"error": "the worker running this job stopped; try again"}
+        assert time.monotonic() - killed < 5
+        client = redis.Redis.from_url(own_redis.url)
+        states = [job_state(client, k.decode().split(":")[2]) for k in client.scan_iter(match="switchboard:job:*:state")]
+        assert [s["reason"] for s in states] == ["error"] and states[0]["error"] == "worker lost"
+    finally:
+        web.stop()
+        worker.stop()
+
+
+def test_two_workers_share_a_queue_and_no_job_runs_twice(env, own_redis):
+    workers = [start_worker(env, concurrency=2) for _ in range(2)]
+    web, base = start_web(env)
+    tap = EventsTap(own_redis.url)
+    try:
+        def ask(i):
+            return httpx.post(f"{base}/api/chat", json={"model": "echo:slow", "stream": False, "messages": [
+                {"role": "user", "content": f"job {i} a b c"}]}, timeout=60).json()["message"]["content"]
+        results = {}
+        threads = [threading.Thread(target=lambda i=i: results.__setitem__(i, ask(i))) for i in range(12)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert results == {i: f"job {i} a b c" for i in range(12)}
+        started = [ch for _, ch, data in tap.messages if data == b'{"type":"started"}']
+        assert len(started) == len(set(started)) == 12  # each job ran exactly once
+        import redis
+
+        client = redis.Redis.from_url(own_redis.url)
+        ran_on = {job_state(client, ch.split(":")[2])["worker"] for ch in started}
+        assert len(ran_on) == 2  # spread over both workers
+    finally:
+        tap.close()
+        web.stop()
+        for worker in workers:
+            worker.stop()
+
+
+def test_redis_restarted_mid_run(env, own_redis):
+    worker = start_worker(env, concurrency=2)
+    web, base = start_web(env)
+    try:
+        stream = DroppableStream(base, "/api/chat", SLOW)
+        assert stream.read_line()
+        port = own_redis.port
+        own_redis.stop()
+        stopped = time.monotonic()
+        lines = read_all(stream)
+        assert "error" in lines[-1] and time.monotonic() - stopped < 10
+        restarted = EmbeddedRedis(port=port)
+        try:
+            deadline = time.monotonic() + 45
+            while True:  # the web and worker processes reconnect by themselves
+                status, _, body = post_raw(base, "/api/chat", {"model": "echo", "stream": False, "messages": [
+                    {"role": "user", "content": "back again"}]})
+                if status == 200:
+                    assert json.loads(body)["message"]["content"] == "back again"
+                    break
+                assert time.monotonic() < deadline, (status, body)
+                time.sleep(0.5)
+            assert httpx.get(f"{base}/readyz").status_code == 200
+        finally:
+            restarted.stop()
+    finally:
+        web.stop()
+        worker.stop()
+
+
+def test_graceful_shutdown_finishes_open_streams(env):
+    worker = start_worker(env, concurrency=2)
+    web, base = start_web(env)
+    try:
+        short = {"model": "echo:slow", "messages": [{"role": "user", "content": "one two three four five six"}]}
+        stream = DroppableStream(base, "/api/chat", short)
+        assert stream.read_line()
+        web.popen.send_signal(signal.SIGTERM)  # gunicorn: stop accepting, finish open requests
+        worker.popen.send_signal(signal.SIGTERM)  # celery: warm shutdown, finish the current job
+        lines = read_all(stream)
+        assert lines[-1]["done"] is True
+        assert "".join(l["message"]["content"] for l in lines) == " two three four five six"
+        web.popen.wait(15)
+        worker.popen.wait(15)
+        with pytest.raises(httpx.ConnectError):
+            httpx.get(f"{base}/api/version")
+    finally:
+        web.stop()
+        worker.stop()
