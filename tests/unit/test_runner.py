@@ -132,3 +132,24 @@ def test_the_backend_gets_the_tool_prompt_and_a_capped_token_limit():
     run(backend, job=TOOL_JOB, max_job_tokens=50)
     assert backend.job.options.max_tokens == 50
     assert "## read_file" in backend.job.messages[0].content and backend.job.messages[0].role == "system"
+
+
+def test_a_job_is_never_run_twice():
+    redis = fakeredis.FakeRedis()
+    ctx = RunContext(redis=redis, backends=OneBackend(ScriptedBackend(["a"])), aborts=Flags(), worker_id="w1",
+                     heartbeat=Heartbeat(redis, "w1"))
+    assert run_job(JOB, ctx) == "stop"
+    second = ScriptedBackend(["a"])
+    ctx.backends = OneBackend(second)
+    assert run_job(JOB, ctx) == "duplicate" and not second.closed  # never even started
+
+
+def test_a_job_past_its_queue_wait_is_dropped_unrun():
+    import time as clock
+
+    backend = ScriptedBackend(["a"])
+    reason, events, state = run(backend, job=JOB.model_copy(update={"enqueued_at": clock.time() - 10,
+                                                                    "expires_at": clock.time() - 1}))
+    assert reason == "expired" and state["reason"] == "expired" and "started_at" not in state
+    assert events == [{"type": "error", "message": "the job waited 10 s in the queue; dropped unrun", "status": 503,
+                       "retry_after": None}]
