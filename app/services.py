@@ -30,14 +30,10 @@ class Services:
 
 def enqueue_by_name(job: Job, queue: str) -> None:
     """The front end knows the task by name only; it never imports worker code.
-
-    Published on the default exchange with the queue's name as routing key,
-    which kombu's Redis transport writes straight into the queue's list: a
-    named exchange would need a binding kept in Redis, and a restarted Redis
-    has none until a worker declares its queues again (the job would be
-    dropped silently)."""
+    (Celery publishes to a direct queue on the anonymous exchange, so the
+    message goes straight into the queue's list, bindings or not.)"""
     try:
-        celery_app.send_task(RUN_JOB_TASK, args=[job.model_dump(mode="json")], exchange="", routing_key=queue)
+        celery_app.send_task(RUN_JOB_TASK, args=[job.model_dump(mode="json")], queue=queue)
     except Exception as error:  # kombu raises OperationalError and friends when the broker is down
         raise ApiError(503, f"the job queue is unavailable ({type(error).__name__}); try again") from None
 

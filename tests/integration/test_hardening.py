@@ -8,7 +8,6 @@ import json
 import time
 
 import httpx
-import ollama
 import openai
 import pytest
 
