@@ -57,8 +57,11 @@ app.conf.update(
     task_ignore_result=True,
     task_default_queue="local",
     task_create_missing_queues=True,
-    # One job at a time per worker slot.
+    # One job at a time per worker slot, and none fetched ahead: a worker takes
+    # a job only when a slot is free, so a completion queued after a chat job
+    # still runs first (queue order) and waiting jobs stay in Redis, visible.
     worker_prefetch_multiplier=1,
+    worker_disable_prefetch=True,
     # Acknowledged when a worker takes the job, not after it ran. A job is bound
     # to a live client stream: if its worker dies the client gets an error at
     # once (heartbeats), so redelivering it later could only run it for nobody
