@@ -2,9 +2,11 @@
 
 
 class SwitchboardError(Exception):
-    """Base class. `status` is the HTTP status a client should see."""
+    """Base class. `status` is the HTTP status a client should see;
+    `retry_after`, when set, the seconds it should wait."""
 
     status = 500
+    retry_after: int | None = None
 
 
 class RegistryError(SwitchboardError):

@@ -74,7 +74,7 @@ def _run_started(job: Job, ctx: RunContext, aborted: Cancel) -> str:
         if aborted.is_set():  # e.g. an upstream read broken off by the abort itself
             done = DoneEvent(reason="aborted")
         elif isinstance(error, SwitchboardError):
-            return _fail(job, ctx, str(error), error.status, getattr(error, "retry_after", None))
+            return _fail(job, ctx, str(error), error.status, error.retry_after)
         else:
             log.exception("job %s on model %s failed", job.id, job.model)
             return _fail(job, ctx, "internal error while generating; see the worker log", 500)

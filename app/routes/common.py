@@ -19,9 +19,9 @@ from app.limits import Busy
 from app.services import services
 from queue_config import completion_queue
 from workers.channels import supersede
-from workers.metrics import count_rejection
 from workers.contract import DoneEvent, ErrorEvent, Event, Job, TextEvent, ToolCallEvent
 from workers.exceptions import UnknownModel
+from workers.metrics import count_rejection
 from workers.registry import ModelEntry
 
 M = TypeVar("M", bound=BaseModel)
@@ -90,18 +90,13 @@ def start_job(job: Job, entry: ModelEntry, stream: bool = False) -> tuple[JobRun
     any text (a prompt too long, a failed model) still gets a real status.
     Code completions go to the pool's priority queue and supersede the same
     client's previous completion for the model."""
-    queue = entry.pool
-    if is_code_completion(job):
-        queue = completion_queue(entry.pool)
-        supersede(services().redis, client_identity(), entry.name, job.id)
+    completion = is_code_completion(job)
     run = JobRun(services(), job, request.environ, current_key().name, _key_limits())
     try:
-        run.start(queue, entry.pool)
-    except BaseException:
-        run.close()
-        raise
-    events = run.events(keepalive=stream)  # a stream starts at once if the job keeps it waiting
-    try:
+        run.start(completion_queue(entry.pool) if completion else entry.pool, entry.pool)
+        if completion:  # only once admitted and queued: a refused request cancels nothing
+            supersede(services().redis, client_identity(), entry.name, job.id)
+        events = run.events(keepalive=stream)  # a stream starts at once if the job keeps it waiting
         first = next(events)
     except BaseException:
         run.close()

@@ -7,8 +7,7 @@ from typing import Iterator
 from flask import Blueprint, jsonify
 
 from app.errors import ApiError, openai_error_body
-from app.jobs import new_job_id
-from app.jobs import KEEPALIVE
+from app.jobs import KEEPALIVE, new_job_id
 from app.routes.common import (
     check_request_limits, collect, find_model, parse_body, register_error_handlers, start_job, stream_response,
     visible_entries,
@@ -60,34 +59,33 @@ def _sse_frames(events: Iterator[Event], chunks) -> Iterator[bytes]:
     yield SSE_DONE
 
 
+def _serve(request, entry, job, id_prefix: str, chunks_class, build_reply):
+    """Start the job; stream its chunks, or answer with one object."""
+    run, events = start_job(job, entry, request.stream)
+    completion_id, created = f"{id_prefix}-{job.id}", int(time.time())
+    if request.stream:
+        include_usage = bool(request.stream_options and request.stream_options.include_usage)
+        chunks = chunks_class(completion_id, request.model, created, include_usage)
+        return stream_response(run, _sse_frames(events, chunks), SSE_CONTENT_TYPE)
+    text, calls, done = collect(run, events)
+    return jsonify(build_reply(completion_id, created, text, calls, done))
+
+
 @bp.post("/chat/completions")
 def chat_completions():
     request = parse_body(ChatCompletionRequest)
     check_request_limits(request.messages, request.tools)
     entry = find_model(request.model)
-    job_id = new_job_id()
-    job = translate.chat_to_job(request, job_id, entry.name)
-    run, events = start_job(job, entry, request.stream)
-    completion_id, created = f"chatcmpl-{job_id}", int(time.time())
-    if request.stream:
-        include_usage = bool(request.stream_options and request.stream_options.include_usage)
-        chunks = translate.ChatChunks(completion_id, request.model, created, include_usage)
-        return stream_response(run, _sse_frames(events, chunks), SSE_CONTENT_TYPE)
-    text, calls, done = collect(run, events)
-    return jsonify(translate.chat_completion(completion_id, request.model, created, text, calls, done))
+    job = translate.chat_to_job(request, new_job_id(), entry.name)
+    return _serve(request, entry, job, "chatcmpl", translate.ChatChunks,
+                  lambda cid, created, text, calls, done: translate.chat_completion(
+                      cid, request.model, created, text, calls, done))
 
 
 @bp.post("/completions")
 def completions():
     request = parse_body(CompletionRequest)
     entry = find_model(request.model)
-    job_id = new_job_id()
-    job = translate.completion_to_job(request, job_id, entry.name, entry.capabilities)
-    run, events = start_job(job, entry, request.stream)
-    completion_id, created = f"cmpl-{job_id}", int(time.time())
-    if request.stream:
-        include_usage = bool(request.stream_options and request.stream_options.include_usage)
-        chunks = translate.CompletionChunks(completion_id, request.model, created, include_usage)
-        return stream_response(run, _sse_frames(events, chunks), SSE_CONTENT_TYPE)
-    text, _, done = collect(run, events)
-    return jsonify(translate.text_completion(completion_id, request.model, created, text, done))
+    job = translate.completion_to_job(request, new_job_id(), entry.name, entry.capabilities)
+    return _serve(request, entry, job, "cmpl", translate.CompletionChunks,
+                  lambda cid, created, text, _, done: translate.text_completion(cid, request.model, created, text, done))
