@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.integration.stack import stack_env, start_web, start_worker
+from scripts.processes import stack_env, start_web, start_worker
 
 
 @pytest.fixture(scope="session")

@@ -12,7 +12,7 @@ import openai
 import pytest
 
 from tests.integration.http import DroppableStream, post_raw
-from tests.integration.stack import stack_env, start_web, start_worker
+from scripts.processes import stack_env, start_web, start_worker
 from workers.channels import job_state
 
 KEYS = {"alice": "alice-key-1", "carol": "carol-key-2", "dave": "dave-key-3"}

@@ -4,27 +4,18 @@ points at that server, at the scripted upstream, and at the session's own
 Switchboard (a real Ollama-protocol and OpenAI-compatible server)."""
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
-from scripts.embedded_redis import free_port
-from tests.integration.stack import Process, stack_env, start_web, start_worker, wait_http_ready
+from scripts.processes import Process, stack_env, start_web, start_worker
+from scripts.processes import start_llama_server as llama_server
 from workers.backends.llamacpp import smollm2_gguf
 
 LLAMA_KEY = "test-upstream-key-7f3a9"
 
 
 def start_llama_server() -> tuple[Process, str]:
-    port = free_port()
-    process = Process("llama-server", [
-        sys.executable, "-m", "llama_cpp.server", "--model", str(smollm2_gguf()), "--host", "127.0.0.1",
-        "--port", str(port), "--api_key", LLAMA_KEY, "--n_ctx", "2048",
-        # so that only a closed connection, not the next request, stops a generation
-        "--interrupt_requests", "False",
-    ], stack_env("redis://unused"))
-    url = f"http://127.0.0.1:{port}"
-    wait_http_ready(process, f"{url}/v1/models", headers={"Authorization": f"Bearer {LLAMA_KEY}"})
-    return process, url
+    # --interrupt_requests False: only a closed connection, not the next request, stops a generation
+    return llama_server(smollm2_gguf(), LLAMA_KEY, ("--n_ctx", "2048", "--interrupt_requests", "False"))
 
 
 def registry_text(llama: str, scripted: str, switchboard: str, closed_port: int) -> str:

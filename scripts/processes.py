@@ -1,5 +1,6 @@
-"""Real processes for integration tests: a Celery worker and a gunicorn web
-server, each in its own process group, killed at the end."""
+"""Real processes for the integration tests and the benchmark: a Celery
+worker, a gunicorn web server and llama-cpp-python's own server, each in its
+own process group, killed at the end."""
 from __future__ import annotations
 
 import os
@@ -15,7 +16,7 @@ import httpx
 
 from scripts.embedded_redis import free_port
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 
 
@@ -83,12 +84,24 @@ def wait_http_ready(process: Process, url: str, headers: dict | None = None, tim
         time.sleep(0.1)
 
 
-def start_web(env: dict) -> tuple[Process, str]:
+def start_web(env: dict, extra_args: tuple[str, ...] = ()) -> tuple[Process, str]:
     port = free_port()
     web = Process("web", [
         str(BIN / "gunicorn"), "-k", "gevent", "-w", "1", "-b", f"127.0.0.1:{port}", "--no-control-socket",
-        "app:create_app()",
+        *extra_args, "app:create_app()",
     ], env)
     base = f"http://127.0.0.1:{port}"
     wait_http_ready(web, f"{base}/api/version")
     return web, base
+
+
+def start_llama_server(gguf: Path, api_key: str, extra_args: tuple[str, ...] = ()) -> tuple[Process, str]:
+    """llama-cpp-python's own OpenAI-compatible server on the given GGUF."""
+    port = free_port()
+    process = Process("llama-server", [
+        sys.executable, "-m", "llama_cpp.server", "--model", str(gguf), "--host", "127.0.0.1",
+        "--port", str(port), "--api_key", api_key, *extra_args,
+    ], stack_env("redis://unused"))
+    url = f"http://127.0.0.1:{port}"
+    wait_http_ready(process, f"{url}/v1/models", headers={"Authorization": f"Bearer {api_key}"})
+    return process, url

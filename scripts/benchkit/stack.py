@@ -1,0 +1,132 @@
+"""Everything the benchmark runs against, started on loopback and stopped at
+the end: a Redis of its own, the fake upstream, one Switchboard web process,
+its workers, llama-cpp-python's server and LiteLLM's proxy.
+
+The bench's registry puts each kind of job on its own pool, so each worker
+serves one measurement: `echo` on two gevent workers (the concurrency
+target's "two workers of the gevent kind"), the local model on one thread
+worker, the upstream models on one gevent worker.
+"""
+from __future__ import annotations
+
+import os
+import secrets
+import sys
+import tempfile
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from scripts.embedded_redis import EmbeddedRedis, free_port
+from scripts.processes import ROOT, Process, stack_env, start_llama_server, start_web, start_worker, wait_http_ready
+from workers.backends.llamacpp import smollm2_gguf
+
+LLAMA_KEY = "bench-llama-key"
+LITELLM_KEY = "sk-" + secrets.token_hex(32)  # LiteLLM refuses to start without a strong master key
+UPSTREAM_MODELS = ("paced", "instant")
+ECHO_CONCURRENCY = 600  # greenlets per echo worker: two of them carry 1,000 streams
+# Generous limits: the benchmark measures the path, not the admission control.
+LIMITS = {"SWITCHBOARD_MAX_CONCURRENT": "5000", "SWITCHBOARD_MAX_QUEUE": "5000",
+          "SWITCHBOARD_REQUESTS_PER_MINUTE": "1000000", "SWITCHBOARD_KEEPALIVE": "0.5"}
+LITELLM_VENV = ROOT / ".venv-litellm"
+
+
+def registry_text(upstream_url: str) -> str:
+    models = {
+        "echo": 'backend = "echo"\npool = "echo"\n',
+        "echo:slow": 'backend = "echo"\npool = "echo"\ndelay_ms = 50\n',
+        "smollm2:135m": 'backend = "llamacpp"\npool = "local"\nn_ctx = 2048\n',
+        # on the one-slot local worker: jobs queue behind each other (the queued-abort case)
+        "echo:local": 'backend = "echo"\npool = "local"\ndelay_ms = 50\n',
+    }
+    for name in UPSTREAM_MODELS:
+        models[f"up-{name}"] = (f'backend = "openai"\npool = "upstream"\nbase_url = "{upstream_url}/v1"\n'
+                                f'upstream_model = "{name}"\ncontext_length = 8192\nretries = 0\n')
+    return "".join(f'[models."{name}"]\n{body}\n' for name, body in models.items())
+
+
+@dataclass
+class Endpoints:
+    redis_url: str
+    upstream_port: int
+    web_port: int
+    web: Process
+    llama_port: int | None = None
+    litellm_port: int | None = None
+    processes: list[Process] = field(default_factory=list)
+
+
+def port_of(url: str) -> int:
+    return int(url.rsplit(":", 1)[1].split("/")[0])
+
+
+class BenchStack:
+    """Start with `with BenchStack(...) as endpoints:`; all stops on exit."""
+
+    def __init__(self, tokens: int, rate: float, llama: bool = True, litellm: bool = True):
+        self.tokens, self.rate = tokens, rate
+        self.llama, self.litellm = llama, litellm
+        self._stack = ExitStack()
+        self._processes: list[Process] = []
+
+    def __enter__(self) -> Endpoints:
+        try:
+            return self._start()
+        except BaseException:
+            self._stack.close()
+            raise
+
+    def __exit__(self, *exc) -> None:
+        self._stack.close()
+
+    def _process(self, process: Process) -> Process:
+        self._stack.callback(process.stop)
+        self._processes.append(process)
+        return process
+
+    def _start(self) -> Endpoints:
+        redis = EmbeddedRedis()
+        self._stack.callback(redis.stop)
+        upstream_port = free_port()
+        upstream = self._process(Process("upstream", [
+            sys.executable, "-m", "scripts.benchkit.upstream", "--port", str(upstream_port),
+            "--tokens", str(self.tokens), "--rate", str(self.rate)], stack_env(redis.url)))
+        wait_http_ready(upstream, f"http://127.0.0.1:{upstream_port}/v1/models")
+        registry = Path(tempfile.mkdtemp(prefix="switchboard-bench-")) / "models.toml"
+        registry.write_text(registry_text(f"http://127.0.0.1:{upstream_port}"))
+        env = stack_env(redis.url, SWITCHBOARD_MODELS=str(registry), **LIMITS)
+        for _ in range(2):
+            self._process(start_worker(env, ECHO_CONCURRENCY, "echo-completion,echo", "gevent"))
+        self._process(start_worker(env, int(os.environ.get("UPC", "100")), "upstream-completion,upstream", os.environ.get("UPPOOL", "gevent")))
+        self._process(start_worker(env, 1, "local-completion,local", "threads"))
+        web, base = start_web(env, ("--worker-connections", "4000"))
+        self._process(web)
+        endpoints = Endpoints(redis.url, upstream_port, port_of(base), web, processes=self._processes)
+        if self.llama:
+            process, url = start_llama_server(smollm2_gguf(), LLAMA_KEY, ("--n_ctx", "2048"))
+            endpoints.llama_port = port_of(self._process(process) and url)
+        if self.litellm:
+            endpoints.litellm_port = self._start_litellm(upstream_port)
+        return endpoints
+
+    def _start_litellm(self, upstream_port: int) -> int:
+        python = LITELLM_VENV / "bin" / "python"
+        if not python.exists():
+            raise RuntimeError(f"LiteLLM is not installed in {LITELLM_VENV}; run `make install`")
+        config = Path(tempfile.mkdtemp(prefix="switchboard-litellm-")) / "config.yaml"
+        config.write_text("model_list:\n" + "".join(
+            f"  - model_name: up-{name}\n    litellm_params:\n      model: openai/{name}\n"
+            f"      api_base: http://127.0.0.1:{upstream_port}/v1\n      api_key: unused\n"
+            for name in UPSTREAM_MODELS))
+        port = free_port()
+        # The local cost map: LiteLLM otherwise fetches one from GitHub at start.
+        env = dict(os.environ, LITELLM_LOCAL_MODEL_COST_MAP="True", LITELLM_LOG="ERROR", LITELLM_MASTER_KEY=LITELLM_KEY)
+        process = self._process(Process("litellm", [
+            str(LITELLM_VENV / "bin" / "litellm"), "--config", str(config), "--host", "127.0.0.1",
+            "--port", str(port), "--num_workers", "1"], env))
+        wait_http_ready(process, f"http://127.0.0.1:{port}/health/liveliness", timeout=120)
+        return port
+
+
+def redis_connection_bound() -> int:
+    return 0

@@ -1,0 +1,122 @@
+"""A minimal OpenAI-compatible streaming server for the benchmark: the
+upstream that is reached directly, through Switchboard and through LiteLLM.
+
+`POST /v1/chat/completions` with `"stream": true` streams a fixed number of
+one-word tokens. The model name picks the pace: "paced" sends them at a
+fixed rate, "instant" all at once. A non-streaming request gets the whole
+text in one JSON reply. Run it as its own process, so its work is not
+counted against the client or the gateway:
+
+    python -m scripts.benchkit.upstream --port 9000 --tokens 64 --rate 200
+
+Written on asyncio with raw streams (no framework) so that the upstream
+itself costs as little as possible and is the same for every contender.
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import time
+
+WORD = "tok"
+
+
+def chunk(model: str, created: int, delta: dict, finish: str | None = None) -> bytes:
+    body = {"id": "chatcmpl-bench", "object": "chat.completion.chunk", "created": created, "model": model,
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+    return b"data: " + json.dumps(body, separators=(",", ":")).encode() + b"\n\n"
+
+
+def usage_chunk(model: str, created: int, prompt: int, completion: int) -> bytes:
+    body = {"id": "chatcmpl-bench", "object": "chat.completion.chunk", "created": created, "model": model,
+            "choices": [], "usage": {"prompt_tokens": prompt, "completion_tokens": completion,
+                                     "total_tokens": prompt + completion}}
+    return b"data: " + json.dumps(body, separators=(",", ":")).encode() + b"\n\n"
+
+
+def http_chunk(data: bytes) -> bytes:
+    return b"%x\r\n%s\r\n" % (len(data), data)
+
+
+class Upstream:
+    def __init__(self, tokens: int, rate: float):
+        self.tokens = tokens
+        self.interval = 1.0 / rate
+
+    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while await self._one_request(reader, writer):
+                pass
+        except (ConnectionError, asyncio.IncompleteReadError):
+            pass
+        finally:
+            writer.close()
+
+    async def _one_request(self, reader, writer) -> bool:
+        head = await reader.readuntil(b"\r\n\r\n")
+        lines = head.decode("latin-1").split("\r\n")
+        method, path, _ = lines[0].split(" ", 2)
+        headers = {k.strip().lower(): v.strip() for k, _, v in (line.partition(":") for line in lines[1:] if line)}
+        body = await reader.readexactly(int(headers.get("content-length", "0")))
+        if method == "GET":
+            await self._json(writer, 200, {"object": "list", "data": [
+                {"id": name, "object": "model", "created": 0, "owned_by": "bench"} for name in ("paced", "instant")]})
+        elif path.endswith("/chat/completions"):
+            await self._completion(writer, json.loads(body))
+        else:
+            await self._json(writer, 404, {"error": {"message": f"no route {path}"}})
+        return headers.get("connection", "").lower() != "close"
+
+    async def _json(self, writer, status: int, body: dict) -> None:
+        data = json.dumps(body).encode()
+        writer.write(b"HTTP/1.1 %d X\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s"
+                     % (status, len(data), data))
+        await writer.drain()
+
+    async def _completion(self, writer, request: dict) -> None:
+        model, created = request.get("model", "paced"), int(time.time())
+        count = min(int(request.get("max_tokens") or self.tokens), self.tokens)
+        prompt_tokens = sum(len(str(m.get("content", "")).split()) for m in request.get("messages", []))
+        if not request.get("stream"):
+            return await self._json(writer, 200, {
+                "id": "chatcmpl-bench", "object": "chat.completion", "created": created, "model": model,
+                "choices": [{"index": 0, "finish_reason": "length" if count < self.tokens else "stop",
+                             "message": {"role": "assistant", "content": " ".join([WORD] * count)}}],
+                "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": count,
+                          "total_tokens": prompt_tokens + count}})
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n")
+        writer.write(http_chunk(chunk(model, created, {"role": "assistant", "content": ""})))
+        await writer.drain()
+        paced = model != "instant"
+        for index in range(count):
+            if paced:
+                await asyncio.sleep(self.interval)
+            writer.write(http_chunk(chunk(model, created, {"content": WORD if index == 0 else " " + WORD})))
+            if paced:
+                await writer.drain()
+        tail = chunk(model, created, {}, "stop")
+        if (request.get("stream_options") or {}).get("include_usage"):
+            tail += usage_chunk(model, created, prompt_tokens, count)
+        writer.write(http_chunk(tail + b"data: [DONE]\n\n") + b"0\r\n\r\n")
+        await writer.drain()
+
+
+async def serve(port: int, tokens: int, rate: float) -> None:
+    upstream = Upstream(tokens, rate)
+    server = await asyncio.start_server(upstream.handle, "127.0.0.1", port, backlog=2048)
+    async with server:
+        await server.serve_forever()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--tokens", type=int, default=64, help="tokens per reply")
+    parser.add_argument("--rate", type=float, default=200.0, help='tokens per second for model "paced"')
+    args = parser.parse_args()
+    asyncio.run(serve(args.port, args.tokens, args.rate))
+
+
+if __name__ == "__main__":
+    main()
