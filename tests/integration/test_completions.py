@@ -71,9 +71,13 @@ def test_format_schema_constrains_the_real_model(client):
 
 @pytest.mark.slow
 def test_json_mode_and_response_format_on_the_real_model(base_url, client):
-    # (a reply cut by the token limit cannot be whole JSON: leave it room)
+    # (a reply cut by the token limit cannot be whole JSON: leave it room). At
+    # Ollama's default temperature (0.8) this 135M model's JSON may ramble past
+    # any limit, and whether a seed does depends on the CPU's float kernels:
+    # greedy decoding keeps the test about the grammar, not the dice.
     for seed in (4, 5, 6):
-        reply = client.chat("smollm2:135m", format="json", options={"seed": seed, "num_predict": 200}, messages=[
+        reply = client.chat("smollm2:135m", format="json", options={"seed": seed, "num_predict": 200,
+                                                                    "temperature": 0}, messages=[
             {"role": "user", "content": "Describe a cat as a JSON object with a name and an age."}])
         assert reply.done_reason == "stop" and isinstance(json.loads(reply.message.content), dict)
     oai = openai.OpenAI(base_url=f"{base_url}/v1", api_key="unused", max_retries=0)
