@@ -10,9 +10,27 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from celery import Celery
+from redis import BlockingConnectionPool, Redis
 
 RUN_JOB_TASK = "switchboard.run_job"
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
+# Connections one process's Redis client may open (pub/sub and Celery's own
+# broker connections come on top): however many streams or jobs a process
+# carries, its Redis connections stay bounded.
+REDIS_CONNECTIONS = int(os.environ.get("SWITCHBOARD_REDIS_CONNECTIONS", "32"))
+# What Celery's broker connections add per process: its producer pool, plus
+# the consumer's connection and its spare.
+BROKER_POOL_LIMIT = 10
+BROKER_CONSUMER_CONNECTIONS = 2
+
+
+def redis_client(url: str, name: str, **connection_options) -> Redis:
+    """A client over a bounded pool: when all its connections are busy, a
+    caller waits for one (up to 10 s) instead of opening more. `name` shows
+    in Redis's CLIENT LIST, so an operator sees who holds which connection."""
+    pool = BlockingConnectionPool.from_url(url, max_connections=REDIS_CONNECTIONS, timeout=10,
+                                           client_name=name, health_check_interval=10, **connection_options)
+    return Redis(connection_pool=pool)
 
 
 @dataclass(frozen=True)
@@ -78,4 +96,5 @@ app.conf.update(
     # "local-completion,local" serves completions first.
     broker_transport_options={"visibility_timeout": 3600, "queue_order_strategy": "priority"},
     worker_send_task_events=False,
+    broker_pool_limit=BROKER_POOL_LIMIT,
 )

@@ -6,7 +6,6 @@ watch are greenlets): `gunicorn -k gevent 'app:create_app()'`.
 from __future__ import annotations
 
 from flask import Flask
-from redis import Redis
 from redis.backoff import ExponentialBackoff
 from redis.retry import Retry
 
@@ -16,6 +15,7 @@ from app.relay import Relay
 from app.requestlog import install_request_log
 from app.routes import ollama, openai, ops, simple_chat
 from app.services import Services, enqueue_by_name
+from queue_config import redis_client
 from workers.registry import load_registry
 
 
@@ -25,8 +25,8 @@ def create_app(overrides: dict | None = None) -> Flask:
     keys = load_keys(settings.keys_file, settings.api_keys)
     # Fail fast when Redis is down (redis-py would retry for many seconds):
     # a stream should end with an error at once, and recover when Redis does.
-    redis = Redis.from_url(settings.redis_url, health_check_interval=10, socket_connect_timeout=2,
-                           retry=Retry(ExponentialBackoff(cap=0.5, base=0.05), 2))
+    redis = redis_client(settings.redis_url, "switchboard-web", socket_connect_timeout=2,
+                         retry=Retry(ExponentialBackoff(cap=0.5, base=0.05), 2))
     app = Flask(__name__, static_folder=None)
     app.config["MAX_CONTENT_LENGTH"] = settings.max_body_bytes
     app.json.sort_keys = False  # keep wire objects in the order the APIs document

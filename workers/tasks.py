@@ -12,9 +12,8 @@ from functools import lru_cache
 
 from celery.signals import worker_process_init, worker_ready
 from pydantic import ValidationError
-from redis import Redis
 
-from queue_config import RUN_JOB_TASK, app, worker_settings
+from queue_config import RUN_JOB_TASK, app, redis_client, worker_settings
 from workers.abort_watch import AbortWatch
 from workers.channels import publish_event
 from workers.contract import ErrorEvent, Job
@@ -29,7 +28,7 @@ log = logging.getLogger(__name__)
 @lru_cache(maxsize=1)
 def _context(pid: int) -> RunContext:
     settings = worker_settings()
-    redis = Redis.from_url(settings.redis_url, health_check_interval=10)
+    redis = redis_client(settings.redis_url, "switchboard-worker")
     worker_id = f"{socket.gethostname()}:{pid}"
     return RunContext(
         redis=redis,

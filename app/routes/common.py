@@ -9,6 +9,7 @@ from typing import Callable, Iterator, TypeVar
 
 from flask import Response, g, jsonify, request
 from pydantic import BaseModel, ValidationError
+from redis.exceptions import RedisError
 from werkzeug.exceptions import RequestEntityTooLarge
 
 from app.auth import ANONYMOUS, ApiKey
@@ -140,6 +141,7 @@ def stream_response(run: JobRun, frames: Iterator[bytes], content_type: str) -> 
     response = Response(body(), content_type=content_type)
     response.headers["Cache-Control"] = "no-cache"
     response.headers["X-Accel-Buffering"] = "no"  # keep reverse proxies from buffering the stream
+    response.headers["X-Job-Id"] = run.job.id  # for operators (and the benchmark) to find the job
     response.call_on_close(run.close)  # runs even if the body was never iterated
     return response
 
@@ -166,6 +168,11 @@ def register_error_handlers(blueprint, error_body: Callable[[ApiError], dict], b
         message = OLLAMA_BUSY if busy_status == 503 else busy.message
         return render(ApiError(busy_status, message, retry_after=busy.retry_after))
 
+    def render_redis_down(error: RedisError) -> Response:
+        # Redis down, or every pooled connection busy for 10 s: retryable, and said in the API's shape.
+        return render(ApiError(503, f"the job queue is unavailable ({type(error).__name__}); try again",
+                               retry_after=1))
+
     def render_too_large(_: RequestEntityTooLarge) -> Response:
         count_rejection(services().redis, "too_large")
         return render(ApiError(413, f"the request body is larger than {services().settings.max_body_bytes} bytes"))
@@ -173,4 +180,5 @@ def register_error_handlers(blueprint, error_body: Callable[[ApiError], dict], b
     blueprint.register_error_handler(ApiError, render)
     blueprint.register_error_handler(Busy, render_busy)
     blueprint.register_error_handler(RequestEntityTooLarge, render_too_large)
+    blueprint.register_error_handler(RedisError, render_redis_down)
     blueprint.register_error_handler(ClientGone, client_gone_response)
