@@ -23,7 +23,7 @@ from app.limits import admit, release
 from app.relay import CLOSED, RelayUnavailable, Subscription
 from app.services import Services
 from workers.channels import alive_key, events_channel, record_state, send_abort
-from workers.contract import DoneEvent, ErrorEvent, Event, Job, StartedEvent, decode_event
+from workers.contract import DoneEvent, ErrorEvent, Event, Job, StartedEvent, TextEvent, decode_event, is_text_payload
 
 KEEPALIVE = object()  # yielded by JobRun.events(keepalive=True) while the job is silent
 
@@ -108,14 +108,23 @@ class JobRun:
 
     def events(self, keepalive: bool = False) -> Iterator[Event]:
         """The job's events after it started, ending with its DoneEvent or
-        ErrorEvent; KEEPALIVE markers in between if asked for."""
+        ErrorEvent; KEEPALIVE markers in between if asked for. Text events
+        already waiting are merged into one (one frame, one write)."""
         while not self.finished:
             event = self.next_event(keepalive)
             if isinstance(event, StartedEvent):
                 self.started = True
                 continue
+            if isinstance(event, TextEvent):
+                event = self._merge_waiting_text(event)
             self.finished = isinstance(event, (DoneEvent, ErrorEvent))
             yield event
+
+    def _merge_waiting_text(self, event: TextEvent) -> TextEvent:
+        waiting, texts = self._subscription.messages, [event.text]
+        while not waiting.empty() and waiting.peek() is not CLOSED and is_text_payload(waiting.peek()):
+            texts.append(decode_event(waiting.get()).text)
+        return event if len(texts) == 1 else TextEvent(text="".join(texts))
 
     def close(self) -> None:
         """Idempotent; aborts the job unless it finished."""

@@ -165,5 +165,11 @@ def encode_event(event: Event) -> bytes:
     return event.model_dump_json().encode()
 
 
+def is_text_payload(payload: bytes) -> bool:
+    """Cheaper than decoding: pydantic writes fields in declaration order,
+    so a text event's JSON starts with its type."""
+    return payload.startswith(b'{"type":"text"')
+
+
 def decode_event(payload: bytes | str) -> Event:
     return EVENT_ADAPTER.validate_json(payload)

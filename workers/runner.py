@@ -18,15 +18,16 @@ from workers.abort_watch import AbortWatch
 from workers.backends.base import Backend, Outcome
 from workers.cancel import Cancel
 from workers.channels import (
-    FOREVER_SECONDS, RECORD_TTL_SECONDS, claim_key, forget_loaded, mark_loaded, note_drained, publish_event,
-    record_state,
+    FOREVER_SECONDS, announce_started, forget_loaded, mark_loaded, publish_event, record_state, take_job,
 )
+from workers.heartbeat import TTL as HEARTBEAT_TTL
 from workers.heartbeat import Heartbeat
 from workers.metrics import count_job
-from workers.contract import DoneEvent, ErrorEvent, Job, StartedEvent, Timings, Usage
+from workers.contract import DoneEvent, ErrorEvent, Job, Timings, Usage
 from workers.exceptions import SwitchboardError
 from workers.instances import BackendInstances
 from workers.prompts import is_load_only, resolve_prompt
+from workers.publisher import EventPublisher
 from workers.registry import ModelEntry
 from workers.toolcalls.emulation import ReplyFilter, ToolPlan, plan_tools
 
@@ -47,13 +48,13 @@ class RunContext:
 
 def run_job(job: Job, ctx: RunContext) -> str:
     """Run the job and return the reason it finished."""
-    if not ctx.redis.set(claim_key(job.id), ctx.worker_id.encode(), nx=True, ex=RECORD_TTL_SECONDS):
-        # Redelivered (its first worker died after taking it): its client was told already.
-        log.warning("job %s was already taken by another worker; not running it again", job.id)
-        return "duplicate"
-    note_drained(ctx.redis, ctx.backends.entry(job.model).pool)
     with ctx.aborts.watch(job.id) as aborted:
-        if aborted.is_set():  # the client left while the job was queued
+        claimed, was_aborted = take_job(ctx.redis, job.id, ctx.worker_id, ctx.backends.entry(job.model).pool)
+        if not claimed:
+            # Redelivered (its first worker died after taking it): its client was told already.
+            log.warning("job %s was already taken by another worker; not running it again", job.id)
+            return "duplicate"
+        if was_aborted or aborted.is_set():  # the client left while the job was queued
             return _finish(job, ctx, "aborted", worker=ctx.worker_id)
         if job.expires_at is not None and time.time() > job.expires_at:
             waited = time.time() - job.enqueued_at
@@ -65,8 +66,7 @@ def run_job(job: Job, ctx: RunContext) -> str:
 
 
 def _run_started(job: Job, ctx: RunContext, aborted: Cancel) -> str:
-    record_state(ctx.redis, job.id, status="running", started_at=time.time(), worker=ctx.worker_id)
-    publish_event(ctx.redis, job.id, StartedEvent())
+    announce_started(ctx.redis, job.id, ctx.worker_id, HEARTBEAT_TTL)
     started_wall = time.time()
     try:
         done = _generate(job, ctx, aborted)
@@ -136,6 +136,7 @@ def _stream(job: Job, ctx: RunContext, entry: ModelEntry, backend: Backend, abor
     plan = plan_tools(job, entry.tools, entry.system, entry.step_limit)
     replies = ReplyFilter(plan)
     first_token_at: int | None = None
+    publisher = EventPublisher(ctx.redis, job.id)
     pieces = backend.generate(_backend_job(job, ctx, plan, backend.reads_prompt), aborted)
     try:
         while True:
@@ -147,13 +148,14 @@ def _stream(job: Job, ctx: RunContext, entry: ModelEntry, backend: Backend, abor
             if aborted.is_set():
                 return DoneEvent(reason="aborted")
             first_token_at = first_token_at or time.perf_counter_ns()
-            _publish_all(ctx, job, replies.feed(text))
+            publisher.put(replies.feed(text))
             if time.perf_counter_ns() > deadline:
                 log.warning("job %s hit the %.0f s wall-time cap", job.id, ctx.max_job_seconds)
                 outcome = Outcome("length", 0, 0)
                 break
     finally:
         pieces.close()  # stops the backend (llama.cpp, an upstream socket) at once
+        publisher.close(drop=aborted.is_set())  # what is left goes out before the done event
     if aborted.is_set():  # the stream may have ended quietly because the abort closed it
         return DoneEvent(reason="aborted")
     _publish_all(ctx, job, replies.finish())
