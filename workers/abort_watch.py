@@ -2,8 +2,9 @@
 
 One pub/sub listener thread per process hears every abort broadcast and sets
 the `Cancel` of the matching running job, so the runner's per-token check is
-in memory and a backend blocked in I/O is woken through its callbacks. A job aborted before it started is caught by the
-abort key, checked after the job's flag is registered (no gap to fall into).
+in memory and a backend blocked in I/O is woken through its callbacks. A job
+aborted before it started is caught by its abort key, which the caller reads
+inside `watch` (after the flag is registered: no gap to fall into).
 """
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from typing import Iterator
 from redis import Redis
 
 from workers.cancel import Cancel
-from workers.channels import ABORT_CHANNEL, is_aborted
+from workers.channels import ABORT_CHANNEL
 
 log = logging.getLogger(__name__)
 
@@ -34,8 +35,6 @@ class AbortWatch:
         self._ensure_listening()
         flag = self._flags[job_id] = Cancel()
         try:
-            if is_aborted(self._redis, job_id):
-                flag.set()
             yield flag
         finally:
             self._flags.pop(job_id, None)

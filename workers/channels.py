@@ -11,7 +11,7 @@ import time
 
 from redis import Redis
 
-from workers.contract import ErrorEvent, Event, encode_event
+from workers.contract import ErrorEvent, Event, StartedEvent, encode_event
 
 PREFIX = "switchboard"
 ABORT_CHANNEL = f"{PREFIX}:abort"
@@ -62,6 +62,31 @@ def supersede(redis: Redis, client: str, model: str, job_id: str) -> str | None:
     publish_event(redis, previous_id, ErrorEvent(message="superseded by a newer completion request", status=409))
     send_abort(redis, previous_id)
     return previous_id
+
+
+def take_job(redis: Redis, job_id: str, worker_id: str, pool: str) -> tuple[bool, bool]:
+    """A worker takes the job off its queue, in one round trip: claim it (False
+    if another worker already did: a redelivery), count it as drained from
+    the pool, and read its abort mark. Returns (claimed, aborted)."""
+    bucket = _drained_key(pool, int(time.time() // 10))
+    pipe = redis.pipeline(transaction=False)
+    pipe.set(claim_key(job_id), worker_id.encode(), nx=True, ex=RECORD_TTL_SECONDS)
+    pipe.exists(abort_key(job_id))
+    pipe.incr(bucket)
+    pipe.expire(bucket, 120)
+    claimed, aborted, _, _ = pipe.execute()
+    return bool(claimed), bool(aborted)
+
+
+def announce_started(redis: Redis, job_id: str, worker_id: str, alive_seconds: int) -> None:
+    """In one round trip: the job's first heartbeat, its state, and the
+    started event (after the heartbeat, so the front end finds it alive)."""
+    pipe = redis.pipeline(transaction=False)
+    pipe.set(alive_key(job_id), b"1", ex=alive_seconds)
+    pipe.hset(state_key(job_id), mapping={"status": "running", "started_at": time.time(), "worker": worker_id})
+    pipe.expire(state_key(job_id), RECORD_TTL_SECONDS)
+    pipe.publish(events_channel(job_id), encode_event(StartedEvent()))
+    pipe.execute()
 
 
 def is_aborted(redis: Redis, job_id: str) -> bool:
@@ -116,15 +141,6 @@ def loaded_models(redis: Redis) -> dict[str, int]:
 
 def _drained_key(pool: str, bucket: int) -> str:
     return f"{PREFIX}:drained:{pool}:{bucket}"
-
-
-def note_drained(redis: Redis, pool: str) -> None:
-    """A job left the pool's queue: counted in 10-second buckets."""
-    key = _drained_key(pool, int(time.time() // 10))
-    pipe = redis.pipeline(transaction=False)
-    pipe.incr(key)
-    pipe.expire(key, 120)
-    pipe.execute()
 
 
 def drained_recently(redis: Redis, pool: str) -> int:

@@ -73,8 +73,7 @@ class _Running:
 
     def __enter__(self):
         self._heartbeat.start()
-        self._heartbeat._jobs.add(self._job_id)
-        self._heartbeat._redis.set(alive_key(self._job_id), b"1", ex=TTL)  # at once, not in up to a second
+        self._heartbeat._jobs.add(self._job_id)  # its first beat is the runner's (channels.announce_started)
         return self
 
     def __exit__(self, *exc):

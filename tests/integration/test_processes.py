@@ -10,7 +10,7 @@ import redis
 
 from scripts.embedded_redis import EmbeddedRedis
 from workers.abort_watch import AbortWatch
-from workers.channels import send_abort
+from workers.channels import send_abort, take_job
 
 
 def test_embedded_redis_is_a_real_server_and_stops():
@@ -36,11 +36,16 @@ def test_abort_watch_hears_a_running_jobs_abort(clean_redis, redis_url):
         assert flag.is_set()
 
 
-def test_abort_watch_sees_an_abort_sent_before_the_job_started(clean_redis, redis_url):
+def test_taking_a_job_sees_an_abort_sent_before_it_started(clean_redis):
     job_id = uuid.uuid4().hex
     send_abort(clean_redis, job_id)
-    with AbortWatch(redis.Redis.from_url(redis_url)).watch(job_id) as flag:
-        assert flag.is_set()
+    assert take_job(clean_redis, job_id, "worker-a", "local") == (True, True)
+
+
+def test_a_job_is_taken_once(clean_redis):
+    job_id = uuid.uuid4().hex
+    assert take_job(clean_redis, job_id, "worker-a", "local") == (True, False)
+    assert take_job(clean_redis, job_id, "worker-b", "local") == (False, False)
 
 
 def test_front_end_imports_no_worker_code():
