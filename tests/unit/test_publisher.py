@@ -1,0 +1,98 @@
+"""The worker's event publisher: order kept, adjacent text merged, a slow
+producer's events sent one by one, failures surfaced to the runner."""
+from __future__ import annotations
+
+import threading
+
+import fakeredis
+import pytest
+from redis.exceptions import ConnectionError as RedisConnectionError
+
+from workers.channels import events_channel
+from workers.contract import DoneEvent, TextEvent, ToolCallEvent, decode_event
+from workers.publisher import EventPublisher, merge_texts
+
+CALL = ToolCallEvent(index=0, id="call_1", name="f", arguments="{}")
+
+
+@pytest.mark.parametrize("events, merged", [
+    ([], []),
+    ([TextEvent(text="a")], [TextEvent(text="a")]),
+    ([TextEvent(text="a"), TextEvent(text=" b"), TextEvent(text=" c")], [TextEvent(text="a b c")]),
+    ([TextEvent(text="a"), CALL, TextEvent(text="b"), TextEvent(text="c")],
+     [TextEvent(text="a"), CALL, TextEvent(text="bc")]),
+], ids=["empty", "one", "run-of-text", "call-splits-runs"])
+def test_merge_texts(events, merged):
+    assert merge_texts(events) == merged
+
+
+def _listen(redis, job_id):
+    pubsub = redis.pubsub()
+    pubsub.subscribe(events_channel(job_id))
+    pubsub.get_message(timeout=1)
+    return pubsub
+
+
+def _received(pubsub) -> list:
+    events = []
+    while (message := pubsub.get_message(timeout=0.2)) is not None:
+        events.append(decode_event(message["data"]))
+    return events
+
+
+def test_everything_arrives_in_order_and_text_is_whole():
+    redis = fakeredis.FakeRedis()
+    pubsub = _listen(redis, "j")
+    publisher = EventPublisher(redis, "j")
+    words = [f" w{i}" for i in range(500)]
+    for word in words:
+        publisher.put([TextEvent(text=word)])
+    publisher.put([CALL])
+    publisher.close()
+    events = _received(pubsub)
+    assert "".join(e.text for e in events if isinstance(e, TextEvent)) == "".join(words)
+    assert events[-1] == CALL and len(events) <= 501
+
+
+def test_a_slow_producers_events_go_out_one_by_one():
+    redis = fakeredis.FakeRedis()
+    pubsub = _listen(redis, "j")
+    publisher = EventPublisher(redis, "j")
+    for word in ("a", "b", "c"):
+        publisher.put([TextEvent(text=word)])
+        message = pubsub.get_message(timeout=2)  # published before the next token exists
+        assert decode_event(message["data"]) == TextEvent(text=word)
+    publisher.close()
+
+
+def test_drop_discards_what_is_pending():
+    redis, in_flight, release = fakeredis.FakeRedis(), threading.Event(), threading.Event()
+    publish = redis.publish
+
+    def held_publish(*args):  # the first publish is held up on its way
+        in_flight.set()
+        release.wait(2)
+        return publish(*args)
+
+    redis.publish = held_publish
+    pubsub = _listen(redis, "j")
+    publisher = EventPublisher(redis, "j")
+    publisher.put([TextEvent(text="first")])
+    assert in_flight.wait(2)
+    publisher.put([TextEvent(text="second"), DoneEvent(reason="stop")])
+    threading.Timer(0.1, release.set).start()  # after close has dropped what was pending
+    publisher.close(drop=True)
+    assert _received(pubsub) == [TextEvent(text="first")]
+
+
+def test_a_redis_failure_reaches_the_runner():
+    redis = fakeredis.FakeRedis()
+
+    def broken(*_):
+        raise RedisConnectionError("gone")
+
+    redis.publish = broken
+    publisher = EventPublisher(redis, "j")
+    publisher.put([TextEvent(text="a")])
+    with pytest.raises(RedisConnectionError):
+        publisher.close()
