@@ -44,3 +44,15 @@ def test_ollama_chat_converts_tool_calls_and_names_results():
         {"role": "assistant", "content": "", "tool_calls": [{"function": {"name": "grep", "arguments": {"q": "x"}}}]},
         {"role": "tool", "content": "found", "tool_name": "grep"}]
     assert body["tools"][0]["function"]["name"] == "grep"
+
+
+def test_sse_data_reads_the_body_to_its_end_so_the_connection_is_reused():
+    consumed = []
+
+    def lines():
+        for line in ['data: {"a": 1}', "", "data: [DONE]", "", ": end"]:
+            consumed.append(line)
+            yield line
+
+    assert list(openai_upstream.sse_data(lines())) == [{"a": 1}]
+    assert consumed[-1] == ": end"

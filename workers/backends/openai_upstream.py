@@ -15,6 +15,7 @@ from workers.backends.upstream import (
 )
 from workers.cancel import Cancel
 from workers.contract import Job, Message, ToolChoice
+from workers.exceptions import BackendError
 
 
 def _message(message: Message) -> dict:
@@ -74,9 +75,21 @@ def sse_data(lines: Iterator[str]) -> Iterator[dict]:
             continue
         data = line[5:].strip()
         if data == "[DONE]":
+            _read_to_end(lines)
             return
         if data:
             yield json.loads(data)
+
+
+def _read_to_end(lines: Iterator[str]) -> None:
+    """Read the body to its end, normally just the closing chunk: httpx closes
+    a connection whose body was left unread, and a new connection per job
+    (TCP handshake, gevent's resolver thread) costs about a millisecond."""
+    try:
+        for _ in lines:
+            pass
+    except BackendError:  # an upstream that never ends its body: the reply is complete anyway
+        pass
 
 
 class OpenAIUpstreamBackend(UpstreamBackend):
