@@ -30,10 +30,20 @@ class Services:
 
 def enqueue_by_name(job: Job, queue: str) -> None:
     """The front end knows the task by name only; it never imports worker code.
-    (Celery publishes to a direct queue on the anonymous exchange, so the
-    message goes straight into the queue's list, bindings or not.)"""
+
+    Celery's own message API (create_task_message, router, send_task_message:
+    the steps send_task takes) without send_task's extras: it would build a
+    result backend object and an AsyncResult in every request greenlet and
+    repr the whole job, about half a millisecond per request for nothing
+    (results are ignored; events travel over pub/sub). The Celery task id
+    is the job id."""
+    amqp = celery_app.amqp
     try:
-        celery_app.send_task(RUN_JOB_TASK, args=[job.model_dump(mode="json")], queue=queue)
+        message = amqp.create_task_message(job.id, RUN_JOB_TASK, [job.model_dump(mode="json")], {},
+                                           argsrepr=f"job {job.id}", kwargsrepr="{}", ignore_result=True)
+        options = amqp.router.route({"queue": queue}, RUN_JOB_TASK)
+        with celery_app.producer_pool.acquire(block=True) as producer:
+            amqp.send_task_message(producer, RUN_JOB_TASK, message, **options)
     except Exception as error:  # kombu raises OperationalError and friends when the broker is down
         raise ApiError(503, f"the job queue is unavailable ({type(error).__name__}); try again") from None
 
