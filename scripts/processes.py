@@ -54,19 +54,26 @@ def stack_env(redis_url: str, **extra: str) -> dict:
     return env
 
 
-def start_worker(env: dict, concurrency: int = 4, queues: str = "local-completion,local", pool: str = "threads") -> Process:
+def start_worker(env: dict, concurrency: int = 4, queues: str = "local-completion,local", pool: str = "threads",
+                 wait: bool = True) -> Process:
+    """A Celery worker; with wait=False, call wait_worker_ready before use."""
     worker = Process("worker", [
         str(BIN / "celery"), "-A", "queue_config", "worker", "-P", pool, "-c", str(concurrency),
         "-Q", queues, "-n", f"test-{uuid.uuid4().hex[:8]}@%h", "--loglevel", "INFO", "--without-mingle",
         "--without-gossip",
     ], env)
-    deadline = time.monotonic() + 60
+    if wait:
+        wait_worker_ready(worker)
+    return worker
+
+
+def wait_worker_ready(worker: Process, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
     while " ready." not in worker.output():
         worker.check_alive()
         if time.monotonic() > deadline:
             raise RuntimeError(f"worker not ready:\n{worker.output()[-3000:]}")
         time.sleep(0.1)
-    return worker
 
 
 def wait_http_ready(process: Process, url: str, headers: dict | None = None, timeout: float = 60) -> None:
@@ -84,18 +91,20 @@ def wait_http_ready(process: Process, url: str, headers: dict | None = None, tim
         time.sleep(0.1)
 
 
-def start_web(env: dict, extra_args: tuple[str, ...] = ()) -> tuple[Process, str]:
+def start_web(env: dict, extra_args: tuple[str, ...] = (), wait: bool = True) -> tuple[Process, str]:
     port = free_port()
     web = Process("web", [
         str(BIN / "gunicorn"), "-k", "gevent", "-w", "1", "-b", f"127.0.0.1:{port}", "--no-control-socket",
         *extra_args, "app:create_app()",
     ], env)
     base = f"http://127.0.0.1:{port}"
-    wait_http_ready(web, f"{base}/api/version")
+    if wait:
+        wait_http_ready(web, f"{base}/api/version")
     return web, base
 
 
-def start_llama_server(gguf: Path, api_key: str, extra_args: tuple[str, ...] = ()) -> tuple[Process, str]:
+def start_llama_server(gguf: Path, api_key: str, extra_args: tuple[str, ...] = (),
+                       wait: bool = True) -> tuple[Process, str]:
     """llama-cpp-python's own OpenAI-compatible server on the given GGUF."""
     port = free_port()
     process = Process("llama-server", [
@@ -103,5 +112,6 @@ def start_llama_server(gguf: Path, api_key: str, extra_args: tuple[str, ...] = (
         "--port", str(port), "--api_key", api_key, *extra_args,
     ], stack_env("redis://unused"))
     url = f"http://127.0.0.1:{port}"
-    wait_http_ready(process, f"{url}/v1/models", headers={"Authorization": f"Bearer {api_key}"})
+    if wait:
+        wait_http_ready(process, f"{url}/v1/models", headers={"Authorization": f"Bearer {api_key}"})
     return process, url

@@ -18,13 +18,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from scripts.embedded_redis import EmbeddedRedis, free_port
-from scripts.processes import ROOT, Process, stack_env, start_llama_server, start_web, start_worker, wait_http_ready
+from queue_config import BROKER_CONSUMER_CONNECTIONS, BROKER_POOL_LIMIT, REDIS_CONNECTIONS
+from scripts.processes import (
+    ROOT, Process, stack_env, start_llama_server, start_web, start_worker, wait_http_ready, wait_worker_ready,
+)
 from workers.backends.llamacpp import smollm2_gguf
 
 LLAMA_KEY = "bench-llama-key"
 LITELLM_KEY = "sk-" + secrets.token_hex(32)  # LiteLLM refuses to start without a strong master key
 UPSTREAM_MODELS = ("paced", "instant")
 ECHO_CONCURRENCY = 600  # greenlets per echo worker: two of them carry 1,000 streams
+# (concurrency, queues, pool) of each worker process
+WORKERS = ((ECHO_CONCURRENCY, "echo-completion,echo", "gevent"), (ECHO_CONCURRENCY, "echo-completion,echo", "gevent"),
+           (100, "upstream-completion,upstream", "gevent"), (1, "local-completion,local", "threads"))
 # Generous limits: the benchmark measures the path, not the admission control.
 LIMITS = {"SWITCHBOARD_MAX_CONCURRENT": "5000", "SWITCHBOARD_MAX_QUEUE": "5000",
           "SWITCHBOARD_REQUESTS_PER_MINUTE": "1000000", "SWITCHBOARD_KEEPALIVE": "0.5"}
@@ -85,31 +91,41 @@ class BenchStack:
         return process
 
     def _start(self) -> Endpoints:
+        """Everything is launched first and waited for after: start-up
+        (LiteLLM's takes many seconds) overlaps."""
         redis = EmbeddedRedis()
         self._stack.callback(redis.stop)
         upstream_port = free_port()
         upstream = self._process(Process("upstream", [
             sys.executable, "-m", "scripts.benchkit.upstream", "--port", str(upstream_port),
             "--tokens", str(self.tokens), "--rate", str(self.rate)], stack_env(redis.url)))
-        wait_http_ready(upstream, f"http://127.0.0.1:{upstream_port}/v1/models")
+        litellm = self._launch_litellm(upstream_port) if self.litellm else None
+        llama = None
+        if self.llama:
+            process, url = start_llama_server(smollm2_gguf(), LLAMA_KEY, ("--n_ctx", "2048"), wait=False)
+            llama = (self._process(process), url)
         registry = Path(tempfile.mkdtemp(prefix="switchboard-bench-")) / "models.toml"
         registry.write_text(registry_text(f"http://127.0.0.1:{upstream_port}"))
         env = stack_env(redis.url, SWITCHBOARD_MODELS=str(registry), **LIMITS)
-        for _ in range(2):
-            self._process(start_worker(env, ECHO_CONCURRENCY, "echo-completion,echo", "gevent"))
-        self._process(start_worker(env, int(os.environ.get("UPC", "100")), "upstream-completion,upstream", os.environ.get("UPPOOL", "gevent")))
-        self._process(start_worker(env, 1, "local-completion,local", "threads"))
-        web, base = start_web(env, ("--worker-connections", "4000"))
+        # As the Procfile runs them: gevent for the echo and upstream pools, threads for the local model.
+        workers = [self._process(start_worker(env, concurrency, queues, pool, wait=False))
+                   for concurrency, queues, pool in WORKERS]
+        web, base = start_web(env, ("--worker-connections", "4000"), wait=False)
         self._process(web)
+        wait_http_ready(upstream, f"http://127.0.0.1:{upstream_port}/v1/models")
+        for worker in workers:
+            wait_worker_ready(worker)
+        wait_http_ready(web, f"{base}/api/version")
         endpoints = Endpoints(redis.url, upstream_port, port_of(base), web, processes=self._processes)
-        if self.llama:
-            process, url = start_llama_server(smollm2_gguf(), LLAMA_KEY, ("--n_ctx", "2048"))
-            endpoints.llama_port = port_of(self._process(process) and url)
-        if self.litellm:
-            endpoints.litellm_port = self._start_litellm(upstream_port)
+        if llama is not None:
+            wait_http_ready(llama[0], f"{llama[1]}/v1/models", headers={"Authorization": f"Bearer {LLAMA_KEY}"})
+            endpoints.llama_port = port_of(llama[1])
+        if litellm is not None:
+            wait_http_ready(litellm[0], f"http://127.0.0.1:{litellm[1]}/health/liveliness", timeout=120)
+            endpoints.litellm_port = litellm[1]
         return endpoints
 
-    def _start_litellm(self, upstream_port: int) -> int:
+    def _launch_litellm(self, upstream_port: int) -> tuple[Process, int]:
         python = LITELLM_VENV / "bin" / "python"
         if not python.exists():
             raise RuntimeError(f"LiteLLM is not installed in {LITELLM_VENV}; run `make install`")
@@ -124,9 +140,12 @@ class BenchStack:
         process = self._process(Process("litellm", [
             str(LITELLM_VENV / "bin" / "litellm"), "--config", str(config), "--host", "127.0.0.1",
             "--port", str(port), "--num_workers", "1"], env))
-        wait_http_ready(process, f"http://127.0.0.1:{port}/health/liveliness", timeout=120)
-        return port
+        return process, port
 
 
 def redis_connection_bound() -> int:
-    return 0
+    """The most Redis connections the stack may hold, whatever the load: per
+    Switchboard process its bounded pool, its one pub/sub connection (the
+    relay, or the abort listener) and Celery's broker connections."""
+    per_process = REDIS_CONNECTIONS + 1 + BROKER_POOL_LIMIT + BROKER_CONSUMER_CONNECTIONS
+    return per_process * (1 + len(WORKERS))

@@ -1,0 +1,116 @@
+"""Benchmark Switchboard against direct access, LiteLLM's proxy and
+llama-cpp-python's server, all started here on loopback and stopped at the
+end; writes docs/benchmarks.md, docs/benchmarks.png and the raw numbers
+(docs/benchmarks.json).
+
+    python scripts/bench.py            # the full run (about 10 minutes)
+    python scripts/bench.py --quick    # smaller sizes, under 2 minutes
+
+Needs `make install` (it builds .venv and LiteLLM's .venv-litellm).
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from scripts.benchkit import abort, local_model, overhead, relay  # noqa: E402
+from scripts.benchkit.report import chart, markdown  # noqa: E402
+from scripts.benchkit.stack import BenchStack, redis_connection_bound  # noqa: E402
+from scripts.benchkit.targets import check_all  # noqa: E402
+
+
+@dataclass(frozen=True)
+class Sizes:
+    upstream_tokens: int = 32
+    upstream_rate: float = 200.0
+    levels: tuple[int, ...] = (1, 16, 64)
+    per_level: int = 200
+    rounds: int = 4
+    local_tokens: int = 128
+    local_rounds: int = 5
+    relay_levels: tuple[int, ...] = (1, 10, 100)
+    relay_tokens: int = 2000
+    streams: int = 1000
+    stream_tokens: int = 20
+    aborts: int = 100
+    probes: int = 100
+    background: int = 300
+
+
+QUICK = Sizes(levels=(1, 16, 64), per_level=24, rounds=2, local_tokens=32, local_rounds=2, relay_levels=(1, 10, 100),
+              relay_tokens=500, streams=300, stream_tokens=10, aborts=15, probes=20, background=60)
+TINY = Sizes(upstream_tokens=8, levels=(1, 4), per_level=4, rounds=1, local_tokens=8, local_rounds=1,
+             relay_levels=(1, 4), relay_tokens=50, streams=20, stream_tokens=4, aborts=3, probes=3, background=5)
+
+
+def environment(command: str) -> dict:
+    cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                if line.startswith("model name")), platform.processor())
+    return {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "command": command, "cpu": cpu,
+            "cores": os.cpu_count(), "python": platform.python_version()}
+
+
+def run(sizes: Sizes, command: str, log=print) -> dict:
+    results = {"environment": environment(command), "sizes": sizes.__dict__}
+    with BenchStack(sizes.upstream_tokens, sizes.upstream_rate) as endpoints:
+        log("1. gateway overhead")
+        rows = asyncio.run(overhead.measure(endpoints, sizes.upstream_tokens, sizes.levels, sizes.per_level,
+                                            sizes.rounds))
+        results["overhead"] = {"rows": rows, "added": overhead.added(rows), "setup": (
+            f"Upstream: {sizes.upstream_tokens} tokens per reply, `paced` at {sizes.upstream_rate:g} tokens/s or "
+            f"`instant` (all at once). {sizes.per_level} requests per way and level after a warm-up, in "
+            f"{sizes.rounds} rounds taking turns; a new connection per request for every way.")}
+        log("2. local model")
+        results["local"] = asyncio.run(local_model.measure(endpoints, sizes.local_tokens, sizes.local_rounds))
+        results["local_setup"] = (f"{sizes.local_tokens} tokens, greedy, seed 42, {sizes.local_rounds} rounds in "
+                                  "turns after a warm-up; llama.cpp's default thread count everywhere.")
+        log("3. relay capacity")
+        results["relay"] = asyncio.run(relay.capacity(endpoints, sizes.relay_levels, sizes.relay_tokens))
+        log(f"4. {sizes.streams} streams")
+        results["thousand"] = asyncio.run(relay.thousand_streams(endpoints, sizes.streams, sizes.stream_tokens))
+        results["redis_connection_bound"] = redis_connection_bound()
+        log("5. abort latency")
+        results["abort"] = {"streaming": abort.streaming_aborts(endpoints, sizes.aborts),
+                            "queued": abort.queued_aborts(endpoints, sizes.aborts)}
+        log("6. queue latency")
+        results["queue_latency"] = asyncio.run(abort.queue_latency(endpoints, sizes.probes, sizes.background))
+    return results
+
+
+def write(results: dict, out: Path, notes: Path | None) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    if notes is not None and notes.exists():
+        results["notes"] = notes.read_text()
+    (out / "benchmarks.json").write_text(json.dumps(results, indent=1, default=str))
+    chart(results, out / "benchmarks.png")
+    (out / "benchmarks.md").write_text(markdown(results, "benchmarks.png"))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="smaller sizes (under 2 minutes)")
+    parser.add_argument("--tiny", action="store_true", help="the smallest sizes (the smoke test)")
+    parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parents[1] / "docs")
+    parser.add_argument("--notes", type=Path, help="a Markdown file appended to the report (profiles, findings)")
+    args = parser.parse_args()
+    sizes = TINY if args.tiny else QUICK if args.quick else Sizes()
+    started = time.monotonic()
+    results = run(sizes, "python scripts/bench.py" + (" --quick" if args.quick else " --tiny" if args.tiny else ""),
+                  log=lambda m: print(f"[{time.monotonic() - started:6.1f} s] {m}", flush=True))
+    write(results, args.out, args.notes)
+    for check in check_all(results):
+        print(f"{'met   ' if check.met else 'MISSED'} {check.target}: {check.measured}")
+    print(f"wrote {args.out / 'benchmarks.md'} in {time.monotonic() - started:.0f} s")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,146 @@
+"""docs/benchmarks.md and its chart, from a run's results."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from scripts.benchkit.targets import ABORT_P99_MS, RELAY_TOKENS_PER_SECOND, check_all
+
+
+def _ms(summary: dict) -> str:
+    return f"{summary['p50']:.1f} / {summary['p95']:.1f} / {summary['p99']:.1f}"
+
+
+def _overhead_tables(results: dict) -> list[str]:
+    overhead = results["overhead"]
+    lines = ["| upstream | c | way | TTFT p50 / p95 / p99 ms | total p50 / p95 / p99 ms | requests | failures |",
+             "|---|---:|---|---|---|---:|---:|"]
+    for r in overhead["rows"]:
+        lines.append(f"| {r['variant']} | {r['concurrency']} | {r['way']} | {_ms(r['ttft'])} | {_ms(r['total'])} "
+                     f"| {r['requests']} | {r['failures']} |")
+    lines += ["", "Added over direct (the gateway's percentile minus direct's):", "",
+              "| upstream | c | gateway | added TTFT p50 / p95 / p99 ms | added total p50 / p95 / p99 ms |",
+              "|---|---:|---|---|---|"]
+    for r in overhead["added"]:
+        lines.append(f"| {r['variant']} | {r['concurrency']} | {r['way']} | {r['ttft_p50']:.1f} / {r['ttft_p95']:.1f} "
+                     f"/ {r['ttft_p99']:.1f} | {r['total_p50']:.1f} / {r['total_p95']:.1f} / {r['total_p99']:.1f} |")
+    return lines
+
+
+def _local_table(results: dict) -> list[str]:
+    lines = ["| way | TTFT p50 / p95 / p99 ms | decode tok/s p50 | tokens | same text |",
+             "|---|---|---:|---:|---|"]
+    for name, r in results["local"].items():
+        lines.append(f"| {name} | {_ms(r['ttft'])} | {r['tokens_per_second']['p50']:.1f} | {r['tokens']} "
+                     f"| {r['same_text']} |")
+    return lines
+
+
+def _relay_tables(results: dict) -> list[str]:
+    lines = ["| streams | tokens each | seconds | delivered tok/s | SSE frames per stream | failures |",
+             "|---:|---:|---:|---:|---:|---:|"]
+    for r in results["relay"]:
+        lines.append(f"| {r['streams']} | {r['tokens_per_stream']} | {r['seconds']:.2f} | {r['tokens_per_second']:,.0f} "
+                     f"| {r['frames_per_stream']} | {r['failures']} |")
+    m = results["thousand"]
+    lines += ["", f"{m['streams']:,} streams of {m['tokens_per_stream']} tokens on `echo:slow`: {m['correct']:,} correct "
+              f"in {m['seconds']:.1f} s; TTFT p50 / p95 / p99 {_ms(m['ttft'])} ms; web process RSS "
+              f"{m['web_rss_idle_mb']:.0f} MB idle, {m['web_rss_peak_mb']:.0f} MB peak; Redis clients "
+              f"{m['redis_clients_idle']} idle, {m['redis_clients_peak']} peak, {m['redis_clients_after']} after."]
+    return lines
+
+
+def _abort_lines(results: dict) -> list[str]:
+    a, q = results["abort"], results["queue_latency"]
+    return [f"- streaming: socket closed -> job recorded aborted, p50 / p95 / p99 {_ms(a['streaming']['latency'])} ms "
+            f"({a['streaming']['aborted']} aborts)",
+            f"- queued: socket closed -> abort recorded, p50 / p95 / p99 {_ms(a['queued']['latency'])} ms; "
+            f"{a['queued']['started_after_abort']} of {a['queued']['queued']} abandoned jobs started later",
+            f"- queue latency (request sent -> worker starts the job), idle: p50 / p95 / p99 {_ms(q['idle'])} ms",
+            f"- queue latency under load ({q['background_streams']} other streams running): "
+            f"p50 / p95 / p99 {_ms(q['under_load'])} ms"]
+
+
+def markdown(results: dict, chart_name: str) -> str:
+    checks = check_all(results)
+    env = results["environment"]
+    lines = ["# Benchmarks", "",
+             f"Run {env['date']} with `{env['command']}` on {env['cpu']} ({env['cores']} cores), Python "
+             f"{env['python']}; everything on loopback on this one machine, client included. Machines like this "
+             "are noisy: read the ratios and the differences between contenders measured in the same run, in "
+             "turns, rather than the absolute times.", "",
+             f"![benchmark chart]({chart_name})", "", "## Targets", "",
+             "| target | measured | met |", "|---|---|---|"]
+    lines += [f"| {c.target} | {c.measured} | {'yes' if c.met else '**no**'} |" for c in checks]
+    lines += ["", "## 1. Gateway overhead", "", results["overhead"]["setup"], ""] + _overhead_tables(results)
+    lines += ["", "## 2. Local model", "", results["local_setup"], ""] + _local_table(results)
+    lines += ["", "## 3-4. Relay capacity and 1,000 streams", ""] + _relay_tables(results)
+    lines += ["", "## 5-6. Abort and queue latency", ""] + _abort_lines(results)
+    notes = results.get("notes")
+    if notes:
+        lines += ["", "## Notes", "", notes.strip()]
+    return "\n".join(lines) + "\n"
+
+
+def chart(results: dict, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axes = plt.subplots(2, 2, figsize=(12, 8.5))
+    _chart_overhead(axes[0][0], results)
+    _chart_local(axes[0][1], results)
+    _chart_relay(axes[1][0], results)
+    _chart_abort(axes[1][1], results)
+    figure.suptitle("Switchboard benchmarks (one machine, loopback)")
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+
+
+def _chart_overhead(ax, results: dict) -> None:
+    added = [r for r in results["overhead"]["added"] if r["variant"] == "paced"]
+    levels = sorted({r["concurrency"] for r in added})
+    gateways = sorted({r["way"] for r in added}, key=lambda w: w != "switchboard")
+    width = 0.8 / (2 * len(gateways))
+    for g_index, gateway in enumerate(gateways):
+        for q_index, q in enumerate(("p50", "p99")):
+            values = [next(r[f"ttft_{q}"] for r in added if r["way"] == gateway and r["concurrency"] == c)
+                      for c in levels]
+            offset = (2 * g_index + q_index) * width
+            ax.bar([i + offset for i in range(len(levels))], values, width, label=f"{gateway} {q}")
+    ax.set_xticks([i + 0.4 - width / 2 for i in range(len(levels))], [f"c={c}" for c in levels])
+    ax.set_ylabel("added time to first token, ms")
+    ax.set_title("Gateway overhead over direct (paced upstream)")
+    ax.legend(fontsize=8)
+
+
+def _chart_local(ax, results: dict) -> None:
+    names = list(results["local"])
+    values = [results["local"][n]["tokens_per_second"]["p50"] for n in names]
+    ax.bar(range(len(names)), values, color=["#888", "#c84", "#48c"])
+    ax.set_xticks(range(len(names)), [n.replace(" server", "\nserver") for n in names])
+    ax.set_ylabel("tokens / s (p50)")
+    ax.set_title("SmolLM2-135M decode rate")
+
+
+def _chart_relay(ax, results: dict) -> None:
+    rows = results["relay"]
+    ax.bar([str(r["streams"]) for r in rows], [r["tokens_per_second"] for r in rows], color="#48c")
+    ax.axhline(RELAY_TOKENS_PER_SECOND, color="red", linestyle="--", label="target")
+    ax.set_xlabel("concurrent streams")
+    ax.set_ylabel("tokens / s delivered")
+    ax.set_title("Relay capacity of one web process (echo)")
+    ax.legend(fontsize=8)
+
+
+def _chart_abort(ax, results: dict) -> None:
+    a = results["abort"]
+    labels = ["streaming p50", "streaming p99", "queued p50", "queued p99"]
+    values = [a["streaming"]["latency"]["p50"], a["streaming"]["latency"]["p99"],
+              a["queued"]["latency"]["p50"], a["queued"]["latency"]["p99"]]
+    ax.bar(labels, values, color="#4a4")
+    ax.axhline(ABORT_P99_MS, color="red", linestyle="--", label="target (p99, streaming)")
+    ax.set_ylabel("ms from socket close")
+    ax.set_title("Abort latency")
+    ax.legend(fontsize=8)

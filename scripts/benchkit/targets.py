@@ -1,0 +1,79 @@
+"""The issue's targets, checked against a run's results: each gives what
+was measured, the bound, and whether it was met."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+ADDED_TTFT_P50_MS = 5.0
+ADDED_TTFT_P99_MS = 20.0
+LOCAL_SHARE_OF_DIRECT = 0.95
+RELAY_TOKENS_PER_SECOND = 50_000
+WEB_RSS_MB = 300.0
+ABORT_P99_MS = 100.0
+
+
+@dataclass
+class Check:
+    target: str
+    measured: str
+    met: bool
+
+
+def _overhead(results: dict) -> list[Check]:
+    checks = []
+    added = results["overhead"]["added"]
+    for row in (r for r in added if r["way"] == "switchboard" and r["concurrency"] == 1):
+        checks.append(Check(f"added TTFT p50 at c=1 ({row['variant']}) <= {ADDED_TTFT_P50_MS:g} ms",
+                            f"{row['ttft_p50']:.2f} ms", row["ttft_p50"] <= ADDED_TTFT_P50_MS))
+        checks.append(Check(f"added TTFT p99 at c=1 ({row['variant']}) <= {ADDED_TTFT_P99_MS:g} ms",
+                            f"{row['ttft_p99']:.2f} ms", row["ttft_p99"] <= ADDED_TTFT_P99_MS))
+    litellm = {(r["variant"], r["concurrency"]): r for r in added if r["way"] == "litellm"}
+    for row in (r for r in added if r["way"] == "switchboard"):
+        other = litellm.get((row["variant"], row["concurrency"]))
+        if other is not None:
+            checks.append(Check(f"added TTFT p50 below LiteLLM's, c={row['concurrency']} ({row['variant']})",
+                                f"{row['ttft_p50']:.2f} vs {other['ttft_p50']:.2f} ms",
+                                row["ttft_p50"] < other["ttft_p50"]))
+    return checks
+
+
+def _local(results: dict) -> list[Check]:
+    local = results["local"]
+    ours = local["switchboard"]["tokens_per_second"]["p50"]
+    direct = local["direct"]["tokens_per_second"]["p50"]
+    server = local["llama-cpp-python server"]["tokens_per_second"]["p50"]
+    return [Check(f"local tok/s >= {LOCAL_SHARE_OF_DIRECT:.0%} of direct in-process",
+                  f"{ours:.1f} vs {direct:.1f} ({ours / direct:.1%})", ours >= LOCAL_SHARE_OF_DIRECT * direct),
+            Check("local tok/s no slower than llama-cpp-python's server",
+                  f"{ours:.1f} vs {server:.1f} ({ours / server:.1%})", ours >= server),
+            Check("same text from all three", str(all(v["same_text"] for v in local.values())),
+                  all(v["same_text"] and not v["errors"] for v in local.values()))]
+
+
+def _relay(results: dict) -> list[Check]:
+    best = max(results["relay"], key=lambda r: r["tokens_per_second"])
+    many = results["thousand"]
+    return [Check(f"one web process relays >= {RELAY_TOKENS_PER_SECOND:,} tok/s",
+                  f"{best['tokens_per_second']:,.0f} tok/s ({best['streams']} streams)",
+                  best["tokens_per_second"] >= RELAY_TOKENS_PER_SECOND and not best["failures"]),
+            Check(f"{many['streams']:,} open streams all correct", f"{many['correct']:,} correct",
+                  many["correct"] == many["streams"]),
+            Check(f"web process under {WEB_RSS_MB:g} MB with {many['streams']:,} streams",
+                  f"{many['web_rss_peak_mb']:.0f} MB peak", many["web_rss_peak_mb"] < WEB_RSS_MB),
+            Check("Redis connections do not grow with the streams",
+                  f"{many['redis_clients_idle']} idle, {many['redis_clients_peak']} peak, bound "
+                  f"{results['redis_connection_bound']}",
+                  many["redis_clients_peak"] <= results["redis_connection_bound"])]
+
+
+def _abort(results: dict) -> list[Check]:
+    streaming, queued = results["abort"]["streaming"], results["abort"]["queued"]
+    return [Check(f"abort p99 while streaming < {ABORT_P99_MS:g} ms", f"{streaming['latency']['p99']:.1f} ms",
+                  streaming["latency"]["p99"] < ABORT_P99_MS),
+            Check("a queued job never starts after its client left",
+                  f"{queued['started_after_abort']} of {queued['queued']} started",
+                  queued["started_after_abort"] == 0)]
+
+
+def check_all(results: dict) -> list[Check]:
+    return _overhead(results) + _local(results) + _relay(results) + _abort(results)

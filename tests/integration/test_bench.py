@@ -1,0 +1,34 @@
+"""The benchmark's smoke test: `scripts/bench.py --tiny` starts its whole
+stack (its own Redis, Switchboard, the fake upstream, LiteLLM's proxy,
+llama-cpp-python's server), runs every section on a tiny size and writes
+the report. Timings are not asserted (they are the benchmark's business);
+everything the benchmark checks for correctness is."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from scripts.processes import ROOT
+
+
+@pytest.mark.slow
+def test_the_benchmark_runs_every_section_and_writes_its_report(tmp_path):
+    run = subprocess.run([sys.executable, "scripts/bench.py", "--tiny", "--out", str(tmp_path)], cwd=ROOT,
+                         capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    results = json.loads((tmp_path / "benchmarks.json").read_text())
+    rows = results["overhead"]["rows"]
+    assert {r["way"] for r in rows} == {"direct", "switchboard", "litellm"}
+    assert all(r["failures"] == 0 and r["requests"] > 0 for r in rows), rows
+    assert all(v["same_text"] and not v["errors"] for v in results["local"].values()), results["local"]
+    assert all(r["failures"] == 0 for r in results["relay"]), results["relay"]
+    assert results["thousand"]["correct"] == results["thousand"]["streams"], results["thousand"]
+    assert results["abort"]["streaming"]["aborted"] == results["sizes"]["aborts"]
+    assert results["abort"]["queued"]["started_after_abort"] == 0
+    assert results["queue_latency"]["idle"]["n"] == results["sizes"]["probes"]
+    report = (tmp_path / "benchmarks.md").read_text()
+    assert "## Targets" in report and "## 1. Gateway overhead" in report
+    assert (tmp_path / "benchmarks.png").read_bytes().startswith(b"\x89PNG")
