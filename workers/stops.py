@@ -16,6 +16,8 @@ class StopMatcher:
         """Return the text that is safe to emit; sets `stopped` on a match."""
         if self.stopped:
             return ""
+        if not self._stops:  # the usual case, once per token
+            return text
         buffer = self._held + text
         cut = self._first_match(buffer)
         if cut is not None:
