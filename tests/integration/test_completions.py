@@ -119,7 +119,8 @@ def test_v1_completions(base_url):
 
 
 def test_v1_completions_sse_bytes(base_url):
-    _, _, body = post_raw(base_url, "/v1/completions", {"model": "echo", "prompt": "Hi there", "stream": True})
+    # echo:slow: one chunk per token (the instant echo's tokens may arrive merged)
+    _, _, body = post_raw(base_url, "/v1/completions", {"model": "echo:slow", "prompt": "Hi there", "stream": True})
     frames = body.split(b"\n\n")
     assert frames[-2:] == [b"data: [DONE]", b""]
     chunks = [json.loads(f.removeprefix(b"data: ")) for f in frames[:-2]]
@@ -131,6 +132,7 @@ def test_v1_completions_sse_bytes(base_url):
 # --- the simple chat API -----------------------------------------------------------
 
 SIMPLE = {"model": "echo", "messages": [{"role": "user", "content": "Hello world"}]}
+SIMPLE_PACED = SIMPLE | {"model": "echo:slow"}  # one line per token, for the byte-exact streams
 
 
 def test_simple_chat_one_object(base_url):
@@ -141,7 +143,7 @@ def test_simple_chat_one_object(base_url):
 
 
 def test_simple_chat_ndjson_bytes(base_url):
-    status, headers, body = post_raw(base_url, "/chat/completions", SIMPLE | {"stream": True})
+    status, headers, body = post_raw(base_url, "/chat/completions", SIMPLE_PACED | {"stream": True})
     assert status == 200 and headers["Content-Type"] == "application/x-ndjson"
     assert body == (b'{"message":{"role":"assistant","content":"Hello"},"done":false,"index":0}\n'
                     b'{"message":{"role":"assistant","content":" world"},"done":false,"index":1}\n'
@@ -149,7 +151,7 @@ def test_simple_chat_ndjson_bytes(base_url):
 
 
 def test_simple_chat_sse_bytes(base_url):
-    status, headers, body = post_raw(base_url, "/chat/sse", SIMPLE)
+    status, headers, body = post_raw(base_url, "/chat/sse", SIMPLE_PACED)
     assert status == 200 and headers["Content-Type"].startswith("text/event-stream")
     assert body == (b'data: {"message":{"role":"assistant","content":"Hello"},"done":false,"index":0}\n\n'
                     b'data: {"message":{"role":"assistant","content":" world"},"done":false,"index":1}\n\n'

@@ -1,9 +1,12 @@
 """The relay loses nothing and mixes nothing up."""
 from __future__ import annotations
 
+import json
 from concurrent.futures import ThreadPoolExecutor
 
 import httpx
+
+from tests.integration.http import post_raw
 
 WORDS = " ".join(f"w{i}" for i in range(300))
 
@@ -32,3 +35,14 @@ def test_concurrent_streams_never_receive_each_others_tokens(base_url):
     with ThreadPoolExecutor(8) as pool:
         replies = list(pool.map(lambda t: chat(base_url, "echo:slow", t), texts))
     assert replies == texts
+
+
+def test_a_fast_streams_tokens_arrive_merged_and_complete(base_url):
+    words = " ".join(f"w{i}" for i in range(2000))
+    status, _, body = post_raw(base_url, "/v1/chat/completions", {
+        "model": "echo", "stream": True, "stream_options": {"include_usage": True},
+        "messages": [{"role": "user", "content": words}]})
+    chunks = [json.loads(frame.removeprefix(b"data: ")) for frame in body.split(b"\n\n")[:-2]]
+    text = "".join(c["choices"][0]["delta"].get("content") or "" for c in chunks if c["choices"])
+    assert status == 200 and text == words and chunks[-1]["usage"]["completion_tokens"] == 2000
+    assert len(chunks) < 2000  # what piled up went out together

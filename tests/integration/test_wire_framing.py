@@ -10,8 +10,10 @@ COPILOT_HEADERS = {"Authorization": "Bearer ", "X-Request-Id": "0d6f2b1e", "X-In
 
 
 def test_sse_frames_are_exact(base_url):
+    # echo:slow: a token every 50 ms, so each is its own chunk (the instant echo's
+    # tokens may arrive merged into one chunk, as a fast model's do)
     status, headers, body = post_raw(base_url, "/v1/chat/completions", {
-        "model": "echo", "stream": True, "stream_options": {"include_usage": True},
+        "model": "echo:slow", "stream": True, "stream_options": {"include_usage": True},
         "messages": [{"role": "user", "content": "Hello world"}]}, COPILOT_HEADERS)
     assert status == 200 and headers["Content-Type"].startswith("text/event-stream")
     assert b"\r" not in body and b"event:" not in body
@@ -27,7 +29,7 @@ def test_sse_frames_are_exact(base_url):
         {"delta": {}, "finish_reason": "stop"},
     ]
     for chunk, want in zip(chunks, expected):
-        assert chunk["id"] == ident and chunk["object"] == "chat.completion.chunk" and chunk["model"] == "echo"
+        assert chunk["id"] == ident and chunk["object"] == "chat.completion.chunk" and chunk["model"] == "echo:slow"
         assert chunk["choices"] == [{"index": 0, "logprobs": None, **want}]
     assert chunks[4]["choices"] == [] and chunks[4]["usage"] == {"prompt_tokens": 2, "completion_tokens": 2,
                                                                   "total_tokens": 4}
@@ -45,7 +47,7 @@ def test_sse_without_usage_ends_with_finish_then_done(base_url):
 
 def test_ndjson_lines_are_exact(base_url):
     status, headers, body = post_raw(base_url, "/api/chat", {
-        "model": "echo", "messages": [{"role": "user", "content": "Hello world"}]})
+        "model": "echo:slow", "messages": [{"role": "user", "content": "Hello world"}]})
     assert status == 200 and headers["Content-Type"] == "application/x-ndjson"
     assert body.endswith(b"\n") and b"\n\n" not in body
     lines = [json.loads(line) for line in body.split(b"\n")[:-1]]
