@@ -94,7 +94,13 @@ app.conf.update(
     broker_connection_retry_on_startup=True,
     # "priority": a worker polls its queues in the order given by -Q, so
     # "local-completion,local" serves completions first.
-    broker_transport_options={"visibility_timeout": 3600, "queue_order_strategy": "priority"},
+    # No ack emulation: kombu would record every job in an "unacked" hash and
+    # remove it again (two round trips, about 1 ms before each job starts) only
+    # to redeliver, an hour later, a job whose worker died: a job nobody waits
+    # for any more (see task_acks_late). A worker that dies in the instant
+    # between taking a job and starting it leaves a client that gets the
+    # queue-wait error instead.
+    broker_transport_options={"queue_order_strategy": "priority", "ack_emulation": False},
     worker_send_task_events=False,
     broker_pool_limit=BROKER_POOL_LIMIT,
 )
