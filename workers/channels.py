@@ -10,6 +10,7 @@ from __future__ import annotations
 import time
 
 from redis import Redis
+from redis.client import Pipeline
 
 from workers.contract import ErrorEvent, Event, StartedEvent, encode_event
 
@@ -94,11 +95,13 @@ def is_aborted(redis: Redis, job_id: str) -> bool:
 
 
 def record_state(redis: Redis, job_id: str, **fields: str | int | float) -> None:
+    """With a pipeline, the commands join it (and go out with it)."""
     key = state_key(job_id)
-    pipe = redis.pipeline(transaction=False)
+    pipe = redis if isinstance(redis, Pipeline) else redis.pipeline(transaction=False)
     pipe.hset(key, mapping=fields)
     pipe.expire(key, RECORD_TTL_SECONDS)
-    pipe.execute()
+    if pipe is not redis:
+        pipe.execute()
 
 
 def job_state(redis: Redis, job_id: str) -> dict[str, str]:

@@ -77,5 +77,4 @@ class _Running:
         return self
 
     def __exit__(self, *exc):
-        self._heartbeat._jobs.discard(self._job_id)
-        self._heartbeat._redis.delete(alive_key(self._job_id))
+        self._heartbeat._jobs.discard(self._job_id)  # the runner deletes its key with the job's last writes

@@ -6,6 +6,7 @@ histogram keeps cumulative bucket counts per model."""
 from __future__ import annotations
 
 from redis import Redis
+from redis.client import Pipeline
 
 from workers.channels import PREFIX
 
@@ -21,7 +22,8 @@ def ttft_key(model: str) -> str:
 
 
 def count_job(redis: Redis, model: str, reason: str, tokens: int, ttft_seconds: float | None) -> None:
-    pipe = redis.pipeline(transaction=False)
+    """With a pipeline, the commands join it (and go out with it)."""
+    pipe = redis if isinstance(redis, Pipeline) else redis.pipeline(transaction=False)
     pipe.hincrby(JOBS_FINISHED, f"{model}{SEPARATOR}{reason}", 1)
     if tokens:
         pipe.hincrby(TOKENS, model, tokens)
@@ -32,7 +34,8 @@ def count_job(redis: Redis, model: str, reason: str, tokens: int, ttft_seconds: 
                 pipe.hincrby(key, repr(bound), 1)
         pipe.hincrby(key, "+Inf", 1)
         pipe.hincrbyfloat(key, "sum", ttft_seconds)
-    pipe.execute()
+    if pipe is not redis:
+        pipe.execute()
 
 
 def count_rejection(redis: Redis, reason: str) -> None:

@@ -18,7 +18,7 @@ from workers.abort_watch import AbortWatch
 from workers.backends.base import Backend, Outcome
 from workers.cancel import Cancel
 from workers.channels import (
-    FOREVER_SECONDS, announce_started, forget_loaded, mark_loaded, publish_event, record_state, take_job,
+    FOREVER_SECONDS, alive_key, announce_started, forget_loaded, mark_loaded, publish_event, record_state, take_job,
 )
 from workers.heartbeat import TTL as HEARTBEAT_TTL
 from workers.heartbeat import Heartbeat
@@ -58,9 +58,8 @@ def run_job(job: Job, ctx: RunContext) -> str:
             return _finish(job, ctx, "aborted", worker=ctx.worker_id)
         if job.expires_at is not None and time.time() > job.expires_at:
             waited = time.time() - job.enqueued_at
-            publish_event(ctx.redis, job.id, ErrorEvent(message=f"the job waited {waited:.0f} s in the queue; "
-                                                                "dropped unrun", status=503))
-            return _finish(job, ctx, "expired", worker=ctx.worker_id)
+            expired = ErrorEvent(message=f"the job waited {waited:.0f} s in the queue; dropped unrun", status=503)
+            return _finish(job, ctx, "expired", final=expired, worker=ctx.worker_id)
         with ctx.heartbeat.running(job.id):
             return _run_started(job, ctx, aborted)
 
@@ -78,32 +77,42 @@ def _run_started(job: Job, ctx: RunContext, aborted: Cancel) -> str:
         else:
             log.exception("job %s on model %s failed", job.id, job.model)
             return _fail(job, ctx, "internal error while generating; see the worker log", 500)
-    if done.reason != "aborted":
-        publish_event(ctx.redis, job.id, done)
-    _note_loaded(job, ctx)
     first_token = (done.timings.load_ns + done.timings.prompt_eval_ns) / 1e9
     ttft = started_wall - job.enqueued_at + first_token if done.usage.completion_tokens else None
-    return _finish(job, ctx, done.reason, tokens=done.usage.completion_tokens, ttft=ttft, finished_at=time.time())
+    return _finish(job, ctx, done.reason, tokens=done.usage.completion_tokens, ttft=ttft, finished_at=time.time(),
+                   final=None if done.reason == "aborted" else done, ran=True, loaded=True)
 
 
-def _finish(job: Job, ctx: RunContext, reason: str, tokens: int = 0, ttft: float | None = None, **fields) -> str:
-    record_state(ctx.redis, job.id, status="finished", reason=reason, **fields)
-    count_job(ctx.redis, job.model, reason, tokens, ttft)
+def _finish(job: Job, ctx: RunContext, reason: str, tokens: int = 0, ttft: float | None = None,
+            final: DoneEvent | ErrorEvent | None = None, ran: bool = False, loaded: bool = False, **fields) -> str:
+    """Everything a finished job leaves in Redis, in one round trip: its last
+    event, the end of its heartbeat, the loaded-model note, its state, the
+    metrics."""
+    pipe = ctx.redis.pipeline(transaction=False)
+    if final is not None:
+        publish_event(pipe, job.id, final)
+    if ran:
+        pipe.delete(alive_key(job.id))
+    if loaded:
+        _note_loaded(pipe, job, ctx)
+    record_state(pipe, job.id, status="finished", reason=reason, **fields)
+    count_job(pipe, job.model, reason, tokens, ttft)
+    pipe.execute()
     return reason
 
 
 def _fail(job: Job, ctx: RunContext, message: str, status: int, retry_after: int | None = None) -> str:
-    publish_event(ctx.redis, job.id, ErrorEvent(message=message, status=status, retry_after=retry_after))
-    return _finish(job, ctx, "error", error=message, finished_at=time.time())
+    error = ErrorEvent(message=message, status=status, retry_after=retry_after)
+    return _finish(job, ctx, "error", final=error, ran=True, error=message, finished_at=time.time())
 
 
-def _note_loaded(job: Job, ctx: RunContext) -> None:
+def _note_loaded(pipe, job: Job, ctx: RunContext) -> None:
     """For /api/ps: the model stays listed as long as it stays loaded."""
     seconds = ctx.loaded_marker_seconds if job.keep_alive is None else job.keep_alive
     if seconds == 0:
-        forget_loaded(ctx.redis, job.model, ctx.worker_id)
+        forget_loaded(pipe, job.model, ctx.worker_id)
     else:
-        mark_loaded(ctx.redis, job.model, ctx.worker_id, int(seconds) if seconds > 0 else FOREVER_SECONDS)
+        mark_loaded(pipe, job.model, ctx.worker_id, int(seconds) if seconds > 0 else FOREVER_SECONDS)
 
 
 def _backend_job(job: Job, ctx: RunContext, plan: ToolPlan, reads_prompt: bool) -> Job:
