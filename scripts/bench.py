@@ -22,7 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from scripts.benchkit import abort, local_model, overhead, relay  # noqa: E402
+from scripts.benchkit import abort, local_model, overhead, profile, relay  # noqa: E402
 from scripts.benchkit.report import chart, markdown  # noqa: E402
 from scripts.benchkit.stack import BenchStack, redis_connection_bound  # noqa: E402
 from scripts.benchkit.targets import check_all  # noqa: E402
@@ -44,12 +44,15 @@ class Sizes:
     aborts: int = 100
     probes: int = 100
     background: int = 300
+    profile_seconds: float = 10.0
 
 
 QUICK = Sizes(levels=(1, 16, 64), per_level=24, rounds=2, local_tokens=32, local_rounds=2, relay_levels=(1, 10, 100),
-              relay_tokens=500, streams=300, stream_tokens=10, aborts=15, probes=20, background=60)
+              relay_tokens=500, streams=300, stream_tokens=10, aborts=15, probes=20, background=60,
+              profile_seconds=4.0)
 TINY = Sizes(upstream_tokens=8, levels=(1, 4), per_level=4, rounds=1, local_tokens=8, local_rounds=1,
-             relay_levels=(1, 4), relay_tokens=50, streams=20, stream_tokens=4, aborts=3, probes=3, background=5)
+             relay_levels=(1, 4), relay_tokens=50, streams=20, stream_tokens=4, aborts=3, probes=3, background=5,
+             profile_seconds=2.0)
 
 
 def environment(command: str) -> dict:
@@ -69,6 +72,8 @@ def run(sizes: Sizes, command: str, log=print) -> dict:
             f"Upstream: {sizes.upstream_tokens} tokens per reply, `paced` at {sizes.upstream_rate:g} tokens/s or "
             f"`instant` (all at once). {sizes.per_level} requests per way and level after a warm-up, in "
             f"{sizes.rounds} rounds taking turns; a new connection per request for every way.")}
+        log("profile of the c=1 path")
+        results["profile"] = profile.profile_path(endpoints, sizes.profile_seconds)
         log("2. local model")
         results["local"] = asyncio.run(local_model.measure(endpoints, sizes.local_tokens, sizes.local_rounds))
         results["local_setup"] = (f"{sizes.local_tokens} tokens, greedy, seed 42, {sizes.local_rounds} rounds in "

@@ -3,7 +3,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from scripts.benchkit import profile
 from scripts.benchkit.targets import ABORT_P99_MS, RELAY_TOKENS_PER_SECOND, check_all
+
+COMPONENT_ORDER = ("switchboard", "celery+kombu", "httpx", "redis-py", "flask+werkzeug+gunicorn", "pydantic",
+                   profile.HUB)
 
 
 def _ms(summary: dict) -> str:
@@ -23,6 +27,28 @@ def _overhead_tables(results: dict) -> list[str]:
     for r in overhead["added"]:
         lines.append(f"| {r['variant']} | {r['concurrency']} | {r['way']} | {r['ttft_p50']:.1f} / {r['ttft_p95']:.1f} "
                      f"/ {r['ttft_p99']:.1f} | {r['total_p50']:.1f} / {r['total_p95']:.1f} / {r['total_p99']:.1f} |")
+    return lines
+
+
+def _profile_lines(results: dict) -> list[str]:
+    data = results["profile"]
+    if "error" in data:
+        return [f"(no profile: {data['error']})"]
+    lines = [f"py-spy, {profile.RATE} samples/s, on the web process and the upstream worker while "
+             f"{data['requests']} `up-instant` requests ran one at a time; CPU milliseconds per request, charged "
+             "to the innermost frame in one of these libraries (a socket send by redis-py is redis-py's):", "",
+             "| process | total | " + " | ".join(COMPONENT_ORDER) + " |",
+             "|---|---:|" + "---:|" * len(COMPONENT_ORDER)]
+    for name in ("web", "upstream worker"):
+        part = data[name]
+        if "error" in part:
+            lines.append(f"| {name} | {part['error']} |")
+            continue
+        cells = " | ".join(f"{part['components'].get(c, 0):.2f}" for c in COMPONENT_ORDER)
+        lines.append(f"| {name} | {part['cpu_ms_per_request']:.2f} | {cells} |")
+    for name in ("web", "upstream worker"):
+        hottest = data[name].get("hottest", [])
+        lines += ["", f"Hottest frames, {name}: " + "; ".join(f"`{f}` {p}%" for f, p in hottest[:6])]
     return lines
 
 
@@ -72,6 +98,7 @@ def markdown(results: dict, chart_name: str) -> str:
              "| target | measured | met |", "|---|---|---|"]
     lines += [f"| {c.target} | {c.measured} | {'yes' if c.met else '**no**'} |" for c in checks]
     lines += ["", "## 1. Gateway overhead", "", results["overhead"]["setup"], ""] + _overhead_tables(results)
+    lines += ["", "### Where the time of one request goes", ""] + _profile_lines(results)
     lines += ["", "## 2. Local model", "", results["local_setup"], ""] + _local_table(results)
     lines += ["", "## 3-4. Relay capacity and 1,000 streams", ""] + _relay_tables(results)
     lines += ["", "## 5-6. Abort and queue latency", ""] + _abort_lines(results)

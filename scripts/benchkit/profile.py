@@ -1,0 +1,99 @@
+"""Where the time of one request goes: py-spy samples the web process and
+the upstream worker while requests run one at a time, and each sample is
+charged to the library its innermost frame is in (ours, Celery/kombu,
+httpx, gevent, redis-py, the web framework...). Printed in the report as
+CPU milliseconds per request, with the hottest frames."""
+from __future__ import annotations
+
+import asyncio
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+
+from scripts.benchkit.client import stream
+from scripts.benchkit.relay import web_worker_pid
+from scripts.benchkit.stack import Endpoints
+
+RATE = 1000  # samples per second
+# Each sample is charged to the innermost frame in one of these libraries (a
+# socket send made by redis-py is redis-py's time); a sample with none of
+# them is the gevent hub's (its loop, waking greenlets) or the stdlib's.
+COMPONENTS = (  # (path prefix as py-spy prints it, component)
+    ("app/", "switchboard"), ("workers/", "switchboard"), ("celery/", "celery+kombu"), ("kombu/", "celery+kombu"),
+    ("httpx/", "httpx"), ("httpcore/", "httpx"), ("h11/", "httpx"), ("redis/", "redis-py"),
+    ("flask/", "flask+werkzeug+gunicorn"), ("werkzeug/", "flask+werkzeug+gunicorn"),
+    ("gunicorn/", "flask+werkzeug+gunicorn"), ("pydantic", "pydantic"),
+)
+HUB = "gevent hub, stdlib"
+
+
+def py_spy() -> str | None:
+    return shutil.which("py-spy", path=str(Path(sys.executable).parent)) or shutil.which("py-spy")
+
+
+def _location(frame: str) -> str:
+    return frame[frame.rfind("(") + 1:]
+
+
+def component(stack: list[str]) -> str:
+    """The component of the innermost frame that belongs to one (frames
+    innermost last, as py-spy writes them)."""
+    for frame in reversed(stack):
+        location = _location(frame)
+        for prefix, name in COMPONENTS:
+            if location.startswith(prefix):
+                return name
+    return HUB
+
+
+def summarize(raw: Path, requests: int) -> dict:
+    """Per component, CPU ms per request; and the hottest innermost frames."""
+    by_component, by_frame, total = Counter(), Counter(), 0
+    for line in raw.read_text().splitlines():
+        stack, _, count = line.rpartition(" ")
+        frames = stack.split(";")
+        innermost = frames[-1]
+        by_component[component(frames)] += int(count)
+        by_frame[innermost] += int(count)
+        total += int(count)
+    per_request = 1000.0 / RATE / max(requests, 1)  # ms of CPU per sample, per request
+    return {"cpu_ms_per_request": round(total * per_request, 2),
+            "components": {name: round(n * per_request, 2) for name, n in by_component.most_common()},
+            "hottest": [(frame, round(n / total * 100, 1)) for frame, n in by_frame.most_common(8)]}
+
+
+async def _requests(endpoints: Endpoints, seconds: float) -> int:
+    body = {"model": "up-instant", "stream": True, "messages": [{"role": "user", "content": "Say something."}]}
+    count, deadline = 0, time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        result = await stream(endpoints.web_port, "/v1/chat/completions", body)
+        if result.error:
+            raise RuntimeError(result.error)
+        count += 1
+    return count
+
+
+def profile_path(endpoints: Endpoints, seconds: float) -> dict:
+    spy = py_spy()
+    if spy is None:
+        return {"error": "py-spy is not installed"}
+    upstream_worker = next(p for p in endpoints.processes if p.name == "worker" and "upstream" in " ".join(p.popen.args))
+    targets = {"web": web_worker_pid(endpoints.web.popen.pid), "upstream worker": upstream_worker.popen.pid}
+    folder = Path(tempfile.mkdtemp(prefix="switchboard-profile-"))
+    spies = {name: subprocess.Popen([spy, "record", "--nonblocking", "-r", str(RATE), "-d", str(int(seconds) + 1),
+                                     "-f", "raw", "-p", str(pid), "-o", str(folder / f"{pid}.txt")],
+                                    stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+             for name, pid in targets.items()}
+    time.sleep(0.5)  # py-spy attaches
+    requests = asyncio.run(_requests(endpoints, seconds - 0.5))
+    results = {"requests": requests}
+    for name, spy_process in spies.items():
+        _, error = spy_process.communicate(timeout=60)
+        raw = folder / f"{targets[name]}.txt"
+        results[name] = summarize(raw, requests) if raw.exists() else {"error": error.decode()[-500:]}
+    shutil.rmtree(folder, ignore_errors=True)
+    return results
