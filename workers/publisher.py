@@ -20,6 +20,8 @@ from redis import Redis
 from workers.channels import events_channel
 from workers.contract import Event, TextEvent, encode_event
 
+YIELD_EVERY_SECONDS = 0.001
+
 
 def merge_texts(events: list[Event]) -> list[Event]:
     """Adjacent text events become one; the order of everything is kept."""
@@ -44,6 +46,7 @@ class EventPublisher:
         self._wake = threading.Event()
         self._closed = False
         self._failure: Exception | None = None
+        self._yielded_at = 0.0
         self._thread = threading.Thread(target=self._run, name=f"publish-{job_id[:8]}", daemon=True)
         self._thread.start()
 
@@ -55,9 +58,15 @@ class EventPublisher:
         with self._lock:
             self._pending.extend(events)
         self._wake.set()
-        # Under gevent nothing preempts a producer that never blocks (echo):
-        # this lets the publishing greenlet run. With threads it is a GIL hint.
-        time.sleep(0)
+        # Under gevent nothing preempts a producer that does not block (echo, a
+        # burst of tokens already read from an upstream): yield to the
+        # publishing greenlet at the first event, then at most once a
+        # millisecond, so a burst goes out in a few messages, not one per token.
+        # (With threads this is a GIL hint.)
+        now = time.monotonic()
+        if now - self._yielded_at >= YIELD_EVERY_SECONDS:
+            self._yielded_at = now
+            time.sleep(0)
 
     def close(self, drop: bool = False) -> None:
         if drop:
