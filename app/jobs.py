@@ -48,13 +48,20 @@ class JobRun:
         self.client_gone = False
 
     def start(self, queue: str, pool: str) -> "JobRun":
-        settings, redis = self._services.settings, self._services.redis
+        """Admission runs while Redis confirms the subscription (two round
+        trips overlapped); the job is enqueued once both are done."""
+        settings, redis, relay = self._services.settings, self._services.redis, self._services.relay
         stale_after = settings.max_queue_wait_seconds + settings.event_timeout_seconds
-        admit(redis, self._key_name, self.job.id, pool, stale_after=stale_after, **self._limits)
-        self._admitted = True
         try:
-            self._subscription = self._services.relay.subscribe(
-                events_channel(self.job.id), settings.subscribe_timeout_seconds)
+            subscription = relay.subscribe(events_channel(self.job.id), settings.subscribe_timeout_seconds)
+            try:
+                admit(redis, self._key_name, self.job.id, pool, stale_after=stale_after, **self._limits)
+            except BaseException:
+                relay.unsubscribe(subscription)
+                raise
+            self._admitted = True
+            relay.confirm(subscription, settings.subscribe_timeout_seconds)
+            self._subscription = subscription
         except RelayUnavailable as error:
             raise ApiError(503, f"the job queue is unavailable: {error}") from None
         self.job.enqueued_at = time.time()

@@ -55,6 +55,7 @@ class Relay:
         return len(self._subscriptions)
 
     def subscribe(self, channel: str, timeout: float) -> Subscription:
+        """Sends the subscription; `confirm` waits until Redis confirmed it."""
         self._ensure_reader(timeout)
         subscription = Subscription(channel.encode())
         self._subscriptions[subscription.channel] = subscription
@@ -63,10 +64,12 @@ class Relay:
         except RedisError as error:
             self._subscriptions.pop(subscription.channel, None)
             raise RelayUnavailable(f"cannot subscribe: {error}") from None
+        return subscription
+
+    def confirm(self, subscription: Subscription, timeout: float) -> None:
         if not subscription.confirmed.wait(timeout):
             self.unsubscribe(subscription)
             raise RelayUnavailable("Redis did not confirm the subscription")
-        return subscription
 
     def unsubscribe(self, subscription: Subscription) -> None:
         if self._subscriptions.pop(subscription.channel, None) is not None:

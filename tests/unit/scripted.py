@@ -22,6 +22,9 @@ class ScriptedJobs:
         subscription = self._subscriptions[channel] = Subscription(channel.encode())
         return subscription
 
+    def confirm(self, subscription: Subscription, timeout: float) -> None:
+        pass  # confirmed at once
+
     def unsubscribe(self, subscription: Subscription) -> None:
         self._subscriptions.pop(subscription.channel.decode(), None)
 
