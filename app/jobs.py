@@ -22,7 +22,7 @@ from app.errors import ApiError, ClientGone
 from app.limits import admit, release
 from app.relay import CLOSED, RelayUnavailable, Subscription
 from app.services import Services
-from workers.channels import alive_key, events_channel, record_state, send_abort
+from workers.channels import events_channel, record_state, send_abort, worker_lost
 from workers.contract import DoneEvent, ErrorEvent, Event, Job, StartedEvent, TextEvent, decode_event, is_text_payload
 
 KEEPALIVE = object()  # yielded by JobRun.events(keepalive=True) while the job is silent
@@ -91,7 +91,7 @@ class JobRun:
             if not self.started and time.time() > self.job.expires_at + 1:
                 return ErrorEvent(message=f"no worker started the job within {settings.max_queue_wait_seconds:g} s",
                                   status=503)
-            if self.started and not self._services.redis.exists(alive_key(self.job.id)):
+            if self.started and worker_lost(self._services.redis, self.job.id):
                 record_state(self._services.redis, self.job.id, status="finished", reason="error", error="worker lost")
                 return ErrorEvent(message="the worker running this job stopped; try again", status=502)
             if idle > settings.event_timeout_seconds:

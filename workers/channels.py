@@ -90,6 +90,17 @@ def announce_started(redis: Redis, job_id: str, worker_id: str, alive_seconds: i
     pipe.execute()
 
 
+def worker_lost(redis: Redis, job_id: str) -> bool:
+    """A started job's heartbeat stopped and it did not finish. (A finished
+    job's heartbeat ends with its last writes, after its final event: a
+    front end that has not read that event yet must not call it lost.)"""
+    pipe = redis.pipeline(transaction=False)
+    pipe.exists(alive_key(job_id))
+    pipe.hget(state_key(job_id), "status")
+    alive, status = pipe.execute()
+    return not alive and status != b"finished"
+
+
 def is_aborted(redis: Redis, job_id: str) -> bool:
     return bool(redis.exists(abort_key(job_id)))
 

@@ -86,16 +86,16 @@ def _run_started(job: Job, ctx: RunContext, aborted: Cancel) -> str:
 def _finish(job: Job, ctx: RunContext, reason: str, tokens: int = 0, ttft: float | None = None,
             final: DoneEvent | ErrorEvent | None = None, ran: bool = False, loaded: bool = False, **fields) -> str:
     """Everything a finished job leaves in Redis, in one round trip: its last
-    event, the end of its heartbeat, the loaded-model note, its state, the
+    event, its state, the end of its heartbeat, the loaded-model note, the
     metrics."""
     pipe = ctx.redis.pipeline(transaction=False)
     if final is not None:
         publish_event(pipe, job.id, final)
+    record_state(pipe, job.id, status="finished", reason=reason, **fields)
     if ran:
-        pipe.delete(alive_key(job.id))
+        pipe.delete(alive_key(job.id))  # after the state: see channels.worker_lost
     if loaded:
         _note_loaded(pipe, job, ctx)
-    record_state(pipe, job.id, status="finished", reason=reason, **fields)
     count_job(pipe, job.model, reason, tokens, ttft)
     pipe.execute()
     return reason

@@ -10,7 +10,7 @@ import redis
 
 from scripts.embedded_redis import EmbeddedRedis
 from workers.abort_watch import AbortWatch
-from workers.channels import send_abort, take_job
+from workers.channels import alive_key, record_state, send_abort, take_job, worker_lost
 
 
 def test_embedded_redis_is_a_real_server_and_stops():
@@ -56,3 +56,14 @@ def test_front_end_imports_no_worker_code():
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_a_job_whose_heartbeat_stopped_is_lost_unless_it_finished(clean_redis):
+    job_id = uuid.uuid4().hex
+    clean_redis.set(alive_key(job_id), b"1")
+    assert not worker_lost(clean_redis, job_id)
+    clean_redis.delete(alive_key(job_id))
+    record_state(clean_redis, job_id, status="running")
+    assert worker_lost(clean_redis, job_id)
+    record_state(clean_redis, job_id, status="finished", reason="stop")  # its final event is on its way
+    assert not worker_lost(clean_redis, job_id)
