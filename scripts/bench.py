@@ -22,7 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from scripts.benchkit import abort, local_model, overhead, profile, relay  # noqa: E402
+from scripts.benchkit import abort, celery_floor, local_model, overhead, profile, relay  # noqa: E402
 from scripts.benchkit.report import chart, markdown  # noqa: E402
 from scripts.benchkit.stack import BenchStack, redis_connection_bound  # noqa: E402
 from scripts.benchkit.targets import check_all  # noqa: E402
@@ -74,6 +74,7 @@ def run(sizes: Sizes, command: str, log=print) -> dict:
             f"{sizes.rounds} rounds taking turns; a new connection per request for every way.")}
         log("profile of the c=1 path")
         results["profile"] = profile.profile_path(endpoints, sizes.profile_seconds)
+        results["celery_floor"] = celery_floor.measure(endpoints.redis_url, sizes.probes)
         log("2. local model")
         results["local"] = asyncio.run(local_model.measure(endpoints, sizes.local_tokens, sizes.local_rounds))
         results["local_setup"] = (f"{sizes.local_tokens} tokens, greedy, seed 42, {sizes.local_rounds} rounds in "
@@ -93,7 +94,7 @@ def run(sizes: Sizes, command: str, log=print) -> dict:
 
 def write(results: dict, out: Path, notes: Path | None) -> None:
     out.mkdir(parents=True, exist_ok=True)
-    if notes is not None and notes.exists():
+    if notes is not None:
         results["notes"] = notes.read_text()
     (out / "benchmarks.json").write_text(json.dumps(results, indent=1, default=str))
     chart(results, out / "benchmarks.png")
@@ -106,7 +107,11 @@ def main() -> None:
     parser.add_argument("--tiny", action="store_true", help="the smallest sizes (the smoke test)")
     parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parents[1] / "docs")
     parser.add_argument("--notes", type=Path, help="a Markdown file appended to the report (profiles, findings)")
+    parser.add_argument("--render", action="store_true", help="only rewrite the report from OUT/benchmarks.json")
     args = parser.parse_args()
+    if args.render:
+        write(json.loads((args.out / "benchmarks.json").read_text()), args.out, args.notes)
+        return
     sizes = TINY if args.tiny else QUICK if args.quick else Sizes()
     started = time.monotonic()
     results = run(sizes, "python scripts/bench.py" + (" --quick" if args.quick else " --tiny" if args.tiny else ""),

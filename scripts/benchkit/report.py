@@ -46,6 +46,10 @@ def _profile_lines(results: dict) -> list[str]:
             continue
         cells = " | ".join(f"{part['components'].get(c, 0):.2f}" for c in COMPONENT_ORDER)
         lines.append(f"| {name} | {part['cpu_ms_per_request']:.2f} | {cells} |")
+    floor = results.get("celery_floor")
+    if floor:
+        lines += ["", "Celery alone, on the same Redis, for a task that does nothing (a gevent worker configured as "
+                  "ours): send -> task starts, p50 / p95 / p99 " + _ms(floor["pickup"]) + " ms."]
     for name in ("web", "upstream worker"):
         hottest = data[name].get("hottest", [])
         lines += ["", f"Hottest frames, {name}: " + "; ".join(f"`{f}` {p}%" for f, p in hottest[:6])]

@@ -20,7 +20,7 @@ from pathlib import Path
 from scripts.embedded_redis import EmbeddedRedis, free_port
 from queue_config import BROKER_CONSUMER_CONNECTIONS, BROKER_POOL_LIMIT, REDIS_CONNECTIONS
 from scripts.processes import (
-    ROOT, Process, stack_env, start_llama_server, start_web, start_worker, wait_http_ready, wait_worker_ready,
+    BIN, ROOT, Process, stack_env, start_llama_server, start_web, start_worker, wait_http_ready, wait_worker_ready,
 )
 from workers.backends.llamacpp import smollm2_gguf
 
@@ -110,6 +110,9 @@ class BenchStack:
         # As the Procfile runs them: gevent for the echo and upstream pools, threads for the local model.
         workers = [self._process(start_worker(env, concurrency, queues, pool, wait=False))
                    for concurrency, queues, pool in WORKERS]
+        workers.append(self._process(Process("floor-worker", [
+            str(BIN / "celery"), "-A", "scripts.benchkit.celery_floor", "worker", "-P", "gevent", "-c", "10",
+            "-Q", "floor", "--without-mingle", "--without-gossip", "--loglevel", "INFO"], env)))
         web, base = start_web(env, ("--worker-connections", "4000"), wait=False)
         self._process(web)
         wait_http_ready(upstream, f"http://127.0.0.1:{upstream_port}/v1/models")
@@ -146,6 +149,7 @@ class BenchStack:
 def redis_connection_bound() -> int:
     """The most Redis connections the stack may hold, whatever the load: per
     Switchboard process its bounded pool, its one pub/sub connection (the
-    relay, or the abort listener) and Celery's broker connections."""
+    relay, or the abort listener) and Celery's broker connections; plus the
+    Celery floor worker's."""
     per_process = REDIS_CONNECTIONS + 1 + BROKER_POOL_LIMIT + BROKER_CONSUMER_CONNECTIONS
-    return per_process * (1 + len(WORKERS))
+    return per_process * (1 + len(WORKERS)) + BROKER_POOL_LIMIT + BROKER_CONSUMER_CONNECTIONS + 1
