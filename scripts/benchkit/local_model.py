@@ -1,9 +1,10 @@
-"""2. The local model: SmolLM2-135M from the same GGUF, three ways, taking
-turns: a direct in-process llama_cpp call (the floor), llama-cpp-python's
-own OpenAI-compatible server, and Switchboard's `llamacpp` backend.
+"""2. The local model: SmolLM2-135M from the same GGUF, taking turns: a
+direct in-process llama_cpp call (the floor), Switchboard's `llamacpp`
+backend called in-process (its own cost), llama-cpp-python's own
+OpenAI-compatible server, and Switchboard served (`llamacpp` backend).
 
 Same prompt, greedy sampling, repeat penalty, seed and token limit
-everywhere, so all three generate the same tokens (checked: the texts must
+everywhere, so all of them generate the same tokens (checked: the texts must
 match). Tokens per
 second is the decode rate: (tokens - 1) / (end - first token).
 """
@@ -18,6 +19,7 @@ from workers.backends.llamacpp import smollm2_gguf
 
 MESSAGES = [{"role": "user", "content": "Write a long story about a brave knight who meets a dragon."}]
 SAMPLING = {"temperature": 0.0, "seed": 42}
+WAYS = ("direct", "switchboard backend, in-process", "llama-cpp-python server", "switchboard")
 
 
 def direct_llama():
@@ -43,6 +45,27 @@ def _direct(llm, tokens: int) -> StreamResult:
     return result
 
 
+def _backend_in_process(backend, tokens: int) -> StreamResult:
+    """Switchboard's llamacpp backend called in this process: the backend's
+    own cost, without the serving around it."""
+    from workers.contract import Job, Message, SamplingOptions
+
+    job = Job(id="bench", model="smollm2:135m", messages=[Message(**m) for m in MESSAGES],
+              options=SamplingOptions(max_tokens=tokens, **SAMPLING))
+    result, pieces = StreamResult(status=200), []
+    started = time.perf_counter()
+    generation = backend.generate(job)
+    while True:
+        try:
+            pieces.append(next(generation))
+        except StopIteration as finished:
+            result.completion_tokens = finished.value.completion_tokens
+            break
+        result.ttft = result.ttft or time.perf_counter() - started
+    result.total, result.text = time.perf_counter() - started, "".join(pieces)
+    return result
+
+
 async def _served(port: int, model: str, tokens: int, headers: dict) -> StreamResult:
     body = {"model": model, "stream": True, "messages": MESSAGES, "max_tokens": tokens,
             "stream_options": {"include_usage": True}, **SAMPLING}
@@ -57,17 +80,19 @@ def decode_rate(result: StreamResult) -> float:
 
 
 async def measure(endpoints: Endpoints, tokens: int, rounds: int) -> dict:
-    llm = direct_llama()
-    runs: dict[str, list[StreamResult]] = {"direct": [], "llama-cpp-python server": [], "switchboard": []}
+    from workers.backends.llamacpp import LlamaCppBackend, LlamaCppSettings
+
+    llm, backend = direct_llama(), LlamaCppBackend("smollm2:135m", LlamaCppSettings(n_ctx=2048))
+    runs: dict[str, list[StreamResult]] = {name: [] for name in WAYS}
     for round_index in range(rounds + 1):  # round 0 loads and warms every path up
-        got = {"direct": _direct(llm, tokens),
+        got = {"direct": _direct(llm, tokens), "switchboard backend, in-process": _backend_in_process(backend, tokens),
                "llama-cpp-python server": await _served(endpoints.llama_port, "smollm2", tokens,
                                                         {"Authorization": f"Bearer {LLAMA_KEY}"}),
                "switchboard": await _served(endpoints.web_port, "smollm2:135m", tokens, {})}
         if round_index:
             for name, result in got.items():
                 runs[name].append(result)
-    del llm
+    del llm, backend
     reference = runs["direct"][0].text
     return {name: {"ttft": summary([r.ttft for r in results]),
                    "tokens_per_second": summary([decode_rate(r) for r in results], scale=1.0),

@@ -149,8 +149,9 @@ def _chart_overhead(ax, results: dict) -> None:
 def _chart_local(ax, results: dict) -> None:
     names = list(results["local"])
     values = [results["local"][n]["tokens_per_second"]["p50"] for n in names]
-    ax.bar(range(len(names)), values, color=["#888", "#c84", "#48c"])
-    ax.set_xticks(range(len(names)), [n.replace(" server", "\nserver") for n in names])
+    ax.bar(range(len(names)), values, color=["#888", "#8ac", "#c84", "#48c"][:len(names)])
+    ax.set_xticks(range(len(names)), [n.replace(" server", "\nserver").replace(", ", ",\n") for n in names],
+                  fontsize=8)
     ax.set_ylabel("tokens / s (p50)")
     ax.set_title("SmolLM2-135M decode rate")
 

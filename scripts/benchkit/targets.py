@@ -46,7 +46,7 @@ def _local(results: dict) -> list[Check]:
                   f"{ours:.1f} vs {direct:.1f} ({ours / direct:.1%})", ours >= LOCAL_SHARE_OF_DIRECT * direct),
             Check("local tok/s no slower than llama-cpp-python's server",
                   f"{ours:.1f} vs {server:.1f} ({ours / server:.1%})", ours >= server),
-            Check("same text from all three", str(all(v["same_text"] for v in local.values())),
+            Check("same text from every way", str(all(v["same_text"] for v in local.values())),
                   all(v["same_text"] and not v["errors"] for v in local.values()))]
 
 
