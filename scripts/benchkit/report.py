@@ -4,7 +4,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from scripts.benchkit import profile
-from scripts.benchkit.targets import ABORT_P99_MS, RELAY_TOKENS_PER_SECOND, check_all
+from scripts.benchkit.targets import ABORT_P99_MS, ADDED_TTFT_P50_MS, RELAY_TOKENS_PER_SECOND, check_all
 
 COMPONENT_ORDER = ("switchboard", "celery+kombu", "httpx", "redis-py", "flask+werkzeug+gunicorn", "pydantic",
                    profile.HUB)
@@ -141,7 +141,9 @@ def _chart_overhead(ax, results: dict) -> None:
             offset = (2 * g_index + q_index) * width
             ax.bar([i + offset for i in range(len(levels))], values, width, label=f"{gateway} {q}")
     ax.set_xticks([i + 0.4 - width / 2 for i in range(len(levels))], [f"c={c}" for c in levels])
-    ax.set_ylabel("added time to first token, ms")
+    ax.set_yscale("log")  # c=1 is a few ms, c=64 a second: one linear axis hides c=1
+    ax.axhline(ADDED_TTFT_P50_MS, color="red", linestyle="--", linewidth=1, label="target p50 at c=1")
+    ax.set_ylabel("added time to first token, ms (log)")
     ax.set_title("Gateway overhead over direct (paced upstream)")
     ax.legend(fontsize=8)
 
