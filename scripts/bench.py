@@ -47,8 +47,8 @@ class Sizes:
     profile_seconds: float = 10.0
 
 
-QUICK = Sizes(levels=(1, 16, 64), per_level=24, rounds=2, local_tokens=32, local_rounds=2, relay_levels=(1, 10, 100),
-              relay_tokens=500, streams=300, stream_tokens=10, aborts=15, probes=20, background=60,
+QUICK = Sizes(levels=(1, 16, 64), per_level=20, rounds=2, local_tokens=32, local_rounds=2, relay_levels=(1, 10, 100),
+              relay_tokens=500, streams=300, stream_tokens=10, aborts=10, probes=20, background=60,
               profile_seconds=4.0)
 TINY = Sizes(upstream_tokens=8, levels=(1, 4), per_level=4, rounds=1, local_tokens=8, local_rounds=1,
              relay_levels=(1, 4), relay_tokens=50, streams=20, stream_tokens=4, aborts=3, probes=3, background=5,

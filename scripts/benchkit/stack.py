@@ -33,7 +33,7 @@ WORKERS = ((ECHO_CONCURRENCY, "echo-completion,echo", "gevent"), (ECHO_CONCURREN
            (100, "upstream-completion,upstream", "gevent"), (1, "local-completion,local", "threads"))
 # Generous limits: the benchmark measures the path, not the admission control.
 LIMITS = {"SWITCHBOARD_MAX_CONCURRENT": "5000", "SWITCHBOARD_MAX_QUEUE": "5000",
-          "SWITCHBOARD_REQUESTS_PER_MINUTE": "1000000", "SWITCHBOARD_KEEPALIVE": "0.5"}
+          "SWITCHBOARD_REQUESTS_PER_MINUTE": "1000000", "SWITCHBOARD_KEEPALIVE": "0.2"}
 LITELLM_VENV = ROOT / ".venv-litellm"
 
 
