@@ -8,6 +8,8 @@
 from __future__ import annotations
 
 import time
+from contextlib import contextmanager
+from typing import Iterator
 
 from redis import Redis
 from redis.client import Pipeline
@@ -82,12 +84,10 @@ def take_job(redis: Redis, job_id: str, worker_id: str, pool: str) -> tuple[bool
 def announce_started(redis: Redis, job_id: str, worker_id: str, alive_seconds: int) -> None:
     """In one round trip: the job's first heartbeat, its state, and the
     started event (after the heartbeat, so the front end finds it alive)."""
-    pipe = redis.pipeline(transaction=False)
-    pipe.set(alive_key(job_id), b"1", ex=alive_seconds)
-    pipe.hset(state_key(job_id), mapping={"status": "running", "started_at": time.time(), "worker": worker_id})
-    pipe.expire(state_key(job_id), RECORD_TTL_SECONDS)
-    pipe.publish(events_channel(job_id), encode_event(StartedEvent()))
-    pipe.execute()
+    with batched(redis) as pipe:
+        pipe.set(alive_key(job_id), b"1", ex=alive_seconds)
+        record_state(pipe, job_id, status="running", started_at=time.time(), worker=worker_id)
+        publish_event(pipe, job_id, StartedEvent())
 
 
 def worker_lost(redis: Redis, job_id: str) -> bool:
@@ -105,14 +105,22 @@ def is_aborted(redis: Redis, job_id: str) -> bool:
     return bool(redis.exists(abort_key(job_id)))
 
 
-def record_state(redis: Redis, job_id: str, **fields: str | int | float) -> None:
-    """With a pipeline, the commands join it (and go out with it)."""
-    key = state_key(job_id)
-    pipe = redis if isinstance(redis, Pipeline) else redis.pipeline(transaction=False)
-    pipe.hset(key, mapping=fields)
-    pipe.expire(key, RECORD_TTL_SECONDS)
-    if pipe is not redis:
-        pipe.execute()
+@contextmanager
+def batched(redis: Redis | Pipeline) -> Iterator[Pipeline]:
+    """Commands queued together: on the caller's pipeline if given one (they
+    go out with it), else on a new one sent at the end of the block."""
+    if isinstance(redis, Pipeline):
+        yield redis
+        return
+    pipe = redis.pipeline(transaction=False)
+    yield pipe
+    pipe.execute()
+
+
+def record_state(redis: Redis | Pipeline, job_id: str, **fields: str | int | float) -> None:
+    with batched(redis) as pipe:
+        pipe.hset(state_key(job_id), mapping=fields)
+        pipe.expire(state_key(job_id), RECORD_TTL_SECONDS)
 
 
 def job_state(redis: Redis, job_id: str) -> dict[str, str]:

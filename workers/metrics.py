@@ -8,7 +8,7 @@ from __future__ import annotations
 from redis import Redis
 from redis.client import Pipeline
 
-from workers.channels import PREFIX
+from workers.channels import PREFIX, batched
 
 JOBS_FINISHED = f"{PREFIX}:metrics:jobs_finished"  # field "model\x1freason"
 TOKENS = f"{PREFIX}:metrics:tokens"  # field model
@@ -21,21 +21,18 @@ def ttft_key(model: str) -> str:
     return f"{PREFIX}:metrics:ttft:{model}"
 
 
-def count_job(redis: Redis, model: str, reason: str, tokens: int, ttft_seconds: float | None) -> None:
-    """With a pipeline, the commands join it (and go out with it)."""
-    pipe = redis if isinstance(redis, Pipeline) else redis.pipeline(transaction=False)
-    pipe.hincrby(JOBS_FINISHED, f"{model}{SEPARATOR}{reason}", 1)
-    if tokens:
-        pipe.hincrby(TOKENS, model, tokens)
-    if ttft_seconds is not None:
-        key = ttft_key(model)
-        for bound in TTFT_BUCKETS:
-            if ttft_seconds <= bound:
-                pipe.hincrby(key, repr(bound), 1)
-        pipe.hincrby(key, "+Inf", 1)
-        pipe.hincrbyfloat(key, "sum", ttft_seconds)
-    if pipe is not redis:
-        pipe.execute()
+def count_job(redis: Redis | Pipeline, model: str, reason: str, tokens: int, ttft_seconds: float | None) -> None:
+    with batched(redis) as pipe:
+        pipe.hincrby(JOBS_FINISHED, f"{model}{SEPARATOR}{reason}", 1)
+        if tokens:
+            pipe.hincrby(TOKENS, model, tokens)
+        if ttft_seconds is not None:
+            key = ttft_key(model)
+            for bound in TTFT_BUCKETS:
+                if ttft_seconds <= bound:
+                    pipe.hincrby(key, repr(bound), 1)
+            pipe.hincrby(key, "+Inf", 1)
+            pipe.hincrbyfloat(key, "sum", ttft_seconds)
 
 
 def count_rejection(redis: Redis, reason: str) -> None:
