@@ -162,20 +162,16 @@ def _stream(job: Job, ctx: RunContext, entry: ModelEntry, backend: Backend, abor
                 log.warning("job %s hit the %.0f s wall-time cap", job.id, ctx.max_job_seconds)
                 outcome = Outcome("length", 0, 0)
                 break
+        if not aborted.is_set():
+            publisher.put(replies.finish())  # held-back text, calls completed at the end: in order, batched
     finally:
         pieces.close()  # stops the backend (llama.cpp, an upstream socket) at once
         publisher.close(drop=aborted.is_set())  # what is left goes out before the done event
     if aborted.is_set():  # the stream may have ended quietly because the abort closed it
         return DoneEvent(reason="aborted")
-    _publish_all(ctx, job, replies.finish())
     reason = "tool_calls" if replies.calls else "step_limit" if plan.step_limited and outcome.reason == "stop" \
         else outcome.reason
     return _done(reason, outcome, started, first_token_at)
-
-
-def _publish_all(ctx: RunContext, job: Job, events: list) -> None:
-    for event in events:
-        publish_event(ctx.redis, job.id, event)
 
 
 def _done(reason: str, outcome: Outcome, started: int, first_token_at: int | None) -> DoneEvent:
