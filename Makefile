@@ -1,19 +1,25 @@
-# `make run`: install, then start web + worker (+ an embedded Redis unless one is available).
-# `make test`: install, then the whole test suite.
+# `make run`: install what running needs, then start web + worker (+ an embedded Redis unless one is available).
+# `make test`: install that plus the test and benchmark tooling, then the layering contracts and the whole suite.
 VENV ?= .venv
 PY := $(VENV)/bin/python
-# LiteLLM's proxy, which the benchmark compares with, in a virtualenv of its own.
+# LiteLLM's proxy, which the benchmark (and its smoke test) compares with, in a virtualenv of its own.
 LITELLM_VENV ?= .venv-litellm
 # A native build of llama.cpp crashes on CPUs that advertise AMX; build portably.
 LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON
 
-.PHONY: install run test clean
+.PHONY: install install-dev run test lint clean
 
-install: $(VENV)/.installed $(LITELLM_VENV)/.installed
+install: $(VENV)/.installed
 
-$(VENV)/.installed: requirements.txt requirements-dev.txt requirements-bench.txt
+install-dev: $(VENV)/.installed-dev $(LITELLM_VENV)/.installed
+
+$(VENV)/.installed: requirements.txt
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
+	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(PY) -m pip install --quiet -r requirements.txt
+	touch $@
+
+$(VENV)/.installed-dev: $(VENV)/.installed requirements-dev.txt requirements-bench.txt
 	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(PY) -m pip install --quiet -r requirements.txt -r requirements-dev.txt \
 		-r requirements-bench.txt
 	touch $@
@@ -30,7 +36,10 @@ $(LITELLM_VENV)/.installed: requirements-litellm.txt
 run: install
 	$(PY) scripts/run.py
 
-test: install
+lint: install-dev
+	$(VENV)/bin/lint-imports
+
+test: lint
 	$(PY) -m pytest
 
 clean:

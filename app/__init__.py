@@ -1,7 +1,8 @@
-"""Switchboard's front end: create_app() builds the Flask app.
+"""Switchboard's front end (the web process): create_app() builds the Flask app.
 
 Serve it with gunicorn's gevent worker class (the relay and the disconnect
-watch are greenlets): `gunicorn -k gevent 'app:create_app()'`.
+watch are greenlets): `gunicorn -k gevent 'app:create_app()'`. It imports
+`protocol`, `catalog`, `dialects` and `settings`, never `workers`.
 """
 from __future__ import annotations
 
@@ -9,14 +10,15 @@ from flask import Flask
 from redis.backoff import ExponentialBackoff
 from redis.retry import Retry
 
-from app.auth import load_keys
-from app.config import load_settings
+from app.auth import install_auth, load_keys
+from app.errors import install_fallback_errors
 from app.relay import Relay
 from app.requestlog import install_request_log
 from app.routes import ollama, openai, ops, simple_chat
 from app.services import Services, enqueue_by_name
-from queue_config import redis_client
-from workers.registry import load_registry
+from catalog.registry import load_registry
+from protocol.connection import redis_client
+from settings import load_settings
 
 
 def create_app(overrides: dict | None = None) -> Flask:
@@ -25,13 +27,15 @@ def create_app(overrides: dict | None = None) -> Flask:
     keys = load_keys(settings.keys_file, settings.api_keys)
     # Fail fast when Redis is down (redis-py would retry for many seconds):
     # a stream should end with an error at once, and recover when Redis does.
-    redis = redis_client(settings.redis_url, "switchboard-web", socket_connect_timeout=2,
-                         retry=Retry(ExponentialBackoff(cap=0.5, base=0.05), 2))
+    redis = redis_client(settings.redis_url, "switchboard-web", settings.redis_connections,
+                         socket_connect_timeout=2, retry=Retry(ExponentialBackoff(cap=0.5, base=0.05), 2))
     app = Flask(__name__, static_folder=None)
     app.config["MAX_CONTENT_LENGTH"] = settings.max_body_bytes
     app.json.sort_keys = False  # keep wire objects in the order the APIs document
     app.extensions["switchboard"] = Services(settings, registry, redis, Relay(redis), enqueue_by_name, keys)
-    install_request_log(app, settings.log_prompts)
+    install_request_log(app, settings.log_prompts)  # first: a refused request is logged too
+    install_auth(app, keys)
+    install_fallback_errors(app)
     for blueprint in (ollama.bp, openai.bp, simple_chat.bp, ops.bp):
         app.register_blueprint(blueprint)
     return app

@@ -1,6 +1,8 @@
-"""API keys: off unless configured. Keys are held only as SHA-256 digests and
-compared in constant time; a key's name (never the key) is used in logs and
-metrics. Sources: a TOML file (SWITCHBOARD_KEYS_FILE) of
+"""API keys, and their enforcement: off unless configured. Keys are held
+only as SHA-256 digests and compared in constant time; a key's name (never
+the key) is used in logs and metrics. Every route needs a key, except views
+marked `@public` where they are defined. Sources: a TOML file
+(SWITCHBOARD_KEYS_FILE) of
 
     [keys.alice]
     sha256 = "<hex digest of the key>"    # scripts/hash_key.py prints it
@@ -18,8 +20,11 @@ import hmac
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
-from app.errors import ApiError
+from flask import Flask, current_app, g, request
+
+from protocol.errors import SwitchboardError
 
 # One message for a missing and a wrong key, so keys cannot be probed.
 UNAUTHORIZED = "invalid or missing API key: send Authorization: Bearer <key> or x-api-key"
@@ -61,7 +66,7 @@ class KeyRing:
             if hmac.compare_digest(key.sha256, candidate) and presented:
                 found = key
         if found is None:
-            raise ApiError(401, UNAUTHORIZED)
+            raise SwitchboardError(UNAUTHORIZED, 401)
         return found
 
 
@@ -87,3 +92,29 @@ def load_keys(file: Path | None, pairs: str | None) -> KeyRing:
             raise ValueError("SWITCHBOARD_API_KEYS entries look like name:key")
         keys.append(ApiKey(name=name, sha256=digest(key)))
     return KeyRing(keys)
+
+
+# --- enforcement ---------------------------------------------------------------------
+def public(view: Callable) -> Callable:
+    """Mark a view that anyone may call, keys or not (liveness, version)."""
+    view.public = True
+    return view
+
+
+def current_key() -> ApiKey:
+    return g.get("api_key", ANONYMOUS)
+
+
+def _is_public(app: Flask) -> bool:
+    view = app.view_functions.get(request.endpoint) if request.endpoint else None
+    return bool(getattr(view, "public", False))
+
+
+def install_auth(app: Flask, keys: KeyRing) -> None:
+    """Before any work is done, a request to a non-public route must present
+    a valid key (401 in its API's shape otherwise)."""
+    @app.before_request
+    def require_key():
+        if not _is_public(current_app):
+            g.api_key = keys.identify(presented_key(request.headers.get("Authorization"),
+                                                    request.headers.get("x-api-key")))

@@ -1,15 +1,15 @@
 """Opt-in conversation logs for debugging agent behaviour: one JSON line per
 exchange (request body, reply text, tool calls, outcome) in a data folder,
-one file per day. Secrets are redacted: headers are never written, and body
-fields that look like credentials are masked."""
+one file per day. An observer of the frame loop (app/streaming.py), written
+when the request closes. Secrets are redacted: headers are never written,
+and body fields that look like credentials are masked."""
 from __future__ import annotations
 
 import json
 import time
 from pathlib import Path
-from typing import Iterator
 
-from workers.contract import DoneEvent, ErrorEvent, Event, TextEvent, ToolCallEvent
+from protocol.contract import DoneEvent, ErrorEvent, Event, TextEvent, ToolCallEvent
 
 _SECRET_FIELDS = ("key", "token", "secret", "password", "authorization")
 
@@ -22,23 +22,28 @@ def redact(value):
     return value
 
 
-def logged(events: Iterator[Event], folder: Path, exchange: dict) -> Iterator[Event]:
-    """Pass the events through; write the exchange when it ends."""
-    texts, calls, outcome = [], [], "client gone"
-    try:
-        for event in events:
-            if isinstance(event, TextEvent):
-                texts.append(event.text)
-            elif isinstance(event, ToolCallEvent):
-                calls.append({"name": event.name, "arguments": event.arguments})
-            elif isinstance(event, DoneEvent):
-                outcome = event.reason
-            elif isinstance(event, ErrorEvent):
-                outcome = f"error: {event.message}"
-            yield event
-    finally:
-        record = exchange | {"request": redact(exchange.get("request")), "reply": "".join(texts),
-                             "tool_calls": calls, "outcome": outcome, "time": time.time()}
-        folder.mkdir(parents=True, exist_ok=True)
-        with open(folder / f"conversations-{time.strftime('%Y-%m-%d')}.jsonl", "a", encoding="utf-8") as file:
+class ConversationLog:
+    """Sees every event of one exchange; writes it once, on close."""
+
+    def __init__(self, folder: Path, exchange: dict):
+        self._folder, self._exchange = folder, exchange
+        self._texts: list[str] = []
+        self._calls: list[dict] = []
+        self._outcome = "client gone"
+
+    def __call__(self, event: Event) -> None:
+        if isinstance(event, TextEvent):
+            self._texts.append(event.text)
+        elif isinstance(event, ToolCallEvent):
+            self._calls.append({"name": event.name, "arguments": event.arguments})
+        elif isinstance(event, DoneEvent):
+            self._outcome = event.reason
+        elif isinstance(event, ErrorEvent):
+            self._outcome = f"error: {event.message}"
+
+    def close(self) -> None:
+        record = self._exchange | {"request": redact(self._exchange.get("request")), "reply": "".join(self._texts),
+                                   "tool_calls": self._calls, "outcome": self._outcome, "time": time.time()}
+        self._folder.mkdir(parents=True, exist_ok=True)
+        with open(self._folder / f"conversations-{time.strftime('%Y-%m-%d')}.jsonl", "a", encoding="utf-8") as file:
             file.write(json.dumps(record, ensure_ascii=False) + "\n")

@@ -1,22 +1,25 @@
-"""One error type for the front end, and its body in each API dialect.
+"""The front end's errors and how each API renders them.
 
-Pure data: the routes turn these bodies into responses or in-band lines."""
+Every error is a `SwitchboardError` (protocol.errors) with its status; each
+blueprint renders errors once, in its dialect's shape (the writers'
+`error_body`). Over a limit: 429 with our message, or (Ollama routes) 503
+with Ollama's own words; Redis down: a retryable 503."""
 from __future__ import annotations
 
+from typing import Callable
+
+from flask import Flask, Response, jsonify
 from pydantic import ValidationError
+from redis.exceptions import RedisError
+from werkzeug.exceptions import RequestEntityTooLarge
 
-from workers.exceptions import SwitchboardError
+from app.services import services
+from dialects import openai_writer
+from protocol.admission import Busy
+from protocol.errors import SwitchboardError
+from protocol.metrics import count_rejection
 
-_OPENAI_TYPES = {
-    400: "invalid_request_error",
-    401: "authentication_error",
-    403: "permission_error",
-    404: "not_found_error",
-    413: "invalid_request_error",
-    429: "rate_limit_error",
-}
-
-
+OLLAMA_BUSY = "server busy, please try again.  maximum pending requests exceeded"  # Ollama's own words
 _BRANCH_TAGS = {"str", "int", "float", "bool", "list", "dict", "none"}
 
 
@@ -25,14 +28,9 @@ def _is_union_branch(part) -> bool:
     return isinstance(part, str) and (part in _BRANCH_TAGS or "[" in part)
 
 
-class ApiError(Exception):
+class ApiError(SwitchboardError):
     def __init__(self, status: int, message: str, param: str | None = None, retry_after: int | None = None):
-        super().__init__(message)
-        self.status, self.message, self.param, self.retry_after = status, message, param, retry_after
-
-    @property
-    def headers(self) -> dict[str, str]:
-        return {"Retry-After": str(self.retry_after)} if self.retry_after is not None else {}
+        super().__init__(message, status, param, retry_after)
 
     @classmethod
     def from_validation(cls, error: ValidationError) -> "ApiError":
@@ -43,19 +41,50 @@ class ApiError(Exception):
         message = f"{field}: {deepest['msg']}" if field else deepest["msg"]
         return cls(400, message, param=field or None)
 
-    @classmethod
-    def from_switchboard(cls, error: SwitchboardError) -> "ApiError":
-        return cls(error.status, str(error))
-
 
 class ClientGone(Exception):
     """The client closed its connection; there is nobody to answer."""
 
 
-def openai_error_body(error: ApiError) -> dict:
-    kind = _OPENAI_TYPES.get(error.status, "server_error" if error.status >= 500 else "invalid_request_error")
-    return {"error": {"message": error.message, "type": kind, "param": error.param, "code": None}}
+def client_gone_response(_: ClientGone) -> Response:
+    # Nobody reads this; 499 is nginx's "client closed request", for the logs.
+    return Response(status=499)
 
 
-def ollama_error_body(error: ApiError) -> dict:
-    return {"error": error.message}
+def error_response(error: SwitchboardError, error_body: Callable[[SwitchboardError], dict]) -> Response:
+    response = jsonify(error_body(error))
+    response.status_code = error.status
+    response.headers.update(error.headers)
+    return response
+
+
+def register_error_handlers(target, error_body: Callable[[SwitchboardError], dict], busy_status: int = 429) -> None:
+    """Errors of a blueprint's (or the app's) routes, in its API's shape."""
+    def render(error: SwitchboardError) -> Response:
+        return error_response(error, error_body)
+
+    def render_busy(busy: Busy) -> Response:
+        count_rejection(services().redis, busy.reason)
+        message = OLLAMA_BUSY if busy_status == 503 else busy.message
+        return render(ApiError(busy_status, message, retry_after=busy.retry_after))
+
+    def render_redis_down(error: RedisError) -> Response:
+        # Redis down, or every pooled connection busy for 10 s: retryable, and said in the API's shape.
+        return render(ApiError(503, f"the job queue is unavailable ({type(error).__name__}); try again",
+                               retry_after=1))
+
+    def render_too_large(_: RequestEntityTooLarge) -> Response:
+        count_rejection(services().redis, "too_large")
+        return render(ApiError(413, f"the request body is larger than {services().settings.max_body_bytes} bytes"))
+
+    target.register_error_handler(SwitchboardError, render)
+    target.register_error_handler(Busy, render_busy)
+    target.register_error_handler(RequestEntityTooLarge, render_too_large)
+    target.register_error_handler(RedisError, render_redis_down)
+    target.register_error_handler(ClientGone, client_gone_response)
+
+
+def install_fallback_errors(app: Flask) -> None:
+    """Errors raised outside any blueprint (a key check before routing) in
+    OpenAI's shape rather than an HTML 500."""
+    app.register_error_handler(SwitchboardError, lambda error: error_response(error, openai_writer.error_body))

@@ -1,37 +1,73 @@
-"""One request's job: admit, subscribe, enqueue, read its events, abort if
-abandoned.
+"""The request lifecycle, top to bottom: admit, choose the queue, subscribe,
+enqueue, wait for the first event, stream the events, close.
 
 Order matters: subscribe (and wait for Redis to confirm) before enqueueing,
 so no event can be published before someone listens. If the client leaves
 before the job finished, the job is aborted: a queued job is dropped before
-it starts, a running one stops within a token. While waiting, the run
-yields KEEPALIVE markers (for streams), notices a worker that died (its
-heartbeat stops) and gives up on a job no worker started in time.
+it starts, a running one stops within a token. While waiting, the run yields
+KeepAliveEvents (for streams), notices a worker that died (its heartbeat
+stops) and gives up on a job no worker started in time.
 """
 from __future__ import annotations
 
+import hashlib
+import itertools
 import time
 import uuid
 from typing import Iterator
 
+from flask import g, request
 from gevent.queue import Empty
 from redis.exceptions import RedisError
 
+from app.auth import current_key
+from app.conversation_log import ConversationLog
 from app.disconnect import DisconnectWatch
 from app.errors import ApiError, ClientGone
-from app.limits import admit, release
 from app.relay import CLOSED, RelayUnavailable, Subscription
-from app.services import Services
-from workers.channels import events_channel, record_state, send_abort, worker_lost
-from workers.contract import DoneEvent, ErrorEvent, Event, Job, StartedEvent, TextEvent, decode_event, is_text_payload
+from app.services import Services, services
+from app.streaming import Observer
+from catalog.registry import ModelEntry
+from protocol import keys
+from protocol.admission import admit, release
+from protocol.commands import record_state, send_abort, supersede, worker_lost
+from protocol.contract import (
+    DoneEvent, ErrorEvent, Event, Job, KeepAliveEvent, StartedEvent, TextEvent, UnknownEvent, decode_event,
+    is_text_payload,
+)
+from protocol.queue import completion_queue
 
-KEEPALIVE = object()  # yielded by JobRun.events(keepalive=True) while the job is silent
+KEEPALIVE = KeepAliveEvent()
 
 
 def new_job_id() -> str:
     return uuid.uuid4().hex
 
 
+# --- queue choice and identity -------------------------------------------------------
+def is_code_completion(job: Job) -> bool:
+    return job.prompt is not None and bool(job.prompt.raw or job.prompt.suffix)
+
+
+def queue_for(job: Job, entry: ModelEntry) -> str:
+    """Code completions go to the pool's priority queue."""
+    return completion_queue(entry.pool) if is_code_completion(job) else entry.pool
+
+
+def client_identity() -> str:
+    """Who is asking, for superseding: the credential and the address."""
+    who = f"{request.headers.get('Authorization', '')}|{request.remote_addr}|{request.user_agent.string}"
+    return hashlib.sha256(who.encode()).hexdigest()[:32]
+
+
+def _key_limits(settings) -> dict:
+    key = current_key()
+    return {"requests_per_minute": key.requests_per_minute or settings.requests_per_minute,
+            "max_concurrent": key.max_concurrent or settings.max_concurrent,
+            "max_queue": settings.max_queue}
+
+
+# --- one job's run -------------------------------------------------------------------
 class JobRun:
     def __init__(self, services: Services, job: Job, environ: dict, key_name: str, limits: dict):
         self.job = job
@@ -43,6 +79,7 @@ class JobRun:
         self._watch: DisconnectWatch | None = None
         self._admitted = False
         self._last_event = self._last_keepalive = time.monotonic()
+        self.observers: list[Observer] = []
         self.started = False
         self.finished = False
         self.client_gone = False
@@ -53,7 +90,7 @@ class JobRun:
         settings, redis, relay = self._services.settings, self._services.redis, self._services.relay
         stale_after = settings.max_queue_wait_seconds + settings.event_timeout_seconds
         try:
-            subscription = relay.subscribe(events_channel(self.job.id), settings.subscribe_timeout_seconds)
+            subscription = relay.subscribe(keys.events_channel(self.job.id), settings.subscribe_timeout_seconds)
             try:
                 admit(redis, self._key_name, self.job.id, pool, stale_after=stale_after, **self._limits)
             except BaseException:
@@ -76,7 +113,7 @@ class JobRun:
             self._subscription.close()
 
     def _wait(self, keepalive: bool):
-        """The next payload, or KEEPALIVE, or an ErrorEvent if waiting failed."""
+        """The next payload, or a KeepAliveEvent, or an ErrorEvent if waiting failed."""
         settings = self._services.settings
         poll = min(settings.keepalive_seconds if keepalive else 3600, settings.heartbeat_timeout_seconds)
         while True:
@@ -86,26 +123,33 @@ class JobRun:
                 return payload
             except Empty:
                 pass
-            now = time.monotonic()
-            idle = now - self._last_event
-            if not self.started and time.time() > self.job.expires_at + 1:
-                return ErrorEvent(message=f"no worker started the job within {settings.max_queue_wait_seconds:g} s",
-                                  status=503)
-            if self.started and worker_lost(self._services.redis, self.job.id):
-                record_state(self._services.redis, self.job.id, status="finished", reason="error", error="worker lost")
-                return ErrorEvent(message="the worker running this job stopped; try again", status=502)
-            if idle > settings.event_timeout_seconds:
-                return ErrorEvent(message=f"the job sent nothing for {idle:.0f} s; giving up", status=504)
-            if keepalive and now - max(self._last_event, self._last_keepalive) >= settings.keepalive_seconds:
-                self._last_keepalive = now
-                return KEEPALIVE
+            trouble = self._check_while_silent(keepalive)
+            if trouble is not None:
+                return trouble
 
-    def next_event(self, keepalive: bool = False):
+    def _check_while_silent(self, keepalive: bool) -> Event | None:
+        settings, redis = self._services.settings, self._services.redis
+        now = time.monotonic()
+        idle = now - self._last_event
+        if not self.started and time.time() > self.job.expires_at + 1:
+            return ErrorEvent(message=f"no worker started the job within {settings.max_queue_wait_seconds:g} s",
+                              status=503)
+        if self.started and worker_lost(redis, self.job.id):
+            record_state(redis, self.job.id, status="finished", reason="error", error="worker lost")
+            return ErrorEvent(message="the worker running this job stopped; try again", status=502)
+        if idle > settings.event_timeout_seconds:
+            return ErrorEvent(message=f"the job sent nothing for {idle:.0f} s; giving up", status=504)
+        if keepalive and now - max(self._last_event, self._last_keepalive) >= settings.keepalive_seconds:
+            self._last_keepalive = now
+            return KEEPALIVE
+        return None
+
+    def next_event(self, keepalive: bool = False) -> Event:
         try:
             payload = self._wait(keepalive)
         except RedisError:
             return ErrorEvent(message="lost the connection to the job queue", status=502)
-        if payload is KEEPALIVE or isinstance(payload, ErrorEvent):
+        if isinstance(payload, (KeepAliveEvent, ErrorEvent)):
             return payload
         if payload is CLOSED:
             if self.client_gone:
@@ -115,12 +159,14 @@ class JobRun:
 
     def events(self, keepalive: bool = False) -> Iterator[Event]:
         """The job's events after it started, ending with its DoneEvent or
-        ErrorEvent; KEEPALIVE markers in between if asked for. Text events
+        ErrorEvent; KeepAliveEvents in between if asked for. Text events
         already waiting are merged into one (one frame, one write)."""
         while not self.finished:
             event = self.next_event(keepalive)
             if isinstance(event, StartedEvent):
                 self.started = True
+                continue
+            if isinstance(event, UnknownEvent):  # a newer worker's event: nothing this version shows
                 continue
             if isinstance(event, TextEvent):
                 event = self._merge_waiting_text(event)
@@ -134,7 +180,7 @@ class JobRun:
         return event if len(texts) == 1 else TextEvent(text="".join(texts))
 
     def close(self) -> None:
-        """Idempotent; aborts the job unless it finished."""
+        """Idempotent; aborts the job unless it finished; closes observers."""
         if self._watch is not None:
             self._watch.stop()
             self._watch = None
@@ -146,3 +192,33 @@ class JobRun:
         if self._admitted:
             release(self._services.redis, self._key_name, self.job.id)
             self._admitted = False
+        observers, self.observers = self.observers, []
+        for observer in observers:
+            getattr(observer, "close", lambda: None)()
+
+
+def start_job(job: Job, entry: ModelEntry, stream: bool = False) -> tuple[JobRun, Iterator[Event]]:
+    """Enqueue the job and wait for its first result, so that an error before
+    any text (a prompt too long, a failed model) still gets a real status.
+    A code completion supersedes the same client's previous completion for
+    the model (only once admitted and queued: a refused request cancels
+    nothing)."""
+    own = services()
+    run = JobRun(own, job, request.environ, current_key().name, _key_limits(own.settings))
+    try:
+        run.start(queue_for(job, entry), entry.pool)
+        if is_code_completion(job):
+            supersede(own.redis, client_identity(), entry.name, job.id)
+        events = run.events(keepalive=stream)  # a stream starts at once if the job keeps it waiting
+        first = next(events)
+    except BaseException:
+        run.close()
+        raise
+    if isinstance(first, ErrorEvent):
+        run.close()
+        raise ApiError(first.status, first.message, retry_after=first.retry_after)
+    if own.settings.conversation_log_dir is not None:
+        run.observers.append(ConversationLog(own.settings.conversation_log_dir, {
+            "request_id": g.get("request_id"), "key": current_key().name, "path": request.path,
+            "model": entry.name, "request": g.get("request_body")}))
+    return run, itertools.chain([first], events)

@@ -1,5 +1,5 @@
 """Prometheus exposition of the cluster-wide metrics kept in Redis
-(workers/metrics.py), read at scrape time. Active streams are the job
+(protocol/metrics.py), read at scrape time. Active streams are the job
 channels someone is subscribed to: Redis knows that exactly, with nothing
 left behind by a process that died."""
 from __future__ import annotations
@@ -7,9 +7,9 @@ from __future__ import annotations
 from prometheus_client.core import CollectorRegistry, CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 
 from app.services import Services
-from queue_config import completion_queue
-from workers.channels import PREFIX
-from workers.metrics import JOBS_FINISHED, REJECTED, SEPARATOR, TOKENS, TTFT_BUCKETS, ttft_key
+from protocol.keys import EVENTS_CHANNEL_PATTERN, REJECTED, TOKENS
+from protocol.metrics import TTFT_BUCKETS, jobs_finished, ttft_histogram
+from protocol.queue import completion_queue
 
 
 class ClusterCollector:
@@ -20,9 +20,8 @@ class ClusterCollector:
         redis, registry = self._services.redis, self._services.registry
         jobs = CounterMetricFamily("switchboard_jobs_finished", "Jobs finished, by model and reason.",
                                    labels=["model", "reason"])
-        for field, value in redis.hgetall(JOBS_FINISHED).items():
-            model, reason = field.decode().split(SEPARATOR, 1)
-            jobs.add_metric([model, reason], int(value))
+        for (model, reason), value in jobs_finished(redis).items():
+            jobs.add_metric([model, reason], value)
         yield jobs
         yield _counter_by("switchboard_tokens_generated", "Tokens generated, by model.", "model",
                           redis.hgetall(TOKENS))
@@ -33,7 +32,7 @@ class ClusterCollector:
             depth.add_metric([pool], redis.llen(pool) + redis.llen(completion_queue(pool)))
         yield depth
         yield GaugeMetricFamily("switchboard_active_streams", "Requests waiting on a job's events.",
-                                value=len(redis.pubsub_channels(f"{PREFIX}:job:*:events")))
+                                value=len(redis.pubsub_channels(EVENTS_CHANNEL_PATTERN)))
         yield self._ttft(redis, registry.names())
 
     @staticmethod
@@ -41,7 +40,7 @@ class ClusterCollector:
         family = HistogramMetricFamily("switchboard_time_to_first_token_seconds",
                                        "From enqueueing to the first token, by model.", labels=["model"])
         for model in models:
-            raw = {k.decode(): float(v) for k, v in redis.hgetall(ttft_key(model)).items()}
+            raw = ttft_histogram(redis, model)
             if raw:
                 buckets = [(repr(b), raw.get(repr(b), 0.0)) for b in TTFT_BUCKETS] + [("+Inf", raw.get("+Inf", 0.0))]
                 family.add_metric([model], buckets, sum_value=raw.get("sum", 0.0))

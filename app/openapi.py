@@ -5,8 +5,8 @@ from functools import lru_cache
 
 from pydantic.json_schema import models_json_schema
 
-from app.schemas.ollama import ChatRequest, GenerateRequest, ShowRequest
-from app.schemas.openai import ChatCompletionRequest, CompletionRequest
+from dialects.ollama_schemas import ChatRequest, GenerateRequest, ShowRequest
+from dialects.openai_schemas import ChatCompletionRequest, CompletionRequest
 
 POST_ROUTES = [
     ("/api/chat", ChatRequest, "Ollama chat (NDJSON stream by default)"),

@@ -20,6 +20,8 @@ from gevent.queue import Queue
 from redis import Redis
 from redis.exceptions import RedisError
 
+from protocol.keys import web_channel
+
 log = logging.getLogger(__name__)
 
 CLOSED = object()  # put on a stream's queue when it must stop (disconnect, relay failure)
@@ -48,7 +50,7 @@ class Relay:
         self._start_lock = Semaphore()
         # A channel of its own keeps the connection subscribed while idle, so
         # the reader can block on the socket instead of polling.
-        self._own_channel = f"switchboard:web:{uuid.uuid4().hex}".encode()
+        self._own_channel = web_channel(uuid.uuid4().hex).encode()
 
     @property
     def stream_count(self) -> int:

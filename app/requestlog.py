@@ -1,6 +1,6 @@
-"""Per request: identify the API key (before anything else), carry a request
-id (the client's X-Request-Id, or a new one; echoed in the response), and
-write one structured JSON log line. Prompts are never logged unless asked."""
+"""Per request: carry a request id (the client's X-Request-Id, or a new one;
+echoed in the response), and write one structured JSON log line with the
+key's name (never the key). Prompts are never logged unless asked."""
 from __future__ import annotations
 
 import json
@@ -11,12 +11,7 @@ import uuid
 
 from flask import Flask, g, request
 
-from app.auth import presented_key
-from app.services import services
-
 log = logging.getLogger("switchboard.requests")
-# Routes anyone may call, keys or not.
-OPEN_PATHS = {"/", "/api/version", "/healthz", "/readyz"}
 
 
 class JsonFormatter(logging.Formatter):
@@ -37,16 +32,13 @@ def _configure_logging() -> None:
 
 
 def install_request_log(app: Flask, log_prompts: bool) -> None:
+    """Registered before auth, so a refused request is logged with its id."""
     _configure_logging()
 
     @app.before_request
-    def identify():
+    def start():
         g.started = time.perf_counter()
         g.request_id = (request.headers.get("X-Request-Id") or uuid.uuid4().hex)[:128]
-        if request.path not in OPEN_PATHS:
-            # raises the blueprint's 401 before any work is done
-            g.api_key = services().keys.identify(presented_key(request.headers.get("Authorization"),
-                                                               request.headers.get("x-api-key")))
 
     @app.after_request
     def stamp(response):

@@ -1,5 +1,5 @@
 """What one web process shares between requests: settings, the model
-registry, Redis, the relay and the enqueue function."""
+registry, Redis, the relay, the enqueue function and the API keys."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -9,13 +9,13 @@ from flask import current_app
 from redis import Redis
 
 from app.auth import KeyRing
-from app.config import Settings
-from app.errors import ApiError
 from app.relay import Relay
-from queue_config import RUN_JOB_TASK
+from catalog.registry import Registry
+from protocol.contract import Job
+from protocol.errors import SwitchboardError
+from protocol.queue import RUN_JOB_TASK
 from queue_config import app as celery_app
-from workers.contract import Job
-from workers.registry import Registry
+from settings import Settings
 
 
 @dataclass
@@ -45,7 +45,7 @@ def enqueue_by_name(job: Job, queue: str) -> None:
         with celery_app.producer_pool.acquire(block=True) as producer:
             amqp.send_task_message(producer, RUN_JOB_TASK, message, **options)
     except Exception as error:  # kombu raises OperationalError and friends when the broker is down
-        raise ApiError(503, f"the job queue is unavailable ({type(error).__name__}); try again") from None
+        raise SwitchboardError(f"the job queue is unavailable ({type(error).__name__}); try again", 503) from None
 
 
 def services() -> Services:

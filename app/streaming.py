@@ -1,27 +1,113 @@
-"""Wire framing: SSE for the OpenAI routes, NDJSON for the Ollama routes.
+"""The one frame loop: a job's events x a dialect's writer x a framing.
 
-SSE events are exactly `data: <json>\n\n` (LF only, no `event:` lines):
-Copilot's parser splits on `\n` and the openai SDK on blank lines. NDJSON is
-one object per line, every line ending in `\n` and no blank lines, because
-the ollama client runs json.loads on every line.
+Framings:
+- SSE: exactly `data: <json>\\n\\n` (LF only, no `event:` lines except a
+  writer's named event): Copilot's parser splits on `\\n` and the openai SDK
+  on blank lines; comments (`: keep-alive`) are skipped by every parser.
+- NDJSON: one object per line, every line ending in `\\n` and no blank
+  lines, because the ollama client runs json.loads on every line.
+- JSON: one object, the writer's whole reply, once the job has finished; an
+  error (nothing was sent yet) is raised, to be answered with its status.
+
+Observers (the conversation log) see every event the loop handles.
 """
 from __future__ import annotations
 
 import json
+from typing import Callable, Iterable, Iterator
 
-SSE_DONE = b"data: [DONE]\n\n"
-SSE_KEEPALIVE = b": keep-alive\n\n"  # a comment: every SSE parser skips it
+from dialects.writer import Comment, Frame, Marker, NamedEvent, Transcript, Writer
+from protocol.contract import DoneEvent, ErrorEvent, Event, KeepAliveEvent, TextEvent, ToolCallEvent
+from protocol.errors import SwitchboardError
+
 SSE_CONTENT_TYPE = "text/event-stream"
 NDJSON_CONTENT_TYPE = "application/x-ndjson"
+JSON_CONTENT_TYPE = "application/json"
+
+Observer = Callable[[Event], None]
 
 
 def to_json(obj) -> bytes:
     return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode()
 
 
-def sse(obj) -> bytes:
-    return b"data: " + to_json(obj) + b"\n\n"
+def sse(frame: Frame) -> bytes:
+    if isinstance(frame, Comment):
+        return b": " + frame.text.encode() + b"\n\n"
+    if isinstance(frame, Marker):
+        return b"data: " + frame.data.encode() + b"\n\n"
+    if isinstance(frame, NamedEvent):
+        return b"event: " + frame.name.encode() + b"\n" + sse(frame.body)
+    return b"data: " + to_json(frame) + b"\n\n"
 
 
-def ndjson(obj) -> bytes:
-    return to_json(obj) + b"\n"
+def ndjson(frame: Frame) -> bytes:
+    if not isinstance(frame, dict):
+        raise TypeError(f"NDJSON carries objects only, not {frame!r}")
+    return to_json(frame) + b"\n"
+
+
+def error_of(event: ErrorEvent) -> SwitchboardError:
+    return SwitchboardError(event.message, event.status, retry_after=event.retry_after)
+
+
+def frames(events: Iterable[Event], writer: Writer, observers: tuple[Observer, ...] = ()) -> Iterator[Frame]:
+    """The writer's frames for a job's events, from opening to closing; an
+    error ends the reply in band."""
+    yield from writer.opening()
+    for event in events:
+        for observe in observers:
+            observe(event)
+        if isinstance(event, KeepAliveEvent):
+            yield from writer.keepalive()
+        elif isinstance(event, TextEvent):
+            yield from writer.text(event.text)
+        elif isinstance(event, ToolCallEvent):
+            yield from writer.tool_call(event)
+        elif isinstance(event, DoneEvent):
+            yield from writer.finish(event)
+        elif isinstance(event, ErrorEvent):
+            yield from writer.error(error_of(event))
+            break
+    yield from writer.closing()
+
+
+def stream(events: Iterable[Event], writer: Writer, encode: Callable[[Frame], bytes],
+           observers: tuple[Observer, ...] = ()) -> Iterator[bytes]:
+    """SSE or NDJSON bytes (encode = sse or ndjson)."""
+    for frame in frames(events, writer, observers):
+        yield encode(frame)
+
+
+class _Collector(Writer):
+    """The JSON framing's writer: it keeps the reply instead of writing
+    pieces, and raises an error (no byte was sent: it gets its real status)."""
+
+    def __init__(self):
+        self.transcript = Transcript()
+
+    def text(self, text: str) -> list[Frame]:
+        self.transcript.texts.append(text)
+        return []
+
+    def tool_call(self, call: ToolCallEvent) -> list[Frame]:
+        self.transcript.calls.append(call)
+        return []
+
+    def finish(self, done: DoneEvent) -> list[Frame]:
+        self.transcript.done = done
+        return []
+
+    def error(self, error: SwitchboardError) -> list[Frame]:
+        raise error
+
+    def keepalive(self) -> list[Frame]:
+        return []
+
+
+def whole_reply(events: Iterable[Event], writer: Writer, observers: tuple[Observer, ...] = ()) -> dict:
+    """The JSON framing: the same loop, then the writer's whole reply."""
+    collector = _Collector()
+    for _ in frames(events, collector, observers):
+        pass
+    return writer.reply(collector.transcript)

@@ -6,7 +6,7 @@ end; writes docs/benchmarks.md, docs/benchmarks.png and the raw numbers
     python scripts/bench.py            # the full run (about 10 minutes)
     python scripts/bench.py --quick    # smaller sizes, under 2 minutes
 
-Needs `make install` (it builds .venv and LiteLLM's .venv-litellm).
+Needs `make install-dev` (it builds .venv with the bench tools and LiteLLM's .venv-litellm).
 """
 from __future__ import annotations
 

@@ -44,7 +44,7 @@ class Process:
                 os.killpg(self.popen.pid, signal.SIGKILL)
                 self.popen.wait()
         self.log.close()
-        if os.path.exists(self.log.name):
+        if os.path.exists(self.log.name) and not os.environ.get("SWITCHBOARD_KEEP_LOGS"):
             os.unlink(self.log.name)
 
 

@@ -16,8 +16,8 @@ from typing import Iterator
 
 from redis import Redis
 
+from protocol.keys import ABORT_CHANNEL
 from workers.cancel import Cancel
-from workers.channels import ABORT_CHANNEL
 
 log = logging.getLogger(__name__)
 

@@ -1,32 +1,22 @@
-"""Liveness, published by every worker process once a second:
+"""Liveness, published by every worker process once a second (see
+protocol.commands.beat):
 
-- each running job's `alive` key (expires after a few seconds), so a front
-  end can tell a job whose worker was killed from one that is thinking;
+- each running job's `alive` key (it lapses after a few seconds), so a web
+  process can tell a job whose worker was killed from one that is thinking;
 - the worker itself with the queues it consumes, for /readyz.
 """
 from __future__ import annotations
 
-import json
 import logging
 import threading
 import time
 
 from redis import Redis
 
-from workers.channels import PREFIX, alive_key
+from protocol.commands import beat
 
 log = logging.getLogger(__name__)
 INTERVAL = 1.0
-TTL = 4
-
-
-def worker_key(worker_id: str) -> str:
-    return f"{PREFIX}:worker:{worker_id}"
-
-
-def live_workers(redis: Redis) -> list[dict]:
-    keys = list(redis.scan_iter(match=f"{PREFIX}:worker:*", count=500))
-    return [json.loads(v) for v in redis.mget(keys) if v] if keys else []
 
 
 class Heartbeat:
@@ -50,19 +40,14 @@ class Heartbeat:
     def _beat_forever(self) -> None:
         while True:
             try:
-                self._beat()
+                self.beat_once()
             except Exception as error:  # noqa: BLE001 - must outlive a Redis restart
                 log.warning("heartbeat failed: %s", error)
             time.sleep(INTERVAL)
 
-    def _beat(self) -> None:
-        pipe = self._redis.pipeline(transaction=False)
-        for job_id in list(self._jobs):
-            pipe.set(alive_key(job_id), b"1", ex=TTL)
-        if self.queues:
-            pipe.set(worker_key(self._worker_id), json.dumps({"id": self._worker_id, "queues": self.queues}),
-                     ex=TTL * 3)
-        pipe.execute()
+    def beat_once(self) -> None:
+        presence = {"id": self._worker_id, "queues": self.queues} if self.queues else None
+        beat(self._redis, list(self._jobs), presence)
 
 
 class _Running:
@@ -73,7 +58,7 @@ class _Running:
 
     def __enter__(self):
         self._heartbeat.start()
-        self._heartbeat._jobs.add(self._job_id)  # its first beat is the runner's (channels.announce_started)
+        self._heartbeat._jobs.add(self._job_id)  # its first beat is the runner's (commands.announce_started)
         return self
 
     def __exit__(self, *exc):

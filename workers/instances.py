@@ -5,7 +5,7 @@ import threading
 
 from workers.backends import backend_class
 from workers.backends.base import Backend
-from workers.registry import ModelEntry, Registry
+from catalog.registry import ModelEntry, Registry
 
 
 class BackendInstances:

@@ -10,10 +10,10 @@ chat messages.
 """
 from __future__ import annotations
 
-from workers import gotemplate
-from workers.contract import Job, Message, PromptSpec
-from workers.exceptions import BackendError
-from workers.fim import FAMILIES
+from catalog import gotemplate
+from protocol.contract import Job, Message, PromptSpec
+from protocol.errors import BackendError
+from catalog.fim import FAMILIES
 
 
 def resolve_prompt(job: Job, fim_family: str | None, family_stops: bool = True) -> Job:

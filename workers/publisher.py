@@ -17,8 +17,8 @@ import time
 
 from redis import Redis
 
-from workers.channels import events_channel
-from workers.contract import Event, TextEvent, encode_event
+from protocol.contract import Event, TextEvent, encode_event
+from protocol.keys import events_channel
 
 YIELD_EVERY_SECONDS = 0.001
 

@@ -14,21 +14,22 @@ from dataclasses import dataclass
 
 from redis import Redis
 
-from workers.abort_watch import AbortWatch
-from workers.backends.base import Backend, Outcome
-from workers.cancel import Cancel
-from workers.channels import (
-    FOREVER_SECONDS, alive_key, announce_started, forget_loaded, mark_loaded, publish_event, record_state, take_job,
+from catalog.registry import ModelEntry
+from protocol.commands import (
+    FOREVER_SECONDS, announce_started, end_heartbeat, forget_loaded, mark_loaded, publish_event, record_state,
+    take_job,
 )
-from workers.heartbeat import TTL as HEARTBEAT_TTL
+from protocol.contract import CONTRACT_VERSION, DoneEvent, ErrorEvent, Job, Timings, Usage
+from protocol.errors import SwitchboardError, UnknownModel
+from protocol.metrics import count_job
+from workers.abort_watch import AbortWatch
+from workers.backends.base import Backend
+from workers.cancel import Cancel
 from workers.heartbeat import Heartbeat
-from workers.metrics import count_job
-from workers.contract import DoneEvent, ErrorEvent, Job, Timings, Usage
-from workers.exceptions import SwitchboardError
 from workers.instances import BackendInstances
+from workers.pieces import Outcome
 from workers.prompts import is_load_only, resolve_prompt
 from workers.publisher import EventPublisher
-from workers.registry import ModelEntry
 from workers.toolcalls.emulation import ReplyFilter, ToolPlan, plan_tools
 
 log = logging.getLogger(__name__)
@@ -46,8 +47,28 @@ class RunContext:
     loaded_marker_seconds: int = 300
 
 
+def refusal(job: Job, ctx: RunContext) -> ErrorEvent | None:
+    """A job this worker cannot run at all, answered at once (its client
+    would otherwise wait out the queue wait): a newer contract version than
+    this worker speaks, or a model its registry does not list (registries
+    out of sync during a deploy)."""
+    if job.version > CONTRACT_VERSION:
+        return ErrorEvent(message=f"this worker speaks job contract version {CONTRACT_VERSION}, the job is version "
+                                  f"{job.version}: the worker must be upgraded", status=500)
+    try:
+        ctx.backends.entry(job.model)
+    except UnknownModel:
+        return ErrorEvent(message=f'model "{job.model}" is not served by any worker that took the job '
+                                  f"(worker {ctx.worker_id} has no such model in its registry)", status=404)
+    return None
+
+
 def run_job(job: Job, ctx: RunContext) -> str:
     """Run the job and return the reason it finished."""
+    refused = refusal(job, ctx)
+    if refused is not None:
+        log.error("refused job %s: %s", job.id, refused.message)
+        return _finish(job, ctx, "error", final=refused, error=refused.message, worker=ctx.worker_id)
     with ctx.aborts.watch(job.id) as aborted:
         claimed, was_aborted = take_job(ctx.redis, job.id, ctx.worker_id, ctx.backends.entry(job.model).pool)
         if not claimed:
@@ -65,7 +86,7 @@ def run_job(job: Job, ctx: RunContext) -> str:
 
 
 def _run_started(job: Job, ctx: RunContext, aborted: Cancel) -> str:
-    announce_started(ctx.redis, job.id, ctx.worker_id, HEARTBEAT_TTL)
+    announce_started(ctx.redis, job.id, ctx.worker_id)
     started_wall = time.time()
     try:
         done = _generate(job, ctx, aborted)
@@ -93,7 +114,7 @@ def _finish(job: Job, ctx: RunContext, reason: str, tokens: int = 0, ttft: float
         publish_event(pipe, job.id, final)
     record_state(pipe, job.id, status="finished", reason=reason, **fields)
     if ran:
-        pipe.delete(alive_key(job.id))  # after the state: see channels.worker_lost
+        end_heartbeat(pipe, job.id)  # after the state: see commands.worker_lost
     if loaded:
         _note_loaded(pipe, job, ctx)
     count_job(pipe, job.model, reason, tokens, ttft)

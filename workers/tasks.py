@@ -13,13 +13,16 @@ from functools import lru_cache
 from celery.signals import worker_process_init, worker_ready
 from pydantic import ValidationError
 
-from queue_config import RUN_JOB_TASK, app, redis_client, worker_settings
+from catalog.registry import load_registry
+from protocol.commands import publish_event
+from protocol.connection import redis_client
+from protocol.contract import ErrorEvent, Job
+from protocol.queue import RUN_JOB_TASK
+from queue_config import app
+from settings import settings_from_environment
 from workers.abort_watch import AbortWatch
-from workers.channels import publish_event
-from workers.contract import ErrorEvent, Job
 from workers.heartbeat import Heartbeat
 from workers.instances import BackendInstances
-from workers.registry import load_registry
 from workers.runner import RunContext, run_job
 
 log = logging.getLogger(__name__)
@@ -27,8 +30,8 @@ log = logging.getLogger(__name__)
 
 @lru_cache(maxsize=1)
 def _context(pid: int) -> RunContext:
-    settings = worker_settings()
-    redis = redis_client(settings.redis_url, "switchboard-worker")
+    settings = settings_from_environment()
+    redis = redis_client(settings.redis_url, "switchboard-worker", settings.redis_connections)
     worker_id = f"{socket.gethostname()}:{pid}"
     return RunContext(
         redis=redis,

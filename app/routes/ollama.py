@@ -2,40 +2,35 @@
 from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
-from typing import Iterator
 
 from flask import Blueprint, Response, jsonify
 
-from app.errors import ollama_error_body
-from app.jobs import JobRun, new_job_id
-from app.jobs import KEEPALIVE
-from app.routes.common import (
-    check_request_limits, collect, find_model, parse_body, register_error_handlers, start_job, stream_response,
-    visible_entries,
-)
-from app.schemas.ollama import ChatRequest, GenerateRequest, ShowRequest
+from app.auth import public
+from app.errors import register_error_handlers
+from app.jobs import new_job_id
+from app.routes.common import check_request_limits, find_model, parse_body, serve, visible_entries
 from app.services import services
-from app.streaming import NDJSON_CONTENT_TYPE, ndjson
-from app.translate import ollama as translate
-from workers.channels import loaded_models
-from workers.contract import DoneEvent, ErrorEvent, Event, TextEvent, ToolCallEvent
-from workers.registry import ModelEntry
+from catalog.registry import ModelEntry
+from dialects import ollama as translate
+from dialects.ollama_schemas import ChatRequest, GenerateRequest, ShowRequest
+from dialects.ollama_writer import ChatWriter, GenerateWriter, error_body
+from protocol.commands import loaded_models
 
 # Copilot Chat lists no model from a server older than 0.6.4.
 OLLAMA_COMPAT_VERSION = "0.12.0"
 
 bp = Blueprint("ollama", __name__)
-
-
-register_error_handlers(bp, ollama_error_body, busy_status=503)
+register_error_handlers(bp, error_body, busy_status=503)
 
 
 @bp.route("/", methods=["GET", "HEAD"])
+@public
 def root():
     return Response("Ollama is running", content_type="text/plain; charset=utf-8")
 
 
 @bp.get("/api/version")
+@public
 def version():
     return jsonify({"version": OLLAMA_COMPAT_VERSION})
 
@@ -107,25 +102,8 @@ def ps():
     return jsonify({"models": running})
 
 
-def _ndjson_lines(events: Iterator[Event], lines) -> Iterator[bytes]:
-    for event in events:
-        if event is KEEPALIVE:  # an empty piece: valid for every NDJSON parser, unlike a blank line
-            yield ndjson(lines.text(""))
-        elif isinstance(event, TextEvent):
-            yield ndjson(lines.text(event.text))
-        elif isinstance(event, ToolCallEvent):  # only /api/chat jobs carry tools
-            yield ndjson(lines.tool_call(event))
-        elif isinstance(event, DoneEvent):
-            yield ndjson(lines.done(event))
-        elif isinstance(event, ErrorEvent):  # after the first byte: in band, then end
-            yield ndjson({"error": event.message})
-
-
-def _reply(run: JobRun, events: Iterator[Event], lines, stream: bool) -> Response:
-    if stream:
-        return stream_response(run, _ndjson_lines(events, lines), NDJSON_CONTENT_TYPE)
-    text, calls, done = collect(run, events)
-    return jsonify(lines.done(done, content=text, calls=calls))
+def _framing(stream: bool) -> str | None:
+    return "ndjson" if stream else None
 
 
 @bp.post("/api/chat")
@@ -133,8 +111,8 @@ def chat():
     request = parse_body(ChatRequest)
     check_request_limits(request.messages, request.tools)
     entry = find_model(request.model)
-    run, events = start_job(translate.chat_to_job(request, new_job_id(), entry.name), entry, request.stream)
-    return _reply(run, events, translate.ChatLines(request.model), request.stream)
+    job = translate.chat_to_job(request, new_job_id(), entry.name)
+    return serve(job, entry, ChatWriter(request.model), _framing(request.stream))
 
 
 @bp.post("/api/generate")
@@ -142,5 +120,4 @@ def generate():
     request = parse_body(GenerateRequest)
     entry = find_model(request.model)
     job = translate.generate_to_job(request, new_job_id(), entry.name, entry.capabilities)
-    run, events = start_job(job, entry, request.stream)
-    return _reply(run, events, translate.GenerateLines(request.model), request.stream)
+    return serve(job, entry, GenerateWriter(request.model), _framing(request.stream))

@@ -6,24 +6,27 @@ from flask import Blueprint, Response, jsonify
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from redis.exceptions import RedisError
 
-from app.errors import openai_error_body
+from app.auth import public
+from app.errors import register_error_handlers
 from app.metrics import cluster_registry
 from app.openapi import openapi_document
-from app.routes.common import register_error_handlers
 from app.services import services
-from queue_config import completion_queue
-from workers.heartbeat import live_workers
+from dialects.openai_writer import error_body
+from protocol.commands import live_workers
+from protocol.queue import completion_queue
 
 bp = Blueprint("ops", __name__)
-register_error_handlers(bp, openai_error_body)
+register_error_handlers(bp, error_body)
 
 
 @bp.get("/healthz")
+@public
 def healthz():
     return jsonify({"status": "ok"})
 
 
 @bp.get("/readyz")
+@public
 def readyz():
     try:
         services().redis.ping()

@@ -24,7 +24,8 @@ from scripts.benchkit.client import request_bytes, stream
 from scripts.benchkit.relay import words
 from scripts.benchkit.stack import Endpoints
 from scripts.benchkit.stats import summary
-from workers.channels import abort_key, job_state
+from protocol.commands import job_state
+from protocol.keys import abort_key
 
 PATH = "/v1/chat/completions"
 

@@ -15,7 +15,7 @@ import time
 from scripts.benchkit.client import StreamResult, stream
 from scripts.benchkit.stack import LLAMA_KEY, Endpoints
 from scripts.benchkit.stats import summary
-from workers.backends.llamacpp import smollm2_gguf
+from catalog.llamacpp import smollm2_gguf
 
 MESSAGES = [{"role": "user", "content": "Write a long story about a brave knight who meets a dragon."}]
 SAMPLING = {"temperature": 0.0, "seed": 42}
@@ -48,7 +48,7 @@ def _direct(llm, tokens: int) -> StreamResult:
 def _backend_in_process(backend, tokens: int) -> StreamResult:
     """Switchboard's llamacpp backend called in this process: the backend's
     own cost, without the serving around it."""
-    from workers.contract import Job, Message, SamplingOptions
+    from protocol.contract import Job, Message, SamplingOptions
 
     job = Job(id="bench", model="smollm2:135m", messages=[Message(**m) for m in MESSAGES],
               options=SamplingOptions(max_tokens=tokens, **SAMPLING))
@@ -80,7 +80,8 @@ def decode_rate(result: StreamResult) -> float:
 
 
 async def measure(endpoints: Endpoints, tokens: int, rounds: int) -> dict:
-    from workers.backends.llamacpp import LlamaCppBackend, LlamaCppSettings
+    from catalog.llamacpp import LlamaCppSettings
+    from workers.backends.llamacpp import LlamaCppBackend
 
     llm, backend = direct_llama(), LlamaCppBackend("smollm2:135m", LlamaCppSettings(n_ctx=2048))
     runs: dict[str, list[StreamResult]] = {name: [] for name in WAYS}

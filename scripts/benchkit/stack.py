@@ -18,11 +18,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from scripts.embedded_redis import EmbeddedRedis, free_port
-from queue_config import BROKER_CONSUMER_CONNECTIONS, BROKER_POOL_LIMIT, REDIS_CONNECTIONS
+from queue_config import BROKER_CONSUMER_CONNECTIONS, BROKER_POOL_LIMIT
+from settings import settings_from_environment
 from scripts.processes import (
     BIN, ROOT, Process, stack_env, start_llama_server, start_web, start_worker, wait_http_ready, wait_worker_ready,
 )
-from workers.backends.llamacpp import smollm2_gguf
+from catalog.llamacpp import smollm2_gguf
 
 LLAMA_KEY = "bench-llama-key"
 LITELLM_KEY = "sk-" + secrets.token_hex(32)  # LiteLLM refuses to start without a strong master key
@@ -131,7 +132,7 @@ class BenchStack:
     def _launch_litellm(self, upstream_port: int) -> tuple[Process, int]:
         python = LITELLM_VENV / "bin" / "python"
         if not python.exists():
-            raise RuntimeError(f"LiteLLM is not installed in {LITELLM_VENV}; run `make install`")
+            raise RuntimeError(f"LiteLLM is not installed in {LITELLM_VENV}; run `make install-dev`")
         config = Path(tempfile.mkdtemp(prefix="switchboard-litellm-")) / "config.yaml"
         config.write_text("model_list:\n" + "".join(
             f"  - model_name: up-{name}\n    litellm_params:\n      model: openai/{name}\n"
@@ -151,5 +152,5 @@ def redis_connection_bound() -> int:
     Switchboard process its bounded pool, its one pub/sub connection (the
     relay, or the abort listener) and Celery's broker connections; plus the
     Celery floor worker's."""
-    per_process = REDIS_CONNECTIONS + 1 + BROKER_POOL_LIMIT + BROKER_CONSUMER_CONNECTIONS
+    per_process = settings_from_environment().redis_connections + 1 + BROKER_POOL_LIMIT + BROKER_CONSUMER_CONNECTIONS
     return per_process * (1 + len(WORKERS)) + BROKER_POOL_LIMIT + BROKER_CONSUMER_CONNECTIONS + 1

@@ -8,7 +8,7 @@ import time
 
 import redis
 
-from workers.channels import ABORT_CHANNEL, PREFIX
+from protocol.keys import ABORT_CHANNEL, PREFIX
 
 
 class EventsTap:

@@ -8,7 +8,7 @@ import pytest
 
 from tests.integration.events_tap import EventsTap
 from tests.integration.http import DroppableStream
-from workers.channels import job_state
+from protocol.commands import job_state
 
 LONG_TEXT = " ".join(f"word{i}" for i in range(400))  # 20 s at echo:slow's 50 ms per token
 

@@ -13,7 +13,7 @@ import pytest
 
 from tests.integration.events_tap import EventsTap
 from tests.integration.http import DroppableStream, post_raw
-from workers.channels import job_state
+from protocol.commands import job_state
 
 QWEN_FIM = "<|fim_prefix|>def add(a, b):\n    <|fim_suffix|>\n\nprint(add(1, 2))<|fim_middle|>"
 

@@ -15,7 +15,7 @@ from scripts.embedded_redis import EmbeddedRedis
 from tests.integration.events_tap import EventsTap
 from tests.integration.http import DroppableStream, post_raw
 from scripts.processes import stack_env, start_web, start_worker
-from workers.channels import job_state
+from protocol.commands import job_state
 
 SLOW = {"model": "echo:slow", "messages": [{"role": "user", "content": " ".join(f"w{i}" for i in range(200))}]}
 

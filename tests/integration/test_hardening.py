@@ -13,7 +13,7 @@ import pytest
 
 from tests.integration.http import DroppableStream, post_raw
 from scripts.processes import stack_env, start_web, start_worker
-from workers.channels import job_state
+from protocol.commands import job_state
 
 KEYS = {"alice": "alice-key-1", "carol": "carol-key-2", "dave": "dave-key-3"}
 LONG = " ".join(f"w{i}" for i in range(300))

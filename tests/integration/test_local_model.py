@@ -13,7 +13,7 @@ import pytest
 
 from tests.integration.http import post_raw
 from tests.integration.sse_rules import assert_well_formed, parse_sse
-from workers.backends.llamacpp import smollm2_gguf
+from catalog.llamacpp import smollm2_gguf
 
 pytestmark = pytest.mark.slow
 MESSAGES = [{"role": "system", "content": "You are terse."}, {"role": "user", "content": "Name three colors."}]

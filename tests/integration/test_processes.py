@@ -10,7 +10,8 @@ import redis
 
 from scripts.embedded_redis import EmbeddedRedis
 from workers.abort_watch import AbortWatch
-from workers.channels import alive_key, record_state, send_abort, take_job, worker_lost
+from protocol.commands import record_state, send_abort, take_job, worker_lost
+from protocol.keys import alive_key
 
 
 def test_embedded_redis_is_a_real_server_and_stops():

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from scripts.processes import Process, stack_env, start_web, start_worker
 from scripts.processes import start_llama_server as llama_server
-from workers.backends.llamacpp import smollm2_gguf
+from catalog.llamacpp import smollm2_gguf
 
 LLAMA_KEY = "test-upstream-key-7f3a9"
 

@@ -7,8 +7,8 @@ import pytest
 
 from app import create_app
 from app.relay import Subscription
-from workers.channels import events_channel
-from workers.contract import encode_event
+from protocol.keys import events_channel
+from protocol.contract import encode_event
 
 
 class ScriptedJobs:

@@ -1,7 +1,8 @@
 import pytest
 
-from workers.backends.echo import EchoBackend, EchoSettings, echo_tokens
-from workers.contract import Job, Message, SamplingOptions
+from catalog.echo import EchoSettings
+from workers.backends.echo import EchoBackend, echo_tokens
+from protocol.contract import Job, Message, SamplingOptions
 
 
 def run(text, **options):

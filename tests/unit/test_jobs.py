@@ -5,7 +5,7 @@ from types import SimpleNamespace
 
 from app.jobs import JobRun
 from app.relay import CLOSED, Subscription
-from workers.contract import DoneEvent, Job, StartedEvent, TextEvent, ToolCallEvent, encode_event
+from protocol.contract import DoneEvent, Job, StartedEvent, TextEvent, ToolCallEvent, encode_event
 
 CALL = ToolCallEvent(index=0, id="call_1", name="f", arguments="{}")
 

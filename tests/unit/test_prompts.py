@@ -1,10 +1,10 @@
 """Completion prompts: FIM per family (exact strings), templates, raw."""
 import pytest
 
-from workers import gotemplate
-from workers.contract import Job, PromptSpec, SamplingOptions
-from workers.exceptions import BackendError
-from workers.fim import FAMILIES
+from catalog import gotemplate
+from protocol.contract import Job, PromptSpec, SamplingOptions
+from protocol.errors import BackendError, SwitchboardError
+from catalog.fim import FAMILIES
 from workers.prompts import is_load_only, resolve_prompt
 
 
@@ -59,7 +59,7 @@ def test_go_template_subset(template, expected):
 
 
 def test_bad_template_is_a_400():
-    with pytest.raises(BackendError) as error:
+    with pytest.raises(SwitchboardError) as error:
         gotemplate.render("{{ range .Messages }}")
     assert error.value.status == 400
 

@@ -8,8 +8,8 @@ import fakeredis
 import pytest
 from redis.exceptions import ConnectionError as RedisConnectionError
 
-from workers.channels import events_channel
-from workers.contract import DoneEvent, TextEvent, ToolCallEvent, decode_event
+from protocol.keys import events_channel
+from protocol.contract import DoneEvent, TextEvent, ToolCallEvent, decode_event
 from workers.publisher import EventPublisher, merge_texts
 
 CALL = ToolCallEvent(index=0, id="call_1", name="f", arguments="{}")

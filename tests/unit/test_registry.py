@@ -1,7 +1,7 @@
 import pytest
 
-from workers.exceptions import RegistryError, UnknownModel
-from workers.registry import load_registry
+from protocol.errors import RegistryError, UnknownModel
+from catalog.registry import load_registry
 
 
 def write(tmp_path, text):

@@ -5,8 +5,8 @@ import json
 
 import pytest
 
-from workers.channels import is_aborted
-from workers.contract import DoneEvent, ErrorEvent, PromptSpec, StartedEvent, TextEvent, Usage
+from protocol.commands import is_aborted
+from protocol.contract import DoneEvent, ErrorEvent, PromptSpec, StartedEvent, TextEvent, Usage
 
 DONE = DoneEvent(reason="stop", usage=Usage(prompt_tokens=1, completion_tokens=2))
 
@@ -92,7 +92,7 @@ def test_generate_rules(scripted, body, message):
     (None, None), (0, 0.0), (30, 30.0), ("10s", 10.0), ("5m", 300.0), ("1h30m", 5400.0), ("-1", -1.0), ("-1m", -60.0),
     ("250ms", 0.25)])
 def test_keep_alive_durations(value, seconds):
-    from app.translate.ollama import keep_alive_seconds
+    from dialects.ollama import keep_alive_seconds
 
     assert keep_alive_seconds(value) == seconds
 

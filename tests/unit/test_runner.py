@@ -7,13 +7,16 @@ from contextlib import contextmanager
 import fakeredis
 import pytest
 
-from workers.backends.base import Backend, BackendSettings, Outcome
+from catalog.model_info import BackendSettings
+from workers.backends.base import Backend
+from workers.pieces import Outcome
 from workers.cancel import Cancel
-from workers.channels import events_channel, job_state
-from workers.contract import Job, Message, ToolSpec
+from protocol.commands import job_state
+from protocol.keys import events_channel
+from protocol.contract import Job, Message, ToolSpec
 from workers.heartbeat import Heartbeat
-from workers.registry import ModelEntry
-from workers.exceptions import BackendError
+from catalog.registry import ModelEntry
+from protocol.errors import BackendError
 from workers.runner import RunContext, run_job
 
 

@@ -1,7 +1,7 @@
 """Upstream tool-call delta shapes seen in the wild, reassembled."""
 import pytest
 
-from workers.backends.base import NativeCall
+from workers.pieces import NativeCall
 from workers.backends.tool_deltas import ToolCallAssembler
 
 A = NativeCall(name="read_file", arguments='{"filePath": "/a"}', id="call_a")

@@ -1,7 +1,7 @@
 """Prompt side of tool emulation: rendering, matching, limits, injection."""
 from __future__ import annotations
 
-from workers.contract import Job, Message, ToolCall, ToolChoice, ToolSpec
+from protocol.contract import Job, Message, ToolCall, ToolChoice, ToolSpec
 from workers.toolcalls.emulation import plan_tools
 from workers.toolcalls.prompt import render_conversation, tool_instructions, tool_rounds
 from workers.toolcalls.system_inject import inject_system

@@ -1,16 +1,14 @@
-"""Backends registered by name.
-
-The registry maps a backend's name to its module, imported on first use, so
-that reading the model registry (front end) never loads model libraries.
-"""
+"""Backend runtimes by kind name (the kinds' settings and capabilities are
+in catalog.kinds). Each module is imported on first use, so a worker that
+serves only upstream models never loads llama.cpp."""
 from __future__ import annotations
 
 from importlib import import_module
 
+from catalog.kinds import backend_kind
 from workers.backends.base import Backend
-from workers.exceptions import UnknownBackend
 
-_BACKEND_MODULES = {
+_RUNTIME_MODULES = {
     "echo": "workers.backends.echo",
     "llamacpp": "workers.backends.llamacpp",
     "openai": "workers.backends.openai_upstream",
@@ -18,11 +16,6 @@ _BACKEND_MODULES = {
 }
 
 
-def backend_names() -> list[str]:
-    return sorted(_BACKEND_MODULES)
-
-
 def backend_class(name: str) -> type[Backend]:
-    if name not in _BACKEND_MODULES:
-        raise UnknownBackend(name, backend_names())
-    return import_module(_BACKEND_MODULES[name]).BACKEND
+    backend_kind(name)  # an unknown name raises, listing the known ones
+    return import_module(_RUNTIME_MODULES[name]).BACKEND

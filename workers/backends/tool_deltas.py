@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
-from workers.backends.base import NativeCall
+from workers.pieces import NativeCall
 
 
 @dataclass

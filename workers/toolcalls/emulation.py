@@ -13,8 +13,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from workers.backends.base import NativeCall
-from workers.contract import Job, Message, TextEvent, ToolCallEvent, ToolSpec, new_call_id
+from workers.pieces import NativeCall
+from protocol.contract import Job, Message, TextEvent, ToolCallEvent, ToolSpec, new_call_id
 from workers.toolcalls.arguments import typed_arguments
 from workers.toolcalls.parser import ParsedCall, ToolCallParser
 from workers.toolcalls.prompt import STEP_LIMIT_NOTE, render_conversation, tool_instructions, tool_rounds

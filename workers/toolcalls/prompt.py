@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from workers.contract import Message, ToolCall, ToolChoice, ToolSpec
+from protocol.contract import Message, ToolCall, ToolChoice, ToolSpec
 
 FORMAT = """To call a tool, answer with one or more blocks exactly like this, and nothing after them:
 <invoke name="TOOL_NAME">

@@ -8,7 +8,7 @@ backends keep what the first turn told them.
 """
 from __future__ import annotations
 
-from workers.contract import Message
+from protocol.contract import Message
 
 
 def _context_block(tag: str, agent_instructions: str, systems: list[str]) -> str:

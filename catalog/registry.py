@@ -5,9 +5,10 @@
     pool = "local"           # the Celery queue its jobs go to
     # ...then the backend's own settings (see its Settings model)
 
-Both sides read it: the front end for listing, validation and routing, the
-workers to build backends. A bad entry makes start-up fail with a message
-naming the entry and the key.
+Both processes read it: the web for listing, validation and routing, the
+workers to build backends (workers/backends maps a kind to its runtime). A bad
+entry, or one whose file or key variable is missing, makes start-up fail with
+a message naming the entry and the key.
 """
 from __future__ import annotations
 
@@ -19,10 +20,10 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from workers.backends import backend_class, backend_names
-from workers.backends.base import BackendSettings, ModelInfo
-from workers.exceptions import RegistryError, SwitchboardError, UnknownModel
-from workers.fim import FAMILIES
+from catalog.fim import FAMILIES
+from catalog.kinds import backend_kind, kind_names
+from catalog.model_info import BackendSettings, ModelInfo
+from protocol.errors import RegistryError, SwitchboardError, UnknownModel
 
 FimFamily = Literal[tuple(FAMILIES)]  # type: ignore[valid-type]
 
@@ -67,15 +68,16 @@ def _validation_message(error: ValidationError) -> str:
 def parse_entry(name: str, table: dict) -> ModelEntry:
     where = f'models."{name}"'
     if not isinstance(table, dict) or "backend" not in table:
-        raise RegistryError(f'{where}: needs a "backend" key (known: {", ".join(backend_names())})')
+        raise RegistryError(f'{where}: needs a "backend" key (known: {", ".join(kind_names())})')
     try:
-        backend = backend_class(table["backend"])
+        backend = backend_kind(table["backend"])
         settings = backend.Settings.model_validate({k: v for k, v in table.items() if k not in _COMMON_KEYS})
         common = {"pool": backend.default_pool} | {k: v for k, v in table.items() if k in _COMMON_KEYS}
         entry = ModelEntry(name=name, settings=settings, **common)
         if entry.tools == "native" and not backend.native_tools:
             raise RegistryError(f'{where}: backend "{backend.name}" has no native tool calling; '
                                 'use tools = "emulated" or "off"')
+        entry.settings.check_environment()
         entry.info  # fail at start-up, not on the first request, if the model file is unusable
         return entry
     except ValidationError as error:

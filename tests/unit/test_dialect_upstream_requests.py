@@ -1,9 +1,8 @@
-"""What the upstream backends send, per job shape."""
-from workers.backends import ollama_upstream, openai_upstream
-from workers.backends.upstream import UpstreamSettings
-from workers.contract import Job, Message, PromptSpec, SamplingOptions, ToolCall, ToolSpec
-
-SETTINGS = UpstreamSettings(base_url="http://up:1/v1", upstream_model="big", context_length=8192)
+"""What an upstream of each dialect is sent, per job shape (the upstream
+side of dialects/openai.py and dialects/ollama.py)."""
+from dialects import ollama, openai
+from protocol.contract import Job, Message, PromptSpec, SamplingOptions, ToolCall, ToolSpec
+from workers.backends import openai_upstream
 CHAT = Job(id="j", model="m", messages=[Message(role="user", content="hi")],
            options=SamplingOptions(max_tokens=5, stop=["x"], temperature=0.1, top_k=3))
 RAW = Job(id="j", model="m", prompt=PromptSpec(prompt="<PRE> a <SUF>b <MID>", raw=True),
@@ -11,24 +10,24 @@ RAW = Job(id="j", model="m", prompt=PromptSpec(prompt="<PRE> a <SUF>b <MID>", ra
 
 
 def test_openai_chat_and_format():
-    path, body = openai_upstream.request(CHAT.model_copy(update={"format": {"type": "object"}}), SETTINGS)
+    path, body = openai.upstream_request(CHAT.model_copy(update={"format": {"type": "object"}}), "big")
     assert path == "/chat/completions"
     assert body == {"model": "big", "messages": [{"role": "user", "content": "hi"}], "stream": True,
                     "stream_options": {"include_usage": True}, "max_tokens": 5, "temperature": 0.1, "stop": ["x"],
                     "response_format": {"type": "json_schema", "json_schema": {"name": "output",
                                                                                "schema": {"type": "object"}}}}
-    assert openai_upstream.request(CHAT.model_copy(update={"format": "json"}), SETTINGS)[1]["response_format"] == {
+    assert openai.upstream_request(CHAT.model_copy(update={"format": "json"}), "big")[1]["response_format"] == {
         "type": "json_object"}
 
 
 def test_openai_raw_prompt_uses_completions():
-    path, body = openai_upstream.request(RAW, SETTINGS)
+    path, body = openai.upstream_request(RAW, "big")
     assert path == "/completions" and body["prompt"] == "<PRE> a <SUF>b <MID>" and "messages" not in body
 
 
 def test_ollama_raw_prompt_uses_generate_with_options_format_and_keep_alive():
     job = RAW.model_copy(update={"format": "json", "keep_alive": 0.0})
-    path, body = ollama_upstream.request(job, SETTINGS)
+    path, body = ollama.upstream_request(job, "big")
     assert path == "/api/generate"
     assert body == {"model": "big", "stream": True, "options": {"num_predict": 5}, "format": "json",
                     "keep_alive": 0.0, "prompt": "<PRE> a <SUF>b <MID>", "raw": True}
@@ -38,7 +37,7 @@ def test_ollama_chat_converts_tool_calls_and_names_results():
     job = Job(id="j", model="m", tools=[ToolSpec(name="grep")], messages=[
         Message(role="assistant", tool_calls=[ToolCall(id="c1", name="grep", arguments='{"q": "x"}')]),
         Message(role="tool", tool_call_id="c1", content="found")], options=SamplingOptions(top_k=3, stop=["s"]))
-    path, body = ollama_upstream.request(job, SETTINGS)
+    path, body = ollama.upstream_request(job, "big")
     assert path == "/api/chat" and body["options"] == {"top_k": 3, "stop": ["s"]}
     assert body["messages"] == [
         {"role": "assistant", "content": "", "tool_calls": [{"function": {"name": "grep", "arguments": {"q": "x"}}}]},

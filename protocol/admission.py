@@ -1,7 +1,8 @@
 """Admission control, enforced in Redis so it holds across web processes:
 requests per minute and concurrent jobs per key, and a bounded queue per
 pool. One Lua script checks and records atomically. A rejection carries a
-Retry-After computed from the observed drain rate of the pool's queue."""
+Retry-After computed from the observed drain rate of the pool's queue
+(which workers count as they take jobs: see commands.take_job)."""
 from __future__ import annotations
 
 import math
@@ -10,8 +11,9 @@ from dataclasses import dataclass
 
 from redis import Redis
 
-from queue_config import completion_queue
-from workers.channels import PREFIX, drained_recently
+from protocol import keys
+from protocol.commands import drained_recently
+from protocol.queue import completion_queue
 
 _ADMIT = """
 local rpm_key, active_key = KEYS[1], KEYS[2]
@@ -39,10 +41,6 @@ class Busy(Exception):
     retry_after: int
 
 
-def _active_key(key_name: str) -> str:
-    return f"{PREFIX}:active:{key_name}"
-
-
 def retry_after_seconds(redis: Redis, pool: str, ahead: int) -> int:
     """Seconds until `ahead` queued jobs have drained at the recent rate."""
     per_second = drained_recently(redis, pool) / 60
@@ -56,7 +54,7 @@ def admit(redis: Redis, key_name: str, job_id: str, pool: str, *, requests_per_m
     now = time.time()
     minute = int(now // 60)
     reason, depth = redis.eval(
-        _ADMIT, 4, f"{PREFIX}:rpm:{key_name}:{minute}", _active_key(key_name), pool, completion_queue(pool),
+        _ADMIT, 4, keys.rpm_key(key_name, minute), keys.active_key(key_name), pool, completion_queue(pool),
         now, now - stale_after, requests_per_minute, max_concurrent, max_queue, job_id)
     reason = reason.decode() if isinstance(reason, bytes) else reason
     if reason == "ok":
@@ -71,4 +69,4 @@ def admit(redis: Redis, key_name: str, job_id: str, pool: str, *, requests_per_m
 
 
 def release(redis: Redis, key_name: str, job_id: str) -> None:
-    redis.zrem(_active_key(key_name), job_id)
+    redis.zrem(keys.active_key(key_name), job_id)

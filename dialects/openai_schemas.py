@@ -5,7 +5,7 @@ from typing import Annotated, Literal, Union
 
 from pydantic import Field
 
-from app.schemas.common import PositiveInt, Request, Seed, Temperature, Tool, TopP
+from dialects.common import PositiveInt, Request, Seed, Temperature, Tool, TopP
 
 
 class TextPart(Request):

@@ -11,7 +11,7 @@ from datetime import datetime, timezone
 from functools import lru_cache
 from pathlib import Path
 
-from workers.backends.base import ModelInfo
+from catalog.model_info import ModelInfo
 
 
 def _field(reader, key: str, default=None):

@@ -1,8 +1,16 @@
 """The internal job and event types shared by the front end and the workers.
 
 A job does not know which API its request came from: the front end translates
-every dialect into a `Job`, and translates the `Event`s back. Events travel as
-JSON on the job's Redis pub/sub channel (see `workers.channels`).
+every dialect into a `Job`, and translates the `Event`s back. Jobs travel as
+JSON in the Celery message; events as JSON on the job's Redis pub/sub channel
+(see `protocol.commands`).
+
+Rolling deploys run old and new processes side by side, so both directions
+are tolerant: a reader ignores fields it does not know (a newer writer added
+them) and fills fields a writer did not send (an older one) with defaults;
+an event type a reader does not know is skipped. A change that an older
+reader cannot safely ignore bumps `CONTRACT_VERSION`; a worker refuses a job
+of a newer version with a clear error instead of running it wrongly.
 """
 from __future__ import annotations
 
@@ -11,11 +19,17 @@ import secrets
 import string
 from typing import Annotated, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+
+
+CONTRACT_VERSION = 1
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    """Tolerant of unknown fields (see the module docstring); the name is
+    kept for the strictness of the values, which are still validated."""
+
+    model_config = ConfigDict(extra="ignore")
 
 
 class ToolSpec(_Strict):
@@ -90,6 +104,7 @@ class PromptSpec(_Strict):
 
 
 class Job(_Strict):
+    version: int = CONTRACT_VERSION  # of the contract the web process wrote it with
     id: str
     model: str
     messages: list[Message] = Field(default_factory=list)
@@ -155,10 +170,25 @@ class ErrorEvent(_Strict):
     retry_after: int | None = None  # seconds, when the upstream said so
 
 
+class KeepAliveEvent(_Strict):
+    """Made by the web process while a job is silent (never published): each
+    dialect's writer turns it into its keep-alive frame."""
+
+    type: Literal["keepalive"] = "keepalive"
+
+
+class UnknownEvent(_Strict):
+    """An event of a type this reader does not know (a newer worker sent it):
+    skipped by the web process."""
+
+    type: str
+
+
 Event = Annotated[
     Union[StartedEvent, TextEvent, ToolCallEvent, DoneEvent, ErrorEvent], Field(discriminator="type")
 ]
 EVENT_ADAPTER: TypeAdapter[Event] = TypeAdapter(Event)
+_KNOWN_TYPES = {b'"started"', b'"text"', b'"tool_call"', b'"done"', b'"error"'}
 
 
 def encode_event(event: Event) -> bytes:
@@ -171,5 +201,11 @@ def is_text_payload(payload: bytes) -> bool:
     return payload.startswith(b'{"type":"text"')
 
 
-def decode_event(payload: bytes | str) -> Event:
-    return EVENT_ADAPTER.validate_json(payload)
+def decode_event(payload: bytes | str) -> Event | UnknownEvent:
+    try:
+        return EVENT_ADAPTER.validate_json(payload)
+    except ValidationError:
+        unknown = UnknownEvent.model_validate_json(payload)  # no type at all: a malformed event, raised
+        if unknown.type.encode().join(b'""') in _KNOWN_TYPES:
+            raise
+        return unknown

@@ -1,11 +1,13 @@
-"""Pure translation functions of both dialects."""
+"""The client side of both dialects' mappings (request -> Job), and the
+writers' first and last objects."""
 from __future__ import annotations
 
-from app.schemas.ollama import ChatRequest
-from app.schemas.openai import ChatCompletionRequest
 from app.streaming import ndjson, sse
-from app.translate import ollama, openai
-from workers.contract import DoneEvent, Timings, Usage
+from dialects import ollama, ollama_writer, openai, openai_writer
+from dialects.ollama_schemas import ChatRequest
+from dialects.openai_schemas import ChatCompletionRequest
+from dialects.writer import Transcript
+from protocol.contract import DoneEvent, Timings, Usage
 
 DONE = DoneEvent(reason="length", usage=Usage(prompt_tokens=4, completion_tokens=2),
                  timings=Timings(load_ns=1, prompt_eval_ns=2, eval_ns=3, total_ns=7))
@@ -29,15 +31,15 @@ def test_openai_developer_role_and_limits():
 
 
 def test_openai_chunks_and_completion():
-    chunks = openai.ChatChunks("c1", "m", 10, include_usage=True)
+    chunks = openai_writer.ChatWriter("c1", "m", 10, include_usage=True)
     assert chunks.opening()[0]["choices"][0]["delta"] == {"role": "assistant", "content": ""}
-    assert chunks.text("x")["usage"] is None
+    assert chunks.text("x")[0]["usage"] is None
     finish, usage = chunks.finish(DONE)
     assert finish["choices"][0] == {"index": 0, "delta": {}, "logprobs": None, "finish_reason": "length"}
     assert usage["choices"] == [] and usage["usage"] == {"prompt_tokens": 4, "completion_tokens": 2, "total_tokens": 6}
-    body = openai.chat_completion("c1", "m", 10, "hello", [], DONE)
+    body = openai_writer.ChatWriter("c1", "m", 10).reply(Transcript(["hello"], [], DONE))
     assert body["choices"][0]["message"] == {"role": "assistant", "content": "hello"}
-    assert "usage" not in openai.ChatChunks("c1", "m", 10, include_usage=False).text("x")
+    assert "usage" not in openai_writer.ChatWriter("c1", "m", 10, include_usage=False).text("x")[0]
 
 
 def test_ollama_request_to_job_and_last_line():
@@ -45,7 +47,7 @@ def test_ollama_request_to_job_and_last_line():
                                           "options": {"num_predict": 9, "top_k": 5, "stop": ["a", "b"]}})
     job = ollama.chat_to_job(request, "id", "m")
     assert (job.options.max_tokens, job.options.top_k, job.options.stop) == (9, 5, ["a", "b"])
-    last = ollama.ChatLines("m").done(DONE)
+    last = ollama_writer.ChatWriter("m").finish(DONE)[0]
     assert last["message"] == {"role": "assistant", "content": ""} and last["done"] is True
     assert {k: last[k] for k in ("done_reason", "total_duration", "load_duration", "prompt_eval_count",
                                  "prompt_eval_duration", "eval_count", "eval_duration")} == {

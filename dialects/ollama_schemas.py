@@ -5,7 +5,7 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from app.schemas.common import PositiveInt, Request, Seed, Tool, TopP
+from dialects.common import PositiveInt, Request, Seed, Tool, TopP
 
 Role = Literal["system", "user", "assistant", "tool"]
 

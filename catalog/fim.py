@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from workers import gotemplate
+from catalog import gotemplate
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 
-from workers.exceptions import BackendError
+from protocol.errors import InvalidRequest
 
 _ACTION = re.compile(r"\{\{(-?)\s*(.*?)\s*(-?)\}\}", re.DOTALL)
 
@@ -31,7 +31,7 @@ def _tokens(template: str) -> list[tuple[str, str]]:
 
 def _value(expression: str, values: dict[str, str]) -> str:
     if not expression.startswith("."):
-        raise BackendError(f"template: unsupported expression {{{{ {expression} }}}}", 400)
+        raise InvalidRequest(f"template: unsupported expression {{{{ {expression} }}}}", param="template")
     return values.get(expression[1:], "")
 
 
@@ -56,7 +56,7 @@ def _render(tokens: list[tuple[str, str]], i: int, values: dict[str, str], stop:
             out.append(_value(body, values))
         i += 1
     if stop:
-        raise BackendError("template: missing {{ end }}", 400)
+        raise InvalidRequest("template: missing {{ end }}", param="template")
     return "".join(out), i
 
 

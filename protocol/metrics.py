@@ -8,17 +8,11 @@ from __future__ import annotations
 from redis import Redis
 from redis.client import Pipeline
 
-from workers.channels import PREFIX, batched
+from protocol.commands import batched
+from protocol.keys import JOBS_FINISHED, REJECTED, TOKENS, ttft_key
 
-JOBS_FINISHED = f"{PREFIX}:metrics:jobs_finished"  # field "model\x1freason"
-TOKENS = f"{PREFIX}:metrics:tokens"  # field model
-REJECTED = f"{PREFIX}:metrics:rejected"  # field reason
 TTFT_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 SEPARATOR = "\x1f"
-
-
-def ttft_key(model: str) -> str:
-    return f"{PREFIX}:metrics:ttft:{model}"
 
 
 def count_job(redis: Redis | Pipeline, model: str, reason: str, tokens: int, ttft_seconds: float | None) -> None:
@@ -37,3 +31,14 @@ def count_job(redis: Redis | Pipeline, model: str, reason: str, tokens: int, ttf
 
 def count_rejection(redis: Redis, reason: str) -> None:
     redis.hincrby(REJECTED, reason, 1)
+
+
+def jobs_finished(redis: Redis) -> dict[tuple[str, str], int]:
+    """(model, reason) -> count."""
+    return {tuple(field.decode().split(SEPARATOR, 1)): int(value)
+            for field, value in redis.hgetall(JOBS_FINISHED).items()}
+
+
+def ttft_histogram(redis: Redis, model: str) -> dict[str, float]:
+    """Bucket bound (repr) or "+Inf" or "sum" -> value; empty if none yet."""
+    return {k.decode(): float(v) for k, v in redis.hgetall(ttft_key(model)).items()}

@@ -1,0 +1,40 @@
+"""The backend kinds the registry knows: each kind's settings class and
+capabilities, without its runtime (which lives in workers/backends and is
+imported only by workers). Asking for an unknown kind names the known ones."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from catalog.echo import EchoSettings
+from catalog.llamacpp import LlamaCppSettings
+from catalog.model_info import BackendSettings
+from catalog.upstream import UpstreamSettings
+from protocol.errors import UnknownBackend
+
+
+@dataclass(frozen=True)
+class BackendKind:
+    name: str
+    Settings: type[BackendSettings]
+    # Can pass tools to the model and return its calls (registry tools = "native").
+    native_tools: bool = False
+    # The queue (pool) its models use unless the registry says otherwise.
+    default_pool: str = "local"
+
+
+KINDS: dict[str, BackendKind] = {kind.name: kind for kind in (
+    BackendKind("echo", EchoSettings),
+    BackendKind("llamacpp", LlamaCppSettings),
+    BackendKind("openai", UpstreamSettings, native_tools=True, default_pool="upstream"),
+    BackendKind("ollama", UpstreamSettings, native_tools=True, default_pool="upstream"),
+)}
+
+
+def kind_names() -> list[str]:
+    return sorted(KINDS)
+
+
+def backend_kind(name: str) -> BackendKind:
+    if name not in KINDS:
+        raise UnknownBackend(name, kind_names())
+    return KINDS[name]

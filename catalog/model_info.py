@@ -1,0 +1,37 @@
+"""How a model is described to clients, and the base of a backend kind's
+registry settings."""
+from __future__ import annotations
+
+from datetime import datetime
+
+from pydantic import BaseModel, ConfigDict
+
+
+class ModelInfo(BaseModel):
+    """What the front end publishes about a model (/api/tags, /api/show)."""
+
+    architecture: str
+    basename: str
+    family: str
+    context_length: int
+    parameter_size: str = ""
+    quantization_level: str = ""
+    format: str = ""
+    size: int = 0
+    digest: str
+    modified_at: datetime
+    template: str = ""
+    parameters: dict[str, str | float | int | list[str]] = {}
+
+
+class BackendSettings(BaseModel):
+    """Backend-specific keys of a registry entry; unknown keys are an error."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    def describe(self, model_name: str) -> ModelInfo:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def check_environment(self) -> None:
+        """Raise ValueError if what the settings name outside the registry
+        (a file, an environment variable) is missing: checked at start-up."""

@@ -1,0 +1,135 @@
+"""OpenAI dialect mappings, both directions side by side:
+
+- client side: a /v1/chat/completions or /v1/completions request -> Job
+- upstream side: a Job -> the request an OpenAI-compatible upstream gets
+
+The sampling fields and the output format are mapped by one table and one
+pair of functions each, so a new field is one change here.
+"""
+from __future__ import annotations
+
+from dialects.common import stop_list
+from dialects.openai_schemas import (
+    ChatCompletionRequest, CompletionRequest, ImagePart, Message as WireMessage, NamedToolChoice, ResponseFormat,
+)
+from dialects.tools import arguments_text, to_tool_specs, tool_definitions
+from protocol.contract import Job, Message, PromptSpec, SamplingOptions, ToolCall, ToolChoice
+from protocol.errors import InvalidRequest
+
+_ROLES = {"developer": "system"}
+# OpenAI request field -> SamplingOptions field, both ways (max_tokens is
+# mapped apart: chat has two names for it). Stop is a list on our side.
+SAMPLING_FIELDS = {"temperature": "temperature", "top_p": "top_p", "seed": "seed"}
+
+
+# --- sampling and format, both directions ----------------------------------------------
+def to_sampling(request: ChatCompletionRequest | CompletionRequest, max_tokens: int | None) -> SamplingOptions:
+    values = {ours: getattr(request, theirs) for theirs, ours in SAMPLING_FIELDS.items()}
+    return SamplingOptions(max_tokens=max_tokens, stop=stop_list(request.stop), **values)
+
+
+def from_sampling(options: SamplingOptions) -> dict:
+    body = {theirs: getattr(options, ours) for theirs, ours in SAMPLING_FIELDS.items()}
+    return body | {"max_tokens": options.max_tokens, "stop": options.stop or None}
+
+
+def to_format(response_format: ResponseFormat | None):
+    if response_format is None or response_format.type == "text":
+        return None
+    if response_format.type == "json_object":
+        return "json"
+    if response_format.json_schema is None or not response_format.json_schema.schema_:
+        raise InvalidRequest("response_format.json_schema.schema: required for type json_schema",
+                             param="response_format.json_schema.schema")
+    return response_format.json_schema.schema_
+
+
+def from_format(output_format) -> dict | None:
+    if output_format is None:
+        return None
+    if output_format == "json":
+        return {"type": "json_object"}
+    return {"type": "json_schema", "json_schema": {"name": "output", "schema": output_format}}
+
+
+# --- client side: request -> Job -----------------------------------------------------
+def content_text(message: WireMessage, index: int) -> str:
+    """Content as one string; list-of-parts content is joined in order."""
+    if message.content is None or isinstance(message.content, str):
+        return message.content or ""
+    if any(isinstance(part, ImagePart) for part in message.content):
+        raise InvalidRequest(f"messages.{index}.content: this model does not support images",
+                             param=f"messages.{index}.content")
+    return "".join(part.text for part in message.content)
+
+
+def to_message(message: WireMessage, index: int) -> Message:
+    calls = [ToolCall(id=c.id, name=c.function.name, arguments=arguments_text(c.function.arguments))
+             for c in message.tool_calls or []]
+    return Message(role=_ROLES.get(message.role, message.role), content=content_text(message, index),
+                   tool_calls=calls, tool_call_id=message.tool_call_id, failed=bool(message.is_error))
+
+
+def to_tool_choice(request: ChatCompletionRequest) -> ToolChoice:
+    choice = request.tool_choice
+    if not isinstance(choice, NamedToolChoice):
+        return ToolChoice(mode=choice or "auto")
+    if choice.function.name not in {t.function.name for t in request.tools or []}:
+        raise InvalidRequest(f"tool_choice: function {choice.function.name!r} is not among the tools",
+                             param="tool_choice")
+    return ToolChoice(mode="function", name=choice.function.name)
+
+
+def chat_to_job(request: ChatCompletionRequest, job_id: str, model: str) -> Job:
+    messages = [to_message(m, i) for i, m in enumerate(request.messages)]
+    return Job(id=job_id, model=model, messages=messages,
+               options=to_sampling(request, request.max_completion_tokens or request.max_tokens),
+               tools=to_tool_specs(request.tools), tool_choice=to_tool_choice(request),
+               format=to_format(request.response_format))
+
+
+def completion_to_job(request: CompletionRequest, job_id: str, model: str, capabilities: list[str]) -> Job:
+    """A /v1/completions prompt is raw text; with a suffix, the model's FIM template."""
+    prompt = request.prompt
+    if isinstance(prompt, list):
+        if len(prompt) != 1:
+            raise InvalidRequest("prompt: exactly one prompt is supported", param="prompt")
+        prompt = prompt[0]
+    if request.suffix and "insert" not in capabilities:
+        raise InvalidRequest(f'suffix: "{request.model}" does not support insert', param="suffix")
+    spec = PromptSpec(prompt=prompt, suffix=request.suffix or "", raw=not request.suffix)
+    return Job(id=job_id, model=model, prompt=spec, options=to_sampling(request, request.max_tokens))
+
+
+# --- upstream side: Job -> request ---------------------------------------------------
+def _wire_message(message: Message) -> dict:
+    wire: dict = {"role": message.role, "content": message.content}
+    if message.tool_calls:
+        wire["content"] = message.content or None
+        wire["tool_calls"] = [{"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+                              for c in message.tool_calls]
+    if message.role == "tool":
+        wire["tool_call_id"] = message.tool_call_id or ""
+    return wire
+
+
+def _wire_tool_choice(choice: ToolChoice):
+    if choice.mode == "function":
+        return {"type": "function", "function": {"name": choice.name}}
+    return choice.mode
+
+
+def upstream_request(job: Job, upstream_model: str) -> tuple[str, dict]:
+    """Chat jobs go to /chat/completions, raw prompts to /completions; always
+    streamed, asking for usage in the stream."""
+    if job.prompt is not None:
+        path, body = "/completions", {"model": upstream_model, "prompt": job.prompt.prompt}
+    else:
+        path, body = "/chat/completions", {"model": upstream_model,
+                                           "messages": [_wire_message(m) for m in job.messages],
+                                           "response_format": from_format(job.format)}
+    body |= {"stream": True, "stream_options": {"include_usage": True}} | from_sampling(job.options)
+    if job.tools:
+        body["tools"] = tool_definitions(job.tools)
+        body["tool_choice"] = _wire_tool_choice(job.tool_choice)
+    return path, {k: v for k, v in body.items() if v is not None}

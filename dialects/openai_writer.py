@@ -1,0 +1,114 @@
+"""OpenAI dialect writers: chat.completion(.chunk) and text_completion
+objects, and OpenAI's error object."""
+from __future__ import annotations
+
+from dialects.writer import Frame, Marker, Transcript, Writer
+from protocol.contract import DoneEvent, ToolCallEvent
+from protocol.errors import SwitchboardError
+
+_ERROR_TYPES = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    403: "permission_error",
+    404: "not_found_error",
+    413: "invalid_request_error",
+    429: "rate_limit_error",
+}
+DONE = Marker("[DONE]")
+
+
+def error_body(error: SwitchboardError) -> dict:
+    kind = _ERROR_TYPES.get(error.status, "server_error" if error.status >= 500 else "invalid_request_error")
+    return {"error": {"message": error.message, "type": kind, "param": error.param, "code": None}}
+
+
+def usage(done: DoneEvent) -> dict:
+    prompt, completion = done.usage.prompt_tokens, done.usage.completion_tokens
+    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+
+
+def finish_reason(done: DoneEvent) -> str:
+    return done.reason if done.reason in ("length", "tool_calls") else "stop"
+
+
+def tool_call_object(call: ToolCallEvent) -> dict:
+    return {"id": call.id, "type": "function", "function": {"name": call.name, "arguments": call.arguments}}
+
+
+class _OpenAIWriter(Writer):
+    object_name = ""
+
+    def __init__(self, completion_id: str, model: str, created: int, include_usage: bool = False):
+        self.base = {"id": completion_id, "object": self.object_name, "created": created, "model": model}
+        self.include_usage = include_usage
+
+    def _usage_chunk(self, done: DoneEvent) -> list[Frame]:
+        return [self.base | {"choices": [], "usage": usage(done)}] if self.include_usage else []
+
+    def closing(self) -> list[Frame]:
+        return [DONE]  # after an error too
+
+    error_body = staticmethod(error_body)
+
+
+class ChatWriter(_OpenAIWriter):
+    """The chunks of one streamed chat completion, in order: role, content...,
+    finish (empty delta), then usage when the client asked for it."""
+
+    object_name = "chat.completion.chunk"
+
+    def _chunk(self, delta: dict, finish: str | None = None) -> dict:
+        chunk = self.base | {"choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}]}
+        if self.include_usage:
+            chunk["usage"] = None  # as OpenAI does: only the last chunk carries usage
+        return chunk
+
+    def opening(self) -> list[Frame]:
+        return [self._chunk({"role": "assistant", "content": ""})]
+
+    def text(self, text: str) -> list[Frame]:
+        return [self._chunk({"content": text})]
+
+    def tool_call(self, call: ToolCallEvent) -> list[Frame]:
+        """One call as two pieces: Copilot joins pieces by id (a piece without
+        one extends the latest call), the openai SDK by index; so the first
+        piece has index, id, type, name and empty arguments, the second only
+        index and arguments."""
+        head = {"index": call.index, "id": call.id, "type": "function",
+                "function": {"name": call.name, "arguments": ""}}
+        body = {"index": call.index, "function": {"arguments": call.arguments}}
+        return [self._chunk({"tool_calls": [head]}), self._chunk({"tool_calls": [body]})]
+
+    def finish(self, done: DoneEvent) -> list[Frame]:
+        return [self._chunk({}, finish_reason(done))] + self._usage_chunk(done)
+
+    def reply(self, transcript: Transcript) -> dict:
+        calls = transcript.calls
+        message = {"role": "assistant", "content": transcript.text or (None if calls else "")}
+        if calls:
+            message["tool_calls"] = [tool_call_object(c) for c in calls]
+        return self.base | {
+            "object": "chat.completion",
+            "choices": [{"index": 0, "message": message, "logprobs": None,
+                         "finish_reason": finish_reason(transcript.done)}],
+            "usage": usage(transcript.done),
+        }
+
+
+class CompletionWriter(_OpenAIWriter):
+    """The chunks of one streamed /v1/completions reply: text pieces, one
+    with finish_reason, then usage when asked for."""
+
+    object_name = "text_completion"
+
+    def _chunk(self, text: str, finish: str | None) -> dict:
+        return self.base | {"choices": [{"text": text, "index": 0, "logprobs": None, "finish_reason": finish}]}
+
+    def text(self, text: str) -> list[Frame]:
+        return [self._chunk(text, None)]
+
+    def finish(self, done: DoneEvent) -> list[Frame]:
+        return [self._chunk("", finish_reason(done))] + self._usage_chunk(done)
+
+    def reply(self, transcript: Transcript) -> dict:
+        return self._chunk(transcript.text, finish_reason(transcript.done)) | {"usage": usage(transcript.done)}

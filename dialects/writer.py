@@ -1,0 +1,85 @@
+"""What every dialect's writer offers, and the pieces it writes.
+
+A writer turns one job's events into its dialect's reply objects: the
+opening, text, a tool call, the finish, an error after the first byte, a
+keep-alive, the closing, and, for a non-streamed request, the whole reply
+from a `Transcript`. It holds the little per-reply state (ids, counters) and
+knows nothing of framing: app/streaming.py's frame loop encodes what it
+returns as SSE, NDJSON or one JSON object.
+
+A writer returns a list of frames: a dict is one data object; `Comment`,
+`Marker` and `NamedEvent` are SSE's other shapes (a comment every parser
+skips, a literal data line such as `[DONE]`, an `event:` line).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from protocol.contract import DoneEvent, ToolCallEvent
+from protocol.errors import SwitchboardError
+
+
+@dataclass(frozen=True)
+class Comment:
+    text: str
+
+
+@dataclass(frozen=True)
+class Marker:
+    data: str
+
+
+@dataclass(frozen=True)
+class NamedEvent:
+    name: str
+    body: dict
+
+
+Frame = dict | Comment | Marker | NamedEvent
+KEEPALIVE_COMMENT = Comment("keep-alive")
+
+
+@dataclass
+class Transcript:
+    """A reply as a whole: its text, its calls, how it ended."""
+
+    texts: list[str] = field(default_factory=list)
+    calls: list[ToolCallEvent] = field(default_factory=list)
+    done: DoneEvent | None = None
+
+    @property
+    def text(self) -> str:
+        return "".join(self.texts)
+
+
+class Writer:
+    """Defaults for the operations a dialect does not need."""
+
+    def opening(self) -> list[Frame]:
+        return []
+
+    def text(self, text: str) -> list[Frame]:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def tool_call(self, call: ToolCallEvent) -> list[Frame]:
+        return []  # completions carry no tools
+
+    def finish(self, done: DoneEvent) -> list[Frame]:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def error(self, error: SwitchboardError) -> list[Frame]:
+        """An error after the first byte: in band, in the dialect's error shape."""
+        return [self.error_body(error)]
+
+    def keepalive(self) -> list[Frame]:
+        return [KEEPALIVE_COMMENT]
+
+    def closing(self) -> list[Frame]:
+        return []
+
+    def reply(self, transcript: Transcript) -> dict:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    @staticmethod
+    def error_body(error: SwitchboardError) -> dict:  # pragma: no cover - abstract
+        raise NotImplementedError

@@ -1,0 +1,17 @@
+"""The contract between Switchboard's two processes: the web front end
+(`app/`) and the Celery workers (`workers/`) never import each other; both
+stand on this package.
+
+- contract.py: the job and event types that travel between them (tolerant of
+  fields a newer version adds, and versioned)
+- keys.py: EVERY Redis key and pub/sub channel name
+- commands.py: what is sent over those names (publish, abort, take, state,
+  heartbeats, presence)
+- admission.py: the admission Lua script (limits per key, queue bound)
+- metrics.py: the cluster-wide counters both processes write
+- queue.py: queue names and the task name
+- connection.py: the bounded Redis client both use
+- errors.py: the typed errors that cross the wire (with the status a client sees)
+
+Only pydantic and redis-py are imported here.
+"""

@@ -1,0 +1,172 @@
+"""The commands the two processes send each other through Redis (names
+from `protocol.keys`):
+
+- events: a job's events, published on its channel (the web process listens)
+- abort: a key the worker checks before starting, plus a broadcast on
+  ABORT_CHANNEL so a running job stops within one token
+- take / start / state: claiming a job once, announcing it, recording what
+  became of it
+- liveness: each running job's `alive` key, each worker's presence
+- loaded models, for /api/ps
+
+Each command takes a client or a pipeline (`batched`), so a caller can send
+several in one round trip.
+"""
+from __future__ import annotations
+
+import json
+import time
+from contextlib import contextmanager
+from typing import Iterator
+
+from redis import Redis
+from redis.client import Pipeline
+
+from protocol import keys
+from protocol.contract import ErrorEvent, Event, StartedEvent, encode_event
+
+# A running job's `alive` key lapses this long after its worker's last beat
+# (workers beat once a second), and a worker's presence three times that.
+ALIVE_TTL_SECONDS = 4
+FOREVER_SECONDS = 10 * 365 * 24 * 3600  # keep_alive < 0
+
+
+@contextmanager
+def batched(redis: Redis | Pipeline) -> Iterator[Pipeline]:
+    """Commands queued together: on the caller's pipeline if given one (they
+    go out with it), else on a new one sent at the end of the block."""
+    if isinstance(redis, Pipeline):
+        yield redis
+        return
+    pipe = redis.pipeline(transaction=False)
+    yield pipe
+    pipe.execute()
+
+
+# --- events and aborts ---------------------------------------------------------------
+def publish_event(redis: Redis | Pipeline, job_id: str, event: Event) -> None:
+    redis.publish(keys.events_channel(job_id), encode_event(event))
+
+
+def send_abort(redis: Redis, job_id: str) -> None:
+    """Mark the job aborted (for a worker that has not started it yet) and
+    tell running workers at once."""
+    with batched(redis) as pipe:
+        pipe.set(keys.abort_key(job_id), b"1", ex=keys.RECORD_TTL_SECONDS)
+        pipe.publish(keys.ABORT_CHANNEL, job_id)
+
+
+def is_aborted(redis: Redis, job_id: str) -> bool:
+    return bool(redis.exists(keys.abort_key(job_id)))
+
+
+def supersede(redis: Redis, client: str, model: str, job_id: str) -> str | None:
+    """Make job_id the client's latest completion for the model; abort the
+    previous one (its stream ends with an error). Returns the previous id."""
+    previous = redis.set(keys.latest_completion_key(client, model), job_id, ex=keys.RECORD_TTL_SECONDS, get=True)
+    if previous is None or previous.decode() == job_id:
+        return None
+    previous_id = previous.decode()
+    publish_event(redis, previous_id, ErrorEvent(message="superseded by a newer completion request", status=409))
+    send_abort(redis, previous_id)
+    return previous_id
+
+
+# --- a job's life in a worker --------------------------------------------------------
+def take_job(redis: Redis, job_id: str, worker_id: str, pool: str) -> tuple[bool, bool]:
+    """A worker takes the job off its queue, in one round trip: claim it (False
+    if another worker already did: a redelivery), count it as drained from
+    the pool, and read its abort mark. Returns (claimed, aborted)."""
+    bucket = keys.drained_key(pool, int(time.time() // 10))
+    pipe = redis.pipeline(transaction=False)
+    pipe.set(keys.claim_key(job_id), worker_id.encode(), nx=True, ex=keys.RECORD_TTL_SECONDS)
+    pipe.exists(keys.abort_key(job_id))
+    pipe.incr(bucket)
+    pipe.expire(bucket, 120)
+    claimed, aborted, _, _ = pipe.execute()
+    return bool(claimed), bool(aborted)
+
+
+def announce_started(redis: Redis, job_id: str, worker_id: str) -> None:
+    """In one round trip: the job's first heartbeat, its state, and the
+    started event (after the heartbeat, so the front end finds it alive)."""
+    with batched(redis) as pipe:
+        pipe.set(keys.alive_key(job_id), b"1", ex=ALIVE_TTL_SECONDS)
+        record_state(pipe, job_id, status="running", started_at=time.time(), worker=worker_id)
+        publish_event(pipe, job_id, StartedEvent())
+
+
+def record_state(redis: Redis | Pipeline, job_id: str, **fields: str | int | float) -> None:
+    with batched(redis) as pipe:
+        pipe.hset(keys.state_key(job_id), mapping=fields)
+        pipe.expire(keys.state_key(job_id), keys.RECORD_TTL_SECONDS)
+
+
+def job_state(redis: Redis, job_id: str) -> dict[str, str]:
+    raw = redis.hgetall(keys.state_key(job_id))
+    return {k.decode(): v.decode() for k, v in raw.items()}
+
+
+def end_heartbeat(redis: Redis | Pipeline, job_id: str) -> None:
+    """With a finished job's last writes, after its state (see worker_lost)."""
+    redis.delete(keys.alive_key(job_id))
+
+
+def worker_lost(redis: Redis, job_id: str) -> bool:
+    """A started job's heartbeat stopped and it did not finish. (A finished
+    job's heartbeat ends with its last writes, after its final event: a
+    front end that has not read that event yet must not call it lost.)"""
+    pipe = redis.pipeline(transaction=False)
+    pipe.exists(keys.alive_key(job_id))
+    pipe.hget(keys.state_key(job_id), "status")
+    alive, status = pipe.execute()
+    return not alive and status != b"finished"
+
+
+# --- liveness of workers -------------------------------------------------------------
+def beat(redis: Redis, job_ids: list[str], worker: dict | None) -> None:
+    """A worker's heartbeat: its running jobs stay alive, and (once it
+    consumes queues) its presence with those queues."""
+    with batched(redis) as pipe:
+        for job_id in job_ids:
+            pipe.set(keys.alive_key(job_id), b"1", ex=ALIVE_TTL_SECONDS)
+        if worker is not None:
+            pipe.set(keys.worker_key(worker["id"]), json.dumps(worker), ex=ALIVE_TTL_SECONDS * 3)
+
+
+def live_workers(redis: Redis) -> list[dict]:
+    found = list(redis.scan_iter(match=keys.WORKER_KEY_PATTERN, count=500))
+    return [json.loads(v) for v in redis.mget(found) if v] if found else []
+
+
+# --- loaded models (/api/ps) ---------------------------------------------------------
+def mark_loaded(redis: Redis | Pipeline, model: str, worker_id: str, seconds: int) -> None:
+    """Note that a worker holds `model`; the note lapses after `seconds`."""
+    redis.set(keys.loaded_key(model, worker_id), model.encode(), ex=seconds)
+
+
+def forget_loaded(redis: Redis | Pipeline, model: str, worker_id: str) -> None:
+    redis.delete(keys.loaded_key(model, worker_id))
+
+
+def loaded_models(redis: Redis) -> dict[str, int]:
+    """Models some worker holds, with the seconds left on the longest note."""
+    found = list(redis.scan_iter(match=keys.LOADED_KEY_PATTERN, count=500))
+    if not found:
+        return {}
+    pipe = redis.pipeline(transaction=False)
+    for key in found:
+        pipe.get(key)
+        pipe.ttl(key)
+    values = pipe.execute()
+    models: dict[str, int] = {}
+    for model, ttl in zip(values[::2], values[1::2]):
+        if model is not None:
+            models[model.decode()] = max(models.get(model.decode(), 0), int(ttl))
+    return models
+
+
+def drained_recently(redis: Redis, pool: str) -> int:
+    """Jobs taken from the pool's queue in the last minute."""
+    now = int(time.time() // 10)
+    return sum(int(v) for v in redis.mget([keys.drained_key(pool, now - i) for i in range(6)]) if v)

@@ -1,0 +1,91 @@
+"""Every Redis key and pub/sub channel name, in one module: renaming one is
+one change, and an operator can read here what Switchboard keeps in Redis.
+
+Per job: `events` (pub/sub), `abort`, `state`, `alive`, `claim`.
+Per key: `rpm`, `active` (admission). Per pool: `drained` (Retry-After).
+Per process: `worker` (presence, for /readyz), `loaded` (/api/ps), the web
+relay's own channel. Metrics: `metrics:*`.
+"""
+from __future__ import annotations
+
+PREFIX = "switchboard"
+# How long per-job records (state, claim, abort mark) outlive the job.
+RECORD_TTL_SECONDS = 24 * 3600
+
+# --- pub/sub channels ---------------------------------------------------------------
+ABORT_CHANNEL = f"{PREFIX}:abort"  # job ids, broadcast to every worker
+EVENTS_CHANNEL_PATTERN = f"{PREFIX}:job:*:events"  # one channel per job someone listens to
+
+
+def events_channel(job_id: str) -> str:
+    return f"{PREFIX}:job:{job_id}:events"
+
+
+def web_channel(process_id: str) -> str:
+    """A web relay's own channel: keeps its pub/sub connection subscribed while idle."""
+    return f"{PREFIX}:web:{process_id}"
+
+
+# --- per job -------------------------------------------------------------------------
+def abort_key(job_id: str) -> str:
+    return f"{PREFIX}:job:{job_id}:abort"
+
+
+def state_key(job_id: str) -> str:
+    return f"{PREFIX}:job:{job_id}:state"
+
+
+def alive_key(job_id: str) -> str:
+    """Refreshed every second by the worker running the job."""
+    return f"{PREFIX}:job:{job_id}:alive"
+
+
+def claim_key(job_id: str) -> str:
+    return f"{PREFIX}:job:{job_id}:claim"
+
+
+CLAIM_KEY_PATTERN = f"{PREFIX}:job:*:claim"
+
+
+def latest_completion_key(client: str, model: str) -> str:
+    """A client's newest code completion for a model (superseding)."""
+    return f"{PREFIX}:latest:{client}:{model}"
+
+
+# --- admission -----------------------------------------------------------------------
+def rpm_key(key_name: str, minute: int) -> str:
+    return f"{PREFIX}:rpm:{key_name}:{minute}"
+
+
+def active_key(key_name: str) -> str:
+    """A sorted set of the key's admitted, unfinished jobs (score: admission time)."""
+    return f"{PREFIX}:active:{key_name}"
+
+
+def drained_key(pool: str, bucket: int) -> str:
+    """Jobs taken from the pool in one 10-second bucket."""
+    return f"{PREFIX}:drained:{pool}:{bucket}"
+
+
+# --- processes -----------------------------------------------------------------------
+def worker_key(worker_id: str) -> str:
+    return f"{PREFIX}:worker:{worker_id}"
+
+
+WORKER_KEY_PATTERN = f"{PREFIX}:worker:*"
+
+
+def loaded_key(model: str, worker_id: str) -> str:
+    return f"{PREFIX}:loaded:{worker_id}:{model}"
+
+
+LOADED_KEY_PATTERN = f"{PREFIX}:loaded:*"
+
+# --- metrics -------------------------------------------------------------------------
+JOBS_FINISHED = f"{PREFIX}:metrics:jobs_finished"  # field "model\x1freason"
+TOKENS = f"{PREFIX}:metrics:tokens"  # field model
+REJECTED = f"{PREFIX}:metrics:rejected"  # field reason
+
+
+def ttft_key(model: str) -> str:
+    return f"{PREFIX}:metrics:ttft:{model}"

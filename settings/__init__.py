@@ -1,0 +1,95 @@
+"""Switchboard's settings, for both processes: one pydantic-settings model,
+read from the environment once per process (12-factor). A bad value stops
+start-up with a message naming the variable. Every variable is documented in
+the README's configuration table (a test checks it).
+
+The web process reads it in create_app(); a worker in queue_config (Celery's
+configuration) and in its run context.
+"""
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+
+from pydantic import AliasChoices, Field, ValidationError
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
+
+
+def _env(name: str, default, **constraints):
+    """A field read from the variable `name` (and settable by field name)."""
+    return Field(default, validation_alias=AliasChoices(name), json_schema_extra={"env": name}, **constraints)
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(populate_by_name=True, env_ignore_empty=True, extra="forbid",
+                                      frozen=True)
+
+    redis_url: str = _env("REDIS_URL", DEFAULT_REDIS_URL)
+    models_path: Path | None = _env("SWITCHBOARD_MODELS", None)
+    # Connections one process's Redis pool may open (pub/sub and Celery's own
+    # broker connections come on top): bounded however many streams it carries.
+    redis_connections: int = _env("SWITCHBOARD_REDIS_CONNECTIONS", 32, ge=1)
+    # How long a running job may send nothing before the request gives up.
+    event_timeout_seconds: float = _env("SWITCHBOARD_EVENT_TIMEOUT", 600.0, gt=0)
+    # How long to wait for Redis to confirm a subscription before enqueueing.
+    subscribe_timeout_seconds: float = _env("SWITCHBOARD_SUBSCRIBE_TIMEOUT", 5.0, gt=0)
+    # API keys (off when neither is set); see app/auth.py.
+    keys_file: Path | None = _env("SWITCHBOARD_KEYS_FILE", None)
+    api_keys: str | None = _env("SWITCHBOARD_API_KEYS", None)
+    # Per-key defaults (a key may set its own), and the queue bound per pool.
+    requests_per_minute: int = _env("SWITCHBOARD_REQUESTS_PER_MINUTE", 600, ge=1)
+    max_concurrent: int = _env("SWITCHBOARD_MAX_CONCURRENT", 16, ge=1)
+    max_queue: int = _env("SWITCHBOARD_MAX_QUEUE", 500, ge=1)
+    # A job not started within this is dropped: clients give up about then.
+    max_queue_wait_seconds: float = _env("SWITCHBOARD_MAX_QUEUE_WAIT", 300.0, gt=0)
+    # While a streaming job waits: SSE comments / empty NDJSON lines this often.
+    keepalive_seconds: float = _env("SWITCHBOARD_KEEPALIVE", 10.0, gt=0)
+    # A started job whose worker has not beaten for this long is lost.
+    heartbeat_timeout_seconds: float = _env("SWITCHBOARD_HEARTBEAT_TIMEOUT", 5.0, gt=0)
+    # Request limits.
+    max_body_bytes: int = _env("SWITCHBOARD_MAX_BODY_BYTES", 32 * 1024 * 1024, ge=1)
+    max_messages: int = _env("SWITCHBOARD_MAX_MESSAGES", 2000, ge=1)
+    max_tools: int = _env("SWITCHBOARD_MAX_TOOLS", 512, ge=0)
+    # Logging: prompts only when asked; conversation logs (JSON lines) opt-in.
+    log_prompts: bool = _env("SWITCHBOARD_LOG_PROMPTS", False)
+    conversation_log_dir: Path | None = _env("SWITCHBOARD_CONVERSATION_LOG_DIR", None)
+    # Worker side: caps on one job, whatever it asks for.
+    max_job_seconds: float = _env("SWITCHBOARD_MAX_JOB_SECONDS", 600.0, gt=0)
+    max_job_tokens: int = _env("SWITCHBOARD_MAX_JOB_TOKENS", 16384, ge=1)
+    # How long /api/ps lists a model after a worker last ran it.
+    loaded_marker_seconds: int = _env("SWITCHBOARD_LOADED_SECONDS", 300, ge=0)
+
+
+class SettingsError(ValueError):
+    """A setting's value is invalid; the message names the variable."""
+
+
+def environment_names() -> dict[str, str]:
+    """Field name -> the environment variable it is read from."""
+    return {name: field.json_schema_extra["env"] for name, field in Settings.model_fields.items()}
+
+
+def load_settings(overrides: dict | None = None) -> Settings:
+    """Read the environment (and apply overrides, by field name)."""
+    overrides = overrides or {}
+    unknown = set(overrides) - set(Settings.model_fields)
+    if unknown:
+        raise SettingsError(f"unknown settings: {sorted(unknown)}")
+    try:
+        return Settings(**overrides)
+    except ValidationError as error:
+        names = environment_names()
+        problems = []
+        for problem in error.errors():
+            where = str(problem["loc"][0]) if problem["loc"] else ""
+            variable = names.get(where, where)
+            problems.append(f"{variable}: {problem['msg']} (got {problem['input']!r})")
+        raise SettingsError("invalid settings: " + "; ".join(problems)) from None
+
+
+@lru_cache(maxsize=1)
+def settings_from_environment() -> Settings:
+    """The process's settings, read once."""
+    return load_settings()

@@ -1,0 +1,72 @@
+"""An upstream's failures as the errors our client should see: refused
+credentials 502, unknown model 404, busy 503 (with Retry-After), other
+refusals 400, failures 502, timeouts 504. Errors name the upstream by host,
+never by key."""
+from __future__ import annotations
+
+import httpx
+
+from catalog.upstream import UpstreamSettings
+from protocol.errors import BackendError
+
+
+def _retry_after(response: httpx.Response) -> int | None:
+    value = response.headers.get("retry-after", "")
+    return int(value) if value.isdigit() else None
+
+
+def _upstream_message(response: httpx.Response) -> str:
+    try:
+        response.read()
+        body = response.json()
+        error = body.get("error", body) if isinstance(body, dict) else body
+        message = error.get("message", error) if isinstance(error, dict) else error
+        return str(message)[:500]
+    except (ValueError, httpx.HTTPError):
+        return response.text[:500] if response.is_closed else ""
+
+
+def status_error(response: httpx.Response, settings: UpstreamSettings, model: str) -> BackendError:
+    """An upstream's refusal, as the status our client should see."""
+    name, status = settings.upstream_name, response.status_code
+    if status in (401, 403):
+        return BackendError(f"upstream {name} refused the credentials configured for it (HTTP {status})", 502)
+    if status == 404:
+        return BackendError(f'model "{model}" was not found at upstream {name} '
+                            f'(as "{settings.upstream_model}"): {_upstream_message(response)}', 404)
+    if status in (429, 503):
+        return BackendError(f"upstream {name} is busy (HTTP {status}); try again later", 503, _retry_after(response))
+    if 400 <= status < 500:
+        return BackendError(f"upstream {name} rejected the request (HTTP {status}): {_upstream_message(response)}", 400)
+    return BackendError(f"upstream {name} failed (HTTP {status})", 502)
+
+
+def transport_error(error: httpx.HTTPError, settings: UpstreamSettings) -> BackendError:
+    name = settings.upstream_name
+    if isinstance(error, httpx.TimeoutException):
+        return BackendError(f"upstream {name} timed out ({type(error).__name__})", 504)
+    return BackendError(f"cannot reach upstream {name}: {type(error).__name__}", 502)
+
+
+def mid_stream_error(settings: UpstreamSettings, detail) -> BackendError:
+    return BackendError(f"upstream {settings.upstream_name} failed mid-stream: {str(detail)[:300]}", 502)
+
+
+def cancelled() -> BackendError:
+    return BackendError("cancelled", 499)
+
+
+def read_failure(error: httpx.HTTPError, settings: UpstreamSettings, cancelled_now: bool) -> BackendError:
+    if cancelled_now:
+        return cancelled()
+    if isinstance(error, httpx.TimeoutException):
+        return BackendError(f"upstream {settings.upstream_name} stopped sending tokens (timed out)", 504)
+    return BackendError(f"upstream {settings.upstream_name} broke off the stream ({type(error).__name__})", 502)
+
+
+def watchdog_timeout(settings: UpstreamSettings, started: bool) -> BackendError:
+    if not started:
+        return BackendError(f"upstream {settings.upstream_name} sent no token within "
+                            f"{settings.first_token_timeout:g} s (timed out)", 504)
+    return BackendError(f"upstream {settings.upstream_name} stopped sending tokens for "
+                        f"{settings.idle_timeout:g} s (timed out)", 504)

@@ -1,0 +1,26 @@
+"""What a backend yields, shared by the backends and the tool-call layer:
+text pieces, complete native tool calls, and the outcome it returns."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Generator, Literal, Union
+
+
+@dataclass
+class Outcome:
+    reason: Literal["stop", "length"]
+    prompt_tokens: int
+    completion_tokens: int
+    load_ns: int = 0
+
+
+@dataclass
+class NativeCall:
+    """A tool call the backend's model made natively (complete)."""
+
+    name: str
+    arguments: str  # JSON text
+    id: str | None = None
+
+
+TextGenerator = Generator[Union[str, NativeCall], None, Outcome]
