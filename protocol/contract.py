@@ -188,7 +188,8 @@ Event = Annotated[
     Union[StartedEvent, TextEvent, ToolCallEvent, DoneEvent, ErrorEvent], Field(discriminator="type")
 ]
 EVENT_ADAPTER: TypeAdapter[Event] = TypeAdapter(Event)
-_KNOWN_TYPES = {b'"started"', b'"text"', b'"tool_call"', b'"done"', b'"error"'}
+_KNOWN_TYPES = {kind.model_fields["type"].default for kind in (StartedEvent, TextEvent, ToolCallEvent, DoneEvent,
+                                                               ErrorEvent)}
 
 
 def encode_event(event: Event) -> bytes:
@@ -206,6 +207,6 @@ def decode_event(payload: bytes | str) -> Event | UnknownEvent:
         return EVENT_ADAPTER.validate_json(payload)
     except ValidationError:
         unknown = UnknownEvent.model_validate_json(payload)  # no type at all: a malformed event, raised
-        if unknown.type.encode().join(b'""') in _KNOWN_TYPES:
+        if unknown.type in _KNOWN_TYPES:
             raise
         return unknown

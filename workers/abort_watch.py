@@ -16,7 +16,7 @@ from typing import Iterator
 
 from redis import Redis
 
-from protocol.keys import ABORT_CHANNEL
+from protocol.keys import ABORT_CHANNEL, abort_key
 from workers.cancel import Cancel
 
 log = logging.getLogger(__name__)
@@ -55,10 +55,20 @@ class AbortWatch:
                 log.warning("abort listener lost Redis (%s: %s); reconnecting", type(error).__name__, error)
                 time.sleep(0.5)
 
+    def _catch_up(self) -> None:
+        """Aborts broadcast while nobody listened left their abort keys."""
+        job_ids = list(self._flags)
+        if job_ids:
+            for job_id, aborted in zip(job_ids, self._redis.mget([abort_key(j) for j in job_ids])):
+                flag = self._flags.get(job_id)
+                if aborted and flag is not None:
+                    flag.set()
+
     def _listen(self) -> None:
         pubsub = self._redis.pubsub(ignore_subscribe_messages=True)
         pubsub.subscribe(ABORT_CHANNEL)
         pubsub.get_message(timeout=5)  # the subscribe confirmation
+        self._catch_up()
         self._listening.set()
         for message in pubsub.listen():
             if message["type"] == "message":

@@ -8,6 +8,7 @@ import pytest
 
 from tests.integration.events_tap import EventsTap
 from tests.integration.http import DroppableStream
+from tests.integration.waits import queued, wait_until
 from protocol.commands import job_state
 
 LONG_TEXT = " ".join(f"word{i}" for i in range(400))  # 20 s at echo:slow's 50 ms per token
@@ -17,14 +18,9 @@ def chat_body(model: str = "echo:slow", text: str = LONG_TEXT) -> dict:
     return {"model": model, "messages": [{"role": "user", "content": text}]}
 
 
-def wait_for_state(redis, job_id: str, reason: str, timeout: float = 5) -> dict:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        state = job_state(redis, job_id)
-        if state.get("reason") == reason:
-            return state
-        time.sleep(0.02)
-    raise AssertionError(f"job {job_id} not recorded as {reason}: {job_state(redis, job_id)}")
+def wait_for_state(redis, job_id: str, reason: str, timeout: float = 30) -> dict:
+    return wait_until(lambda: (state := job_state(redis, job_id)).get("reason") == reason and state, timeout,
+                      f"job {job_id} to be recorded as {reason}")
 
 
 @pytest.fixture
@@ -56,15 +52,15 @@ def test_a_queued_job_whose_client_left_never_starts(base_url, redis_client, tap
     blockers = [DroppableStream(base_url, "/api/chat", chat_body()) for _ in range(4)]  # the worker's 4 slots
     for blocker in blockers:
         assert blocker.read_line()
-    queued = DroppableStream(base_url, "/api/chat", chat_body(text="should never run"))
-    time.sleep(0.5)  # silent: the job waits in the queue
-    queued.drop()
+    waiting = DroppableStream(base_url, "/api/chat", chat_body(text="should never run"))
+    wait_until(queued(redis_client, "local"), what="the job to wait in the queue")  # silent meanwhile
+    waiting.drop()
     dropped_at = time.monotonic()
     aborted_at, job_id = tap.wait_for_abort()
     assert aborted_at - dropped_at < 1.0  # noticed while the stream was silent
 
     for blocker in blockers:
         blocker.drop()
-    state = wait_for_state(redis_client, job_id, "aborted", timeout=5)
+    state = wait_for_state(redis_client, job_id, "aborted")  # once a slot frees, the worker drops it unrun
     assert "started_at" not in state
     assert tap.events(job_id) == []

@@ -12,6 +12,7 @@ import openai
 import pytest
 
 from tests.integration.events_tap import EventsTap
+from tests.integration.waits import queued, wait_until
 from tests.integration.http import DroppableStream, post_raw
 from protocol.commands import job_state
 
@@ -190,7 +191,7 @@ def test_a_newer_completion_from_the_same_client_supersedes_the_older(base_url, 
         assert len(lines) <= 4  # it ended within a token or two of the second request
         first.drop()
         aborted_at, job_id = tap.wait_for_abort()
-        time.sleep(0.2)
+        wait_until(lambda: job_state(redis_client, job_id).get("status") == "finished", what="the job to finish")
         assert job_state(redis_client, job_id)["reason"] == "aborted"
         late = [e for t, e in tap.events(job_id) if t > aborted_at and e["type"] == "text"]
         assert len(late) <= 1
@@ -207,10 +208,10 @@ def test_completions_overtake_queued_chat(base_url, redis_client, redis_url):
             assert blocker.read_line()
         chat = DroppableStream(base_url, "/api/chat", {"model": "echo", "stream": False, "messages": [
             {"role": "user", "content": "chatjob"}]})
-        time.sleep(0.3)
+        wait_until(queued(redis_client, "local"), what="the chat job to be queued")
         completion = DroppableStream(base_url, "/api/generate", {"model": "echo", "prompt": "fimjob", "raw": True,
                                                                  "stream": False})
-        time.sleep(0.3)
+        wait_until(queued(redis_client, "local-completion"), what="the completion to be queued")
         blockers[0].drop()  # one slot frees up: the completion, queued later, goes first
         assert b"fimjob" in completion.read_line() and b"chatjob" in chat.read_line()
 

@@ -138,3 +138,23 @@ def test_graceful_shutdown_finishes_open_streams(env):
     finally:
         web.stop()
         worker.stop()
+
+
+def test_a_model_the_web_knows_but_no_worker_does_gets_a_prompt_clear_404(env, tmp_path):
+    """Registries out of sync during a deploy: the web process was given a
+    model the worker's registry lacks; the client is told at once."""
+    registry = tmp_path / "models.toml"
+    registry.write_text(open("models.toml").read() + '\n[models."fresh"]\nbackend = "echo"\n')
+    worker = start_worker(env, concurrency=1)
+    web, base = start_web(dict(env, SWITCHBOARD_MODELS=str(registry)))
+    try:
+        started = time.monotonic()
+        status, _, body = post_raw(base, "/api/chat", {"model": "fresh", "messages": [
+            {"role": "user", "content": "hi"}]})
+        assert status == 404 and time.monotonic() - started < 10  # not the 300 s queue wait
+        assert json.loads(body)["error"].startswith('model "fresh" is not served by any worker that took the job')
+        assert post_raw(base, "/api/chat", {"model": "echo", "stream": False, "messages": [
+            {"role": "user", "content": "still fine"}]})[0] == 200
+    finally:
+        web.stop()
+        worker.stop()

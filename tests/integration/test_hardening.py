@@ -12,6 +12,7 @@ import openai
 import pytest
 
 from tests.integration.http import DroppableStream, post_raw
+from tests.integration.waits import queued, wait_until
 from scripts.processes import stack_env, start_web, start_worker
 from protocol.commands import job_state
 
@@ -121,7 +122,7 @@ def test_concurrent_jobs_per_key(h):
 def test_a_full_queue_is_busy_with_retry_after_and_a_job_past_its_wait_expires(h, redis_client):
     waiting = [DroppableStream(h["base"], "/v1/chat/completions", {"model": "tight", "stream": True, "messages": [
         {"role": "user", "content": f"job {i}"}]}, auth("alice")) for i in range(3)]
-    time.sleep(0.3)
+    wait_until(queued(redis_client, "tight", 3), what="three jobs to wait in the tight queue")
     status, headers, body = post_raw(h["base"], "/v1/chat/completions", {"model": "tight", "messages": [
         {"role": "user", "content": "one too many"}]}, auth("alice"))
     assert status == 429 and json.loads(body)["error"]["message"] == "the tight queue is full (3 jobs waiting)"
@@ -152,13 +153,22 @@ def test_a_full_queue_is_busy_with_retry_after_and_a_job_past_its_wait_expires(h
         worker.stop()
 
 
-def test_a_job_accepted_with_no_worker_runs_when_one_starts(h):
-    stream = DroppableStream(h["base"], "/api/chat", {"model": "lonely", "messages": [
+@pytest.fixture
+def patient(h):
+    """A web process whose jobs may wait long: a worker starting on a loaded
+    machine can take longer than the main fixture's 6 s queue wait."""
+    web, base = start_web(dict(h["env"], SWITCHBOARD_MAX_QUEUE_WAIT="300"))
+    yield base
+    web.stop()
+
+
+def test_a_job_accepted_with_no_worker_runs_when_one_starts(h, patient, redis_client):
+    stream = DroppableStream(patient, "/api/chat", {"model": "lonely", "messages": [
         {"role": "user", "content": "patience pays"}]}, auth("alice"))
-    time.sleep(1.0)
+    lines = [json.loads(stream.read_line())]  # a keep-alive: the job is accepted and waits
+    wait_until(queued(redis_client, "lonely"), what="the job to wait in the lonely queue")
     worker = start_worker(h["env"], concurrency=1, queues="lonely")
     try:
-        lines = []
         while (line := stream.read_line()):
             lines.append(json.loads(line))
         # keep-alives while waiting are empty pieces that every NDJSON parser accepts

@@ -23,3 +23,9 @@ def test_waiting_text_events_become_one_and_the_order_is_kept():
     run = _run(StartedEvent(), TextEvent(text="a"), TextEvent(text=" b"), TextEvent(text=" c"), CALL,
                TextEvent(text="d"), DoneEvent(reason="stop"))
     assert list(run.events()) == [TextEvent(text="a b c"), CALL, TextEvent(text="d"), DoneEvent(reason="stop")]
+
+
+def test_an_event_of_a_newer_worker_is_skipped():
+    run = _run(StartedEvent(), TextEvent(text="a"), DoneEvent(reason="stop"))
+    run._subscription.messages.queue.insert(1, b'{"type":"tool_activity","tool":"time"}')
+    assert list(run.events()) == [TextEvent(text="a"), DoneEvent(reason="stop")]

@@ -37,3 +37,16 @@ def test_bad_registry_refuses_to_load_naming_the_entry(tmp_path, text, message):
 def test_unknown_model():
     with pytest.raises(UnknownModel, match='model "gpt-9" not found, try pulling it first'):
         load_registry().get("gpt-9")
+
+
+def test_an_upstream_whose_key_variable_is_unset_is_refused_at_start_up(tmp_path, monkeypatch):
+    monkeypatch.delenv("GPU_BOX_KEY", raising=False)
+    text = ('[models."office-coder"]\nbackend = "openai"\nbase_url = "http://gpu-box:8000/v1"\n'
+            'upstream_model = "coder"\napi_key_env = "GPU_BOX_KEY"\ncontext_length = 8192\n')
+    with pytest.raises(RegistryError) as error:
+        load_registry(write(tmp_path, text))
+    assert str(error.value) == ('models."office-coder": api_key_env: the environment variable GPU_BOX_KEY is not set '
+                                "(it must hold the upstream's key)")
+    monkeypatch.setenv("GPU_BOX_KEY", "secret-value")
+    entry = load_registry(write(tmp_path, text)).get("office-coder")
+    assert entry.pool == "upstream" and entry.settings.auth_headers() == {"Authorization": "Bearer secret-value"}

@@ -16,7 +16,7 @@ from protocol.keys import events_channel
 from protocol.contract import Job, Message, ToolSpec
 from workers.heartbeat import Heartbeat
 from catalog.registry import ModelEntry
-from protocol.errors import BackendError
+from protocol.errors import BackendError, UnknownModel
 from workers.runner import RunContext, run_job
 
 
@@ -166,3 +166,29 @@ def test_a_job_past_its_queue_wait_is_dropped_unrun():
     assert reason == "expired" and state["reason"] == "expired" and "started_at" not in state
     assert events == [{"type": "error", "message": "the job waited 10 s in the queue; dropped unrun", "status": 503,
                        "retry_after": None}]
+
+
+def test_a_job_of_a_newer_contract_version_is_refused_with_a_clear_error():
+    reason, events, state = run(ScriptedBackend(["x"]), job=JOB.model_copy(update={"version": 99}))
+    assert reason == "error" and events[-1]["type"] == "error" and events[-1]["status"] == 500
+    assert "the job is version 99: the worker must be upgraded" in events[-1]["message"]
+    assert state["status"] == "finished" and "started_at" not in state
+
+
+class NoModels(OneBackend):
+    def entry(self, model):
+        raise UnknownModel(model)
+
+
+def test_a_model_this_workers_registry_lacks_is_answered_at_once_with_a_404():
+    redis = fakeredis.FakeRedis()
+    pubsub = redis.pubsub()
+    pubsub.subscribe(events_channel(JOB.id))
+    pubsub.get_message()
+    ctx = RunContext(redis=redis, backends=NoModels(ScriptedBackend([])), aborts=Flags(), worker_id="w1",
+                     heartbeat=Heartbeat(redis, "w1"))
+    assert run_job(JOB, ctx) == "error"
+    error = json.loads(pubsub.get_message()["data"])
+    assert error == {"type": "error", "status": 404, "retry_after": None, "message":
+                     'model "m" is not served by any worker that took the job '
+                     "(worker w1 has no such model in its registry)"}

@@ -1,0 +1,23 @@
+"""workers.heartbeat on a real Redis: a running job's alive key and the
+worker's presence are refreshed; a job that left is no longer beaten."""
+from __future__ import annotations
+
+import uuid
+
+from protocol import keys
+from protocol.commands import ALIVE_TTL_SECONDS, live_workers
+from workers.heartbeat import Heartbeat
+
+
+def test_a_running_job_is_beaten_and_the_worker_announced(clean_redis):
+    heartbeat, job_id = Heartbeat(clean_redis, "host:42"), uuid.uuid4().hex
+    heartbeat.beat_once()
+    assert live_workers(clean_redis) == []  # not consuming yet: not announced
+    heartbeat.queues = ["local-completion", "local"]
+    with heartbeat.running(job_id):
+        heartbeat.beat_once()
+        assert 0 < clean_redis.ttl(keys.alive_key(job_id)) <= ALIVE_TTL_SECONDS
+    clean_redis.delete(keys.alive_key(job_id))
+    heartbeat.beat_once()
+    assert not clean_redis.exists(keys.alive_key(job_id))
+    assert {"id": "host:42", "queues": ["local-completion", "local"]} in live_workers(clean_redis)

@@ -1,0 +1,53 @@
+"""The llama-cpp-python internals the llamacpp backend relies on, pinned so
+an upgrade that changes them fails here: the model's vocab handle and
+end-of-generation check, token texts for the chat template, the Jinja2 chat
+formatter's result, the grammar builders, and `Llama.generate`'s sampling
+keywords and stopping when closed."""
+from __future__ import annotations
+
+import inspect
+
+import llama_cpp
+import pytest
+from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+from llama_cpp.llama_grammar import JSON_GBNF, LlamaGrammar
+
+from catalog.llamacpp import smollm2_gguf
+
+
+@pytest.fixture(scope="module")
+def llm():
+    return llama_cpp.Llama(model_path=str(smollm2_gguf()), n_ctx=256, verbose=False)
+
+
+def test_vocab_handle_and_end_of_generation(llm):
+    assert llama_cpp.llama_vocab_is_eog(llm._model.vocab, llm.token_eos())
+    assert not llama_cpp.llama_vocab_is_eog(llm._model.vocab, llm.tokenize(b"hello", add_bos=False)[0])
+    assert llm._model.token_get_text(llm.token_eos()) == "<|im_end|>"
+
+
+def test_chat_formatter_result(llm):
+    formatter = Jinja2ChatFormatter(template=llm.metadata["tokenizer.chat_template"],
+                                    eos_token=llm._model.token_get_text(llm.token_eos()),
+                                    bos_token=llm._model.token_get_text(llm.token_bos()))
+    result = formatter(messages=[{"role": "user", "content": "hi"}])
+    assert "<|im_start|>user\nhi<|im_end|>" in result.prompt
+    assert isinstance(result.added_special, bool) and result.stop is not None
+
+
+def test_grammar_builders():
+    assert LlamaGrammar.from_string(JSON_GBNF, verbose=False) is not None
+    assert LlamaGrammar.from_json_schema('{"type": "object", "properties": {"a": {"type": "integer"}}}',
+                                         verbose=False) is not None
+
+
+def test_generate_takes_our_sampling_keywords_and_stops_when_closed(llm):
+    parameters = inspect.signature(llm.generate).parameters
+    assert {"temp", "top_k", "top_p", "min_p", "repeat_penalty", "grammar"} <= set(parameters)
+    tokens = llm.generate(llm.tokenize(b"Once upon a time", add_bos=True), temp=0.0, top_k=40, top_p=0.9, min_p=0.0,
+                          repeat_penalty=1.1, grammar=None)
+    first = next(tokens)
+    assert isinstance(first, int) and llm.detokenize([first])
+    tokens.close()
+    with pytest.raises(StopIteration):
+        next(tokens)

@@ -1,0 +1,114 @@
+"""protocol.keys and protocol.commands on a real Redis: the names, and what
+each command leaves in Redis and publishes."""
+from __future__ import annotations
+
+import inspect
+import json
+import uuid
+
+import pytest
+
+from protocol import commands, keys
+from protocol.contract import ErrorEvent, StartedEvent, decode_event
+
+
+@pytest.fixture
+def job_id():
+    return uuid.uuid4().hex
+
+
+@pytest.fixture
+def listen(clean_redis):
+    """Subscribe to channels; returns a function reading what arrived."""
+    pubsub = clean_redis.pubsub(ignore_subscribe_messages=True)
+
+    def subscribe(*channels):
+        pubsub.subscribe(*channels)
+        for _ in channels:
+            pubsub.get_message(timeout=1)  # confirmations
+
+        def received():
+            out = []
+            while (message := pubsub.get_message(timeout=0.2)) is not None:
+                out.append((message["channel"].decode(), message["data"]))
+            return out
+        return received
+    yield subscribe
+    pubsub.close()
+
+
+def test_every_name_is_under_the_prefix():
+    names = [value for name, value in vars(keys).items() if name.isupper() and isinstance(value, str)]
+    names += [function("x", 1) if len(inspect.signature(function).parameters) == 2 else function("x")
+              for name, function in vars(keys).items() if inspect.isfunction(function)]
+    assert names and all(name.startswith(keys.PREFIX + ":") for name in names if name != keys.PREFIX)
+
+
+def test_send_abort_marks_the_job_and_tells_running_workers(clean_redis, listen, job_id):
+    received = listen(keys.ABORT_CHANNEL)
+    commands.send_abort(clean_redis, job_id)
+    assert commands.is_aborted(clean_redis, job_id)
+    assert 0 < clean_redis.ttl(keys.abort_key(job_id)) <= keys.RECORD_TTL_SECONDS
+    assert received() == [(keys.ABORT_CHANNEL, job_id.encode())]
+
+
+def test_a_job_is_taken_once_and_counted_as_drained(clean_redis, job_id):
+    assert commands.take_job(clean_redis, job_id, "worker-a", "local") == (True, False)
+    assert commands.take_job(clean_redis, job_id, "worker-b", "local") == (False, False)
+    assert clean_redis.get(keys.claim_key(job_id)) == b"worker-a"
+    assert commands.drained_recently(clean_redis, "local") == 2 and commands.drained_recently(clean_redis, "x") == 0
+
+
+def test_taking_a_job_sees_an_abort_sent_before_it_started(clean_redis, job_id):
+    commands.send_abort(clean_redis, job_id)
+    assert commands.take_job(clean_redis, job_id, "worker-a", "local") == (True, True)
+
+
+def test_announce_started_beats_records_and_publishes_in_one_go(clean_redis, listen, job_id):
+    received = listen(keys.events_channel(job_id))
+    commands.announce_started(clean_redis, job_id, "worker-a")
+    assert 0 < clean_redis.ttl(keys.alive_key(job_id)) <= commands.ALIVE_TTL_SECONDS
+    state = commands.job_state(clean_redis, job_id)
+    assert state["status"] == "running" and state["worker"] == "worker-a" and float(state["started_at"]) > 0
+    assert [decode_event(data) for _, data in received()] == [StartedEvent()]
+
+
+def test_a_job_whose_heartbeat_stopped_is_lost_unless_it_finished(clean_redis, job_id):
+    clean_redis.set(keys.alive_key(job_id), b"1")
+    assert not commands.worker_lost(clean_redis, job_id)
+    commands.end_heartbeat(clean_redis, job_id)
+    commands.record_state(clean_redis, job_id, status="running")
+    assert commands.worker_lost(clean_redis, job_id)
+    commands.record_state(clean_redis, job_id, status="finished", reason="stop")  # its final event is on its way
+    assert not commands.worker_lost(clean_redis, job_id)
+
+
+def test_supersede_aborts_the_previous_completion_only(clean_redis, listen):
+    first, second = uuid.uuid4().hex, uuid.uuid4().hex
+    received = listen(keys.events_channel(first))
+    assert commands.supersede(clean_redis, "client", "echo", first) is None
+    assert commands.supersede(clean_redis, "client", "echo", first) is None  # the same job again
+    assert commands.supersede(clean_redis, "client", "echo", second) == first
+    assert commands.is_aborted(clean_redis, first) and not commands.is_aborted(clean_redis, second)
+    assert [decode_event(data) for _, data in received()] == [
+        ErrorEvent(message="superseded by a newer completion request", status=409)]
+    assert commands.supersede(clean_redis, "other-client", "echo", uuid.uuid4().hex) is None
+
+
+def test_loaded_models_keep_the_longest_note(clean_redis):
+    commands.mark_loaded(clean_redis, "echo", "w1", 100)
+    commands.mark_loaded(clean_redis, "echo", "w2", 300)
+    commands.mark_loaded(clean_redis, "smollm2:135m", "w1", 50)
+    loaded = commands.loaded_models(clean_redis)
+    assert set(loaded) == {"echo", "smollm2:135m"} and 250 < loaded["echo"] <= 300
+    commands.forget_loaded(clean_redis, "smollm2:135m", "w1")
+    assert set(commands.loaded_models(clean_redis)) == {"echo"}
+
+
+def test_a_beat_keeps_jobs_alive_and_announces_the_worker(clean_redis, job_id):
+    commands.beat(clean_redis, [job_id], {"id": "host:1", "queues": ["local-completion", "local"]})
+    assert clean_redis.exists(keys.alive_key(job_id))
+    assert commands.live_workers(clean_redis) == [{"id": "host:1", "queues": ["local-completion", "local"]}]
+    assert 0 < clean_redis.ttl(keys.worker_key("host:1")) <= 3 * commands.ALIVE_TTL_SECONDS
+    commands.beat(clean_redis, [], None)  # a worker not consuming yet announces nothing
+    assert json.loads(clean_redis.get(keys.worker_key("host:1")))["id"] == "host:1"
