@@ -106,9 +106,10 @@ def test_loaded_models_keep_the_longest_note(clean_redis):
 
 
 def test_a_beat_keeps_jobs_alive_and_announces_the_worker(clean_redis, job_id):
-    commands.beat(clean_redis, [job_id], {"id": "host:1", "queues": ["local-completion", "local"]})
+    worker = {"id": f"host:{job_id[:8]}", "queues": ["local-completion", "local"]}  # presence outlives clean_redis
+    commands.beat(clean_redis, [job_id], worker)
     assert clean_redis.exists(keys.alive_key(job_id))
-    assert commands.live_workers(clean_redis) == [{"id": "host:1", "queues": ["local-completion", "local"]}]
-    assert 0 < clean_redis.ttl(keys.worker_key("host:1")) <= 3 * commands.ALIVE_TTL_SECONDS
+    assert worker in commands.live_workers(clean_redis)
+    assert 0 < clean_redis.ttl(keys.worker_key(worker["id"])) <= 3 * commands.ALIVE_TTL_SECONDS
     commands.beat(clean_redis, [], None)  # a worker not consuming yet announces nothing
-    assert json.loads(clean_redis.get(keys.worker_key("host:1")))["id"] == "host:1"
+    assert json.loads(clean_redis.get(keys.worker_key(worker["id"])))["id"] == worker["id"]
