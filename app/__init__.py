@@ -12,6 +12,7 @@ from redis.retry import Retry
 
 from app.auth import install_auth, load_keys
 from app.errors import install_fallback_errors
+from app.pathkey import PathKeyMiddleware
 from app.relay import Relay
 from app.requestlog import install_request_log
 from app.routes import ollama, openai, ops, simple_chat
@@ -24,7 +25,7 @@ from settings import load_settings
 def create_app(overrides: dict | None = None) -> Flask:
     settings = load_settings(overrides)
     registry = load_registry(settings.models_path)  # a bad registry stops start-up here
-    keys = load_keys(settings.keys_file, settings.api_keys)
+    keys = load_keys(settings.keys_file, settings.api_keys, settings.trusted_networks)
     # Fail fast when Redis is down (redis-py would retry for many seconds):
     # a stream should end with an error at once, and recover when Redis does.
     redis = redis_client(settings.redis_url, "switchboard-web", settings.redis_connections,
@@ -38,4 +39,5 @@ def create_app(overrides: dict | None = None) -> Flask:
     install_fallback_errors(app)
     for blueprint in (ollama.bp, openai.bp, simple_chat.bp, ops.bp):
         app.register_blueprint(blueprint)
+    app.wsgi_app = PathKeyMiddleware(app.wsgi_app)
     return app

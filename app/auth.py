@@ -11,12 +11,19 @@ marked `@public` where they are defined. Sources: a TOML file
     requests_per_minute = 120
 
 and/or SWITCHBOARD_API_KEYS="alice:key1,bob:key2" (hashed when read).
+
+A key is presented in the URL path (`/k/<key>/...`, see app/pathkey.py: the
+operator's explicit choice, so it wins over whatever a client's fixed header
+holds), as `x-api-key`, or as `Authorization: Bearer <key>`. Clients from a
+trusted network (SWITCHBOARD_TRUSTED_NETWORKS, CIDRs) need no key: each such
+address is a person of its own (`trusted:<address>`).
 """
 from __future__ import annotations
 
 import fnmatch
 import hashlib
 import hmac
+import ipaddress
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +31,7 @@ from typing import Callable
 
 from flask import Flask, current_app, g, request
 
+from app.pathkey import PATH_KEY
 from protocol.errors import SwitchboardError
 
 # One message for a missing and a wrong key, so keys cannot be probed.
@@ -50,16 +58,26 @@ ANONYMOUS = ApiKey("anonymous")
 
 
 class KeyRing:
-    def __init__(self, keys: list[ApiKey]):
+    def __init__(self, keys: list[ApiKey], trusted_networks: tuple = ()):
         self._keys = keys
+        self._trusted = trusted_networks
 
     @property
     def enabled(self) -> bool:
         return bool(self._keys)
 
-    def identify(self, presented: str | None) -> ApiKey:
+    def _trusted_address(self, address: str | None) -> bool:
+        try:
+            ip = ipaddress.ip_address(address or "")
+        except ValueError:
+            return False
+        return any(ip in network for network in self._trusted)
+
+    def identify(self, presented: str | None, address: str | None = None) -> ApiKey:
         if not self.enabled:
             return ANONYMOUS
+        if not presented and self._trusted_address(address):
+            return ApiKey(name=f"trusted:{address}")
         candidate = digest(presented or "")
         found = None
         for key in self._keys:  # no early exit: the time does not depend on which key matched
@@ -70,15 +88,25 @@ class KeyRing:
         return found
 
 
-def presented_key(authorization: str | None, x_api_key: str | None) -> str | None:
-    if x_api_key:
+def presented_key(authorization: str | None, x_api_key: str | None, path_key: str | None = None) -> str | None:
+    """The first key presented: the URL path's, x-api-key, a non-empty Bearer."""
+    if path_key:
+        return path_key
+    if x_api_key and x_api_key.strip():
         return x_api_key.strip()
-    if authorization and authorization.lower().startswith("bearer "):
-        return authorization[7:].strip() or None
+    if authorization and authorization.lower().startswith("bearer ") and authorization[7:].strip():
+        return authorization[7:].strip()
     return None
 
 
-def load_keys(file: Path | None, pairs: str | None) -> KeyRing:
+def trusted_networks(cidrs: str | None) -> tuple:
+    try:
+        return tuple(ipaddress.ip_network(c.strip(), strict=False) for c in (cidrs or "").split(",") if c.strip())
+    except ValueError as error:
+        raise ValueError(f"SWITCHBOARD_TRUSTED_NETWORKS: {error}") from None
+
+
+def load_keys(file: Path | None, pairs: str | None, trusted: str | None = None) -> KeyRing:
     keys: list[ApiKey] = []
     if file is not None:
         document = tomllib.loads(file.read_text())
@@ -91,7 +119,7 @@ def load_keys(file: Path | None, pairs: str | None) -> KeyRing:
         if not key:
             raise ValueError("SWITCHBOARD_API_KEYS entries look like name:key")
         keys.append(ApiKey(name=name, sha256=digest(key)))
-    return KeyRing(keys)
+    return KeyRing(keys, trusted_networks(trusted))
 
 
 # --- enforcement ---------------------------------------------------------------------
@@ -106,6 +134,8 @@ def current_key() -> ApiKey:
 
 
 def _is_public(app: Flask) -> bool:
+    if request.routing_exception is not None:  # no such route: a 404 (405) in JSON, key or not
+        return True
     view = app.view_functions.get(request.endpoint) if request.endpoint else None
     return bool(getattr(view, "public", False))
 
@@ -116,5 +146,6 @@ def install_auth(app: Flask, keys: KeyRing) -> None:
     @app.before_request
     def require_key():
         if not _is_public(current_app):
-            g.api_key = keys.identify(presented_key(request.headers.get("Authorization"),
-                                                    request.headers.get("x-api-key")))
+            presented = presented_key(request.headers.get("Authorization"), request.headers.get("x-api-key"),
+                                      request.environ.get(PATH_KEY))
+            g.api_key = keys.identify(presented, request.remote_addr)

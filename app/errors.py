@@ -8,13 +8,15 @@ from __future__ import annotations
 
 from typing import Callable
 
-from flask import Flask, Response, jsonify
+import logging
+
+from flask import Flask, Response, jsonify, request
 from pydantic import ValidationError
 from redis.exceptions import RedisError
-from werkzeug.exceptions import RequestEntityTooLarge
+from werkzeug.exceptions import HTTPException, RequestEntityTooLarge
 
 from app.services import services
-from dialects import openai_writer
+from dialects import ollama_writer, openai_writer, simple_chat
 from protocol.admission import Busy
 from protocol.errors import SwitchboardError
 from protocol.metrics import count_rejection
@@ -84,7 +86,43 @@ def register_error_handlers(target, error_body: Callable[[SwitchboardError], dic
     target.register_error_handler(ClientGone, client_gone_response)
 
 
+log = logging.getLogger("switchboard.errors")
+
+
+def error_body_for_path(path: str) -> Callable[[SwitchboardError], dict]:
+    """The error shape of the API a path belongs to: clients show the body
+    as the error, and raw HTML confuses every one of them."""
+    if path.startswith("/api/"):
+        return ollama_writer.error_body
+    if path.startswith("/chat/"):
+        return simple_chat.error_body
+    return openai_writer.error_body
+
+
+def _http_error(error: HTTPException) -> Response:
+    if error.code == 404:
+        message = f"no such endpoint: {request.method} {request.path}"
+    elif error.code == 405:
+        message = f"method {request.method} is not allowed on {request.path}"
+    else:
+        message = error.description or error.name
+    response = error_response(SwitchboardError(message, error.code or 500), error_body_for_path(request.path))
+    if error.code == 405 and error.valid_methods:
+        response.headers["Allow"] = ", ".join(error.valid_methods)
+    return response
+
+
+def _unexpected(error: Exception) -> Response:
+    log.exception("unhandled error on %s %s", request.method, request.path)
+    return error_response(SwitchboardError("internal error; see the server log", 500),
+                          error_body_for_path(request.path))
+
+
 def install_fallback_errors(app: Flask) -> None:
-    """Errors raised outside any blueprint (a key check before routing) in
-    OpenAI's shape rather than an HTML 500."""
-    app.register_error_handler(SwitchboardError, lambda error: error_response(error, openai_writer.error_body))
+    """Every answer is JSON in the dialect of its path: errors raised outside
+    a blueprint (a key check on an unknown path), Flask's own 404 and 405,
+    and anything unexpected (logged, never shown)."""
+    app.register_error_handler(SwitchboardError,
+                               lambda error: error_response(error, error_body_for_path(request.path)))
+    app.register_error_handler(HTTPException, _http_error)
+    app.register_error_handler(Exception, _unexpected)

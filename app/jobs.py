@@ -54,9 +54,12 @@ def queue_for(job: Job, entry: ModelEntry) -> str:
     return completion_queue(entry.pool) if is_code_completion(job) else entry.pool
 
 
-def client_identity() -> str:
-    """Who is asking, for superseding: the credential and the address."""
-    who = f"{request.headers.get('Authorization', '')}|{request.remote_addr}|{request.user_agent.string}"
+def client_identity(keys_enabled: bool) -> str:
+    """Who is asking, for superseding: the person (their key's name when keys
+    are on, however it was sent; else their address) and their editor (the
+    user agent). Never a different person's request."""
+    person = f"key:{current_key().name}" if keys_enabled else f"address:{request.remote_addr}"
+    who = f"{person}|{request.user_agent.string}"
     return hashlib.sha256(who.encode()).hexdigest()[:32]
 
 
@@ -200,15 +203,15 @@ class JobRun:
 def start_job(job: Job, entry: ModelEntry, stream: bool = False) -> tuple[JobRun, Iterator[Event]]:
     """Enqueue the job and wait for its first result, so that an error before
     any text (a prompt too long, a failed model) still gets a real status.
-    A code completion supersedes the same client's previous completion for
-    the model (only once admitted and queued: a refused request cancels
-    nothing)."""
+    On a model that opts in (registry `supersede = true`), a code completion
+    supersedes the same person's previous completion for the model (only once
+    admitted and queued: a refused request cancels nothing)."""
     own = services()
     run = JobRun(own, job, request.environ, current_key().name, _key_limits(own.settings))
     try:
         run.start(queue_for(job, entry), entry.pool)
-        if is_code_completion(job):
-            supersede(own.redis, client_identity(), entry.name, job.id)
+        if entry.supersede and is_code_completion(job):
+            supersede(own.redis, client_identity(own.keys.enabled), entry.name, job.id)
         events = run.events(keepalive=stream)  # a stream starts at once if the job keeps it waiting
         first = next(events)
     except BaseException:

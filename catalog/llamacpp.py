@@ -35,8 +35,13 @@ class LlamaCppSettings(BackendSettings):
         if not self.gguf.is_file():
             raise FileNotFoundError(f"GGUF file not found: {self.gguf}")
         info = read_gguf_info(self.gguf)
-        defaults = {k: v for k, v in DEFAULT_SAMPLING.items()} | {"num_ctx": self.n_ctx}
-        return info.model_copy(update={"parameters": defaults})
+        defaults = {k: v for k, v in DEFAULT_SAMPLING.items()} | {"num_ctx": self.served_context()}
+        # Clients budget prompts from this: the context the model is served
+        # with, not the one it was trained for.
+        return info.model_copy(update={"parameters": defaults, "context_length": self.served_context()})
 
     def trained_context(self) -> int:
         return read_gguf_info(self.gguf).context_length
+
+    def served_context(self) -> int:
+        return min(self.n_ctx, self.trained_context())

@@ -28,7 +28,7 @@ from protocol.errors import RegistryError, SwitchboardError, UnknownModel
 FimFamily = Literal[tuple(FAMILIES)]  # type: ignore[valid-type]
 
 DEFAULT_REGISTRY = Path(__file__).resolve().parent.parent / "models.toml"
-_COMMON_KEYS = {"backend", "pool", "display_name", "tools", "system", "step_limit", "fim"}
+_COMMON_KEYS = {"backend", "pool", "display_name", "tools", "system", "step_limit", "fim", "supersede"}
 
 
 class ModelEntry(BaseModel):
@@ -43,6 +43,9 @@ class ModelEntry(BaseModel):
     system: Literal["native", "inject"] = "native"  # inject: for backends that ignore the system role
     step_limit: int = Field(default=25, ge=1)  # tool rounds per request before a final answer is asked for
     fim: FimFamily | None = None  # fill-in-the-middle template family: gives the "insert" capability
+    # A person's newer code completion for this model cancels their older one
+    # (off by default: real Ollama completes both).
+    supersede: bool = False
     settings: BackendSettings
 
     @property
@@ -51,9 +54,9 @@ class ModelEntry(BaseModel):
 
     @cached_property
     def info(self) -> ModelInfo:
-        info = self.settings.describe(self.name)
-        if self.display_name:
-            info = info.model_copy(update={"basename": self.display_name})
+        # Copilot names a model by general.basename: each served model gets its
+        # own (the registry name unless display_name is set), not the family's.
+        info = self.settings.describe(self.name).model_copy(update={"basename": self.display_name or self.name})
         if self.fim:  # Continue offers FIM only when the template mentions .Suffix
             info = info.model_copy(update={"template": FAMILIES[self.fim].template})
         return info

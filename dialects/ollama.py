@@ -74,7 +74,14 @@ def _no_images(model: str, images: list | None, field: str) -> None:
         raise InvalidRequest(f'{field}: "{model}" does not support images (it has no vision capability)', param=field)
 
 
-def chat_to_job(request: ChatRequest, job_id: str, model: str) -> Job:
+def _no_thinking(model: str, think, capabilities: list[str]) -> None:
+    """Ollama's answer when a model without thinking is asked to think."""
+    if think and "thinking" not in capabilities:
+        raise InvalidRequest(f'"{model}" does not support thinking', param="think")
+
+
+def chat_to_job(request: ChatRequest, job_id: str, model: str, capabilities: list[str]) -> Job:
+    _no_thinking(request.model, request.think, capabilities)
     for i, message in enumerate(request.messages):
         _no_images(request.model, message.images, f"messages.{i}.images")
     messages = [to_message(m) for m in request.messages]
@@ -90,6 +97,7 @@ def generate_to_job(request: GenerateRequest, job_id: str, model: str, capabilit
         raise InvalidRequest("raw mode does not support template, system, or context")
     if request.suffix and "insert" not in capabilities:
         raise InvalidRequest(f'"{request.model}" does not support insert', param="suffix")
+    _no_thinking(request.model, request.think, capabilities)
     _no_images(request.model, request.images, "images")
     spec = PromptSpec(prompt=request.prompt, suffix=request.suffix, system=request.system,
                       template=request.template, raw=request.raw)

@@ -44,6 +44,9 @@ class Message(Request):
     tool_call_id: str | None = None
 
 
+Think = bool | Literal["high", "medium", "low"] | None
+
+
 class ChatRequest(Request):
     model: str = Field(min_length=1)
     messages: list[Message] = Field(default_factory=list)  # none: just load the model
@@ -51,6 +54,7 @@ class ChatRequest(Request):
     format: Format = None
     options: Options | None = None
     stream: bool = True
+    think: Think = None
     keep_alive: str | int | float | None = None
 
 
@@ -68,18 +72,20 @@ class GenerateRequest(Request):
     template: str | None = None
     stream: bool = True
     raw: bool = False
+    think: Think = None
     keep_alive: str | int | float | None = None
     context: list[int] | None = None
 
 
-class ShowRequest(Request):
-    """Continue still sends the older `name` field."""
+class NamedModelRequest(Request):
+    """Requests that name a model as `model` or, from older clients (Continue
+    still does), as `name`."""
 
     model: str | None = None
     name: str | None = None
 
     @model_validator(mode="after")
-    def _needs_a_name(self) -> "ShowRequest":
+    def _needs_a_name(self) -> "NamedModelRequest":
         if not (self.model or self.name):
             raise ValueError("model is required")
         return self
@@ -89,4 +95,15 @@ class ShowRequest(Request):
         return self.model or self.name or ""
 
 
-__all__ = ["ChatRequest", "GenerateRequest", "Message", "Options", "ShowRequest", "PositiveInt"]
+class ShowRequest(NamedModelRequest):
+    """/api/show."""
+
+
+class PullRequest(NamedModelRequest):
+    """/api/pull."""
+
+    insecure: bool = False
+    stream: bool = True
+
+
+__all__ = ["ChatRequest", "GenerateRequest", "Message", "Options", "PullRequest", "ShowRequest", "PositiveInt"]

@@ -22,7 +22,7 @@ def done_fields(done: DoneEvent) -> dict:
     """The statistics Ollama puts on its last line, in nanoseconds."""
     return {
         # Ollama says "stop" after tool calls too
-        "done_reason": done.reason if done.reason in ("length", "load") else "stop",
+        "done_reason": done.reason if done.reason in ("length", "load", "unload") else "stop",
         "total_duration": done.timings.total_ns,
         "load_duration": done.timings.load_ns,
         "prompt_eval_count": done.usage.prompt_tokens,
@@ -87,7 +87,17 @@ class ChatWriter(_OllamaWriter):
 
 
 class GenerateWriter(_OllamaWriter):
-    """/api/generate: the text is `response`."""
+    """/api/generate: the text is `response`; the last object of a non-raw
+    request carries `context` (Ollama's conversation tokens, deprecated
+    there; Switchboard keeps no such state, so it is empty)."""
+
+    def __init__(self, model: str, with_context: bool = False):
+        super().__init__(model)
+        self.with_context = with_context
 
     def _body(self, text: str) -> dict:
         return {"response": text}
+
+    def _last_line(self, done: DoneEvent, content: str) -> dict:
+        line = super()._last_line(done, content)
+        return line | {"context": []} if self.with_context else line

@@ -53,21 +53,25 @@ def from_format(output_format) -> dict | None:
 
 
 # --- client side: request -> Job -----------------------------------------------------
-def content_text(message: WireMessage, index: int) -> str:
-    """Content as one string; list-of-parts content is joined in order."""
+def content_texts(message: WireMessage, index: int) -> list[str]:
+    """Content as texts: one, or one per text part of a list (kept apart, as
+    Ollama's OpenAI layer does: each part becomes a message of its own)."""
     if message.content is None or isinstance(message.content, str):
-        return message.content or ""
+        return [message.content or ""]
     if any(isinstance(part, ImagePart) for part in message.content):
         raise InvalidRequest(f"messages.{index}.content: this model does not support images",
                              param=f"messages.{index}.content")
-    return "".join(part.text for part in message.content)
+    return [part.text for part in message.content] or [""]
 
 
-def to_message(message: WireMessage, index: int) -> Message:
+def to_messages(message: WireMessage, index: int) -> list[Message]:
+    """One message per text part; the calls go with the last."""
     calls = [ToolCall(id=c.id, name=c.function.name, arguments=arguments_text(c.function.arguments))
              for c in message.tool_calls or []]
-    return Message(role=_ROLES.get(message.role, message.role), content=content_text(message, index),
-                   tool_calls=calls, tool_call_id=message.tool_call_id, failed=bool(message.is_error))
+    texts = content_texts(message, index)
+    return [Message(role=_ROLES.get(message.role, message.role), content=text,
+                    tool_calls=calls if n == len(texts) - 1 else [], tool_call_id=message.tool_call_id,
+                    failed=bool(message.is_error)) for n, text in enumerate(texts)]
 
 
 def to_tool_choice(request: ChatCompletionRequest) -> ToolChoice:
@@ -81,11 +85,11 @@ def to_tool_choice(request: ChatCompletionRequest) -> ToolChoice:
 
 
 def chat_to_job(request: ChatCompletionRequest, job_id: str, model: str) -> Job:
-    messages = [to_message(m, i) for i, m in enumerate(request.messages)]
+    messages = [part for i, m in enumerate(request.messages) for part in to_messages(m, i)]
     return Job(id=job_id, model=model, messages=messages,
                options=to_sampling(request, request.max_completion_tokens or request.max_tokens),
                tools=to_tool_specs(request.tools), tool_choice=to_tool_choice(request),
-               format=to_format(request.response_format))
+               parallel_tool_calls=request.parallel_tool_calls is not False, format=to_format(request.response_format))
 
 
 def completion_to_job(request: CompletionRequest, job_id: str, model: str, capabilities: list[str]) -> Job:
@@ -132,4 +136,6 @@ def upstream_request(job: Job, upstream_model: str) -> tuple[str, dict]:
     if job.tools:
         body["tools"] = tool_definitions(job.tools)
         body["tool_choice"] = _wire_tool_choice(job.tool_choice)
+        if not job.parallel_tool_calls:
+            body["parallel_tool_calls"] = False
     return path, {k: v for k, v in body.items() if v is not None}

@@ -82,6 +82,19 @@ class ChatWriter(_OpenAIWriter):
     def finish(self, done: DoneEvent) -> list[Frame]:
         return [self._chunk({}, finish_reason(done))] + self._usage_chunk(done)
 
+    def error(self, error: SwitchboardError) -> list[Frame]:
+        """An error after the first byte: OpenAI's error object (the openai
+        SDKs raise APIError with its message), then the pending answer closed
+        with finish_reason "error". Copilot (src/platform/networking/node/
+        stream.ts, SSEProcessor.processSSE) turns the error object into a
+        ServerError completion carrying the error, and [DONE] would otherwise
+        close the answer opened by the role chunk as an ordinary finish
+        (finishSolutions, reason "DONE"); chatMLFetcher.ts judges the reply by
+        its first completion (completions.at(0): ServerError -> Failed with
+        streamError), which the BYOK provider shows (byok/node/
+        openAIEndpoint.ts, hydrateBYOKErrorMessages)."""
+        return [error_body(error), self._chunk({}, "error")]
+
     def reply(self, transcript: Transcript) -> dict:
         calls = transcript.calls
         message = {"role": "assistant", "content": transcript.text or (None if calls else "")}

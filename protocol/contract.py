@@ -114,6 +114,10 @@ class Job(_Strict):
     options: SamplingOptions = Field(default_factory=SamplingOptions)
     tools: list[ToolSpec] = Field(default_factory=list)
     tool_choice: ToolChoice = Field(default_factory=ToolChoice)
+    parallel_tool_calls: bool = True  # False: at most one call in the reply
+    # Set by the worker for its backend (a GBNF grammar forcing a tool call),
+    # never by the web process.
+    grammar: str | None = None
     enqueued_at: float = 0.0
     expires_at: float | None = None  # epoch seconds: not started by then, it is dropped
 
@@ -152,8 +156,12 @@ class ToolCallEvent(_Strict):
 
 
 # "step_limit": a final answer forced by the tool-round limit (clients see "stop").
-# "load": an empty request that only loaded the model.
-FinishReason = Literal["stop", "length", "tool_calls", "step_limit", "aborted", "load", "expired"]
+# "load" / "unload": an empty request that only loaded (or, with keep_alive 0,
+# unloaded) the model. A reason is any string on the wire, so a newer
+# worker's reason does not break an older web process (writers map a reason
+# they do not know to "stop").
+FINISH_REASONS = ("stop", "length", "tool_calls", "step_limit", "aborted", "load", "unload", "expired")
+FinishReason = str
 
 
 class DoneEvent(_Strict):

@@ -38,6 +38,8 @@ class Settings(BaseSettings):
     # API keys (off when neither is set); see app/auth.py.
     keys_file: Path | None = _env("SWITCHBOARD_KEYS_FILE", None)
     api_keys: str | None = _env("SWITCHBOARD_API_KEYS", None)
+    # CIDRs whose clients need no key when keys are on (comma-separated).
+    trusted_networks: str | None = _env("SWITCHBOARD_TRUSTED_NETWORKS", None)
     # Per-key defaults (a key may set its own), and the queue bound per pool.
     requests_per_minute: int = _env("SWITCHBOARD_REQUESTS_PER_MINUTE", 600, ge=1)
     max_concurrent: int = _env("SWITCHBOARD_MAX_CONCURRENT", 16, ge=1)

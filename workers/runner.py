@@ -20,7 +20,7 @@ from protocol.commands import (
     take_job,
 )
 from protocol.contract import CONTRACT_VERSION, DoneEvent, ErrorEvent, Job, Timings, Usage
-from protocol.errors import SwitchboardError, UnknownModel
+from protocol.errors import BackendError, SwitchboardError, UnknownModel
 from protocol.metrics import count_job
 from workers.abort_watch import AbortWatch
 from workers.backends.base import Backend
@@ -31,6 +31,7 @@ from workers.pieces import Outcome
 from workers.prompts import is_load_only, resolve_prompt
 from workers.publisher import EventPublisher
 from workers.toolcalls.emulation import ReplyFilter, ToolPlan, plan_tools
+from workers.toolcalls.grammar import forced_call_grammar
 
 log = logging.getLogger(__name__)
 
@@ -136,21 +137,36 @@ def _note_loaded(pipe, job: Job, ctx: RunContext) -> None:
         mark_loaded(pipe, job.model, ctx.worker_id, int(seconds) if seconds > 0 else FOREVER_SECONDS)
 
 
-def _backend_job(job: Job, ctx: RunContext, plan: ToolPlan, reads_prompt: bool) -> Job:
+def _backend_job(job: Job, ctx: RunContext, plan: ToolPlan, backend: Backend) -> Job:
     """What the backend sees: the planned conversation (the client's own
     messages for a backend that reads no prompt), tools only when passed
-    through natively, and the token limit capped."""
+    through natively, the token limit capped, and, for a forced emulated call
+    on a backend that follows grammars, the grammar that guarantees it."""
     limit = min(job.options.max_tokens or ctx.max_job_tokens, ctx.max_job_tokens)
     update = {"options": job.options.model_copy(update={"max_tokens": limit}),
               "tools": plan.tools if plan.native else []}
-    if reads_prompt:
+    if backend.reads_prompt:
         update["messages"] = plan.messages
+    if plan.forced and not plan.native and backend.constrains_output:
+        update["grammar"] = forced_call_grammar(plan.tools, plan.parallel)
     return job.model_copy(update=update)
+
+
+def _check_forced_call(job: Job, plan: ToolPlan, replies: ReplyFilter) -> None:
+    """tool_choice "required" (or a named function) that the model did not
+    honour: a clear error, never a plain answer the client did not ask for."""
+    if plan.forced and not replies.calls:
+        wanted = f'the function "{job.tool_choice.name}"' if job.tool_choice.mode == "function" else "a tool"
+        raise BackendError(f'tool_choice asked for a call to {wanted}, but model "{job.model}" answered without '
+                           "one (only models that follow grammars, or native tool calling, can guarantee it)", 502)
 
 
 def _generate(job: Job, ctx: RunContext, aborted: Cancel) -> DoneEvent:
     started = time.perf_counter_ns()
     entry, backend = ctx.backends.entry(job.model), ctx.backends.get(job.model)
+    if is_load_only(job) and job.keep_alive == 0:  # Ollama's idiom for "unload now"
+        backend.keep_loaded(0)
+        return _done("unload", Outcome("stop", 0, 0), started, None)
     if is_load_only(job):
         return _done("load", Outcome("stop", 0, 0, load_ns=backend.load()), started, None)
     try:
@@ -167,7 +183,7 @@ def _stream(job: Job, ctx: RunContext, entry: ModelEntry, backend: Backend, abor
     replies = ReplyFilter(plan)
     first_token_at: int | None = None
     publisher = EventPublisher(ctx.redis, job.id)
-    pieces = backend.generate(_backend_job(job, ctx, plan, backend.reads_prompt), aborted)
+    pieces = backend.generate(_backend_job(job, ctx, plan, backend), aborted)
     try:
         while True:
             try:
@@ -190,6 +206,7 @@ def _stream(job: Job, ctx: RunContext, entry: ModelEntry, backend: Backend, abor
         publisher.close(drop=aborted.is_set())  # what is left goes out before the done event
     if aborted.is_set():  # the stream may have ended quietly because the abort closed it
         return DoneEvent(reason="aborted")
+    _check_forced_call(job, plan, replies)
     reason = "tool_calls" if replies.calls else "step_limit" if plan.step_limited and outcome.reason == "stop" \
         else outcome.reason
     return _done(reason, outcome, started, first_token_at)

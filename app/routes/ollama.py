@@ -8,13 +8,16 @@ from flask import Blueprint, Response, jsonify
 from app.auth import public
 from app.errors import register_error_handlers
 from app.jobs import new_job_id
+from app.errors import ApiError
 from app.routes.common import check_request_limits, find_model, parse_body, serve, visible_entries
 from app.services import services
+from app.streaming import NDJSON_CONTENT_TYPE, ndjson
 from catalog.registry import ModelEntry
 from dialects import ollama as translate
-from dialects.ollama_schemas import ChatRequest, GenerateRequest, ShowRequest
+from dialects.ollama_schemas import ChatRequest, GenerateRequest, PullRequest, ShowRequest
 from dialects.ollama_writer import ChatWriter, GenerateWriter, error_body
 from protocol.commands import loaded_models
+from protocol.errors import UnknownModel
 
 # Copilot Chat lists no model from a server older than 0.6.4.
 OLLAMA_COMPAT_VERSION = "0.12.0"
@@ -111,7 +114,7 @@ def chat():
     request = parse_body(ChatRequest)
     check_request_limits(request.messages, request.tools)
     entry = find_model(request.model)
-    job = translate.chat_to_job(request, new_job_id(), entry.name)
+    job = translate.chat_to_job(request, new_job_id(), entry.name, entry.capabilities)
     return serve(job, entry, ChatWriter(request.model), _framing(request.stream))
 
 
@@ -120,4 +123,41 @@ def generate():
     request = parse_body(GenerateRequest)
     entry = find_model(request.model)
     job = translate.generate_to_job(request, new_job_id(), entry.name, entry.capabilities)
-    return serve(job, entry, GenerateWriter(request.model), _framing(request.stream))
+    return serve(job, entry, GenerateWriter(request.model, with_context=not request.raw), _framing(request.stream))
+
+
+# --- model management: the registry is the operator's ---------------------------------
+def _pull_statuses(entry: ModelEntry) -> list[dict]:
+    """What Ollama streams while pulling, for a model that is already here:
+    clients and tools pull before use and wait for "success"."""
+    info = entry.info
+    return [{"status": "pulling manifest"},
+            {"status": f"pulling {info.digest[:12]}", "digest": f"sha256:{info.digest}", "total": info.size,
+             "completed": info.size},
+            {"status": "verifying sha256 digest"}, {"status": "writing manifest"}, {"status": "success"}]
+
+
+@bp.post("/api/pull")
+def pull():
+    request = parse_body(PullRequest)
+    try:
+        entry = find_model(request.model_name)
+    except UnknownModel:
+        raise ApiError(404, f'pull model manifest: file does not exist ("{request.model_name}" is not in this '
+                            "server's registry; models are managed by its operator)") from None
+    statuses = _pull_statuses(entry)
+    if not request.stream:
+        return jsonify(statuses[-1])
+    return Response(b"".join(ndjson(s) for s in statuses), content_type=NDJSON_CONTENT_TYPE)
+
+
+MANAGED = "models are managed in this server's registry (models.toml) by its operator, not through the API"
+
+
+@bp.route("/api/create", methods=["POST"])
+@bp.route("/api/copy", methods=["POST"])
+@bp.route("/api/push", methods=["POST"])
+@bp.route("/api/delete", methods=["DELETE"])
+@bp.route("/api/blobs/<path:digest>", methods=["HEAD", "POST"])
+def manage(digest: str | None = None):
+    raise ApiError(403, MANAGED)

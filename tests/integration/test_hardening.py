@@ -8,6 +8,7 @@ import json
 import time
 
 import httpx
+import ollama
 import openai
 import pytest
 
@@ -225,3 +226,51 @@ def test_conversation_log_redacts_secrets(h):
     record = json.loads(files[0].read_text().splitlines()[-1])
     assert record["key"] == "alice" and record["reply"] == "hi" and record["outcome"] == "stop"
     assert record["request"]["api_key"] == "[redacted]" and KEYS["alice"] not in files[0].read_text()
+
+
+# --- keys for clients that have only a URL (Copilot), and trusted networks ----------------
+
+def test_a_key_in_the_url_path_works_for_every_client(h):
+    base = f"{h['base']}/k/{KEYS['alice']}"
+    client = ollama.Client(host=base)  # what Copilot's Ollama provider does: a URL, no key
+    assert "echo" in [m.model for m in client.list().models]
+    assert client.show("echo").capabilities
+    assert client.chat("echo", messages=[{"role": "user", "content": "via path"}]).message.content == "via path"
+    sdk = openai.OpenAI(base_url=f"{base}/v1", api_key="ignored-when-the-path-has-a-key", max_retries=0)
+    assert sdk.chat.completions.create(**CHAT).choices[0].message.content == "hi"
+    status, _, _ = post_raw(h["base"], f"/k/{KEYS['alice']}/v1/chat/completions", CHAT,
+                            {"Authorization": "Bearer "})  # Copilot's chat, byte for byte
+    assert status == 200
+    assert httpx.get(f"{h['base']}/k/wrong-key/api/tags").status_code == 401
+
+
+def test_a_key_in_the_path_is_never_logged_in_clear(h):
+    web, base = start_web(h["env"], extra_args=("--access-logfile", "-"))
+    try:
+        assert httpx.get(f"{base}/k/{KEYS['carol']}/api/tags").status_code == 200
+        assert httpx.get(f"{base}/k/{KEYS['carol']}-typo/api/tags").status_code == 401
+        wait_until(lambda: "/k/[redacted]/api/tags" in web.output(), 10, "the access log line")
+        assert KEYS["carol"] not in web.output()
+    finally:
+        web.stop()
+
+
+def test_trusted_networks_need_no_key(h):
+    web, base = start_web(dict(h["env"], SWITCHBOARD_TRUSTED_NETWORKS="10.0.0.0/8,127.0.0.0/8"))
+    try:
+        assert httpx.get(f"{base}/api/tags").status_code == 200
+        assert httpx.post(f"{base}/api/chat", json=CHAT | {"stream": False}).json()["message"]["content"] == "hi"
+        wait_until(lambda: '"key": "trusted:127.0.0.1"' in web.output(), 10, "the request log line")
+    finally:
+        web.stop()
+    other, base = start_web(dict(h["env"], SWITCHBOARD_TRUSTED_NETWORKS="10.0.0.0/8"))
+    try:
+        assert httpx.get(f"{base}/api/tags").status_code == 401
+    finally:
+        other.stop()
+
+
+def test_unknown_paths_are_json_with_keys_on_too(h):
+    for method, path in (("POST", "/api/embed"), ("GET", "/nowhere"), ("POST", "/v1/embeddings")):
+        response = httpx.request(method, h["base"] + path, json={})
+        assert response.status_code == 404 and response.headers["content-type"] == "application/json"

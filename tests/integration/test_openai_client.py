@@ -40,10 +40,12 @@ def test_stream_helper_assembles_the_message(client):
     assert final.choices[0].finish_reason == "stop"
 
 
-def test_list_of_parts_content_is_joined(client):
+def test_list_of_parts_content_is_kept_apart(client):
+    """Each text part is a message of its own (as Ollama's OpenAI layer does);
+    echo answers with the last one."""
     reply = client.chat.completions.create(model="echo", messages=[
         {"role": "user", "content": [{"type": "text", "text": "part one"}, {"type": "text", "text": " part two"}]}])
-    assert reply.choices[0].message.content == "part one part two"
+    assert reply.choices[0].message.content == " part two"
 
 
 def test_errors_are_openai_shaped(client):

@@ -16,6 +16,7 @@ from tests.integration.events_tap import EventsTap
 from tests.integration.http import DroppableStream, post_raw
 from tests.integration.scripted_upstream import ScriptedUpstream
 from tests.integration.sse_rules import assert_well_formed, parse_sse
+from tests.integration.copilot_client import what_copilot_shows
 from tests.integration.upstream_stack import LLAMA_KEY, registry_text, start_llama_server, start_upstream_stack
 
 TOOLS = [{"type": "function", "function": {"name": "read_file", "parameters": {
@@ -237,7 +238,17 @@ def test_an_upstream_stalling_mid_stream_ends_with_an_in_band_error(base):
     assert status == 200
     chunks = parse_sse(body)
     assert chunks[1]["choices"][0]["delta"]["content"] == "partial"
-    assert chunks[-1]["error"]["message"].endswith("stopped sending tokens for 0.5 s (timed out)")
+    # the error object, then the answer closed with finish_reason "error" (see dialects/openai_writer.py)
+    assert chunks[-2]["error"]["message"].endswith("stopped sending tokens for 0.5 s (timed out)")
+    assert chunks[-1]["choices"][0]["finish_reason"] == "error"
+    shown = what_copilot_shows(body)
+    assert shown.kind == "failed" and "stopped sending tokens for 0.5 s (timed out)" in shown.shown
+
+
+def test_the_openai_sdk_raises_the_in_band_error_with_its_message(client):
+    with pytest.raises(openai.APIError, match=r"stopped sending tokens for 0\.5 s \(timed out\)"):
+        for _ in client.chat.completions.create(model="stall", stream=True, messages=user("x")):
+            pass
 
 
 def test_no_first_token_in_time_is_504(base):

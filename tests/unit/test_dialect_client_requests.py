@@ -16,8 +16,9 @@ DONE = DoneEvent(reason="length", usage=Usage(prompt_tokens=4, completion_tokens
 def test_openai_request_to_job(copilot_fixture):
     request = ChatCompletionRequest.model_validate(copilot_fixture["first_turn"])
     job = openai.chat_to_job(request, "id1", "smollm2:135m")
-    assert [m.role for m in job.messages] == ["system", "system", "user"]
-    assert job.messages[2].content.startswith("<attachments>") and "<userRequest>" in job.messages[2].content
+    # Copilot's user message is two text parts: kept apart, as Ollama's OpenAI layer keeps them
+    assert [m.role for m in job.messages] == ["system", "system", "user", "user"]
+    assert job.messages[2].content.startswith("<attachments>") and "<userRequest>" in job.messages[3].content
     assert job.options.temperature == 0 and job.options.top_p == 1 and job.options.max_tokens is None
 
 
@@ -45,7 +46,7 @@ def test_openai_chunks_and_completion():
 def test_ollama_request_to_job_and_last_line():
     request = ChatRequest.model_validate({"model": "m", "messages": [{"role": "user", "content": "q"}],
                                           "options": {"num_predict": 9, "top_k": 5, "stop": ["a", "b"]}})
-    job = ollama.chat_to_job(request, "id", "m")
+    job = ollama.chat_to_job(request, "id", "m", ["completion"])
     assert (job.options.max_tokens, job.options.top_k, job.options.stop) == (9, 5, ["a", "b"])
     last = ollama_writer.ChatWriter("m").finish(DONE)[0]
     assert last["message"] == {"role": "assistant", "content": ""} and last["done"] is True
@@ -58,3 +59,24 @@ def test_ollama_request_to_job_and_last_line():
 def test_framing_bytes():
     assert sse({"a": "é"}) == 'data: {"a":"é"}\n\n'.encode()
     assert ndjson({"a": [1, 2]}) == b'{"a":[1,2]}\n'
+
+
+def test_openai_text_parts_stay_apart_and_calls_go_with_the_last():
+    request = ChatCompletionRequest.model_validate({"model": "m", "messages": [
+        {"role": "user", "content": [{"type": "text", "text": "part one"}, {"type": "text", "text": "part two"}]},
+        {"role": "assistant", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}],
+         "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}]}]})
+    job = openai.chat_to_job(request, "id", "m")
+    assert [(m.role, m.content, len(m.tool_calls)) for m in job.messages] == [
+        ("user", "part one", 0), ("user", "part two", 0), ("assistant", "a", 0), ("assistant", "b", 1)]
+
+
+def test_ollama_think_needs_the_thinking_capability():
+    import pytest
+
+    from protocol.errors import InvalidRequest
+
+    request = ChatRequest.model_validate({"model": "echo", "think": True, "messages": []})
+    with pytest.raises(InvalidRequest, match='"echo" does not support thinking'):
+        ollama.chat_to_job(request, "id", "echo", ["completion"])
+    assert ollama.chat_to_job(request.model_copy(update={"think": False}), "id", "echo", ["completion"])

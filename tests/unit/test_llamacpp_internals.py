@@ -51,3 +51,12 @@ def test_generate_takes_our_sampling_keywords_and_stops_when_closed(llm):
     tokens.close()
     with pytest.raises(StopIteration):
         next(tokens)
+
+
+def test_the_schema_grammar_patch_still_applies():
+    """workers/backends/llamacpp.py replaces the converter's string-character
+    rule; if llama-cpp-python renames it, the patch would silently stop."""
+    from workers.backends.llamacpp import _JSON_CHAR, schema_grammar_text
+
+    grammar = schema_grammar_text({"type": "object", "properties": {"a": {"type": "string"}}})
+    assert _JSON_CHAR in grammar and LlamaGrammar.from_string(grammar, verbose=False) is not None

@@ -24,9 +24,9 @@ def test_an_error_after_text_is_in_band_on_sse_then_done(scripted):
     response = scripted.client.post("/v1/chat/completions", json={
         "model": "echo", "stream": True, "messages": [{"role": "user", "content": "x"}]})
     frames = response.data.split(b"\n\n")
-    assert frames[-3:] == [
-        b'data: {"error":{"message":"worker died","type":"server_error","param":null,"code":null}}',
-        b"data: [DONE]", b""]
+    assert frames[-4] == b'data: {"error":{"message":"worker died","type":"server_error","param":null,"code":null}}'
+    assert json.loads(frames[-3].removeprefix(b"data: "))["choices"][0]["finish_reason"] == "error"
+    assert frames[-2:] == [b"data: [DONE]", b""]
 
 
 @pytest.mark.parametrize("path, body, expected", [

@@ -82,7 +82,11 @@ def run(backend, flags=None, job=JOB, **settings):
 
 def test_publishes_started_text_and_done():
     reason, events, state = run(ScriptedBackend(["a", "b"]))
-    assert [e["type"] for e in events] == ["started", "text", "text", "done"]
+    # Texts that pile up while a publish is in flight go out merged (workers/publisher.py):
+    # on a loaded machine "a" and "b" may be one event.
+    types = [e["type"] for e in events]
+    assert types in (["started", "text", "text", "done"], ["started", "text", "done"])
+    assert "".join(e["text"] for e in events if e["type"] == "text") == "ab"
     assert events[-1]["usage"] == {"prompt_tokens": 3, "completion_tokens": 2}
     assert events[-1]["timings"]["total_ns"] >= events[-1]["timings"]["eval_ns"] >= 0
     assert reason == "stop" and state["status"] == "finished" and state["reason"] == "stop"

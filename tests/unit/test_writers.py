@@ -38,7 +38,8 @@ def test_openai_chat_stream_bytes():
     assert b"".join(map(sse, writer.keepalive())) == b": keep-alive\n\n"
     assert b"".join(map(sse, writer.closing())) == b"data: [DONE]\n\n"
     assert b"".join(map(sse, writer.error(BOOM))) == (
-        b'data: {"error":{"message":"worker died","type":"server_error","param":null,"code":null}}\n\n')
+        b'data: {"error":{"message":"worker died","type":"server_error","param":null,"code":null}}\n\n'
+        + f'data: {head}"delta":{{}},"logprobs":null,"finish_reason":"error"}}]}}\n\n'.encode())
 
 
 def test_openai_chat_tool_call_is_two_pieces_and_usage_comes_last():

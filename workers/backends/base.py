@@ -23,6 +23,8 @@ class Backend(ABC):
     # A backend that reads no prompt (echo) gets the client's messages as sent,
     # instead of the text-only rendering with tool instructions.
     reads_prompt: ClassVar[bool] = True
+    # Follows a job's GBNF `grammar` (so a forced tool call is guaranteed).
+    constrains_output: ClassVar[bool] = False
 
     def __init__(self, model_name: str, settings: BackendSettings):
         self.model_name = model_name

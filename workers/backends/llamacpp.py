@@ -24,16 +24,32 @@ from workers.stops import StopMatcher
 DEFAULT_KEEP_ALIVE = 300.0
 
 
-def _grammar(output_format):
-    """Constrained decoding: any JSON value for "json", else the schema's."""
-    if output_format is None:
-        return None
+# llama-cpp-python's schema converter lets raw control characters into JSON
+# strings (`[^"\\]`), which no JSON parser accepts; llama.cpp's own converter
+# excludes them, as its JSON_GBNF does.
+_LOOSE_CHAR = 'char ::= [^"\\\\]'
+_JSON_CHAR = 'char ::= [^"\\\\\\x7F\\x00-\\x1F]'
+
+
+def schema_grammar_text(schema: dict) -> str:
+    from llama_cpp.llama_grammar import json_schema_to_gbnf
+
+    return json_schema_to_gbnf(json.dumps(schema)).replace(_LOOSE_CHAR, _JSON_CHAR)
+
+
+def _grammar(job: Job):
+    """Constrained decoding: a forced tool call (the worker's grammar), else
+    any JSON value for "json", else the schema's."""
     from llama_cpp.llama_grammar import JSON_GBNF, LlamaGrammar
 
-    if output_format == "json":
+    if job.grammar is not None:
+        return LlamaGrammar.from_string(job.grammar, verbose=False)
+    if job.format is None:
+        return None
+    if job.format == "json":
         return LlamaGrammar.from_string(JSON_GBNF, verbose=False)
     try:
-        return LlamaGrammar.from_json_schema(json.dumps(output_format), verbose=False)
+        return LlamaGrammar.from_string(schema_grammar_text(job.format), verbose=False)
     except Exception as error:  # noqa: BLE001 - llama_cpp raises bare errors for schemas it cannot express
         raise BackendError(f"format: cannot build a grammar from this JSON schema ({error})", 400) from None
 
@@ -56,6 +72,7 @@ class _Loaded:
 
 class LlamaCppBackend(Backend):
     name = "llamacpp"
+    constrains_output = True
     settings: LlamaCppSettings
 
     def __init__(self, model_name: str, settings: LlamaCppSettings):
@@ -144,7 +161,7 @@ class LlamaCppBackend(Backend):
         count, reason = 0, "length"
         tokens = llm.generate(prompt, temp=sampling["temperature"], top_k=sampling["top_k"], top_p=sampling["top_p"],
                               min_p=sampling["min_p"], repeat_penalty=sampling["repeat_penalty"],
-                              grammar=_grammar(job.format))
+                              grammar=_grammar(job))
         try:
             for token in tokens:
                 if llama_cpp.llama_vocab_is_eog(llm._model.vocab, token):

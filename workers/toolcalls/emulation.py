@@ -26,6 +26,8 @@ class ToolPlan:
     tools: list[ToolSpec]  # the tools offered
     step_limited: bool = False
     native: bool = False  # tools go to the backend as they are; its calls come back whole
+    parallel: bool = True  # False: at most one call reaches the client
+    forced: bool = False  # tool_choice required (or a named function): the reply must call a tool
 
 
 def _offered(job: Job, tools_mode: str) -> list[ToolSpec]:
@@ -56,13 +58,15 @@ def plan_tools(job: Job, tools_mode: str, system_mode: str, step_limit: int) -> 
     if native:  # the model reads tools and results natively: only the limit needs saying
         note, messages = (STEP_LIMIT_NOTE if limited else ""), job.messages
     else:
-        note = tool_instructions(offered, job.tool_choice) if offered else (STEP_LIMIT_NOTE if limited else "")
+        note = (tool_instructions(offered, job.tool_choice, job.parallel_tool_calls) if offered
+                else (STEP_LIMIT_NOTE if limited else ""))
         messages = render_conversation(job.messages)
     if system_mode == "inject":
         messages = inject_system(messages, note)
     else:
         messages = _with_system_note(messages, note)
-    return ToolPlan(messages, offered, limited, native)
+    forced = bool(offered) and job.tool_choice.mode in ("required", "function")
+    return ToolPlan(messages, offered, limited, native, job.parallel_tool_calls, forced)
 
 
 class ReplyFilter:
@@ -72,6 +76,7 @@ class ReplyFilter:
     def __init__(self, plan: ToolPlan):
         self._schemas = {t.name: t.parameters for t in plan.tools}
         self._parser = ToolCallParser(set(self._schemas)) if plan.tools and not plan.native else None
+        self._most_calls = None if plan.parallel else 1
         self.calls = 0
 
     def feed(self, piece: str | NativeCall) -> list[TextEvent | ToolCallEvent]:
@@ -85,6 +90,8 @@ class ReplyFilter:
     def _events(self, items: list) -> list[TextEvent | ToolCallEvent]:
         events: list[TextEvent | ToolCallEvent] = []
         for item in items:
+            if isinstance(item, (ParsedCall, NativeCall)) and self.calls == self._most_calls:
+                continue  # parallel_tool_calls false: the first call only
             if isinstance(item, ParsedCall):
                 arguments = typed_arguments(item.arguments, self._schemas[item.name])
                 events.append(ToolCallEvent(index=self.calls, id=new_call_id(), name=item.name,

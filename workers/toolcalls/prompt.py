@@ -27,12 +27,14 @@ def _describe(tool: ToolSpec) -> str:
     return "\n".join(lines)
 
 
-def tool_instructions(tools: list[ToolSpec], choice: ToolChoice) -> str:
+def tool_instructions(tools: list[ToolSpec], choice: ToolChoice, parallel: bool = True) -> str:
     parts = ["# Tools", FORMAT]
     if choice.mode == "required":
         parts.append("You must call at least one tool in this reply.")
     elif choice.mode == "function":
         parts.append(f"You must call the tool {choice.name} in this reply.")
+    if not parallel:
+        parts.append("Call at most one tool in this reply.")
     parts.append("Available tools:\n\n" + "\n\n".join(_describe(t) for t in tools))
     return "\n\n".join(parts)
 
