@@ -35,7 +35,13 @@ def _value(expression: str, values: dict[str, str]) -> str:
     return values.get(expression[1:], "")
 
 
-def _render(tokens: list[tuple[str, str]], i: int, values: dict[str, str], stop: set[str]) -> tuple[str, int]:
+MAX_NESTING = 32  # real templates nest two or three `if`s
+
+
+def _render(tokens: list[tuple[str, str]], i: int, values: dict[str, str], stop: set[str],
+            nesting: int = 0) -> tuple[str, int]:
+    if nesting > MAX_NESTING:
+        raise InvalidRequest(f"template: `if` blocks nest deeper than {MAX_NESTING} levels", param="template")
     out: list[str] = []
     while i < len(tokens):
         kind, body = tokens[i]
@@ -47,10 +53,10 @@ def _render(tokens: list[tuple[str, str]], i: int, values: dict[str, str], stop:
         if word in stop:
             return "".join(out), i
         if word == "if":
-            then, i = _render(tokens, i + 1, values, {"else", "end"})
+            then, i = _render(tokens, i + 1, values, {"else", "end"}, nesting + 1)
             otherwise = ""
             if tokens[i][1] == "else":
-                otherwise, i = _render(tokens, i + 1, values, {"end"})
+                otherwise, i = _render(tokens, i + 1, values, {"end"}, nesting + 1)
             out.append(then if _value(body[3:].strip(), values) else otherwise)
         else:
             out.append(_value(body, values))

@@ -49,11 +49,20 @@ def to_message(message: WireMessage) -> Message:
 
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ns|us|µs|ms|s|m|h)")
 _UNIT_SECONDS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1, "m": 60, "h": 3600}
+MAX_KEEP_ALIVE_SECONDS = 10 * 365 * 24 * 3600  # longer is "forever": say so with a negative value
 
 
 def keep_alive_seconds(value: str | int | float | None) -> float | None:
     """Ollama's keep_alive: seconds as a number, or a Go duration ("5m",
     "1h30m", "-1"); negative keeps the model loaded for good."""
+    seconds = _keep_alive(value)
+    if seconds is not None and not -MAX_KEEP_ALIVE_SECONDS <= seconds <= MAX_KEEP_ALIVE_SECONDS:
+        raise InvalidRequest(f"keep_alive: {value!r} is longer than 10 years; use a negative value to keep the "
+                             "model loaded for good", param="keep_alive")
+    return seconds
+
+
+def _keep_alive(value: str | int | float | None) -> float | None:
     if value is None or isinstance(value, (int, float)):
         return None if value is None else float(value)
     text = value.strip()

@@ -2,13 +2,13 @@
 check request limits, and answer: a stream (SSE or NDJSON) or one object."""
 from __future__ import annotations
 
-import json
 from typing import Callable, Iterator, TypeVar
 
 from flask import Response, g, jsonify, request
 from pydantic import BaseModel, ValidationError
 
 from app.auth import current_key
+from app.body import read_json_object
 from app.errors import ApiError, ClientGone
 from app.jobs import JobRun, start_job
 from app.services import services
@@ -21,12 +21,7 @@ M = TypeVar("M", bound=BaseModel)
 
 
 def parse_body(model: type[M]) -> M:
-    try:
-        body = json.loads(request.get_data() or b"null")
-    except (json.JSONDecodeError, UnicodeDecodeError) as error:
-        raise ApiError(400, f"invalid JSON body: {error}") from None
-    if not isinstance(body, dict):
-        raise ApiError(400, "the request body must be a JSON object")
+    body = read_json_object(request.get_data())
     g.request_body = body  # for the (opt-in) conversation log
     try:
         return model.model_validate(body)
@@ -86,8 +81,31 @@ def respond(run: JobRun, events: Iterator[Event], writer: Writer, framing: str |
     return jsonify(body)
 
 
+# No tokenizer makes a token of more characters than this (runs of spaces come
+# closest): a prompt longer than the context times this cannot fit, and is
+# refused before a worker spends time (and memory) tokenizing it.
+MAX_CHARACTERS_PER_TOKEN = 64
+
+
+def prompt_characters(job: Job) -> int:
+    spec = job.prompt
+    prompt = len(spec.prompt) + len(spec.suffix) + len(spec.system or "") + len(spec.template or "") if spec else 0
+    messages = sum(len(m.content) + sum(len(c.arguments) for c in m.tool_calls) for m in job.messages)
+    tools = sum(len(t.description) + len(str(t.parameters)) for t in job.tools)
+    return prompt + messages + tools
+
+
+def check_prompt_size(job: Job, entry: ModelEntry) -> None:
+    context = entry.info.context_length
+    size, most = prompt_characters(job), context * MAX_CHARACTERS_PER_TOKEN
+    if size > most:
+        raise ApiError(400, f'the prompt is {size} characters: more than the {context}-token context of '
+                            f'"{entry.name}" can hold (at most {most} characters)')
+
+
 def serve(job: Job, entry: ModelEntry, writer: Writer, framing: str | None) -> Response:
     """Run the job and answer it: a view's last step."""
+    check_prompt_size(job, entry)
     run, events = start_job(job, entry, stream=framing is not None)
     return respond(run, events, writer, framing)
 

@@ -1,0 +1,66 @@
+"""Reading a request body as JSON, refusing what would hurt later: invalid
+JSON, anything but an object, nesting deeper than any real request needs
+(10,000 levels overflow the parser; a few hundred overflow the queue's
+encoder), and lone UTF-16 surrogates (`"\\ud800"` is valid JSON but not
+Unicode text: no model, log or queue can encode it). Each is a 400 naming
+the problem, before any work is done."""
+from __future__ import annotations
+
+import json
+import re
+
+from protocol.errors import InvalidRequest
+
+MAX_DEPTH = 64  # Copilot's agent requests nest 8 levels deep
+# Only a body with a surrogate escape can hold a lone surrogate (pairs decode to one character).
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
+
+
+def _nodes(value):
+    """Every value inside, with its nesting level (iteratively: no recursion limit)."""
+    stack = [(value, 1)]
+    while stack:
+        item, level = stack.pop()
+        yield item, level
+        if isinstance(item, dict):
+            stack.extend((child, level + 1) for pair in item.items() for child in pair)
+        elif isinstance(item, list):
+            stack.extend((child, level + 1) for child in item)
+
+
+def depth(value) -> int:
+    """How deeply lists and objects nest (stops counting past MAX_DEPTH)."""
+    deepest = 0
+    for item, level in _nodes(value):
+        if isinstance(item, (dict, list)) and level > deepest:
+            deepest = level
+            if deepest > MAX_DEPTH:
+                break
+    return deepest
+
+
+def lone_surrogate(value) -> str | None:
+    for item, _ in _nodes(value):
+        if isinstance(item, str):
+            try:
+                item.encode("utf-8")
+            except UnicodeEncodeError as error:
+                return f"\\u{ord(item[error.start]):04x}"
+    return None
+
+
+def read_json_object(raw: bytes) -> dict:
+    try:
+        body = json.loads(raw or b"null")
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise InvalidRequest(f"invalid JSON body: {error}") from None
+    except RecursionError:
+        raise InvalidRequest(f"the request body nests deeper than {MAX_DEPTH} levels") from None
+    if not isinstance(body, dict):
+        raise InvalidRequest("the request body must be a JSON object")
+    if depth(body) > MAX_DEPTH:
+        raise InvalidRequest(f"the request body nests deeper than {MAX_DEPTH} levels")
+    if _SURROGATE_ESCAPE.search(raw) and (lone := lone_surrogate(body)):
+        raise InvalidRequest(f"the request body holds a lone UTF-16 surrogate ({lone}), which is not valid "
+                             "Unicode text")
+    return body
