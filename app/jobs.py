@@ -30,11 +30,12 @@ from app.streaming import Observer
 from catalog.registry import ModelEntry
 from protocol import keys
 from protocol.admission import admit, release
-from protocol.commands import record_state, send_abort, supersede, worker_lost
+from protocol.commands import batched, record_state, send_abort, supersede, worker_lost
 from protocol.contract import (
     DoneEvent, ErrorEvent, Event, Job, KeepAliveEvent, StartedEvent, TextEvent, UnknownEvent, decode_event,
-    is_text_payload,
+    encode_event, is_text_payload,
 )
+from protocol.metrics import count_job
 from protocol.queue import completion_queue
 
 KEEPALIVE = KeepAliveEvent()
@@ -81,6 +82,7 @@ class JobRun:
         self._subscription: Subscription | None = None
         self._watch: DisconnectWatch | None = None
         self._admitted = False
+        self._pool = ""
         self._last_event = self._last_keepalive = time.monotonic()
         self.observers: list[Observer] = []
         self.started = False
@@ -92,10 +94,12 @@ class JobRun:
         trips overlapped); the job is enqueued once both are done."""
         settings, redis, relay = self._services.settings, self._services.redis, self._services.relay
         stale_after = settings.max_queue_wait_seconds + settings.event_timeout_seconds
+        self.job.web_id, self._pool = self._services.lease.ensure_held(redis), pool
         try:
             subscription = relay.subscribe(keys.events_channel(self.job.id), settings.subscribe_timeout_seconds)
             try:
-                admit(redis, self._key_name, self.job.id, pool, stale_after=stale_after, **self._limits)
+                admit(redis, self._key_name, self.job.id, pool, self.job.web_id, stale_after=stale_after,
+                      **self._limits)
             except BaseException:
                 relay.unsubscribe(subscription)
                 raise
@@ -107,8 +111,15 @@ class JobRun:
         self.job.enqueued_at = time.time()
         self.job.expires_at = self.job.enqueued_at + settings.max_queue_wait_seconds
         self._services.enqueue(self.job, queue)
+        self._services.open_runs.add(self)
         self._watch = DisconnectWatch(self._environ, self._on_disconnect).start()
         return self
+
+    def cut(self, message: str) -> None:
+        """End the stream now with an in-band error (shutdown), aborting the job."""
+        if self._subscription is not None and not self.finished:
+            send_abort(self._services.redis, self.job.id)
+            self._subscription.messages.put(encode_event(ErrorEvent(message=message, status=503)))
 
     def _on_disconnect(self) -> None:
         self.client_gone = True
@@ -138,7 +149,9 @@ class JobRun:
             return ErrorEvent(message=f"no worker started the job within {settings.max_queue_wait_seconds:g} s",
                               status=503)
         if self.started and worker_lost(redis, self.job.id):
-            record_state(redis, self.job.id, status="finished", reason="error", error="worker lost")
+            with batched(redis) as pipe:
+                record_state(pipe, self.job.id, status="finished", reason="error", error="worker lost")
+                count_job(pipe, self.job.model, "worker_lost", 0, None)
             return ErrorEvent(message="the worker running this job stopped; try again", status=502)
         if idle > settings.event_timeout_seconds:
             return ErrorEvent(message=f"the job sent nothing for {idle:.0f} s; giving up", status=504)
@@ -184,6 +197,7 @@ class JobRun:
 
     def close(self) -> None:
         """Idempotent; aborts the job unless it finished; closes observers."""
+        self._services.open_runs.discard(self)
         if self._watch is not None:
             self._watch.stop()
             self._watch = None
@@ -193,7 +207,7 @@ class JobRun:
             self._services.relay.unsubscribe(self._subscription)
             self._subscription = None
         if self._admitted:
-            release(self._services.redis, self._key_name, self.job.id)
+            release(self._services.redis, self._key_name, self.job.id, self._pool, self.job.web_id)
             self._admitted = False
         observers, self.observers = self.observers, []
         for observer in observers:

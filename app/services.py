@@ -2,13 +2,14 @@
 registry, Redis, the relay, the enqueue function and the API keys."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable
 
 from flask import current_app
 from redis import Redis
 
 from app.auth import KeyRing
+from app.presence import WebLease
 from app.relay import Relay
 from catalog.registry import Registry
 from protocol.contract import Job
@@ -26,6 +27,8 @@ class Services:
     relay: Relay
     enqueue: Callable[[Job, str], None]
     keys: KeyRing
+    lease: WebLease = field(default_factory=WebLease)
+    open_runs: set = field(default_factory=set)  # this process's unfinished requests (for shutdown)
 
 
 def enqueue_by_name(job: Job, queue: str) -> None:

@@ -1,8 +1,14 @@
 """Admission control, enforced in Redis so it holds across web processes:
-requests per minute and concurrent jobs per key, and a bounded queue per
-pool. One Lua script checks and records atomically. A rejection carries a
-Retry-After computed from the observed drain rate of the pool's queue
-(which workers count as they take jobs: see commands.take_job)."""
+requests per minute (a sliding window) and concurrent jobs per key, and a
+bounded queue per pool whose places are reserved at admission. One Lua
+script checks and records atomically.
+
+Every admitted job is recorded with the web process that holds it
+(keys.lease_member): a slot or a queue place whose web process's lease has
+lapsed (it crashed) is freed by the next admission, within seconds. A
+rejection carries a Retry-After: exact for the rate limit, else from the
+observed drain rate of the pool's queue (workers count as they take jobs:
+see commands.take_job)."""
 from __future__ import annotations
 
 import math
@@ -12,22 +18,41 @@ from dataclasses import dataclass
 from redis import Redis
 
 from protocol import keys
-from protocol.commands import drained_recently
-from protocol.queue import completion_queue
+from protocol.commands import batched, drained_recently
+
+RATE_WINDOW_SECONDS = 60
 
 _ADMIT = """
-local rpm_key, active_key = KEYS[1], KEYS[2]
-local now, stale_before, rpm, max_active, max_queue, job = tonumber(ARGV[1]), tonumber(ARGV[2]),
-    tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6]
-local depth = redis.call('LLEN', KEYS[3]) + redis.call('LLEN', KEYS[4])
+local rpm_key, active_key, queued_key = KEYS[1], KEYS[2], KEYS[3]
+local now, stale_before, rpm, max_active, max_queue = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]),
+    tonumber(ARGV[4]), tonumber(ARGV[5])
+local member, lease_prefix, window = ARGV[6], ARGV[7], tonumber(ARGV[8])
+local alive = {}
+local function prune(key)
+  redis.call('ZREMRANGEBYSCORE', key, '-inf', stale_before)
+  for _, held in ipairs(redis.call('ZRANGE', key, 0, -1)) do
+    local web = string.match(held, '^([^|]+)|')
+    if web then
+      if alive[web] == nil then alive[web] = redis.call('EXISTS', lease_prefix .. web) == 1 end
+      if not alive[web] then redis.call('ZREM', key, held) end
+    end
+  end
+end
+prune(queued_key)
+local depth = redis.call('ZCARD', queued_key)
 if depth >= max_queue then return {'queue_full', depth} end
-local requests = redis.call('INCR', rpm_key)
-if requests == 1 then redis.call('EXPIRE', rpm_key, 120) end
-if requests > rpm then return {'rate_limit', depth} end
-redis.call('ZREMRANGEBYSCORE', active_key, '-inf', stale_before)
+redis.call('ZREMRANGEBYSCORE', rpm_key, '-inf', now - window)
+if redis.call('ZCARD', rpm_key) >= rpm then
+  return {'rate_limit', depth, redis.call('ZRANGE', rpm_key, 0, 0, 'WITHSCORES')[2]}
+end
+prune(active_key)
 if redis.call('ZCARD', active_key) >= max_active then return {'concurrency', depth} end
-redis.call('ZADD', active_key, now, job)
+redis.call('ZADD', rpm_key, now, member)
+redis.call('EXPIRE', rpm_key, window + 1)
+redis.call('ZADD', active_key, now, member)
 redis.call('EXPIRE', active_key, 86400)
+redis.call('ZADD', queued_key, now, member)
+redis.call('EXPIRE', queued_key, 86400)
 return {'ok', depth}
 """
 
@@ -49,24 +74,29 @@ def retry_after_seconds(redis: Redis, pool: str, ahead: int) -> int:
     return max(1, min(300, math.ceil((ahead + 1) / per_second)))
 
 
-def admit(redis: Redis, key_name: str, job_id: str, pool: str, *, requests_per_minute: int, max_concurrent: int,
-          max_queue: int, stale_after: float) -> None:
+def admit(redis: Redis, key_name: str, job_id: str, pool: str, web_id: str, *, requests_per_minute: int,
+          max_concurrent: int, max_queue: int, stale_after: float) -> None:
     now = time.time()
-    minute = int(now // 60)
-    reason, depth = redis.eval(
-        _ADMIT, 4, keys.rpm_key(key_name, minute), keys.active_key(key_name), pool, completion_queue(pool),
-        now, now - stale_after, requests_per_minute, max_concurrent, max_queue, job_id)
+    reason, depth, *oldest = redis.eval(
+        _ADMIT, 3, keys.rpm_key(key_name), keys.active_key(key_name), keys.queued_key(pool),
+        now, now - stale_after, requests_per_minute, max_concurrent, max_queue, keys.lease_member(web_id, job_id),
+        keys.WEB_LEASE_PREFIX, RATE_WINDOW_SECONDS)
     reason = reason.decode() if isinstance(reason, bytes) else reason
     if reason == "ok":
         return
     if reason == "rate_limit":
+        free_at = float(oldest[0]) + RATE_WINDOW_SECONDS  # when the oldest request leaves the window
         raise Busy(reason, f"rate limit reached: {requests_per_minute} requests per minute for this key",
-                   max(1, 60 - int(now % 60)))
+                   max(1, math.ceil(free_at - now)))
     if reason == "concurrency":
         raise Busy(reason, f"too many concurrent requests: {max_concurrent} at a time for this key",
                    retry_after_seconds(redis, pool, 0))
     raise Busy(reason, f"the {pool} queue is full ({depth} jobs waiting)", retry_after_seconds(redis, pool, depth))
 
 
-def release(redis: Redis, key_name: str, job_id: str) -> None:
-    redis.zrem(keys.active_key(key_name), job_id)
+def release(redis, key_name: str, job_id: str, pool: str, web_id: str) -> None:
+    """The job ended (or was never taken): its slot and queue place are free."""
+    member = keys.lease_member(web_id, job_id)
+    with batched(redis) as pipe:
+        pipe.zrem(keys.active_key(key_name), member)
+        pipe.zrem(keys.queued_key(pool), member)

@@ -28,6 +28,9 @@ from protocol.contract import ErrorEvent, Event, StartedEvent, encode_event
 # A running job's `alive` key lapses this long after its worker's last beat
 # (workers beat once a second), and a worker's presence three times that.
 ALIVE_TTL_SECONDS = 4
+# A web process renews its lease every second; when it has lapsed this long,
+# its concurrency slots and queue places are free and workers abort its jobs.
+WEB_LEASE_SECONDS = 8
 FOREVER_SECONDS = 10 * 365 * 24 * 3600  # keep_alive < 0
 
 
@@ -73,18 +76,22 @@ def supersede(redis: Redis, client: str, model: str, job_id: str) -> str | None:
 
 
 # --- a job's life in a worker --------------------------------------------------------
-def take_job(redis: Redis, job_id: str, worker_id: str, pool: str) -> tuple[bool, bool]:
+def take_job(redis: Redis, job_id: str, worker_id: str, pool: str, web_id: str = "") -> tuple[bool, bool]:
     """A worker takes the job off its queue, in one round trip: claim it (False
-    if another worker already did: a redelivery), count it as drained from
-    the pool, and read its abort mark. Returns (claimed, aborted)."""
+    if another worker already did: a redelivery), free its queue place and
+    count it as drained from the pool, and read its abort mark and whether
+    the web process holding it is alive. Returns (claimed, aborted): a job
+    whose web process died is aborted (nobody would read it)."""
     bucket = keys.drained_key(pool, int(time.time() // 10))
     pipe = redis.pipeline(transaction=False)
     pipe.set(keys.claim_key(job_id), worker_id.encode(), nx=True, ex=keys.RECORD_TTL_SECONDS)
     pipe.exists(keys.abort_key(job_id))
+    pipe.exists(keys.web_lease_key(web_id)) if web_id else pipe.echo(b"1")
+    pipe.zrem(keys.queued_key(pool), keys.lease_member(web_id, job_id))
     pipe.incr(bucket)
     pipe.expire(bucket, 120)
-    claimed, aborted, _, _ = pipe.execute()
-    return bool(claimed), bool(aborted)
+    claimed, aborted, web_alive, *_ = pipe.execute()
+    return bool(claimed), bool(aborted) or not int(web_alive)
 
 
 def announce_started(redis: Redis, job_id: str, worker_id: str) -> None:
@@ -132,6 +139,21 @@ def beat(redis: Redis, job_ids: list[str], worker: dict | None) -> None:
             pipe.set(keys.alive_key(job_id), b"1", ex=ALIVE_TTL_SECONDS)
         if worker is not None:
             pipe.set(keys.worker_key(worker["id"]), json.dumps(worker), ex=ALIVE_TTL_SECONDS * 3)
+
+
+def renew_web_lease(redis: Redis, web_id: str) -> None:
+    redis.set(keys.web_lease_key(web_id), b"1", ex=WEB_LEASE_SECONDS)
+
+
+def dead_webs(redis: Redis, web_ids: set[str]) -> set[str]:
+    """Those of the web processes whose lease has lapsed."""
+    ordered = sorted(web_ids)
+    if not ordered:
+        return set()
+    pipe = redis.pipeline(transaction=False)
+    for web_id in ordered:
+        pipe.exists(keys.web_lease_key(web_id))
+    return {web_id for web_id, alive in zip(ordered, pipe.execute()) if not alive}
 
 
 def live_workers(redis: Redis) -> list[dict]:

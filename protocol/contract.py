@@ -118,6 +118,7 @@ class Job(_Strict):
     # Set by the worker for its backend (a GBNF grammar forcing a tool call),
     # never by the web process.
     grammar: str | None = None
+    web_id: str = ""  # the web process holding the job: workers abort it when that process is gone
     enqueued_at: float = 0.0
     expires_at: float | None = None  # epoch seconds: not started by then, it is dropped
 

@@ -2,9 +2,10 @@
 one change, and an operator can read here what Switchboard keeps in Redis.
 
 Per job: `events` (pub/sub), `abort`, `state`, `alive`, `claim`.
-Per key: `rpm`, `active` (admission). Per pool: `drained` (Retry-After).
-Per process: `worker` (presence, for /readyz), `loaded` (/api/ps), the web
-relay's own channel. Metrics: `metrics:*`.
+Per key: `rpm`, `active` (admission). Per pool: `queued` (admitted, not yet
+taken), `drained` (Retry-After). Per process: `worker` (presence, for
+/readyz), `loaded` (/api/ps), a web process's lease and its relay's own
+channel. Metrics: `metrics:*`.
 """
 from __future__ import annotations
 
@@ -53,13 +54,26 @@ def latest_completion_key(client: str, model: str) -> str:
 
 
 # --- admission -----------------------------------------------------------------------
-def rpm_key(key_name: str, minute: int) -> str:
-    return f"{PREFIX}:rpm:{key_name}:{minute}"
+def rpm_key(key_name: str) -> str:
+    """A sorted set of the key's requests of the last minute (score: time): a sliding window."""
+    return f"{PREFIX}:rpm:{key_name}"
 
 
 def active_key(key_name: str) -> str:
     """A sorted set of the key's admitted, unfinished jobs (score: admission time)."""
     return f"{PREFIX}:active:{key_name}"
+
+
+def queued_key(pool: str) -> str:
+    """A sorted set of the pool's admitted jobs no worker took yet: the queue
+    bound counts these, so simultaneous arrivals cannot overshoot it."""
+    return f"{PREFIX}:queued:{pool}"
+
+
+def lease_member(web_id: str, job_id: str) -> str:
+    """How admission records a job: with the web process that holds it, so a
+    slot is freed when that process's lease lapses (it died)."""
+    return f"{web_id}|{job_id}"
 
 
 def drained_key(pool: str, bucket: int) -> str:
@@ -70,6 +84,14 @@ def drained_key(pool: str, bucket: int) -> str:
 # --- processes -----------------------------------------------------------------------
 def worker_key(worker_id: str) -> str:
     return f"{PREFIX}:worker:{worker_id}"
+
+
+WEB_LEASE_PREFIX = f"{PREFIX}:weblease:"
+
+
+def web_lease_key(web_id: str) -> str:
+    """Renewed every second by a live web process; its jobs die with it."""
+    return f"{WEB_LEASE_PREFIX}{web_id}"
 
 
 WORKER_KEY_PATTERN = f"{PREFIX}:worker:*"

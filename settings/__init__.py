@@ -57,6 +57,9 @@ class Settings(BaseSettings):
     # Logging: prompts only when asked; conversation logs (JSON lines) opt-in.
     log_prompts: bool = _env("SWITCHBOARD_LOG_PROMPTS", False)
     conversation_log_dir: Path | None = _env("SWITCHBOARD_CONVERSATION_LOG_DIR", None)
+    # On SIGTERM, how long open streams may run on before they are ended with
+    # an in-band error (gunicorn's graceful timeout; LLM streams run long).
+    graceful_timeout_seconds: int = _env("SWITCHBOARD_GRACEFUL_TIMEOUT", 120, ge=1)
     # Worker side: caps on one job, whatever it asks for.
     max_job_seconds: float = _env("SWITCHBOARD_MAX_JOB_SECONDS", 600.0, gt=0)
     max_job_tokens: int = _env("SWITCHBOARD_MAX_JOB_TOKENS", 16384, ge=1)

@@ -4,6 +4,9 @@ protocol.commands.beat):
 - each running job's `alive` key (it lapses after a few seconds), so a web
   process can tell a job whose worker was killed from one that is thinking;
 - the worker itself with the queues it consumes, for /readyz.
+
+With each beat it also checks the leases of the web processes holding its
+running jobs: a job whose web process died is cancelled (nobody reads it).
 """
 from __future__ import annotations
 
@@ -13,7 +16,8 @@ import time
 
 from redis import Redis
 
-from protocol.commands import beat
+from protocol.commands import beat, dead_webs
+from workers.cancel import Cancel
 
 log = logging.getLogger(__name__)
 INTERVAL = 1.0
@@ -23,7 +27,7 @@ class Heartbeat:
     def __init__(self, redis: Redis, worker_id: str):
         self._redis = redis
         self._worker_id = worker_id
-        self._jobs: set[str] = set()
+        self._jobs: dict[str, tuple[str, Cancel | None]] = {}  # job id -> (its web process, its cancel)
         self.queues: list[str] = []
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
@@ -34,8 +38,8 @@ class Heartbeat:
                 self._thread = threading.Thread(target=self._beat_forever, name="heartbeat", daemon=True)
                 self._thread.start()
 
-    def running(self, job_id: str) -> "_Running":
-        return _Running(self, job_id)
+    def running(self, job_id: str, web_id: str = "", cancel: Cancel | None = None) -> "_Running":
+        return _Running(self, job_id, web_id, cancel)
 
     def _beat_forever(self) -> None:
         while True:
@@ -47,19 +51,25 @@ class Heartbeat:
 
     def beat_once(self) -> None:
         presence = {"id": self._worker_id, "queues": self.queues} if self.queues else None
-        beat(self._redis, list(self._jobs), presence)
+        jobs = dict(self._jobs)
+        beat(self._redis, list(jobs), presence)
+        dead = dead_webs(self._redis, {web for web, _ in jobs.values() if web})
+        for job_id, (web_id, cancel) in jobs.items():
+            if web_id in dead and cancel is not None and not cancel.is_set():
+                log.warning("job %s: its web process %s is gone; aborting it", job_id, web_id)
+                cancel.set()
 
 
 class _Running:
     """`with heartbeat.running(job_id):` beats for the job while it runs."""
 
-    def __init__(self, heartbeat: Heartbeat, job_id: str):
-        self._heartbeat, self._job_id = heartbeat, job_id
+    def __init__(self, heartbeat: Heartbeat, job_id: str, web_id: str, cancel: Cancel | None):
+        self._heartbeat, self._job_id, self._entry = heartbeat, job_id, (web_id, cancel)
 
     def __enter__(self):
         self._heartbeat.start()
-        self._heartbeat._jobs.add(self._job_id)  # its first beat is the runner's (commands.announce_started)
+        self._heartbeat._jobs[self._job_id] = self._entry  # its first beat is the runner's (announce_started)
         return self
 
     def __exit__(self, *exc):
-        self._heartbeat._jobs.discard(self._job_id)  # the runner deletes its key with the job's last writes
+        self._heartbeat._jobs.pop(self._job_id, None)  # the runner deletes its key with the job's last writes

@@ -71,18 +71,19 @@ def run_job(job: Job, ctx: RunContext) -> str:
         log.error("refused job %s: %s", job.id, refused.message)
         return _finish(job, ctx, "error", final=refused, error=refused.message, worker=ctx.worker_id)
     with ctx.aborts.watch(job.id) as aborted:
-        claimed, was_aborted = take_job(ctx.redis, job.id, ctx.worker_id, ctx.backends.entry(job.model).pool)
+        claimed, was_aborted = take_job(ctx.redis, job.id, ctx.worker_id, ctx.backends.entry(job.model).pool,
+                                        job.web_id)
         if not claimed:
             # Redelivered (its first worker died after taking it): its client was told already.
             log.warning("job %s was already taken by another worker; not running it again", job.id)
             return "duplicate"
-        if was_aborted or aborted.is_set():  # the client left while the job was queued
+        if was_aborted or aborted.is_set():  # the client (or its web process) left while the job was queued
             return _finish(job, ctx, "aborted", worker=ctx.worker_id)
         if job.expires_at is not None and time.time() > job.expires_at:
             waited = time.time() - job.enqueued_at
             expired = ErrorEvent(message=f"the job waited {waited:.0f} s in the queue; dropped unrun", status=503)
             return _finish(job, ctx, "expired", final=expired, worker=ctx.worker_id)
-        with ctx.heartbeat.running(job.id):
+        with ctx.heartbeat.running(job.id, job.web_id, aborted):
             return _run_started(job, ctx, aborted)
 
 

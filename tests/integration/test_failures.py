@@ -4,7 +4,9 @@ shutdown of the web and of a worker."""
 from __future__ import annotations
 
 import json
+import os
 import signal
+import subprocess
 import threading
 import time
 
@@ -16,6 +18,7 @@ from tests.integration.events_tap import EventsTap
 from tests.integration.http import DroppableStream, post_raw
 from scripts.processes import stack_env, start_web, start_worker
 from protocol.commands import job_state
+from tests.integration.waits import wait_until
 
 SLOW = {"model": "echo:slow", "messages": [{"role": "user", "content": " ".join(f"w{i}" for i in range(200))}]}
 
@@ -55,6 +58,8 @@ def test_a_worker_killed_mid_job_ends_the_stream_with_an_error(env, own_redis):
         client = redis.Redis.from_url(own_redis.url)
         states = [job_state(client, k.decode().split(":")[2]) for k in client.scan_iter(match="switchboard:job:*:state")]
         assert [s["reason"] for s in states] == ["error"] and states[0]["error"] == "worker lost"
+        metrics = httpx.get(f"{base}/metrics").text  # a lost job is counted, with a reason of its own
+        assert 'switchboard_jobs_finished_total{model="echo:slow",reason="worker_lost"} 1.0' in metrics
     finally:
         web.stop()
         worker.stop()
@@ -156,5 +161,62 @@ def test_a_model_the_web_knows_but_no_worker_does_gets_a_prompt_clear_404(env, t
         assert post_raw(base, "/api/chat", {"model": "echo", "stream": False, "messages": [
             {"role": "user", "content": "still fine"}]})[0] == 200
     finally:
+        web.stop()
+        worker.stop()
+
+
+def test_a_stream_still_open_at_the_end_of_the_grace_period_ends_with_an_error_and_its_job_aborted(env, own_redis):
+    import redis
+
+    worker = start_worker(env, concurrency=2)
+    web, base = start_web(dict(env, SWITCHBOARD_GRACEFUL_TIMEOUT="4"))
+    try:
+        stream = DroppableStream(base, "/api/chat", SLOW)  # 200 tokens at 50 ms: longer than the grace period
+        assert stream.read_line()
+        os.killpg(web.popen.pid, signal.SIGTERM)
+        signalled = time.monotonic()
+        lines = read_all(stream)
+        assert lines[-1] == {"error": "the server is shutting down and ended this stream at the end of its grace "
+                                      "period; try again"}
+        assert all("message" in line for line in lines[:-1]) and time.monotonic() - signalled < 4
+        client = redis.Redis.from_url(own_redis.url)
+        job_id = next(k.decode().split(":")[2] for k in client.scan_iter(match="switchboard:job:*:claim"))
+        wait_until(lambda: job_state(client, job_id).get("reason") == "aborted", 10, "the job to be aborted")
+        web.popen.wait(15)
+    finally:
+        web.stop()
+        worker.stop()
+
+
+def gunicorn_worker_pid(web) -> int:
+    """The gunicorn worker process (the master's child) that serves requests."""
+    return int(subprocess.check_output(["pgrep", "-P", str(web.popen.pid)]).split()[0])
+
+
+def test_a_killed_web_process_frees_its_slots_and_stops_its_jobs_within_seconds(env, own_redis):
+    import redis
+
+    worker = start_worker(env, concurrency=4)
+    web, base = start_web(dict(env, SWITCHBOARD_API_KEYS="alice:alice-key", SWITCHBOARD_MAX_CONCURRENT="3"))
+    headers = {"Authorization": "Bearer alice-key"}
+    try:
+        streams = [DroppableStream(base, "/api/chat", SLOW, headers) for _ in range(3)]
+        for stream in streams:
+            assert stream.read_line()
+        assert post_raw(base, "/api/chat", {"model": "echo", "messages": []}, headers)[0] == 503  # all 3 slots held
+        os.kill(gunicorn_worker_pid(web), signal.SIGKILL)  # OOM, a worker timeout: no cleanup runs
+        killed = time.monotonic()
+        client = redis.Redis.from_url(own_redis.url)
+        job_ids = [k.decode().split(":")[2] for k in client.scan_iter(match="switchboard:job:*:claim")]
+        assert len(job_ids) == 3
+        wait_until(lambda: all(job_state(client, j).get("reason") == "aborted" for j in job_ids), 20,
+                   "the orphaned jobs to be aborted")
+        # gunicorn's master starts a new worker; the dead one's slots are free again
+        wait_until(lambda: post_raw(base, "/api/chat", {"model": "echo", "stream": False, "messages": [
+            {"role": "user", "content": "back"}]}, headers)[0] == 200, 20, "alice to be admitted again")
+        assert time.monotonic() - killed < 20  # not the 900 s of the old stale bound
+    finally:
+        for stream in streams:
+            stream.drop()
         web.stop()
         worker.stop()

@@ -1,62 +1,115 @@
-"""The admission Lua script on a real Redis: rate, concurrency and queue
-limits, checked and recorded atomically; Retry-After from the drain rate."""
+"""The admission Lua script on a real Redis: rate (a sliding window),
+concurrency and queue limits, checked and recorded atomically; places held
+by a dead web process freed; Retry-After exact or from the drain rate."""
 from __future__ import annotations
 
+import threading
+import time
 import uuid
 
 import pytest
+import redis as redis_py
 
 from protocol import keys
 from protocol.admission import Busy, admit, release, retry_after_seconds
-from protocol.commands import take_job
+from protocol.commands import renew_web_lease, take_job
 
 LIMITS = {"requests_per_minute": 100, "max_concurrent": 2, "max_queue": 3, "stale_after": 900}
 
 
-def admit_one(redis, key="alice", pool="local", **limits) -> str:
+@pytest.fixture
+def web(clean_redis):
+    web_id = uuid.uuid4().hex
+    renew_web_lease(clean_redis, web_id)
+    return web_id
+
+
+def admit_one(redis, web_id, key="alice", pool="local", **limits) -> str:
     job_id = uuid.uuid4().hex
-    admit(redis, key, job_id, pool, **(LIMITS | limits))
+    admit(redis, key, job_id, pool, web_id, **(LIMITS | limits))
     return job_id
 
 
-def test_an_admitted_job_holds_a_slot_until_released(clean_redis):
-    first = admit_one(clean_redis)
-    assert clean_redis.zrange(keys.active_key("alice"), 0, -1) == [first.encode()]
-    release(clean_redis, "alice", first)
-    assert clean_redis.zcard(keys.active_key("alice")) == 0
+def test_an_admitted_job_holds_a_slot_and_a_queue_place_until_released(clean_redis, web):
+    first = admit_one(clean_redis, web)
+    member = keys.lease_member(web, first).encode()
+    assert clean_redis.zrange(keys.active_key("alice"), 0, -1) == [member]
+    assert clean_redis.zrange(keys.queued_key("local"), 0, -1) == [member]
+    release(clean_redis, "alice", first, "local", web)
+    assert clean_redis.zcard(keys.active_key("alice")) == 0 and clean_redis.zcard(keys.queued_key("local")) == 0
 
 
-def test_over_the_concurrency_limit(clean_redis):
-    admit_one(clean_redis)
-    admit_one(clean_redis)
+def test_a_worker_taking_the_job_frees_its_queue_place(clean_redis, web):
+    job_id = admit_one(clean_redis, web)
+    assert take_job(clean_redis, job_id, "w", "local", web) == (True, False)
+    assert clean_redis.zcard(keys.queued_key("local")) == 0 and clean_redis.zcard(keys.active_key("alice")) == 1
+
+
+def test_over_the_concurrency_limit(clean_redis, web):
+    admit_one(clean_redis, web)
+    admit_one(clean_redis, web, max_queue=10)
     with pytest.raises(Busy) as busy:
-        admit_one(clean_redis)
+        admit_one(clean_redis, web, max_queue=10)
     assert busy.value.reason == "concurrency" and busy.value.message == (
         "too many concurrent requests: 2 at a time for this key") and busy.value.retry_after >= 1
-    admit_one(clean_redis, key="bob")  # another key is not affected
+    admit_one(clean_redis, web, key="bob", max_queue=10)  # another key is not affected
 
 
-def test_stale_slots_are_dropped(clean_redis):
+def test_stale_slots_are_dropped(clean_redis, web):
     clean_redis.zadd(keys.active_key("alice"), {"ghost-1": 1.0, "ghost-2": 2.0})  # admitted long ago, never released
-    admit_one(clean_redis)
+    admit_one(clean_redis, web)
     assert clean_redis.zcard(keys.active_key("alice")) == 1
 
 
-def test_over_the_rate_limit(clean_redis):
+def test_a_dead_web_processs_slots_and_places_are_freed(clean_redis, web):
+    dead = uuid.uuid4().hex  # its lease was never renewed (or lapsed): the process is gone
     for _ in range(2):
-        release(clean_redis, "alice", admit_one(clean_redis, requests_per_minute=2))
-    with pytest.raises(Busy) as busy:
-        admit_one(clean_redis, requests_per_minute=2)
-    assert busy.value.reason == "rate_limit" and 1 <= busy.value.retry_after <= 60
+        clean_redis.zadd(keys.active_key("alice"), {keys.lease_member(dead, uuid.uuid4().hex): time.time()})
+        clean_redis.zadd(keys.queued_key("local"), {keys.lease_member(dead, uuid.uuid4().hex): time.time()})
+    admit_one(clean_redis, web)  # would be over both limits if the dead process's entries counted
+    assert clean_redis.zcard(keys.active_key("alice")) == 1 and clean_redis.zcard(keys.queued_key("local")) == 1
 
 
-def test_a_full_queue_counts_both_of_a_pools_queues(clean_redis):
-    clean_redis.rpush("tight", "a", "b")
-    clean_redis.rpush("tight-completion", "c")
+def test_a_job_of_a_dead_web_process_is_taken_as_aborted(clean_redis, web):
+    job_id = admit_one(clean_redis, web)
+    clean_redis.delete(keys.web_lease_key(web))
+    assert take_job(clean_redis, job_id, "w", "local", web) == (True, True)
+
+
+def test_the_rate_limit_is_a_sliding_window_with_an_exact_retry_after(clean_redis, web):
+    now = time.time()
+    clean_redis.zadd(keys.rpm_key("alice"), {"old": now - 61, "a": now - 50, "b": now - 20})  # "old" left the window
     with pytest.raises(Busy) as busy:
-        admit_one(clean_redis, pool="tight")
+        admit_one(clean_redis, web, requests_per_minute=2)
+    assert busy.value.reason == "rate_limit" and busy.value.retry_after in (10, 11)  # when "a" leaves the window
+    clean_redis.zrem(keys.rpm_key("alice"), "a")
+    admit_one(clean_redis, web, requests_per_minute=2)
+
+
+def test_simultaneous_arrivals_cannot_overshoot_the_queue_bound(clean_redis, redis_url, web):
+    admitted, refused = [], []
+
+    def arrive(n: int) -> None:
+        client = redis_py.Redis.from_url(redis_url)
+        try:
+            admitted.append(admit_one(client, web, key=f"person-{n}", pool="tight", max_queue=5))
+        except Busy as busy:
+            refused.append(busy.reason)
+
+    threads = [threading.Thread(target=arrive, args=(n,)) for n in range(100)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(admitted) == 5 and refused == ["queue_full"] * 95
+
+
+def test_a_full_queue_names_its_depth(clean_redis, web):
+    for n in range(3):
+        admit_one(clean_redis, web, key=f"p{n}", pool="tight")
+    with pytest.raises(Busy) as busy:
+        admit_one(clean_redis, web, pool="tight")
     assert busy.value.reason == "queue_full" and busy.value.message == "the tight queue is full (3 jobs waiting)"
-    clean_redis.delete("tight", "tight-completion")
 
 
 def test_retry_after_follows_the_drain_rate(clean_redis):

@@ -1,0 +1,42 @@
+"""A web process's lease in Redis, renewed every second by a greenlet while
+the process lives. Its jobs carry its id: when the process dies (OOM,
+SIGKILL, a worker timeout), the lease lapses within seconds, admission frees
+its people's slots and queue places, and workers abort its jobs (nobody
+reads them any more)."""
+from __future__ import annotations
+
+import logging
+import uuid
+
+import gevent
+from gevent.lock import Semaphore
+from redis import Redis
+
+from protocol.commands import renew_web_lease
+
+log = logging.getLogger(__name__)
+RENEW_EVERY_SECONDS = 1.0
+
+
+class WebLease:
+    def __init__(self):
+        self.web_id = uuid.uuid4().hex
+        self._greenlet = None
+        self._lock = Semaphore()
+
+    def ensure_held(self, redis: Redis) -> str:
+        """The process's id, its lease renewed now if the renewing greenlet
+        is not running yet (the first request after a fork)."""
+        with self._lock:
+            if self._greenlet is None or self._greenlet.dead:
+                renew_web_lease(redis, self.web_id)
+                self._greenlet = gevent.spawn(self._renew_forever, redis)
+        return self.web_id
+
+    def _renew_forever(self, redis: Redis) -> None:
+        while True:
+            gevent.sleep(RENEW_EVERY_SECONDS)
+            try:
+                renew_web_lease(redis, self.web_id)
+            except Exception as error:  # noqa: BLE001 - must outlive a Redis restart
+                log.warning("web lease renewal failed: %s", error)

@@ -1,0 +1,13 @@
+"""Gunicorn's configuration for the web process (gunicorn reads
+./gunicorn.conf.py by default; the Procfile and the tests start it from
+here). The grace period for open streams on SIGTERM comes from the settings
+model; see app/shutdown.py for what happens at its end."""
+from settings import settings_from_environment
+
+graceful_timeout = settings_from_environment().graceful_timeout_seconds
+
+
+def post_worker_init(worker):
+    from app.shutdown import watch_for_shutdown
+
+    watch_for_shutdown(worker)
