@@ -4,6 +4,8 @@ channels someone is subscribed to: Redis knows that exactly, with nothing
 left behind by a process that died."""
 from __future__ import annotations
 
+from typing import Callable
+
 from prometheus_client.core import CollectorRegistry, CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 
 from app.services import Services
@@ -13,18 +15,20 @@ from protocol.queue import completion_queue
 
 
 class ClusterCollector:
-    def __init__(self, services: Services):
+    def __init__(self, services: Services, visible: Callable[[str], bool]):
         self._services = services
+        self._visible = visible
 
     def collect(self):
         redis, registry = self._services.redis, self._services.registry
         jobs = CounterMetricFamily("switchboard_jobs_finished", "Jobs finished, by model and reason.",
                                    labels=["model", "reason"])
         for (model, reason), value in jobs_finished(redis).items():
-            jobs.add_metric([model, reason], value)
+            if self._visible(model):
+                jobs.add_metric([model, reason], value)
         yield jobs
-        yield _counter_by("switchboard_tokens_generated", "Tokens generated, by model.", "model",
-                          redis.hgetall(TOKENS))
+        tokens = {model: count for model, count in redis.hgetall(TOKENS).items() if self._visible(model.decode())}
+        yield _counter_by("switchboard_tokens_generated", "Tokens generated, by model.", "model", tokens)
         yield _counter_by("switchboard_rejected", "Requests turned away, by reason.", "reason",
                           redis.hgetall(REJECTED))
         depth = GaugeMetricFamily("switchboard_queue_depth", "Jobs waiting, by pool.", labels=["pool"])
@@ -33,7 +37,7 @@ class ClusterCollector:
         yield depth
         yield GaugeMetricFamily("switchboard_active_streams", "Requests waiting on a job's events.",
                                 value=len(redis.pubsub_channels(EVENTS_CHANNEL_PATTERN)))
-        yield self._ttft(redis, registry.names())
+        yield self._ttft(redis, [name for name in registry.names() if self._visible(name)])
 
     @staticmethod
     def _ttft(redis, models):
@@ -54,7 +58,7 @@ def _counter_by(name: str, doc: str, label: str, values: dict) -> CounterMetricF
     return family
 
 
-def cluster_registry(services: Services) -> CollectorRegistry:
+def cluster_registry(services: Services, visible: Callable[[str], bool]) -> CollectorRegistry:
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(ClusterCollector(services))
+    registry.register(ClusterCollector(services, visible))
     return registry

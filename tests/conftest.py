@@ -41,10 +41,13 @@ def redis_client(redis_url):
 @pytest.fixture
 def clean_redis(redis_client):
     """Remove Switchboard's keys around a test (not the queue's bindings nor
-    the presence of running workers, which are live state, not test data)."""
+    the presence of running workers and the leases of running web processes,
+    which are live state, not test data)."""
+    live = (b"switchboard:worker:", b"switchboard:weblease:")
+
     def clear():
         for key in redis_client.scan_iter(match="switchboard:*", count=1000):
-            if not key.startswith(b"switchboard:worker:"):
+            if not key.startswith(live):
                 redis_client.delete(key)
     clear()
     yield redis_client

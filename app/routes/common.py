@@ -16,6 +16,7 @@ from app.streaming import NDJSON_CONTENT_TYPE, SSE_CONTENT_TYPE, ndjson, sse, st
 from catalog.registry import ModelEntry
 from dialects.writer import Frame, Writer
 from protocol.contract import Event, Job
+from protocol.errors import UnknownModel
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -30,9 +31,12 @@ def parse_body(model: type[M]) -> M:
 
 
 def find_model(name: str) -> ModelEntry:
+    """The model, if the caller's key may use it. A model the key may not
+    use answers exactly as an unknown one (404): a restricted key cannot
+    learn which models exist."""
     entry = services().registry.get(name)  # UnknownModel: 404
     if not current_key().allows(entry.name):
-        raise ApiError(403, f'this API key has no access to model "{entry.name}"')
+        raise UnknownModel(name)
     return entry
 
 

@@ -5,7 +5,7 @@ from datetime import datetime, timedelta, timezone
 
 from flask import Blueprint, Response, jsonify
 
-from app.auth import public
+from app.auth import current_key, public
 from app.errors import register_error_handlers
 from app.jobs import new_job_id
 from app.errors import ApiError
@@ -97,7 +97,7 @@ def ps():
     registry, now = services().registry, datetime.now(timezone.utc)
     running = []
     for name, seconds_left in loaded_models(services().redis).items():
-        if name in registry.names():
+        if name in registry.names() and current_key().allows(name):
             entry = registry.get(name)
             expires = (now + timedelta(seconds=max(seconds_left, 0))).isoformat()
             running.append(_summary(entry) | {"expires_at": expires, "size_vram": 0,

@@ -6,7 +6,7 @@ from flask import Blueprint, Response, jsonify
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from redis.exceptions import RedisError
 
-from app.auth import public
+from app.auth import current_key, public
 from app.errors import register_error_handlers
 from app.metrics import cluster_registry
 from app.openapi import openapi_document
@@ -43,7 +43,8 @@ def readyz():
 
 @bp.get("/metrics")
 def metrics():
-    return Response(generate_latest(cluster_registry(services())), content_type=CONTENT_TYPE_LATEST)
+    key = current_key()  # a restricted key sees the numbers of its own models only
+    return Response(generate_latest(cluster_registry(services(), key.allows)), content_type=CONTENT_TYPE_LATEST)
 
 
 @bp.get("/openapi.json")

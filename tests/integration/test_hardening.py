@@ -87,11 +87,29 @@ def test_bearer_and_x_api_key_both_work(h):
                       headers={"x-api-key": KEYS["alice"]}).json()["message"]["content"] == "hi"
 
 
-def test_a_key_without_access_to_the_model_is_403_and_sees_only_its_models(h):
-    with pytest.raises(openai.PermissionDeniedError):
-        oai(h["base"], "carol").chat.completions.create(model="smollm2:135m", messages=CHAT["messages"])
+def test_a_key_without_access_to_a_model_cannot_tell_it_from_an_unknown_one(h):
+    hidden, unknown = (post_raw(h["base"], "/v1/chat/completions", {"model": name, "messages": CHAT["messages"]},
+                                auth("carol")) for name in ("smollm2:135m", "smollm2:136m"))
+    assert hidden[0] == unknown[0] == 404
+    assert json.loads(hidden[2])["error"]["message"] == 'model "smollm2:135m" not found, try pulling it first'
+    assert json.loads(unknown[2])["error"]["message"] == 'model "smollm2:136m" not found, try pulling it first'
     names = [m["name"] for m in httpx.get(h["base"] + "/api/tags", headers=auth("carol")).json()["models"]]
     assert names == ["echo", "echo:slow", "echo:coder"]
+
+
+def test_a_restricted_key_sees_only_its_models_in_ps_and_metrics(h, redis_client):
+    from protocol.commands import mark_loaded
+    from protocol.metrics import count_job
+
+    mark_loaded(redis_client, "smollm2:135m", "some-worker", 60)
+    count_job(redis_client, "smollm2:135m", "stop", 5, 0.1)
+    oai(h["base"], "carol").chat.completions.create(**CHAT)
+    ps = [m["name"] for m in httpx.get(h["base"] + "/api/ps", headers=auth("carol")).json()["models"]]
+    assert "smollm2:135m" not in ps
+    assert "smollm2:135m" in [m["name"] for m in httpx.get(h["base"] + "/api/ps", headers=auth("alice")).json()["models"]]
+    carols = httpx.get(h["base"] + "/metrics", headers=auth("carol")).text
+    assert 'model="echo"' in carols and "smollm2" not in carols
+    assert 'model="smollm2:135m"' in httpx.get(h["base"] + "/metrics", headers=auth("alice")).text
 
 
 # --- limits -----------------------------------------------------------------------
