@@ -18,12 +18,14 @@ from app.requestlog import install_request_log
 from app.routes import ollama, openai, ops, simple_chat
 from app.services import Services, enqueue_by_name
 from catalog.registry import load_registry
+from protocol.keys import configure as configure_redis_names
 from protocol.connection import redis_client
 from settings import load_settings
 
 
 def create_app(overrides: dict | None = None) -> Flask:
     settings = load_settings(overrides)
+    configure_redis_names(settings.redis_url, settings.record_seconds)
     registry = load_registry(settings.models_path)  # a bad registry stops start-up here
     keys = load_keys(settings.keys_file, settings.api_keys, settings.trusted_networks)
     # Fail fast when Redis is down (redis-py would retry for many seconds):

@@ -9,7 +9,7 @@ from typing import Callable
 from prometheus_client.core import CollectorRegistry, CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 
 from app.services import Services
-from protocol.keys import EVENTS_CHANNEL_PATTERN, REJECTED, TOKENS
+from protocol.keys import REJECTED, TOKENS, events_channel_pattern
 from protocol.metrics import TTFT_BUCKETS, jobs_finished, ttft_histogram
 from protocol.queue import completion_queue
 
@@ -36,7 +36,7 @@ class ClusterCollector:
             depth.add_metric([pool], redis.llen(pool) + redis.llen(completion_queue(pool)))
         yield depth
         yield GaugeMetricFamily("switchboard_active_streams", "Requests waiting on a job's events.",
-                                value=len(redis.pubsub_channels(EVENTS_CHANNEL_PATTERN)))
+                                value=len(redis.pubsub_channels(events_channel_pattern())))
         yield self._ttft(redis, [name for name in registry.names() if self._visible(name)])
 
     @staticmethod

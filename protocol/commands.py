@@ -2,8 +2,8 @@
 from `protocol.keys`):
 
 - events: a job's events, published on its channel (the web process listens)
-- abort: a key the worker checks before starting, plus a broadcast on
-  ABORT_CHANNEL so a running job stops within one token
+- abort: a key the worker checks before starting, plus a broadcast on the
+  abort channel so a running job stops within one token
 - take / start / state: claiming a job once, announcing it, recording what
   became of it
 - liveness: each running job's `alive` key, each worker's presence
@@ -56,7 +56,7 @@ def send_abort(redis: Redis, job_id: str) -> None:
     tell running workers at once."""
     with batched(redis) as pipe:
         pipe.set(keys.abort_key(job_id), b"1", ex=keys.RECORD_TTL_SECONDS)
-        pipe.publish(keys.ABORT_CHANNEL, job_id)
+        pipe.publish(keys.abort_channel(), job_id)
 
 
 def is_aborted(redis: Redis, job_id: str) -> bool:
@@ -115,8 +115,10 @@ def job_state(redis: Redis, job_id: str) -> dict[str, str]:
 
 
 def end_heartbeat(redis: Redis | Pipeline, job_id: str) -> None:
-    """With a finished job's last writes, after its state (see worker_lost)."""
-    redis.delete(keys.alive_key(job_id))
+    """With a finished job's last writes, after its state (see worker_lost);
+    its abort mark goes too (nothing reads it once the job finished; the
+    claim stays, so a redelivery is never run)."""
+    redis.delete(keys.alive_key(job_id), keys.abort_key(job_id))
 
 
 def worker_lost(redis: Redis, job_id: str) -> bool:

@@ -9,22 +9,56 @@ channel. Metrics: `metrics:*`.
 """
 from __future__ import annotations
 
+from urllib.parse import urlparse
+
 PREFIX = "switchboard"
-# How long per-job records (state, claim, abort mark) outlive the job.
-RECORD_TTL_SECONDS = 24 * 3600
+# How long per-job records (a finished job's state; abort marks and claims of
+# jobs never run) are kept: SWITCHBOARD_RECORD_SECONDS, set by `configure`.
+RECORD_TTL_SECONDS = 600
 
 # --- pub/sub channels ---------------------------------------------------------------
-ABORT_CHANNEL = f"{PREFIX}:abort"  # job ids, broadcast to every worker
-EVENTS_CHANNEL_PATTERN = f"{PREFIX}:job:*:events"  # one channel per job someone listens to
+# Pub/sub is server-wide in Redis, not per database: channels carry the
+# database's number, so two deployments on one Redis server (in different
+# databases) never see each other's events, aborts or streams.
+_channels = f"{PREFIX}:db0"
 
 
-def events_channel(job_id: str) -> str:
-    return f"{PREFIX}:job:{job_id}:events"
+def configure(redis_url: str, record_seconds: int | None = None) -> None:
+    """Called once at a process's start, from its settings."""
+    global _channels, RECORD_TTL_SECONDS
+    _channels = channels_prefix(redis_url)
+    if record_seconds is not None:
+        RECORD_TTL_SECONDS = record_seconds
+
+
+def channels_prefix(redis_url: str) -> str:
+    """The channel names' prefix for the database a URL names."""
+    path = urlparse(redis_url).path.strip("/")
+    return f"{PREFIX}:db{int(path) if path.isdigit() else 0}"
+
+
+def abort_channel(prefix: str | None = None) -> str:
+    """Job ids, broadcast to every worker."""
+    return f"{prefix or _channels}:abort"
+
+
+def events_channel(job_id: str, prefix: str | None = None) -> str:
+    return f"{prefix or _channels}:job:{job_id}:events"
+
+
+def job_of_channel(channel: str) -> str:
+    """The job id in an events channel's name."""
+    return channel.split(":job:", 1)[1].split(":", 1)[0]
+
+
+def events_channel_pattern(prefix: str | None = None) -> str:
+    """One channel per job someone listens to (/metrics counts them)."""
+    return f"{prefix or _channels}:job:*:events"
 
 
 def web_channel(process_id: str) -> str:
     """A web relay's own channel: keeps its pub/sub connection subscribed while idle."""
-    return f"{PREFIX}:web:{process_id}"
+    return f"{_channels}:web:{process_id}"
 
 
 # --- per job -------------------------------------------------------------------------

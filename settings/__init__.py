@@ -60,6 +60,9 @@ class Settings(BaseSettings):
     # On SIGTERM, how long open streams may run on before they are ended with
     # an in-band error (gunicorn's graceful timeout; LLM streams run long).
     graceful_timeout_seconds: int = _env("SWITCHBOARD_GRACEFUL_TIMEOUT", 120, ge=1)
+    # How long a finished job's state (and an unrun job's abort mark) is kept
+    # in Redis; at least the queue wait.
+    record_seconds: int = _env("SWITCHBOARD_RECORD_SECONDS", 600, ge=1)
     # Worker side: caps on one job, whatever it asks for.
     max_job_seconds: float = _env("SWITCHBOARD_MAX_JOB_SECONDS", 600.0, gt=0)
     max_job_tokens: int = _env("SWITCHBOARD_MAX_JOB_TOKENS", 16384, ge=1)

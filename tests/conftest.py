@@ -31,6 +31,14 @@ def redis_url():
         server.stop()
 
 
+@pytest.fixture(scope="session", autouse=True)
+def channel_names(redis_url):
+    """The test process names channels as the processes under test do."""
+    from protocol import keys
+
+    keys.configure(redis_url)
+
+
 @pytest.fixture(scope="session")
 def redis_client(redis_url):
     client = redis.Redis.from_url(redis_url)

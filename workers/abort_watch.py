@@ -16,7 +16,7 @@ from typing import Iterator
 
 from redis import Redis
 
-from protocol.keys import ABORT_CHANNEL, abort_key
+from protocol.keys import abort_channel, abort_key
 from workers.cancel import Cancel
 
 log = logging.getLogger(__name__)
@@ -66,7 +66,7 @@ class AbortWatch:
 
     def _listen(self) -> None:
         pubsub = self._redis.pubsub(ignore_subscribe_messages=True)
-        pubsub.subscribe(ABORT_CHANNEL)
+        pubsub.subscribe(abort_channel())
         pubsub.get_message(timeout=5)  # the subscribe confirmation
         self._catch_up()
         self._listening.set()

@@ -14,6 +14,7 @@ from celery.signals import worker_process_init, worker_ready
 from pydantic import ValidationError
 
 from catalog.registry import load_registry
+from protocol import keys
 from protocol.commands import publish_event
 from protocol.connection import redis_client
 from protocol.contract import ErrorEvent, Job
@@ -31,6 +32,7 @@ log = logging.getLogger(__name__)
 @lru_cache(maxsize=1)
 def _context(pid: int) -> RunContext:
     settings = settings_from_environment()
+    keys.configure(settings.redis_url, settings.record_seconds)
     redis = redis_client(settings.redis_url, "switchboard-worker", settings.redis_connections)
     worker_id = f"{socket.gethostname()}:{pid}"
     return RunContext(

@@ -8,15 +8,16 @@ import time
 
 import redis
 
-from protocol.keys import ABORT_CHANNEL, PREFIX
+from protocol.keys import abort_channel, channels_prefix, events_channel, events_channel_pattern
 
 
 class EventsTap:
     def __init__(self, redis_url: str):
         self._client = redis.Redis.from_url(redis_url)
         self._pubsub = self._client.pubsub(ignore_subscribe_messages=True)
-        self._pubsub.psubscribe(f"{PREFIX}:job:*:events")
-        self._pubsub.subscribe(ABORT_CHANNEL)
+        self._prefix = channels_prefix(redis_url)  # of the Redis it listens to
+        self._pubsub.psubscribe(events_channel_pattern(self._prefix))
+        self._pubsub.subscribe(abort_channel(self._prefix))
         self.messages: list[tuple[float, str, bytes]] = []
         self._running = True
         for _ in range(2):
@@ -31,10 +32,10 @@ class EventsTap:
                 self.messages.append((time.monotonic(), message["channel"].decode(), message["data"]))
 
     def aborts(self) -> list[tuple[float, str]]:
-        return [(t, data.decode()) for t, channel, data in self.messages if channel == ABORT_CHANNEL]
+        return [(t, data.decode()) for t, channel, data in self.messages if channel == abort_channel(self._prefix)]
 
     def events(self, job_id: str) -> list[tuple[float, dict]]:
-        channel = f"{PREFIX}:job:{job_id}:events"
+        channel = events_channel(job_id, self._prefix)
         return [(t, json.loads(data)) for t, ch, data in self.messages if ch == channel]
 
     def wait_for_abort(self, timeout: float = 5) -> tuple[float, str]:

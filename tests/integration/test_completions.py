@@ -14,6 +14,7 @@ from tests.integration.events_tap import EventsTap
 from tests.integration.waits import queued, wait_until
 from tests.integration.http import DroppableStream, post_raw
 from protocol.commands import job_state
+from protocol.keys import job_of_channel
 
 QWEN_FIM = "<|fim_prefix|>def add(a, b):\n    <|fim_suffix|>\n\nprint(add(1, 2))<|fim_middle|>"
 
@@ -199,7 +200,7 @@ def test_completions_overtake_queued_chat(base_url, redis_client, redis_url):
 
         def started_at(text: bytes) -> float:
             channel = next(ch for _, ch, data in tap.messages if text in data)
-            return float(job_state(redis_client, channel.split(":")[2])["started_at"])
+            return float(job_state(redis_client, job_of_channel(channel))["started_at"])
         assert started_at(b"fimjob") < started_at(b"chatjob")
     finally:
         for blocker in blockers:

@@ -18,6 +18,7 @@ from tests.integration.events_tap import EventsTap
 from tests.integration.http import DroppableStream, post_raw
 from scripts.processes import stack_env, start_web, start_worker
 from protocol.commands import job_state
+from protocol.keys import job_of_channel
 from tests.integration.waits import wait_until
 
 SLOW = {"model": "echo:slow", "messages": [{"role": "user", "content": " ".join(f"w{i}" for i in range(200))}]}
@@ -85,7 +86,7 @@ def test_two_workers_share_a_queue_and_no_job_runs_twice(env, own_redis):
         import redis
 
         client = redis.Redis.from_url(own_redis.url)
-        ran_on = {job_state(client, ch.split(":")[2])["worker"] for ch in started}
+        ran_on = {job_state(client, job_of_channel(ch))["worker"] for ch in started}
         assert len(ran_on) == 2  # spread over both workers
     finally:
         tap.close()
@@ -180,7 +181,7 @@ def test_a_stream_still_open_at_the_end_of_the_grace_period_ends_with_an_error_a
                                       "period; try again"}
         assert all("message" in line for line in lines[:-1]) and time.monotonic() - signalled < 4
         client = redis.Redis.from_url(own_redis.url)
-        job_id = next(k.decode().split(":")[2] for k in client.scan_iter(match="switchboard:job:*:claim"))
+        job_id = next(k.decode().split(":")[2] for k in client.scan_iter(match="switchboard:job:*:state"))
         wait_until(lambda: job_state(client, job_id).get("reason") == "aborted", 10, "the job to be aborted")
         web.popen.wait(15)
     finally:
@@ -207,7 +208,7 @@ def test_a_killed_web_process_frees_its_slots_and_stops_its_jobs_within_seconds(
         os.kill(gunicorn_worker_pid(web), signal.SIGKILL)  # OOM, a worker timeout: no cleanup runs
         killed = time.monotonic()
         client = redis.Redis.from_url(own_redis.url)
-        job_ids = [k.decode().split(":")[2] for k in client.scan_iter(match="switchboard:job:*:claim")]
+        job_ids = [k.decode().split(":")[2] for k in client.scan_iter(match="switchboard:job:*:state")]
         assert len(job_ids) == 3
         wait_until(lambda: all(job_state(client, j).get("reason") == "aborted" for j in job_ids), 20,
                    "the orphaned jobs to be aborted")
@@ -220,3 +221,41 @@ def test_a_killed_web_process_frees_its_slots_and_stops_its_jobs_within_seconds(
             stream.drop()
         web.stop()
         worker.stop()
+
+
+def test_a_finished_job_leaves_only_its_state_and_claim_for_the_retention_time(env, own_redis):
+    import redis
+
+    env = dict(env, SWITCHBOARD_RECORD_SECONDS="30")
+    worker = start_worker(env, concurrency=1)
+    web, base = start_web(env)
+    try:
+        for _ in range(3):
+            assert post_raw(base, "/api/chat", {"model": "echo", "stream": False, "messages": [
+                {"role": "user", "content": "keep little"}]})[0] == 200
+        client = redis.Redis.from_url(own_redis.url)
+        per_job = [k.decode() for k in client.scan_iter(match="switchboard:job:*")]
+        assert sorted(k.rsplit(":", 1)[1] for k in per_job) == ["claim"] * 3 + ["state"] * 3
+        assert all(0 < client.ttl(k) <= 30 for k in per_job)
+    finally:
+        web.stop()
+        worker.stop()
+
+
+def test_two_deployments_on_one_redis_server_count_only_their_own_streams(stack, redis_url):
+    """Pub/sub is server-wide: channels carry the database, so /metrics of
+    one deployment does not count the other's streams."""
+    other_db = redis_url.rsplit("/", 1)[0] + "/12"
+    web, base = start_web(stack_env(other_db))
+    try:
+        waiting = DroppableStream(base, "/api/chat", {"model": "echo", "messages": [
+            {"role": "user", "content": "no worker on db 12"}]})
+        wait_until(lambda: "switchboard_active_streams 1.0" in httpx.get(f"{base}/metrics").text, 10,
+                   "the other deployment to count its stream")
+        assert "switchboard_active_streams 0.0" in httpx.get(f"{stack}/metrics").text
+        waiting.drop()
+    finally:
+        web.stop()
+        import redis
+
+        redis.Redis.from_url(other_db).flushdb()  # the job it queued there, and its records

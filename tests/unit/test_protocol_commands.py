@@ -39,18 +39,19 @@ def listen(clean_redis):
 
 def test_every_name_is_under_the_prefix():
     names = [value for name, value in vars(keys).items() if name.isupper() and isinstance(value, str)]
-    names += [function("x", 1) if len(inspect.signature(function).parameters) == 2 else function("x")
-              for name, function in vars(keys).items()
-              if inspect.isfunction(function) and name.endswith(("_key", "_channel"))]
+    for name, function in vars(keys).items():
+        if inspect.isfunction(function) and name.endswith(("_key", "_channel", "_pattern")) and "_of_" not in name:
+            required = [p for p in inspect.signature(function).parameters.values() if p.default is p.empty]
+            names.append(function(*["x"] * len(required)))
     assert names and all(name.startswith(keys.PREFIX + ":") for name in names if name != keys.PREFIX)
 
 
 def test_send_abort_marks_the_job_and_tells_running_workers(clean_redis, listen, job_id):
-    received = listen(keys.ABORT_CHANNEL)
+    received = listen(keys.abort_channel())
     commands.send_abort(clean_redis, job_id)
     assert commands.is_aborted(clean_redis, job_id)
     assert 0 < clean_redis.ttl(keys.abort_key(job_id)) <= keys.RECORD_TTL_SECONDS
-    assert received() == [(keys.ABORT_CHANNEL, job_id.encode())]
+    assert received() == [(keys.abort_channel(), job_id.encode())]
 
 
 def test_a_job_is_taken_once_and_counted_as_drained(clean_redis, job_id):
@@ -114,3 +115,10 @@ def test_a_beat_keeps_jobs_alive_and_announces_the_worker(clean_redis, job_id):
     assert 0 < clean_redis.ttl(keys.worker_key(worker["id"])) <= 3 * commands.ALIVE_TTL_SECONDS
     commands.beat(clean_redis, [], None)  # a worker not consuming yet announces nothing
     assert json.loads(clean_redis.get(keys.worker_key(worker["id"])))["id"] == worker["id"]
+
+
+def test_channels_are_per_database_and_keys_per_database_by_redis_itself():
+    assert keys.channels_prefix("redis://h:6379/3") == "switchboard:db3"
+    assert keys.channels_prefix("redis://h:6379") == "switchboard:db0"
+    assert keys.events_channel("j", "switchboard:db3") == "switchboard:db3:job:j:events"
+    assert keys.job_of_channel(keys.events_channel("abc", "switchboard:db3")) == "abc"
