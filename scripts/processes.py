@@ -103,6 +103,18 @@ def start_web(env: dict, extra_args: tuple[str, ...] = (), wait: bool = True) ->
     return web, base
 
 
+def start_stack(env: dict, concurrency: int = 4, web_env: dict | None = None) -> tuple[Process, Process, str]:
+    """A worker and a web process; if the web process fails to start, the
+    worker is stopped too (no process outlives a failed start)."""
+    worker = start_worker(env, concurrency=concurrency)
+    try:
+        web, base = start_web(dict(env, **(web_env or {})))
+    except BaseException:
+        worker.stop()
+        raise
+    return worker, web, base
+
+
 def start_llama_server(gguf: Path, api_key: str, extra_args: tuple[str, ...] = (),
                        wait: bool = True) -> tuple[Process, str]:
     """llama-cpp-python's own OpenAI-compatible server on the given GGUF."""

@@ -16,7 +16,7 @@ import pytest
 from scripts.embedded_redis import EmbeddedRedis
 from tests.integration.events_tap import EventsTap
 from tests.integration.http import DroppableStream, post_raw
-from scripts.processes import stack_env, start_web, start_worker
+from scripts.processes import stack_env, start_stack, start_web, start_worker
 from protocol.commands import job_state
 from protocol.keys import job_of_channel
 from tests.integration.waits import wait_until
@@ -46,8 +46,7 @@ def read_all(stream: DroppableStream) -> list[dict]:
 def test_a_worker_killed_mid_job_ends_the_stream_with_an_error(env, own_redis):
     import redis
 
-    worker = start_worker(env, concurrency=2)
-    web, base = start_web(env)
+    worker, web, base = start_stack(env, 2)
     try:
         stream = DroppableStream(base, "/api/chat", SLOW)
         assert stream.read_line()
@@ -96,8 +95,7 @@ def test_two_workers_share_a_queue_and_no_job_runs_twice(env, own_redis):
 
 
 def test_redis_restarted_mid_run(env, own_redis):
-    worker = start_worker(env, concurrency=2)
-    web, base = start_web(env)
+    worker, web, base = start_stack(env, 2)
     try:
         stream = DroppableStream(base, "/api/chat", SLOW)
         assert stream.read_line()
@@ -126,8 +124,7 @@ def test_redis_restarted_mid_run(env, own_redis):
 
 
 def test_graceful_shutdown_finishes_open_streams(env):
-    worker = start_worker(env, concurrency=2)
-    web, base = start_web(env)
+    worker, web, base = start_stack(env, 2)
     try:
         short = {"model": "echo:slow", "messages": [{"role": "user", "content": "one two three four five six"}]}
         stream = DroppableStream(base, "/api/chat", short)
@@ -151,8 +148,7 @@ def test_a_model_the_web_knows_but_no_worker_does_gets_a_prompt_clear_404(env, t
     model the worker's registry lacks; the client is told at once."""
     registry = tmp_path / "models.toml"
     registry.write_text(open("models.toml").read() + '\n[models."fresh"]\nbackend = "echo"\n')
-    worker = start_worker(env, concurrency=1)
-    web, base = start_web(dict(env, SWITCHBOARD_MODELS=str(registry)))
+    worker, web, base = start_stack(env, 1, dict(SWITCHBOARD_MODELS=str(registry)))
     try:
         started = time.monotonic()
         status, _, body = post_raw(base, "/api/chat", {"model": "fresh", "messages": [
@@ -169,8 +165,7 @@ def test_a_model_the_web_knows_but_no_worker_does_gets_a_prompt_clear_404(env, t
 def test_a_stream_still_open_at_the_end_of_the_grace_period_ends_with_an_error_and_its_job_aborted(env, own_redis):
     import redis
 
-    worker = start_worker(env, concurrency=2)
-    web, base = start_web(dict(env, SWITCHBOARD_GRACEFUL_TIMEOUT="4"))
+    worker, web, base = start_stack(env, 2, dict(SWITCHBOARD_GRACEFUL_TIMEOUT="4"))
     try:
         stream = DroppableStream(base, "/api/chat", SLOW)  # 200 tokens at 50 ms: longer than the grace period
         assert stream.read_line()
@@ -197,8 +192,8 @@ def gunicorn_worker_pid(web) -> int:
 def test_a_killed_web_process_frees_its_slots_and_stops_its_jobs_within_seconds(env, own_redis):
     import redis
 
-    worker = start_worker(env, concurrency=4)
-    web, base = start_web(dict(env, SWITCHBOARD_API_KEYS="alice:alice-key", SWITCHBOARD_MAX_CONCURRENT="3"))
+    worker, web, base = start_stack(env, 4, dict(SWITCHBOARD_API_KEYS="alice:alice-key",
+                                                 SWITCHBOARD_MAX_CONCURRENT="3"))
     headers = {"Authorization": "Bearer alice-key"}
     try:
         streams = [DroppableStream(base, "/api/chat", SLOW, headers) for _ in range(3)]
@@ -227,8 +222,7 @@ def test_a_finished_job_leaves_only_its_state_and_claim_for_the_retention_time(e
     import redis
 
     env = dict(env, SWITCHBOARD_RECORD_SECONDS="30")
-    worker = start_worker(env, concurrency=1)
-    web, base = start_web(env)
+    worker, web, base = start_stack(env, 1)
     try:
         for _ in range(3):
             assert post_raw(base, "/api/chat", {"model": "echo", "stream": False, "messages": [

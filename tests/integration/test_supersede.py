@@ -28,7 +28,11 @@ def editor_stack(stack, redis_url, tmp_path_factory):
     env = stack_env(redis_url, SWITCHBOARD_MODELS=str(registry),
                     SWITCHBOARD_API_KEYS=",".join(f"{n}:{k}" for n, k in KEYS.items()))
     worker = start_worker(env, concurrency=4, queues="editor-completion,editor")
-    web, base = start_web(env)
+    try:
+        web, base = start_web(env)
+    except BaseException:
+        worker.stop()
+        raise
     yield base
     web.stop()
     worker.stop()
