@@ -1,6 +1,8 @@
 """Real processes for the integration tests and the benchmark: a Celery
 worker, a gunicorn web server and llama-cpp-python's own server, each in its
-own process group, killed at the end."""
+own process group, killed at the end. Their output goes to a temporary log
+file, removed when the process stops (kept with SWITCHBOARD_KEEP_LOGS=1, for
+debugging a failed test)."""
 from __future__ import annotations
 
 import os
