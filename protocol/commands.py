@@ -135,10 +135,13 @@ def worker_lost(redis: Redis, job_id: str) -> bool:
 # --- liveness of workers -------------------------------------------------------------
 def beat(redis: Redis, job_ids: list[str], worker: dict | None) -> None:
     """A worker's heartbeat: its running jobs stay alive, and (once it
-    consumes queues) its presence with those queues."""
+    consumes queues) its presence with those queues. A job's key is only
+    refreshed, never made again (XX): a beat racing the job's end must not
+    bring back the key the end deleted, and a key that lapsed (the worker
+    stalled past its TTL) stays lapsed."""
     with batched(redis) as pipe:
         for job_id in job_ids:
-            pipe.set(keys.alive_key(job_id), b"1", ex=ALIVE_TTL_SECONDS)
+            pipe.set(keys.alive_key(job_id), b"1", ex=ALIVE_TTL_SECONDS, xx=True)
         if worker is not None:
             pipe.set(keys.worker_key(worker["id"]), json.dumps(worker), ex=ALIVE_TTL_SECONDS * 3)
 

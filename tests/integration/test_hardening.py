@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import threading
 import time
 
 import httpx
@@ -292,3 +293,23 @@ def test_unknown_paths_are_json_with_keys_on_too(h):
     for method, path in (("POST", "/api/embed"), ("GET", "/nowhere"), ("POST", "/v1/embeddings")):
         response = httpx.request(method, h["base"] + path, json={})
         assert response.status_code == 404 and response.headers["content-type"] == "application/json"
+
+
+def test_simultaneous_arrivals_cannot_overshoot_the_queue_bound(h):
+    """100 requests at once for a pool no worker serves, against a bound of
+    3: exactly 3 wait in the queue, 97 are told the queue is full."""
+    results, ready, answered = [], threading.Barrier(100), threading.Barrier(100)
+
+    def arrive(n: int) -> None:
+        ready.wait()
+        with httpx.stream("POST", h["base"] + "/v1/chat/completions", headers=auth("alice"), timeout=30, json={
+                "model": "lonely", "stream": True, "messages": [{"role": "user", "content": f"arrival {n}"}]}) as answer:
+            results.append(answer.status_code)
+            answered.wait()  # an admitted stream holds its place until every arrival was answered
+
+    threads = [threading.Thread(target=arrive, args=(n,)) for n in range(100)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(results) == [200] * 3 + [429] * 97

@@ -86,6 +86,7 @@ def test_the_tool_prompt_reaches_the_model(base_url, copilot_fixture):
     assert with_tools > no_tools["usage"]["prompt_tokens"] + 100
 
 
+@pytest.mark.timeout(900)  # 200 generations: about 90 s on 2 idle cores, several times that on busy ones
 def test_json_schema_output_always_parses_and_validates(base_url):
     """llama-cpp-python's schema grammar let raw control characters into
     strings (4 of 40 replies failed to parse); 200 of 200 must now stop

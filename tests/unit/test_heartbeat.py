@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 
 from protocol import keys
-from protocol.commands import ALIVE_TTL_SECONDS, live_workers
+from protocol.commands import ALIVE_TTL_SECONDS, announce_started, live_workers
 from workers.heartbeat import Heartbeat
 
 
@@ -16,8 +16,10 @@ def test_a_running_job_is_beaten_and_the_worker_announced(clean_redis):
     assert worker_id not in [w["id"] for w in live_workers(clean_redis)]  # not consuming yet: not announced
     heartbeat.queues = ["local-completion", "local"]
     with heartbeat.running(job_id):
+        announce_started(clean_redis, job_id, worker_id)  # the first beat is the runner's, as in run_job
+        clean_redis.expire(keys.alive_key(job_id), 1)
         heartbeat.beat_once()
-        assert 0 < clean_redis.ttl(keys.alive_key(job_id)) <= ALIVE_TTL_SECONDS
+        assert 1 < clean_redis.ttl(keys.alive_key(job_id)) <= ALIVE_TTL_SECONDS
     clean_redis.delete(keys.alive_key(job_id))
     heartbeat.beat_once()
     assert not clean_redis.exists(keys.alive_key(job_id))

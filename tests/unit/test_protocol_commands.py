@@ -109,12 +109,21 @@ def test_loaded_models_keep_the_longest_note(clean_redis):
 
 def test_a_beat_keeps_jobs_alive_and_announces_the_worker(clean_redis, job_id):
     worker = {"id": f"host:{job_id[:8]}", "queues": ["local-completion", "local"]}  # presence outlives clean_redis
+    commands.announce_started(clean_redis, job_id, worker["id"])
+    clean_redis.expire(keys.alive_key(job_id), 1)
     commands.beat(clean_redis, [job_id], worker)
-    assert clean_redis.exists(keys.alive_key(job_id))
+    assert 1 < clean_redis.ttl(keys.alive_key(job_id)) <= commands.ALIVE_TTL_SECONDS  # refreshed
     assert worker in commands.live_workers(clean_redis)
     assert 0 < clean_redis.ttl(keys.worker_key(worker["id"])) <= 3 * commands.ALIVE_TTL_SECONDS
     commands.beat(clean_redis, [], None)  # a worker not consuming yet announces nothing
     assert json.loads(clean_redis.get(keys.worker_key(worker["id"])))["id"] == worker["id"]
+
+
+def test_a_beat_racing_a_jobs_end_does_not_bring_its_key_back(clean_redis, job_id):
+    commands.announce_started(clean_redis, job_id, "w")
+    commands.end_heartbeat(clean_redis, job_id)  # the job finished...
+    commands.beat(clean_redis, [job_id], None)  # ...while a beat was on its way with it
+    assert not clean_redis.exists(keys.alive_key(job_id))
 
 
 def test_channels_are_per_database_and_keys_per_database_by_redis_itself():
