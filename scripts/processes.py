@@ -105,10 +105,11 @@ def start_web(env: dict, extra_args: tuple[str, ...] = (), wait: bool = True) ->
     return web, base
 
 
-def start_stack(env: dict, concurrency: int = 4, web_env: dict | None = None) -> tuple[Process, Process, str]:
+def start_stack(env: dict, concurrency: int = 4, web_env: dict | None = None,
+                queues: str = "local-completion,local") -> tuple[Process, Process, str]:
     """A worker and a web process; if the web process fails to start, the
     worker is stopped too (no process outlives a failed start)."""
-    worker = start_worker(env, concurrency=concurrency)
+    worker = start_worker(env, concurrency=concurrency, queues=queues)
     try:
         web, base = start_web(dict(env, **(web_env or {})))
     except BaseException:

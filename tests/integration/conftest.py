@@ -4,18 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from scripts.processes import stack_env, start_web, start_worker
+from scripts.processes import stack_env, start_stack
 
 
 @pytest.fixture(scope="session")
 def stack(redis_url, redis_client):
-    env = stack_env(redis_url)
-    worker = start_worker(env)
-    try:
-        web, base = start_web(env)
-    except Exception:
-        worker.stop()
-        raise
+    worker, web, base = start_stack(stack_env(redis_url))
     yield base
     web.stop()
     worker.stop()

@@ -11,7 +11,7 @@ import ollama
 import pytest
 
 from protocol.commands import job_state
-from scripts.processes import stack_env, start_web, start_worker
+from scripts.processes import stack_env, start_stack
 from tests.integration.events_tap import EventsTap
 from tests.integration.http import DroppableStream
 from tests.integration.waits import wait_until
@@ -27,12 +27,7 @@ def editor_stack(stack, redis_url, tmp_path_factory):
                         '\n[models."echo:editor"]\nbackend = "echo"\ndelay_ms = 50\nsupersede = true\npool = "editor"\n')
     env = stack_env(redis_url, SWITCHBOARD_MODELS=str(registry),
                     SWITCHBOARD_API_KEYS=",".join(f"{n}:{k}" for n, k in KEYS.items()))
-    worker = start_worker(env, concurrency=4, queues="editor-completion,editor")
-    try:
-        web, base = start_web(env)
-    except BaseException:
-        worker.stop()
-        raise
+    worker, web, base = start_stack(env, 4, queues="editor-completion,editor")
     yield base
     web.stop()
     worker.stop()
