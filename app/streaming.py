@@ -22,7 +22,6 @@ from protocol.errors import SwitchboardError
 
 SSE_CONTENT_TYPE = "text/event-stream"
 NDJSON_CONTENT_TYPE = "application/x-ndjson"
-JSON_CONTENT_TYPE = "application/json"
 
 Observer = Callable[[Event], None]
 

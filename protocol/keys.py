@@ -79,8 +79,6 @@ def claim_key(job_id: str) -> str:
     return f"{PREFIX}:job:{job_id}:claim"
 
 
-CLAIM_KEY_PATTERN = f"{PREFIX}:job:*:claim"
-
 
 def latest_completion_key(client: str, model: str) -> str:
     """A client's newest code completion for a model (superseding)."""

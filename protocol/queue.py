@@ -9,8 +9,3 @@ def completion_queue(pool: str) -> str:
     """Code-completion jobs of a pool wait here, polled before the pool's
     chat queue: editors need them fast and abandon them on every keystroke."""
     return f"{pool}-completion"
-
-
-def pool_queues(pool: str) -> tuple[str, str]:
-    """A pool's queues in the order a worker polls them (completions first)."""
-    return completion_queue(pool), pool
