@@ -9,6 +9,7 @@ marked `@public` where they are defined. Sources: a TOML file
     models = ["*"]                         # fnmatch patterns (default: all)
     max_concurrent = 4                     # optional per-key limits
     requests_per_minute = 120
+    weight = 2.0                           # share of a busy queue (default 1)
 
 and/or SWITCHBOARD_API_KEYS="alice:key1,bob:key2" (hashed when read).
 
@@ -49,6 +50,7 @@ class ApiKey:
     models: tuple[str, ...] = ("*",)
     max_concurrent: int | None = None
     requests_per_minute: int | None = None
+    weight: float = 1.0
 
     def allows(self, model: str) -> bool:
         return any(fnmatch.fnmatchcase(model, pattern) for pattern in self.models)
@@ -106,6 +108,12 @@ def trusted_networks(cidrs: str | None) -> tuple:
         raise ValueError(f"SWITCHBOARD_TRUSTED_NETWORKS: {error}") from None
 
 
+def _weight(name: str, value) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+        raise ValueError(f"keys file: keys.{name}.weight must be a number above 0, not {value!r}")
+    return float(value)
+
+
 def load_keys(file: Path | None, pairs: str | None, trusted: str | None = None) -> KeyRing:
     keys: list[ApiKey] = []
     if file is not None:
@@ -113,7 +121,8 @@ def load_keys(file: Path | None, pairs: str | None, trusted: str | None = None) 
         for name, table in document.get("keys", {}).items():
             keys.append(ApiKey(name=name, sha256=table["sha256"].lower(), models=tuple(table.get("models", ["*"])),
                                max_concurrent=table.get("max_concurrent"),
-                               requests_per_minute=table.get("requests_per_minute")))
+                               requests_per_minute=table.get("requests_per_minute"),
+                               weight=_weight(name, table.get("weight", 1.0))))
     for pair in filter(None, (p.strip() for p in (pairs or "").split(","))):
         name, _, key = pair.partition(":")
         if not key:

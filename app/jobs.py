@@ -27,10 +27,12 @@ from app.errors import ApiError, ClientGone
 from app.relay import CLOSED, RelayUnavailable, Subscription
 from app.services import Services, services
 from app.streaming import Observer
+from catalog.kinds import backend_kind
 from catalog.registry import ModelEntry
-from protocol import keys
+from protocol import fairqueue, keys
 from protocol.admission import admit, release
 from protocol.commands import batched, record_state, send_abort, supersede, worker_lost
+from protocol.fairqueue import Waiting
 from protocol.contract import (
     DoneEvent, ErrorEvent, Event, Job, KeepAliveEvent, StartedEvent, TextEvent, UnknownEvent, decode_event,
     encode_event, is_text_payload,
@@ -55,29 +57,42 @@ def queue_for(job: Job, entry: ModelEntry) -> str:
     return completion_queue(entry.pool) if is_code_completion(job) else entry.pool
 
 
+def klass_of(queue: str, pool: str) -> str:
+    return "chat" if queue == pool else "completion"
+
+
+def person(keys_enabled: bool) -> str:
+    """Who is asking, for limits and fair shares: their key's name when keys
+    are on (however it was sent), else their address."""
+    return current_key().name if keys_enabled else f"address:{request.remote_addr}"
+
+
 def client_identity(keys_enabled: bool) -> str:
-    """Who is asking, for superseding: the person (their key's name when keys
-    are on, however it was sent; else their address) and their editor (the
-    user agent). Never a different person's request."""
-    person = f"key:{current_key().name}" if keys_enabled else f"address:{request.remote_addr}"
-    who = f"{person}|{request.user_agent.string}"
+    """Who is asking, for superseding: the person and their editor (the user
+    agent). Never a different person's request."""
+    who = f"{person(keys_enabled)}|{request.user_agent.string}"
     return hashlib.sha256(who.encode()).hexdigest()[:32]
 
 
-def _key_limits(settings) -> dict:
+def _waiting(own: Services, entry: ModelEntry) -> Waiting:
     key = current_key()
-    return {"requests_per_minute": key.requests_per_minute or settings.requests_per_minute,
-            "max_concurrent": key.max_concurrent or settings.max_concurrent,
-            "max_queue": settings.max_queue}
+    return Waiting(person(own.keys.enabled), key.max_concurrent or own.settings.max_concurrent, key.weight,
+                   serial=backend_kind(entry.backend).serial)
+
+
+def _admission_limits(own: Services) -> dict:
+    key = current_key()
+    return {"requests_per_minute": key.requests_per_minute or own.settings.requests_per_minute,
+            "max_queue": own.settings.max_queue}
 
 
 # --- one job's run -------------------------------------------------------------------
 class JobRun:
-    def __init__(self, services: Services, job: Job, environ: dict, key_name: str, limits: dict):
+    def __init__(self, services: Services, job: Job, environ: dict, waiting: Waiting, limits: dict):
         self.job = job
         self._services = services
         self._environ = environ
-        self._key_name = key_name
+        self._waiting = waiting
         self._limits = limits
         self._subscription: Subscription | None = None
         self._watch: DisconnectWatch | None = None
@@ -91,14 +106,15 @@ class JobRun:
 
     def start(self, queue: str, pool: str) -> "JobRun":
         """Admission runs while Redis confirms the subscription (two round
-        trips overlapped); the job is enqueued once both are done."""
+        trips overlapped); the job is queued once both are done: into the
+        pool's fair queue, with a ticket on the Celery queue."""
         settings, redis, relay = self._services.settings, self._services.redis, self._services.relay
         stale_after = settings.max_queue_wait_seconds + settings.event_timeout_seconds
         self.job.web_id, self._pool = self._services.lease.ensure_held(redis), pool
         try:
             subscription = relay.subscribe(keys.events_channel(self.job.id), settings.subscribe_timeout_seconds)
             try:
-                admit(redis, self._key_name, self.job.id, pool, self.job.web_id, stale_after=stale_after,
+                admit(redis, self._waiting.person, self.job.id, pool, self.job.web_id, stale_after=stale_after,
                       **self._limits)
             except BaseException:
                 relay.unsubscribe(subscription)
@@ -110,7 +126,8 @@ class JobRun:
             raise ApiError(503, f"the job queue is unavailable: {error}") from None
         self.job.enqueued_at = time.time()
         self.job.expires_at = self.job.enqueued_at + settings.max_queue_wait_seconds
-        self._services.enqueue(self.job, queue)
+        fairqueue.push(redis, pool, klass_of(queue, pool), self.job, self._waiting, settings.queue_policy)
+        self._services.enqueue(self.job, queue, pool)
         self._services.open_runs.add(self)
         self._watch = DisconnectWatch(self._environ, self._on_disconnect).start()
         return self
@@ -207,11 +224,23 @@ class JobRun:
             self._services.relay.unsubscribe(self._subscription)
             self._subscription = None
         if self._admitted:
-            release(self._services.redis, self._key_name, self.job.id, self._pool, self.job.web_id)
+            redis = self._services.redis
+            if not self.started and fairqueue.remove(redis, self._pool, self.job.id):
+                self._record_unrun(redis)
+            release(redis, self._waiting.person, self.job.id, self._pool, self.job.web_id)
             self._admitted = False
         observers, self.observers = self.observers, []
         for observer in observers:
             getattr(observer, "close", lambda: None)()
+
+
+    def _record_unrun(self, redis) -> None:
+        """The job left the queue unrun: recorded as a worker records one it
+        drops (the client left, or its wait ran out)."""
+        reason = "expired" if time.time() > self.job.expires_at else "aborted"
+        with batched(redis) as pipe:
+            record_state(pipe, self.job.id, status="finished", reason=reason)
+            count_job(pipe, self.job.model, reason, 0, None)
 
 
 def start_job(job: Job, entry: ModelEntry, stream: bool = False) -> tuple[JobRun, Iterator[Event]]:
@@ -221,7 +250,7 @@ def start_job(job: Job, entry: ModelEntry, stream: bool = False) -> tuple[JobRun
     supersedes the same person's previous completion for the model (only once
     admitted and queued: a refused request cancels nothing)."""
     own = services()
-    run = JobRun(own, job, request.environ, current_key().name, _key_limits(own.settings))
+    run = JobRun(own, job, request.environ, _waiting(own, entry), _admission_limits(own))
     try:
         run.start(queue_for(job, entry), entry.pool)
         if entry.supersede and is_code_completion(job):

@@ -11,7 +11,7 @@ from prometheus_client.core import CollectorRegistry, CounterMetricFamily, Gauge
 from app.services import Services
 from protocol.keys import REJECTED, TOKENS, events_channel_pattern
 from protocol.metrics import TTFT_BUCKETS, jobs_finished, ttft_histogram
-from protocol.queue import completion_queue
+from protocol import fairqueue
 
 
 class ClusterCollector:
@@ -31,10 +31,7 @@ class ClusterCollector:
         yield _counter_by("switchboard_tokens_generated", "Tokens generated, by model.", "model", tokens)
         yield _counter_by("switchboard_rejected", "Requests turned away, by reason.", "reason",
                           redis.hgetall(REJECTED))
-        depth = GaugeMetricFamily("switchboard_queue_depth", "Jobs waiting, by pool.", labels=["pool"])
-        for pool in sorted(registry.pools()):
-            depth.add_metric([pool], redis.llen(pool) + redis.llen(completion_queue(pool)))
-        yield depth
+        yield from _queues(redis, sorted(registry.pools()))
         yield GaugeMetricFamily("switchboard_active_streams", "Requests waiting on a job's events.",
                                 value=len(redis.pubsub_channels(events_channel_pattern())))
         yield self._ttft(redis, [name for name in registry.names() if self._visible(name)])
@@ -49,6 +46,25 @@ class ClusterCollector:
                 buckets = [(repr(b), raw.get(repr(b), 0.0)) for b in TTFT_BUCKETS] + [("+Inf", raw.get("+Inf", 0.0))]
                 family.add_metric([model], buckets, sum_value=raw.get("sum", 0.0))
         return family
+
+
+# Per-person waiting counts name at most this many people per pool (those
+# with the most jobs waiting); the rest are summed as "other".
+PEOPLE_SHOWN = 10
+
+
+def _queues(redis, pools: list[str]):
+    depth = GaugeMetricFamily("switchboard_queue_depth", "Jobs waiting, by pool.", labels=["pool"])
+    people = GaugeMetricFamily("switchboard_queue_waiting", "Jobs waiting, by pool and person "
+                               f"(the {PEOPLE_SHOWN} with most waiting; the rest as other).", labels=["pool", "person"])
+    for pool in pools:
+        depth.add_metric([pool], fairqueue.depth(redis, pool))
+        waiting = sorted(fairqueue.waiting_by_person(redis, pool).items(), key=lambda item: (-item[1], item[0]))
+        for person, count in waiting[:PEOPLE_SHOWN]:
+            people.add_metric([pool, person], count)
+        if len(waiting) > PEOPLE_SHOWN:
+            people.add_metric([pool, "other"], sum(count for _, count in waiting[PEOPLE_SHOWN:]))
+    return depth, people
 
 
 def _counter_by(name: str, doc: str, label: str, values: dict) -> CounterMetricFamily:

@@ -14,8 +14,7 @@ from app.relay import Relay
 from catalog.registry import Registry
 from protocol.contract import Job
 from protocol.errors import SwitchboardError
-from protocol.queue import RUN_JOB_TASK
-from queue_config import app as celery_app
+from queue_config import send_ticket
 from settings import Settings
 
 
@@ -25,28 +24,17 @@ class Services:
     registry: Registry
     redis: Redis
     relay: Relay
-    enqueue: Callable[[Job, str], None]
+    enqueue: Callable[[Job, str, str], None]  # job, queue, pool: sends its ticket
     keys: KeyRing
     lease: WebLease = field(default_factory=WebLease)
     open_runs: set = field(default_factory=set)  # this process's unfinished requests (for shutdown)
 
 
-def enqueue_by_name(job: Job, queue: str) -> None:
-    """The front end knows the task by name only; it never imports worker code.
-
-    Celery's own message API (create_task_message, router, send_task_message:
-    the steps send_task takes) without send_task's extras: it would build a
-    result backend object and an AsyncResult in every request greenlet and
-    repr the whole job, about half a millisecond per request for nothing
-    (results are ignored; events travel over pub/sub). The Celery task id
-    is the job id."""
-    amqp = celery_app.amqp
+def enqueue_by_name(job: Job, queue: str, pool: str) -> None:
+    """Queue the job in its pool's fair queue and send its ticket by task
+    name: the front end never imports worker code."""
     try:
-        message = amqp.create_task_message(job.id, RUN_JOB_TASK, [job.model_dump(mode="json")], {},
-                                           argsrepr=f"job {job.id}", kwargsrepr="{}", ignore_result=True)
-        options = amqp.router.route({"queue": queue}, RUN_JOB_TASK)
-        with celery_app.producer_pool.acquire(block=True) as producer:
-            amqp.send_task_message(producer, RUN_JOB_TASK, message, **options)
+        send_ticket(queue, pool, job.id, job.id)
     except Exception as error:  # kombu raises OperationalError and friends when the broker is down
         raise SwitchboardError(f"the job queue is unavailable ({type(error).__name__}); try again", 503) from None
 

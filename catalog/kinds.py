@@ -20,11 +20,14 @@ class BackendKind:
     native_tools: bool = False
     # The queue (pool) its models use unless the registry says otherwise.
     default_pool: str = "local"
+    # Runs one job at a time per worker process (one model context): the
+    # fair queue gives its jobs only to a worker whose copy is idle.
+    serial: bool = False
 
 
 KINDS: dict[str, BackendKind] = {kind.name: kind for kind in (
     BackendKind("echo", EchoSettings),
-    BackendKind("llamacpp", LlamaCppSettings),
+    BackendKind("llamacpp", LlamaCppSettings, serial=True),
     BackendKind("openai", UpstreamSettings, native_tools=True, default_pool="upstream"),
     BackendKind("ollama", UpstreamSettings, native_tools=True, default_pool="upstream"),
 )}

@@ -1,14 +1,15 @@
 """Admission control, enforced in Redis so it holds across web processes:
-requests per minute (a sliding window) and concurrent jobs per key, and a
-bounded queue per pool whose places are reserved at admission. One Lua
-script checks and records atomically.
+requests per minute per person (a sliding window) and a bounded queue per
+pool whose places are reserved at admission. One Lua script checks and
+records atomically. (A person's concurrency limit does not refuse: their
+job waits its turn in the fair queue, protocol/fairqueue.py.)
 
 Every admitted job is recorded with the web process that holds it
-(keys.lease_member): a slot or a queue place whose web process's lease has
-lapsed (it crashed) is freed by the next admission, within seconds. A
-rejection carries a Retry-After: exact for the rate limit, else from the
-observed drain rate of the pool's queue (workers count as they take jobs:
-see commands.take_job)."""
+(keys.lease_member): a queue place whose web process's lease has lapsed (it
+crashed) is freed by the next admission, within seconds. A rejection carries
+a Retry-After: exact for the rate limit, else from the observed drain rate
+of the pool's queue (workers count as they take jobs: see
+commands.take_job)."""
 from __future__ import annotations
 
 import math
@@ -23,10 +24,9 @@ from protocol.commands import batched, drained_recently
 RATE_WINDOW_SECONDS = 60
 
 _ADMIT = """
-local rpm_key, active_key, queued_key = KEYS[1], KEYS[2], KEYS[3]
-local now, stale_before, rpm, max_active, max_queue = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]),
-    tonumber(ARGV[4]), tonumber(ARGV[5])
-local member, lease_prefix, window = ARGV[6], ARGV[7], tonumber(ARGV[8])
+local rpm_key, queued_key = KEYS[1], KEYS[2]
+local now, stale_before, rpm, max_queue = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+local member, lease_prefix, window = ARGV[5], ARGV[6], tonumber(ARGV[7])
 local alive = {}
 local function prune(key)
   redis.call('ZREMRANGEBYSCORE', key, '-inf', stale_before)
@@ -45,12 +45,8 @@ redis.call('ZREMRANGEBYSCORE', rpm_key, '-inf', now - window)
 if redis.call('ZCARD', rpm_key) >= rpm then
   return {'rate_limit', depth, redis.call('ZRANGE', rpm_key, 0, 0, 'WITHSCORES')[2]}
 end
-prune(active_key)
-if redis.call('ZCARD', active_key) >= max_active then return {'concurrency', depth} end
 redis.call('ZADD', rpm_key, now, member)
 redis.call('EXPIRE', rpm_key, window + 1)
-redis.call('ZADD', active_key, now, member)
-redis.call('EXPIRE', active_key, 86400)
 redis.call('ZADD', queued_key, now, member)
 redis.call('EXPIRE', queued_key, 86400)
 return {'ok', depth}
@@ -61,7 +57,7 @@ return {'ok', depth}
 class Busy(Exception):
     """Over a limit: 429 on OpenAI routes, 503 on Ollama's."""
 
-    reason: str  # rate_limit, concurrency, queue_full
+    reason: str  # rate_limit, queue_full
     message: str
     retry_after: int
 
@@ -74,12 +70,12 @@ def retry_after_seconds(redis: Redis, pool: str, ahead: int) -> int:
     return max(1, min(300, math.ceil((ahead + 1) / per_second)))
 
 
-def admit(redis: Redis, key_name: str, job_id: str, pool: str, web_id: str, *, requests_per_minute: int,
-          max_concurrent: int, max_queue: int, stale_after: float) -> None:
+def admit(redis: Redis, person: str, job_id: str, pool: str, web_id: str, *, requests_per_minute: int,
+          max_queue: int, stale_after: float) -> None:
     now = time.time()
     reason, depth, *oldest = redis.eval(
-        _ADMIT, 3, keys.rpm_key(key_name), keys.active_key(key_name), keys.queued_key(pool),
-        now, now - stale_after, requests_per_minute, max_concurrent, max_queue, keys.lease_member(web_id, job_id),
+        _ADMIT, 2, keys.rpm_key(person), keys.queued_key(pool),
+        now, now - stale_after, requests_per_minute, max_queue, keys.lease_member(web_id, job_id),
         keys.WEB_LEASE_PREFIX, RATE_WINDOW_SECONDS)
     reason = reason.decode() if isinstance(reason, bytes) else reason
     if reason == "ok":
@@ -88,15 +84,14 @@ def admit(redis: Redis, key_name: str, job_id: str, pool: str, web_id: str, *, r
         free_at = float(oldest[0]) + RATE_WINDOW_SECONDS  # when the oldest request leaves the window
         raise Busy(reason, f"rate limit reached: {requests_per_minute} requests per minute for this key",
                    max(1, math.ceil(free_at - now)))
-    if reason == "concurrency":
-        raise Busy(reason, f"too many concurrent requests: {max_concurrent} at a time for this key",
-                   retry_after_seconds(redis, pool, 0))
     raise Busy(reason, f"the {pool} queue is full ({depth} jobs waiting)", retry_after_seconds(redis, pool, depth))
 
 
-def release(redis, key_name: str, job_id: str, pool: str, web_id: str) -> None:
-    """The job ended (or was never taken): its slot and queue place are free."""
+def release(redis, person: str, job_id: str, pool: str, web_id: str) -> None:
+    """The job ended (or was never taken): its queue place and running slot
+    are free (the worker frees the slot itself when the job ends; this is
+    for a job it never ran or a worker that died)."""
     member = keys.lease_member(web_id, job_id)
     with batched(redis) as pipe:
-        pipe.zrem(keys.active_key(key_name), member)
+        pipe.zrem(keys.active_key(person), member)
         pipe.zrem(keys.queued_key(pool), member)

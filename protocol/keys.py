@@ -2,8 +2,10 @@
 one change, and an operator can read here what Switchboard keeps in Redis.
 
 Per job: `events` (pub/sub), `abort`, `state`, `alive`, `claim`.
-Per key: `rpm`, `active` (admission). Per pool: `queued` (admitted, not yet
-taken), `drained` (Retry-After). Per process: `worker` (presence, for
+Per person: `rpm` (admission), `active` (running jobs). Per pool: `queued`
+(admitted, not yet taken: the queue bound), `drained` (Retry-After), and the
+fair queue `fq:*` (the waiting jobs themselves, in the order workers take
+them). Per process: `worker` (presence, for
 /readyz), `loaded` (/api/ps), a web process's lease and its relay's own
 channel. Metrics: `metrics:*`.
 """
@@ -91,9 +93,10 @@ def rpm_key(key_name: str) -> str:
     return f"{PREFIX}:rpm:{key_name}"
 
 
-def active_key(key_name: str) -> str:
-    """A sorted set of the key's admitted, unfinished jobs (score: admission time)."""
-    return f"{PREFIX}:active:{key_name}"
+def active_key(person: str) -> str:
+    """A sorted set of the person's running jobs (score: when taken): their
+    concurrency limit counts these (protocol/fairqueue.py)."""
+    return f"{ACTIVE_PREFIX}{person}"
 
 
 def queued_key(pool: str) -> str:
@@ -143,3 +146,36 @@ REJECTED = f"{PREFIX}:metrics:rejected"  # field reason
 
 def ttft_key(model: str) -> str:
     return f"{PREFIX}:metrics:ttft:{model}"
+
+
+# --- the fair queue (protocol/fairqueue.py) ---------------------------------------------
+def fair_ready_key(pool: str, klass: str) -> str:
+    """A pool's waiting jobs of one class ("completion" or "chat"), scored by fair tag."""
+    return f"{PREFIX}:fq:{pool}:ready:{klass}"
+
+
+def fair_state_key(pool: str) -> str:
+    """A pool's virtual time, arrival counter and each waiting person's last tag."""
+    return f"{PREFIX}:fq:{pool}:state"
+
+
+def fair_waiting_key(pool: str) -> str:
+    """A pool's waiting jobs per person (for metrics)."""
+    return f"{PREFIX}:fq:{pool}:waiting"
+
+
+FAIR_JOB_PREFIX = f"{PREFIX}:fq:job:"  # + job id: a waiting job's payload and scheduling fields
+FAIR_FREE_PREFIX = f"{PREFIX}:fq:free:"  # + model: workers whose copy of a one-at-a-time model is idle
+FAIR_AFFINITY_PREFIX = f"{PREFIX}:fq:affinity:"  # + model:person: the worker holding the person's prompt cache
+FAIR_RESERVED_PREFIX = f"{PREFIX}:fq:reserved:"  # + model:worker: a job handed to that worker
+FAIR_BLOCKED_PREFIX = f"{PREFIX}:fq:blocked:"  # + person: pools where their jobs wait on their concurrency limit
+ACTIVE_PREFIX = f"{PREFIX}:active:"
+JOB_PREFIX = f"{PREFIX}:job:"
+
+
+def fair_job_key(job_id: str) -> str:
+    return f"{FAIR_JOB_PREFIX}{job_id}"
+
+
+def affinity_key(model: str, person: str) -> str:
+    return f"{FAIR_AFFINITY_PREFIX}{model}:{person}"

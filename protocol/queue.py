@@ -1,11 +1,19 @@
 """Queue names and the task name: how the web process reaches a worker
-without importing it (it enqueues by name)."""
+without importing it (it sends tickets by task name)."""
 from __future__ import annotations
 
-RUN_JOB_TASK = "switchboard.run_job"
+# A ticket: "a free slot may take a job of this pool" (protocol/fairqueue.py).
+TAKE_TASK = "switchboard.take"
 
 
 def completion_queue(pool: str) -> str:
-    """Code-completion jobs of a pool wait here, polled before the pool's
-    chat queue: editors need them fast and abandon them on every keystroke."""
+    """Tickets for code-completion jobs of a pool wait here, polled before the
+    pool's chat queue: editors need them fast and abandon them on every
+    keystroke."""
     return f"{pool}-completion"
+
+
+def direct_queue(worker_id: str) -> str:
+    """A worker's own queue: tickets for a job handed to it (it is idle and
+    can run the job's model, or holds the person's prompt cache)."""
+    return f"direct.{worker_id}"

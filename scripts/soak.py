@@ -90,7 +90,7 @@ def redis_state(client: redis.Redis) -> dict:
         return sum(client.zcard(k) for k in client.scan_iter(match=pattern))
     return {"keys": client.dbsize(), "memory_mb": round(client.info("memory")["used_memory"] / 2**20, 1),
             "slots": total("switchboard:active:*"), "queue_places": total("switchboard:queued:*"),
-            "queue_depth": client.llen("local") + client.llen("local-completion")}
+            "queue_depth": total("switchboard:fq:*:ready:*")}
 
 
 def sample_keys(client: redis.Redis, until: float, samples: list) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 from pathlib import Path
+from typing import Literal
 
 from pydantic import AliasChoices, Field, ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -44,6 +45,9 @@ class Settings(BaseSettings):
     requests_per_minute: int = _env("SWITCHBOARD_REQUESTS_PER_MINUTE", 600, ge=1)
     max_concurrent: int = _env("SWITCHBOARD_MAX_CONCURRENT", 16, ge=1)
     max_queue: int = _env("SWITCHBOARD_MAX_QUEUE", 500, ge=1)
+    # How workers choose among waiting jobs: fair shares between people, or
+    # arrival order ("fifo", the old behaviour, kept for comparison).
+    queue_policy: Literal["fair", "fifo"] = _env("SWITCHBOARD_QUEUE_POLICY", "fair")
     # A job not started within this is dropped: clients give up about then.
     max_queue_wait_seconds: float = _env("SWITCHBOARD_MAX_QUEUE_WAIT", 300.0, gt=0)
     # While a streaming job waits: SSE comments / empty NDJSON lines this often.

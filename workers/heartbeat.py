@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from typing import Callable
 
 from redis import Redis
 
@@ -29,6 +30,7 @@ class Heartbeat:
         self._worker_id = worker_id
         self._jobs: dict[str, tuple[str, Cancel | None]] = {}  # job id -> (its web process, its cancel)
         self.queues: list[str] = []
+        self.on_beat: Callable[[], None] | None = None  # more to refresh with each beat
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
 
@@ -53,6 +55,8 @@ class Heartbeat:
         presence = {"id": self._worker_id, "queues": self.queues} if self.queues else None
         jobs = dict(self._jobs)
         beat(self._redis, list(jobs), presence)
+        if self.on_beat is not None:
+            self.on_beat()
         dead = dead_webs(self._redis, {web for web, _ in jobs.values() if web})
         for job_id, (web_id, cancel) in jobs.items():
             if web_id in dead and cancel is not None and not cancel.is_set():

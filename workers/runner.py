@@ -28,6 +28,7 @@ from workers.cancel import Cancel
 from workers.heartbeat import Heartbeat
 from workers.instances import BackendInstances
 from workers.pieces import Outcome
+from workers.slots import Slots
 from workers.prompts import is_load_only, resolve_prompt
 from workers.publisher import EventPublisher
 from workers.toolcalls.emulation import ReplyFilter, ToolPlan, plan_tools
@@ -43,6 +44,7 @@ class RunContext:
     aborts: AbortWatch
     worker_id: str
     heartbeat: Heartbeat
+    slots: Slots | None = None
     max_job_seconds: float = 600.0
     max_job_tokens: int = 16384
     loaded_marker_seconds: int = 300

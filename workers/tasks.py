@@ -1,4 +1,5 @@
-"""The Celery task: a thin wrapper that validates the job and calls the runner.
+"""The Celery task: a ticket lets a slot take jobs from the fair queue
+(workers/slots.py); each job is validated and run by the runner.
 
 Each worker process builds its run context (Redis, registry, backends, abort
 listener) on its first job, after any fork.
@@ -10,21 +11,21 @@ import os
 import socket
 from functools import lru_cache
 
-from celery.signals import worker_process_init, worker_ready
-from pydantic import ValidationError
+from celery.signals import worker_process_init, worker_ready, worker_shutting_down
 
 from catalog.registry import load_registry
 from protocol import keys
 from protocol.commands import publish_event
 from protocol.connection import redis_client
-from protocol.contract import ErrorEvent, Job
-from protocol.queue import RUN_JOB_TASK
-from queue_config import app
+from protocol.contract import ErrorEvent
+from protocol.queue import TAKE_TASK
+from queue_config import app, send_ticket
 from settings import settings_from_environment
 from workers.abort_watch import AbortWatch
 from workers.heartbeat import Heartbeat
 from workers.instances import BackendInstances
 from workers.runner import RunContext, run_job
+from workers.slots import Slots
 
 log = logging.getLogger(__name__)
 
@@ -35,9 +36,11 @@ def _context(pid: int) -> RunContext:
     keys.configure(settings.redis_url, settings.record_seconds)
     redis = redis_client(settings.redis_url, "switchboard-worker", settings.redis_connections)
     worker_id = f"{socket.gethostname()}:{pid}"
+    registry = load_registry(settings.models_path)
     return RunContext(
         redis=redis,
-        backends=BackendInstances(load_registry(settings.models_path)),
+        backends=BackendInstances(registry),
+        slots=Slots(redis, worker_id, registry, send_ticket),
         aborts=AbortWatch(redis),
         worker_id=worker_id,
         heartbeat=Heartbeat(redis, worker_id),
@@ -47,18 +50,27 @@ def _context(pid: int) -> RunContext:
     )
 
 
-@app.task(name=RUN_JOB_TASK, ignore_result=True)
-def run(payload: dict) -> str:
+@app.task(name=TAKE_TASK, ignore_result=True)
+def take(ticket: dict) -> str:
+    """Run the fairest job this slot may run, then the next while any waits."""
     ctx = _context(os.getpid())
-    try:
-        job = Job.model_validate(payload)
-    except ValidationError as error:
-        log.error("rejected a malformed job: %s", error)
-        job_id = payload.get("id") if isinstance(payload, dict) else None
-        if isinstance(job_id, str):
-            publish_event(ctx.redis, job_id, ErrorEvent(message="malformed job", status=500))
-        return "error"
-    return run_job(job, ctx)
+    pool, want = str(ticket.get("pool", "")), str(ticket.get("job") or "")
+    reason = "none"
+    while not ctx.slots.stopping:
+        taken = ctx.slots.take(pool, want)
+        want = ""
+        if taken.malformed:
+            log.error("rejected a malformed job %s: %s", taken.job_id, taken.malformed)
+            publish_event(ctx.redis, taken.job_id, ErrorEvent(message="malformed job", status=500))
+            ctx.slots.finish(pool, taken)
+            continue
+        if taken.job is None:
+            break
+        try:
+            reason = run_job(taken.job, ctx)
+        finally:
+            ctx.slots.finish(pool, taken)
+    return reason
 
 
 @worker_process_init.connect
@@ -71,6 +83,16 @@ def _warm_up(**_) -> None:
 @worker_ready.connect
 def _announce(sender=None, **_) -> None:
     """Publish this worker and its queues (for /readyz) from now on."""
-    heartbeat = _context(os.getpid()).heartbeat
-    heartbeat.queues = sorted(q.name for q in sender.task_consumer.queues)
-    heartbeat.start()
+    ctx = _context(os.getpid())
+    if type(sender.pool).__module__ != "celery.concurrency.prefork":  # this process runs its jobs
+        sender.add_task_queue(ctx.slots.start_tracking())
+        ctx.heartbeat.on_beat = ctx.slots.refresh
+    ctx.heartbeat.queues = sorted(q.name for q in sender.task_consumer.queues
+                                  if not q.name.startswith("direct."))
+    ctx.heartbeat.start()
+
+
+@worker_shutting_down.connect
+def _stop_taking(**_) -> None:
+    """A warm shutdown lets running jobs finish; their slots take no more."""
+    _context(os.getpid()).slots.stopping = True

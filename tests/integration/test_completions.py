@@ -11,7 +11,7 @@ import openai
 import pytest
 
 from tests.integration.events_tap import EventsTap
-from tests.integration.waits import queued, wait_until
+from tests.integration.waits import queued, wait_until, waiting
 from tests.integration.http import DroppableStream, post_raw
 from protocol.commands import job_state
 from protocol.keys import job_of_channel
@@ -187,14 +187,14 @@ def test_completions_overtake_queued_chat(base_url, redis_client, redis_url):
     try:
         for blocker in blockers:
             assert blocker.read_line()
-        waiting = redis_client.llen("local"), redis_client.llen("local-completion")
+        before = waiting(redis_client, "local"), waiting(redis_client, "local-completion")
         chat = DroppableStream(base_url, "/api/chat", {"model": "echo", "stream": False, "messages": [
             {"role": "user", "content": "chatjob"}]})
-        wait_until(queued(redis_client, "local", waiting[0] + 1), what="the chat job to be queued")
+        wait_until(queued(redis_client, "local", before[0] + 1), what="the chat job to be queued")
         completion = DroppableStream(base_url, "/api/generate", {"model": "echo", "prompt": "fimjob", "raw": True,
                                                                  "stream": False})
-        wait_until(queued(redis_client, "local-completion", waiting[1] + 1), what="the completion to be queued")
-        assert redis_client.llen("local") == waiting[0] + 1  # the chat job still waits: no slot was free
+        wait_until(queued(redis_client, "local-completion", before[1] + 1), what="the completion to be queued")
+        assert waiting(redis_client, "local") == before[0] + 1  # the chat job still waits: no slot was free
         blockers[0].drop()  # one slot frees up: the completion, queued later, goes first
         assert b"fimjob" in completion.read_line() and b"chatjob" in chat.read_line()
 

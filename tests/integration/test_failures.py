@@ -19,7 +19,7 @@ from tests.integration.http import DroppableStream, post_raw
 from scripts.processes import stack_env, start_stack, start_web, start_worker
 from protocol.commands import job_state
 from protocol.keys import job_of_channel
-from tests.integration.waits import wait_until
+from tests.integration.waits import queued, wait_until
 
 SLOW = {"model": "echo:slow", "messages": [{"role": "user", "content": " ".join(f"w{i}" for i in range(200))}]}
 
@@ -199,12 +199,13 @@ def test_a_killed_web_process_frees_its_slots_and_stops_its_jobs_within_seconds(
         streams = [DroppableStream(base, "/api/chat", SLOW, headers) for _ in range(3)]
         for stream in streams:
             assert stream.read_line()
-        assert post_raw(base, "/api/chat", {"model": "echo", "messages": []}, headers)[0] == 503  # all 3 slots held
+        client = redis.Redis.from_url(own_redis.url)
+        streams.append(DroppableStream(base, "/api/chat", SLOW, headers))  # all 3 slots held: it waits its turn
+        wait_until(queued(client, "local"), what="alice's fourth job to wait")
         os.kill(gunicorn_worker_pid(web), signal.SIGKILL)  # OOM, a worker timeout: no cleanup runs
         killed = time.monotonic()
-        client = redis.Redis.from_url(own_redis.url)
         job_ids = [k.decode().split(":")[2] for k in client.scan_iter(match="switchboard:job:*:state")]
-        assert len(job_ids) == 3
+        assert len(job_ids) == 3  # the fourth never started
         wait_until(lambda: all(job_state(client, j).get("reason") == "aborted" for j in job_ids), 20,
                    "the orphaned jobs to be aborted")
         # gunicorn's master starts a new worker; the dead one's slots are free again

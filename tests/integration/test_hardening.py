@@ -15,6 +15,7 @@ import pytest
 
 from tests.integration.http import DroppableStream, post_raw
 from tests.integration.waits import queued, wait_until
+from tests.integration.waits import waiting as jobs_waiting
 from scripts.processes import stack_env, start_web, start_worker
 from protocol.commands import job_state
 
@@ -126,17 +127,18 @@ def test_requests_per_minute(h):
     assert json.loads(body) == {"error": "server busy, please try again.  maximum pending requests exceeded"}
 
 
-def test_concurrent_jobs_per_key(h):
-    first = DroppableStream(h["base"], "/api/chat", {"model": "echo:slow", "messages": [
+def test_over_their_concurrency_limit_a_person_waits_their_turn(h, patient, redis_client):
+    first = DroppableStream(patient, "/api/chat", {"model": "echo:slow", "messages": [
         {"role": "user", "content": LONG}]}, auth("carol"))
     assert first.read_line()
-    status, headers, body = post_raw(h["base"], "/v1/chat/completions", CHAT, auth("carol"))
-    assert status == 429 and json.loads(body)["error"]["message"].startswith("too many concurrent requests: 1")
-    assert int(headers["Retry-After"]) >= 1
-    first.drop()
-    deadline = time.monotonic() + 3
-    while post_raw(h["base"], "/v1/chat/completions", CHAT, auth("carol"))[0] != 200:
-        assert time.monotonic() < deadline  # the slot is released when the stream closes
+    second = DroppableStream(patient, "/api/chat", {"model": "echo", "messages": [
+        {"role": "user", "content": "my turn"}]}, auth("carol"))
+    wait_until(queued(redis_client, "local"), what="carol's second job to wait (not be refused)")
+    assert post_raw(patient, "/v1/chat/completions", CHAT, auth("alice"))[0] == 200  # others are not held up
+    assert jobs_waiting(redis_client, "local") == 1 and json.loads(second.read_line())["message"]["content"] == ""
+    first.drop()  # carol's slot frees: her waiting job runs
+    lines = [json.loads(line) for line in iter(second.read_line, b"")]
+    assert "".join(l["message"]["content"] for l in lines) == "my turn" and lines[-1]["done"] is True
 
 
 def test_a_full_queue_is_busy_with_retry_after_and_a_job_past_its_wait_expires(h, redis_client):
@@ -157,18 +159,18 @@ def test_a_full_queue_is_busy_with_retry_after_and_a_job_past_its_wait_expires(h
     assert error["error"]["message"] == "no worker started the job within 6 s"
     for stream in waiting:
         stream.drop()
-    # A worker that starts now drops the expired jobs instead of running them.
+    # The expired jobs left the queue with their streams: a worker that starts now runs none of them.
+    def unrun_states():
+        states = [job_state(redis_client, k.decode().split(":")[2])
+                  for k in redis_client.scan_iter(match="switchboard:job:*:state")]
+        return len(states) >= 3 and all(s.get("reason") in ("expired", "aborted") for s in states) and states
+    wait_until(unrun_states, timeout=10, what="the three jobs to be recorded as unrun")
+    assert jobs_waiting(redis_client, "tight") == 0
     worker = start_worker(h["env"], concurrency=2, queues="tight")
     try:
-        deadline = time.monotonic() + 10
-        states = []
-        while time.monotonic() < deadline:
-            states = [job_state(redis_client, k.decode().split(":")[2])
-                      for k in redis_client.scan_iter(match="switchboard:job:*:claim")]
-            if len(states) >= 3 and all(s.get("reason") in ("expired", "aborted") for s in states):
-                break
-            time.sleep(0.1)
-        assert len(states) >= 3 and all("started_at" not in s for s in states), states
+        wait_until(lambda: "tight" in str(redis_client.mget(list(redis_client.scan_iter(
+            match="switchboard:worker:*")))), what="the tight worker to consume")
+        assert all("started_at" not in state for state in unrun_states())
     finally:
         worker.stop()
 

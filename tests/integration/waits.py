@@ -5,6 +5,8 @@ from __future__ import annotations
 import time
 from typing import Callable, TypeVar
 
+from protocol import keys
+
 T = TypeVar("T")
 
 
@@ -20,6 +22,13 @@ def wait_until(condition: Callable[[], T], timeout: float = 30, what: str = "the
         time.sleep(0.01)
 
 
+def waiting(redis, queue: str) -> int:
+    """Jobs waiting in the fair queue behind a Celery queue's name ("pool" for
+    its chat jobs, "pool-completion" for its code completions)."""
+    pool = queue.removesuffix("-completion")
+    return redis.zcard(keys.fair_ready_key(pool, "completion" if queue.endswith("-completion") else "chat"))
+
+
 def queued(redis, queue: str, count: int = 1) -> Callable[[], bool]:
-    """The Celery queue holds at least `count` jobs (Redis lists named by queue)."""
-    return lambda: redis.llen(queue) >= count
+    """At least `count` jobs wait behind the queue (see `waiting`)."""
+    return lambda: waiting(redis, queue) >= count

@@ -29,7 +29,7 @@ class ScriptedJobs:
         self._subscriptions.pop(subscription.channel.decode(), None)
 
     # Enqueue
-    def enqueue(self, job, queue: str) -> None:
+    def enqueue(self, job, queue: str, pool: str) -> None:
         self.jobs.append((job, queue))
         subscription = self._subscriptions[events_channel(job.id)]
         for event in self.replies.pop(0):

@@ -1,0 +1,173 @@
+"""The waiting room of each pool: jobs wait in Redis, and a worker with a free
+slot takes the fairest one it may run. Celery carries only *tickets* ("a
+slot may take a job of pool P"), one per job: which job a ticket runs is
+decided when a worker takes it, so the order can be fair however many web
+processes queue jobs and however many workers take them.
+
+Order: code completions before chat (editors abandon them on every
+keystroke), and within each class start-time fair queueing across people: a
+person's job is tagged with the pool's virtual time or their previous job's
+tag plus 1/weight, whichever is later, and the lowest tag goes first. A
+person with 200 jobs queued is interleaved with someone who sends one; with
+the "fifo" policy (kept for comparison) tags are arrival order.
+
+A job is skipped, not refused, while its person runs as many jobs as their
+concurrency limit allows (see `finish`: their next job is taken when one
+ends). Models that run one job at a time per worker (llama.cpp: one context
+per process) are taken only by a worker whose copy is idle; a worker that
+cannot run one hands it to a worker that can (a direct ticket), preferring
+the worker that ran the same person's previous job on that model (its prompt
+cache holds their prefix), and never waiting for a busy worker for the
+cache's sake.
+
+Jobs whose client left, whose web process died or whose time is up are
+dropped by whoever meets them first.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, replace
+from functools import lru_cache
+from pathlib import Path
+
+from pydantic import ValidationError
+from redis import Redis
+from redis.commands.core import Script
+
+from protocol import keys
+from protocol.commands import ALIVE_TTL_SECONDS, batched
+from protocol.contract import Job
+
+POLICIES = ("fair", "fifo")
+CLASSES = ("completion", "chat")
+# How long a job handed to a particular worker is held for it.
+HOLD_SECONDS = 3.0
+# A worker's free mark counts this long after its last refresh (its heartbeat).
+FREE_FRESH_SECONDS = ALIVE_TTL_SECONDS * 3
+# How long a person's affinity to a worker is remembered.
+AFFINITY_SECONDS = 3600
+
+_LUA = Path(__file__).with_name("lua")
+
+
+@lru_cache(maxsize=None)
+def _script(redis: Redis, name: str) -> Script:
+    return redis.register_script((_LUA / f"{name}.lua").read_text())
+
+
+def _run(redis: Redis, name: str, keys_: list[str], args: list) -> object:
+    """EVALSHA, loading the script on first use (and again after a Redis restart)."""
+    return _script(redis, name)(keys=keys_, args=args, client=redis)
+
+
+@dataclass(frozen=True)
+class Waiting:
+    """How a job waits: who asked, their limit and weight, what it needs."""
+    person: str
+    limit: int
+    weight: float = 1.0
+    serial: bool = False  # its model runs one job at a time per worker
+
+
+def push(redis: Redis, pool: str, klass: str, job: Job, waiting: Waiting, policy: str = "fair") -> None:
+    fields = {"limit": waiting.limit, "lease": keys.lease_member(job.web_id, job.id), "model": job.model,
+              "serial": "1" if waiting.serial else "0", "expires": repr(job.expires_at), "web": job.web_id}
+    args = [job.id, job.model_dump_json(), waiting.person, waiting.weight, policy]
+    for name, value in fields.items():
+        args += [name, value]
+    _run(redis, "fair_push", [keys.fair_ready_key(pool, klass), keys.fair_job_key(job.id),
+                              keys.fair_state_key(pool), keys.fair_waiting_key(pool)], args)
+
+
+def remove(redis: Redis, pool: str, job_id: str) -> bool:
+    """Take a job out of the queue unrun (its client left, its time is up).
+    False if it is not waiting (a worker took it)."""
+    return bool(redis.eval(_REMOVE, 3, keys.fair_job_key(job_id), keys.fair_waiting_key(pool),
+                           keys.fair_state_key(pool)))
+
+
+_REMOVE = """
+local job, waiting, state = KEYS[1], KEYS[2], KEYS[3]
+local ready, member, person = unpack(redis.call('HMGET', job, 'ready', 'member', 'person'))
+if not ready then return 0 end
+redis.call('ZREM', ready, member)
+redis.call('DEL', job)
+if redis.call('HINCRBY', waiting, person, -1) <= 0 then
+  redis.call('HDEL', waiting, person)
+  redis.call('HDEL', state, 'finish:' .. person)
+end
+return 1
+"""
+
+
+@dataclass(frozen=True)
+class Taken:
+    job: Job | None  # None: nothing this worker may run now (or a malformed payload)
+    person: str = ""
+    lease: str = ""
+    forward_to: str = ""  # a worker to send a direct ticket for forward_job
+    forward_job: str = ""
+    job_id: str = ""
+    malformed: str = ""  # why the taken payload is not a job
+
+
+def take(redis: Redis, pool: str, worker_id: str, want: str = "", idle_serial: list[str] | None = None) -> Taken:
+    """The fairest job this worker may run (`want` first, if it may), counted
+    as running for its person. `idle_serial`: the one-at-a-time models whose
+    copy in this worker is idle (None: the worker does not track them, and
+    takes any job)."""
+    tracks_free = idle_serial is not None
+    now = time.time()
+    args = [keys.FAIR_JOB_PREFIX, keys.ACTIVE_PREFIX, keys.FAIR_FREE_PREFIX, keys.FAIR_AFFINITY_PREFIX,
+            keys.WEB_LEASE_PREFIX, keys.JOB_PREFIX, keys.FAIR_RESERVED_PREFIX, keys.FAIR_BLOCKED_PREFIX,
+            worker_id, repr(now), want, "1" if tracks_free else "0", repr(now - FREE_FRESH_SECONDS),
+            HOLD_SECONDS, pool, *(idle_serial or [])]
+    found, payload, person, lease, job_id, forward_to, forward_job = _run(
+        redis, "fair_take", [*(keys.fair_ready_key(pool, k) for k in CLASSES), keys.fair_state_key(pool),
+                             keys.fair_waiting_key(pool), keys.queued_key(pool)], args)
+    taken = Taken(None, _text(person), _text(lease), _text(forward_to), _text(forward_job), _text(job_id))
+    if found != b"job":
+        return taken
+    try:
+        return replace(taken, job=Job.model_validate_json(payload))
+    except ValidationError as error:
+        return replace(taken, malformed=str(error))
+
+
+def _text(value) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def finish(redis: Redis, person: str, lease: str) -> list[str]:
+    """A taken job ended: its person's slot is free. Returns the pools where
+    that person's jobs were skipped for their limit (each needs a ticket)."""
+    blocked_key = keys.FAIR_BLOCKED_PREFIX + person
+    pipe = redis.pipeline(transaction=True)
+    pipe.zrem(keys.active_key(person), lease)
+    pipe.smembers(blocked_key)
+    pipe.delete(blocked_key)
+    _, blocked, _ = pipe.execute()
+    return sorted(_text(pool) for pool in blocked)
+
+
+def mark_free(redis: Redis, worker_id: str, models: list[str]) -> None:
+    """The worker's copies of these one-at-a-time models are idle."""
+    if models:
+        _run(redis, "fair_free", [], [keys.FAIR_FREE_PREFIX, keys.FAIR_RESERVED_PREFIX, worker_id, repr(time.time()),
+                                      *models])
+
+
+def remember_affinity(redis: Redis, model: str, person: str, worker_id: str) -> None:
+    """The worker now holds the person's prompt for the model in its cache."""
+    redis.set(keys.affinity_key(model, person), worker_id, ex=AFFINITY_SECONDS)
+
+
+def depth(redis: Redis, pool: str) -> int:
+    pipe = redis.pipeline(transaction=False)
+    for klass in CLASSES:
+        pipe.zcard(keys.fair_ready_key(pool, klass))
+    return sum(pipe.execute())
+
+
+def waiting_by_person(redis: Redis, pool: str) -> dict[str, int]:
+    return {_text(person): int(count) for person, count in redis.hgetall(keys.fair_waiting_key(pool)).items()}

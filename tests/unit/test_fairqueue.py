@@ -1,0 +1,157 @@
+"""The fair queue's Lua on a real Redis: order of service across people
+(fair and FIFO), completions first, the per-person limit as waiting, weights,
+abandoned jobs dropped, one-at-a-time models handed to an idle worker, and
+a person's affinity to the worker holding their prompt cache."""
+from __future__ import annotations
+
+import time
+import uuid
+
+import pytest
+
+from protocol import fairqueue, keys
+from protocol.commands import renew_web_lease, send_abort
+from protocol.contract import Job, Message
+from protocol.fairqueue import Waiting
+
+POOL = "local"
+
+
+@pytest.fixture
+def web(clean_redis):
+    web_id = uuid.uuid4().hex
+    renew_web_lease(clean_redis, web_id)
+    return web_id
+
+
+def queue(redis, web, person, *, model="echo", klass="chat", limit=100, weight=1.0, serial=False,
+          policy="fair", expires_in=60.0) -> str:
+    job = Job(id=uuid.uuid4().hex, model=model, messages=[Message(role="user", content=person)], web_id=web,
+              expires_at=time.time() + expires_in)
+    fairqueue.push(redis, POOL, klass, job, Waiting(person, limit, weight, serial), policy)
+    return job.id
+
+
+def take_all(redis, worker="w", **kwargs) -> list[str]:
+    """Who each taken job belonged to, in order, finishing each at once."""
+    order = []
+    while (taken := fairqueue.take(redis, POOL, worker, **kwargs)).job is not None:
+        order.append(taken.person)
+        fairqueue.finish(redis, taken.person, taken.lease)
+    return order
+
+
+def test_a_backlog_is_interleaved_with_a_newcomer(clean_redis, web):
+    for _ in range(5):
+        queue(clean_redis, web, "alice")
+    queue(clean_redis, web, "bob")
+    queue(clean_redis, web, "bob")
+    assert take_all(clean_redis) == ["alice", "bob", "alice", "bob", "alice", "alice", "alice"]
+
+
+def test_fifo_keeps_arrival_order(clean_redis, web):
+    for person in ["alice"] * 3 + ["bob"]:
+        queue(clean_redis, web, person, policy="fifo")
+    assert take_all(clean_redis) == ["alice", "alice", "alice", "bob"]
+
+
+def test_someone_arriving_later_goes_next_not_last(clean_redis, web):
+    for _ in range(10):
+        queue(clean_redis, web, "alice")
+    taken = [fairqueue.take(clean_redis, POOL, "w") for _ in range(3)]  # alice's first three run
+    queue(clean_redis, web, "bob")
+    assert fairqueue.take(clean_redis, POOL, "w").person == "bob"
+    assert all(t.person == "alice" for t in taken)
+
+
+def test_weights_share_in_proportion(clean_redis, web):
+    for _ in range(6):
+        queue(clean_redis, web, "batch", weight=1.0)
+        queue(clean_redis, web, "vip", weight=2.0)
+    first_six = take_all(clean_redis)[:6]
+    assert first_six.count("vip") == 4 and first_six.count("batch") == 2
+
+
+def test_completions_go_first(clean_redis, web):
+    queue(clean_redis, web, "alice", klass="chat")
+    queue(clean_redis, web, "bob", klass="completion")
+    assert take_all(clean_redis) == ["bob", "alice"]
+
+
+def test_over_the_limit_a_job_waits_and_runs_when_a_slot_frees(clean_redis, web):
+    queue(clean_redis, web, "alice", limit=1)
+    queue(clean_redis, web, "alice", limit=1)
+    queue(clean_redis, web, "bob", limit=1)
+    first = fairqueue.take(clean_redis, POOL, "w")
+    assert first.person == "alice"
+    assert fairqueue.take(clean_redis, POOL, "w").person == "bob"  # alice's second waits
+    assert fairqueue.take(clean_redis, POOL, "w").job is None
+    assert fairqueue.waiting_by_person(clean_redis, POOL) == {"alice": 1}
+    assert fairqueue.finish(clean_redis, "alice", first.lease) == [POOL]  # her skipped pool needs a ticket
+    assert fairqueue.take(clean_redis, POOL, "w").person == "alice"
+    assert fairqueue.depth(clean_redis, POOL) == 0 and fairqueue.waiting_by_person(clean_redis, POOL) == {}
+
+
+def test_a_running_slot_of_a_dead_web_process_is_freed(clean_redis, web):
+    clean_redis.zadd(keys.active_key("alice"), {keys.lease_member("dead-web", "old"): 1.0})
+    queue(clean_redis, web, "alice", limit=1)
+    assert fairqueue.take(clean_redis, POOL, "w").person == "alice"
+
+
+def test_abandoned_jobs_are_dropped(clean_redis, web):
+    aborted = queue(clean_redis, web, "alice")
+    send_abort(clean_redis, aborted)
+    queue(clean_redis, web, "bob", expires_in=-1)
+    queue(clean_redis, "dead-web", "carol")
+    kept = queue(clean_redis, web, "dave")
+    taken = fairqueue.take(clean_redis, POOL, "w")
+    assert taken.job.id == kept and fairqueue.depth(clean_redis, POOL) == 0
+    assert fairqueue.waiting_by_person(clean_redis, POOL) == {}
+
+
+def test_removed_while_waiting(clean_redis, web):
+    job_id = queue(clean_redis, web, "alice")
+    assert fairqueue.remove(clean_redis, POOL, job_id)
+    assert not fairqueue.remove(clean_redis, POOL, job_id)
+    assert fairqueue.take(clean_redis, POOL, "w").job is None
+
+
+def test_a_busy_worker_hands_a_one_at_a_time_job_to_an_idle_one(clean_redis, web):
+    fairqueue.mark_free(clean_redis, "w2", ["smol"])
+    job_id = queue(clean_redis, web, "alice", model="smol", serial=True)
+    busy = fairqueue.take(clean_redis, POOL, "w1", idle_serial=[])
+    assert busy.job is None and (busy.forward_to, busy.forward_job) == ("w2", job_id)
+    assert fairqueue.take(clean_redis, POOL, "w3", idle_serial=["smol"]).job is None  # held for w2
+    taken = fairqueue.take(clean_redis, POOL, "w2", want=job_id, idle_serial=["smol"])
+    assert taken.job.id == job_id
+
+
+def test_a_one_at_a_time_job_waits_for_a_busy_worker_only_when_none_is_idle(clean_redis, web):
+    queue(clean_redis, web, "alice", model="smol", serial=True)
+    busy = fairqueue.take(clean_redis, POOL, "w1", idle_serial=[])
+    assert busy.job is None and busy.forward_to == ""
+    assert fairqueue.take(clean_redis, POOL, "w1", idle_serial=["smol"]).person == "alice"
+
+
+def test_the_person_goes_to_the_worker_holding_their_prefix_when_it_is_idle(clean_redis, web):
+    fairqueue.remember_affinity(clean_redis, "smol", "alice", "w2")
+    fairqueue.mark_free(clean_redis, "w2", ["smol"])
+    job_id = queue(clean_redis, web, "alice", model="smol", serial=True)
+    other = fairqueue.take(clean_redis, POOL, "w1", idle_serial=["smol"])
+    assert other.job is None and (other.forward_to, other.forward_job) == ("w2", job_id)
+    assert fairqueue.take(clean_redis, POOL, "w2", want=job_id, idle_serial=["smol"]).job.id == job_id
+
+
+def test_but_not_when_that_worker_is_busy(clean_redis, web):
+    fairqueue.remember_affinity(clean_redis, "smol", "alice", "w2")  # w2 is not marked free: busy
+    job_id = queue(clean_redis, web, "alice", model="smol", serial=True)
+    assert fairqueue.take(clean_redis, POOL, "w1", idle_serial=["smol"]).job.id == job_id
+
+
+def test_a_worker_promised_a_job_takes_no_other_one_at_a_time_job(clean_redis, web):
+    fairqueue.mark_free(clean_redis, "w2", ["smol"])
+    first = queue(clean_redis, web, "alice", model="smol", serial=True)
+    fairqueue.take(clean_redis, POOL, "w1", idle_serial=[])  # hands `first` to w2
+    fairqueue.mark_free(clean_redis, "w2", ["smol"])  # a heartbeat meanwhile does not undo the promise
+    queue(clean_redis, web, "bob", model="smol", serial=True)
+    assert fairqueue.take(clean_redis, POOL, "w2", idle_serial=["smol"]).job.id == first

@@ -1,0 +1,87 @@
+"""How a worker process's slots take jobs from the fair queue
+(protocol/fairqueue.py) and give them back.
+
+A slot that gets a ticket takes the fairest job it may run; when that job
+ends, the same slot takes the next one if any waits (a ticket is "a slot may
+take a job", and a finished job frees a slot), so a job skipped for a while
+(its person at their limit, its model busy here) is run as soon as it may be.
+
+Models that run one job at a time per process (llama.cpp) are tracked here:
+which are idle in this process, published in Redis (refreshed with the
+heartbeat) so that a busy worker can hand such a job to an idle one, and the
+person whose prompt this process's cache now holds.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+import uuid
+from typing import Callable
+
+from redis import Redis
+
+from catalog.kinds import backend_kind
+from catalog.registry import Registry
+from protocol import fairqueue
+from protocol.fairqueue import Taken
+from protocol.queue import direct_queue
+
+log = logging.getLogger(__name__)
+
+SendTicket = Callable[[str, str, str, str], None]  # queue, pool, job id, message id
+
+
+class Slots:
+    def __init__(self, redis: Redis, worker_id: str, registry: Registry, send_ticket: SendTicket):
+        self._redis, self.worker_id, self._send = redis, worker_id, send_ticket
+        self._serial = sorted(e.name for e in registry.entries() if backend_kind(e.backend).serial)
+        self._running_serial: set[str] = set()
+        self._lock = threading.Lock()
+        # Only a worker whose own process consumes its direct queue (threads,
+        # gevent or solo pool; not prefork, whose children run the jobs) can
+        # be handed jobs; until then it takes any job, as before.
+        self.tracks_free = False
+        self.stopping = False
+
+    def start_tracking(self) -> str:
+        """Called once the worker consumes; returns its direct queue."""
+        self.tracks_free = True
+        self.refresh()
+        return direct_queue(self.worker_id)
+
+    def refresh(self) -> None:
+        """This process's idle one-at-a-time models count as free (heartbeat)."""
+        if self.tracks_free:
+            with self._lock:
+                fairqueue.mark_free(self._redis, self.worker_id, self._idle())
+
+    def _idle(self) -> list[str]:
+        return [m for m in self._serial if m not in self._running_serial]
+
+    def take(self, pool: str, want: str = "") -> Taken:
+        with self._lock:
+            taken = fairqueue.take(self._redis, pool, self.worker_id, want,
+                                   self._idle() if self.tracks_free else None)
+            if taken.job is not None and taken.job.model in self._serial:  # runs now: not idle
+                self._running_serial.add(taken.job.model)
+        if taken.forward_to:
+            self._ticket(direct_queue(taken.forward_to), pool, taken.forward_job)
+        return taken
+
+    def finish(self, pool: str, taken: Taken) -> None:
+        model = taken.job.model if taken.job is not None else ""
+        with self._lock:
+            if model in self._running_serial:
+                self._running_serial.discard(model)
+                fairqueue.remember_affinity(self._redis, model, taken.person, self.worker_id)
+                if self.tracks_free:
+                    fairqueue.mark_free(self._redis, self.worker_id, self._idle())
+        for blocked in fairqueue.finish(self._redis, taken.person, taken.lease):
+            if blocked != pool:  # this pool: this slot takes the next job itself
+                self._ticket(blocked, blocked, "")
+
+    def _ticket(self, queue: str, pool: str, job_id: str) -> None:
+        try:
+            self._send(queue, pool, job_id, uuid.uuid4().hex)
+        except Exception as error:  # noqa: BLE001 - the job still waits; the next slot to free takes it
+            log.warning("could not send a ticket to %s: %s", queue, error)
