@@ -63,6 +63,8 @@ def keep_alive_seconds(value: str | int | float | None) -> float | None:
 
 
 def _keep_alive(value: str | int | float | None) -> float | None:
+    if isinstance(value, int) and abs(value) > MAX_KEEP_ALIVE_SECONDS:  # too large for a float, maybe
+        return float("inf") if value > 0 else float("-inf")
     if value is None or isinstance(value, (int, float)):
         return None if value is None else float(value)
     text = value.strip()

@@ -81,8 +81,10 @@ def test_raw_and_fim_completions_go_to_the_priority_queue(scripted):
     ({"suffix": "after"}, '"echo" does not support insert'),
     ({"images": ["aGk="]}, 'images: "echo" does not support images (it has no vision capability)'),
     ({"keep_alive": "5 minutes"}, "keep_alive: invalid duration '5 minutes'"),
+    ({"keep_alive": 10**400}, f"keep_alive: {10**400!r} is longer than 10 years; use a negative value to keep the "
+                              "model loaded for good"),  # too large for a float: found by the fuzz test
     ({"format": "yaml"}, "format: Input should be 'json' or ''"),
-], ids=["raw-system", "raw-template", "raw-context", "insert", "images", "keep-alive", "format"])
+], ids=["raw-system", "raw-template", "raw-context", "insert", "images", "keep-alive", "keep-alive-huge", "format"])
 def test_generate_rules(scripted, body, message):
     response = scripted.client.post("/api/generate", json={"model": "echo", "prompt": "p", **body})
     assert (response.status_code, response.json) == (400, {"error": message})
