@@ -10,7 +10,7 @@ from prometheus_client.core import CollectorRegistry, CounterMetricFamily, Gauge
 
 from app.services import Services
 from protocol.keys import REJECTED, TOKENS, events_channel_pattern
-from protocol.metrics import TTFT_BUCKETS, jobs_finished, ttft_histogram
+from protocol.metrics import TTFT_BUCKETS, jobs_finished, prompt_cache_counts, ttft_histogram
 from protocol import fairqueue
 
 
@@ -32,9 +32,26 @@ class ClusterCollector:
         yield _counter_by("switchboard_rejected", "Requests turned away, by reason.", "reason",
                           redis.hgetall(REJECTED))
         yield from _queues(redis, sorted(registry.pools()))
+        yield from self._prompt_cache(redis)
         yield GaugeMetricFamily("switchboard_active_streams", "Requests waiting on a job's events.",
                                 value=len(redis.pubsub_channels(events_channel_pattern())))
         yield self._ttft(redis, [name for name in registry.names() if self._visible(name)])
+
+    def _prompt_cache(self, redis):
+        lookups, tokens = prompt_cache_counts(redis)
+        hits = CounterMetricFamily("switchboard_prompt_cache_lookups", "Local models' prompt-cache lookups, by "
+                                   "model and result (hit: part of the prompt was already evaluated).",
+                                   labels=["model", "result"])
+        for (model, result), value in sorted(lookups.items()):
+            if self._visible(model):
+                hits.add_metric([model, result], value)
+        reused = CounterMetricFamily("switchboard_prompt_tokens", "Local models' prompt tokens, by model and "
+                                     "whether they were reused from the cache or evaluated.",
+                                     labels=["model", "source"])
+        for (model, source), value in sorted(tokens.items()):
+            if self._visible(model):
+                reused.add_metric([model, source], value)
+        return hits, reused
 
     @staticmethod
     def _ttft(redis, models):

@@ -30,6 +30,8 @@ class LlamaCppSettings(BackendSettings):
     n_ctx: int = Field(default=4096, ge=16, description="context allocated unless a job asks for num_ctx")
     n_threads: int | None = Field(default=None, ge=1)
     n_batch: int = Field(default=512, ge=1)
+    prompt_cache_mb: int = Field(default=512, ge=0, description=(
+        "memory for saved prompt states, so that people taking turns each keep their prefix (0: off)"))
 
     def describe(self, model_name: str) -> ModelInfo:
         if not self.gguf.is_file():

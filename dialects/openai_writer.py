@@ -24,7 +24,10 @@ def error_body(error: SwitchboardError) -> dict:
 
 def usage(done: DoneEvent) -> dict:
     prompt, completion = done.usage.prompt_tokens, done.usage.completion_tokens
-    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+    counts = {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+    if done.usage.cached_tokens is not None:  # OpenAI's field for prompt tokens served from its cache
+        counts["prompt_tokens_details"] = {"cached_tokens": done.usage.cached_tokens}
+    return counts
 
 
 def finish_reason(done: DoneEvent) -> str:

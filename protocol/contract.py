@@ -126,6 +126,9 @@ class Job(_Strict):
 class Usage(_Strict):
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    # Prompt tokens found already evaluated (a local model's prompt cache);
+    # None when the backend keeps no cache.
+    cached_tokens: int | None = None
 
 
 class Timings(_Strict):

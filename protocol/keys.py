@@ -142,6 +142,8 @@ LOADED_KEY_PATTERN = f"{PREFIX}:loaded:*"
 JOBS_FINISHED = f"{PREFIX}:metrics:jobs_finished"  # field "model\x1freason"
 TOKENS = f"{PREFIX}:metrics:tokens"  # field model
 REJECTED = f"{PREFIX}:metrics:rejected"  # field reason
+PROMPT_CACHE = f"{PREFIX}:metrics:prompt_cache"  # field "model\x1fhit|miss"
+PROMPT_TOKENS = f"{PREFIX}:metrics:prompt_tokens"  # field "model\x1freused|evaluated"
 
 
 def ttft_key(model: str) -> str:

@@ -9,7 +9,7 @@ from redis import Redis
 from redis.client import Pipeline
 
 from protocol.commands import batched
-from protocol.keys import JOBS_FINISHED, REJECTED, TOKENS, ttft_key
+from protocol.keys import JOBS_FINISHED, PROMPT_CACHE, PROMPT_TOKENS, REJECTED, TOKENS, ttft_key
 
 TTFT_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 SEPARATOR = "\x1f"
@@ -27,6 +27,22 @@ def count_job(redis: Redis | Pipeline, model: str, reason: str, tokens: int, ttf
                     pipe.hincrby(key, repr(bound), 1)
             pipe.hincrby(key, "+Inf", 1)
             pipe.hincrbyfloat(key, "sum", ttft_seconds)
+
+
+def count_prompt_cache(redis: Redis | Pipeline, model: str, cached_tokens: int, prompt_tokens: int) -> None:
+    """A local model's prompt-cache lookup: a hit if part of the prompt was
+    already evaluated; tokens reused and evaluated."""
+    with batched(redis) as pipe:
+        pipe.hincrby(PROMPT_CACHE, f"{model}{SEPARATOR}{'hit' if cached_tokens else 'miss'}", 1)
+        pipe.hincrby(PROMPT_TOKENS, f"{model}{SEPARATOR}reused", cached_tokens)
+        pipe.hincrby(PROMPT_TOKENS, f"{model}{SEPARATOR}evaluated", max(prompt_tokens - cached_tokens, 0))
+
+
+def prompt_cache_counts(redis: Redis) -> tuple[dict[tuple[str, str], int], dict[tuple[str, str], int]]:
+    """(model, hit|miss) -> lookups, and (model, reused|evaluated) -> prompt tokens."""
+    def split(key: str) -> dict[tuple[str, str], int]:
+        return {tuple(f.decode().split(SEPARATOR, 1)): int(v) for f, v in redis.hgetall(key).items()}
+    return split(PROMPT_CACHE), split(PROMPT_TOKENS)
 
 
 def count_rejection(redis: Redis, reason: str) -> None:

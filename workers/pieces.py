@@ -12,6 +12,7 @@ class Outcome:
     prompt_tokens: int
     completion_tokens: int
     load_ns: int = 0
+    cached_tokens: int | None = None  # prompt tokens found evaluated (None: the backend keeps no prompt cache)
 
 
 @dataclass

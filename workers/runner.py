@@ -21,7 +21,7 @@ from protocol.commands import (
 )
 from protocol.contract import CONTRACT_VERSION, DoneEvent, ErrorEvent, Job, Timings, Usage
 from protocol.errors import BackendError, SwitchboardError, UnknownModel
-from protocol.metrics import count_job
+from protocol.metrics import count_job, count_prompt_cache
 from workers.abort_watch import AbortWatch
 from workers.backends.base import Backend
 from workers.cancel import Cancel
@@ -122,6 +122,8 @@ def _finish(job: Job, ctx: RunContext, reason: str, tokens: int = 0, ttft: float
     if loaded:
         _note_loaded(pipe, job, ctx)
     count_job(pipe, job.model, reason, tokens, ttft)
+    if isinstance(final, DoneEvent) and final.usage.cached_tokens is not None:
+        count_prompt_cache(pipe, job.model, final.usage.cached_tokens, final.usage.prompt_tokens)
     pipe.execute()
     return reason
 
@@ -220,7 +222,8 @@ def _done(reason: str, outcome: Outcome, started: int, first_token_at: int | Non
     first = first_token_at or ended
     return DoneEvent(
         reason=reason,
-        usage=Usage(prompt_tokens=outcome.prompt_tokens, completion_tokens=outcome.completion_tokens),
+        usage=Usage(prompt_tokens=outcome.prompt_tokens, completion_tokens=outcome.completion_tokens,
+                    cached_tokens=outcome.cached_tokens),
         timings=Timings(
             load_ns=outcome.load_ns,
             prompt_eval_ns=max(first - started - outcome.load_ns, 0),

@@ -87,7 +87,7 @@ def test_publishes_started_text_and_done():
     types = [e["type"] for e in events]
     assert types in (["started", "text", "text", "done"], ["started", "text", "done"])
     assert "".join(e["text"] for e in events if e["type"] == "text") == "ab"
-    assert events[-1]["usage"] == {"prompt_tokens": 3, "completion_tokens": 2}
+    assert events[-1]["usage"] == {"prompt_tokens": 3, "completion_tokens": 2, "cached_tokens": None}
     assert events[-1]["timings"]["total_ns"] >= events[-1]["timings"]["eval_ns"] >= 0
     assert reason == "stop" and state["status"] == "finished" and state["reason"] == "stop"
 

@@ -17,6 +17,7 @@ from catalog.llamacpp import DEFAULT_SAMPLING, LlamaCppSettings
 from protocol.contract import Job, SamplingOptions
 from protocol.errors import BackendError
 from workers.backends.base import Backend
+from workers.backends.prompt_cache import PromptCache
 from workers.cancel import Cancel
 from workers.pieces import Outcome, TextGenerator
 from workers.stops import StopMatcher
@@ -55,8 +56,9 @@ def _grammar(job: Job):
 
 
 class _Loaded:
-    def __init__(self, llm, n_ctx: int):
+    def __init__(self, llm, n_ctx: int, cache_bytes: int):
         self.llm, self.n_ctx = llm, n_ctx
+        self.cache = PromptCache(cache_bytes) if cache_bytes else None
         template = llm.metadata.get("tokenizer.chat_template")
         if not template:
             raise BackendError("the GGUF has no chat template", 500)
@@ -125,7 +127,7 @@ class LlamaCppBackend(Backend):
             model_path=str(self.settings.gguf), n_ctx=n_ctx, n_batch=self.settings.n_batch,
             n_threads=self.settings.n_threads, verbose=False,
         )
-        self._loaded = _Loaded(llm, n_ctx)
+        self._loaded = _Loaded(llm, n_ctx, self.settings.prompt_cache_mb * 2**20)
         return time.perf_counter_ns() - started
 
     def generate(self, job: Job, cancel: Cancel | None = None) -> TextGenerator:
@@ -156,6 +158,7 @@ class LlamaCppBackend(Backend):
         limit = min(options.max_tokens or room, room)
         stops = StopMatcher(options.stop + [s for s in template_stops if s])
         utf8 = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        reused = loaded.cache.prepare(llm, prompt) if loaded.cache else None
         llm.set_seed(options.seed if options.seed is not None else random.randrange(2**31))
         sampling = {k: v if (v := getattr(options, k)) is not None else d for k, d in DEFAULT_SAMPLING.items()}
         count, reason = 0, "length"
@@ -181,7 +184,7 @@ class LlamaCppBackend(Backend):
         tail = stops.feed(utf8.decode(b"", final=True)) + stops.flush()
         if tail:
             yield tail
-        return Outcome(reason, len(prompt), count)
+        return Outcome(reason, len(prompt), count, cached_tokens=None if reused is None else reused.tokens)
 
 
 BACKEND = LlamaCppBackend
