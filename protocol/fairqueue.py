@@ -94,7 +94,6 @@ redis.call('ZREM', ready, member)
 redis.call('DEL', job)
 if redis.call('HINCRBY', waiting, person, -1) <= 0 then
   redis.call('HDEL', waiting, person)
-  redis.call('HDEL', state, 'finish:' .. person)
 end
 return 1
 """

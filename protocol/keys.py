@@ -157,7 +157,8 @@ def fair_ready_key(pool: str, klass: str) -> str:
 
 
 def fair_state_key(pool: str) -> str:
-    """A pool's virtual time, arrival counter and each waiting person's last tag."""
+    """A pool's virtual time, arrival counter and each person's last tag (one
+    field per person who queued; the hash lapses a day after its last use)."""
     return f"{PREFIX}:fq:{pool}:state"
 
 

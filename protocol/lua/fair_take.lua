@@ -29,7 +29,6 @@ local function unqueue(job)
   redis.call('ZREM', queued, job.lease)
   if redis.call('HINCRBY', waiting, job.person, -1) <= 0 then
     redis.call('HDEL', waiting, job.person)
-    redis.call('HDEL', state, 'finish:' .. job.person)
   end
 end
 

@@ -155,3 +155,13 @@ def test_a_worker_promised_a_job_takes_no_other_one_at_a_time_job(clean_redis, w
     fairqueue.mark_free(clean_redis, "w2", ["smol"])  # a heartbeat meanwhile does not undo the promise
     queue(clean_redis, web, "bob", model="smol", serial=True)
     assert fairqueue.take(clean_redis, POOL, "w2", idle_serial=["smol"]).job.id == first
+
+
+def test_a_running_job_counts_for_its_person(clean_redis, web):
+    queue(clean_redis, web, "alice")
+    fairqueue.take(clean_redis, POOL, "w")  # alice runs one; then she queues more, and bob arrives
+    for _ in range(3):
+        queue(clean_redis, web, "alice")
+    queue(clean_redis, web, "bob")
+    assert take_all(clean_redis) == ["bob", "alice", "alice", "alice"]
+

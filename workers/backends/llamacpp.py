@@ -17,7 +17,7 @@ from catalog.llamacpp import DEFAULT_SAMPLING, LlamaCppSettings
 from protocol.contract import Job, SamplingOptions
 from protocol.errors import BackendError
 from workers.backends.base import Backend
-from workers.backends.prompt_cache import PromptCache
+from workers.backends.prompt_cache import PromptCache, live_reuse
 from workers.cancel import Cancel
 from workers.pieces import Outcome, TextGenerator
 from workers.stops import StopMatcher
@@ -158,7 +158,7 @@ class LlamaCppBackend(Backend):
         limit = min(options.max_tokens or room, room)
         stops = StopMatcher(options.stop + [s for s in template_stops if s])
         utf8 = codecs.getincrementaldecoder("utf-8")(errors="replace")
-        reused = loaded.cache.prepare(llm, prompt) if loaded.cache else None
+        reused = loaded.cache.prepare(llm, prompt) if loaded.cache else live_reuse(llm, prompt)
         llm.set_seed(options.seed if options.seed is not None else random.randrange(2**31))
         sampling = {k: v if (v := getattr(options, k)) is not None else d for k, d in DEFAULT_SAMPLING.items()}
         count, reason = 0, "length"
@@ -184,7 +184,7 @@ class LlamaCppBackend(Backend):
         tail = stops.feed(utf8.decode(b"", final=True)) + stops.flush()
         if tail:
             yield tail
-        return Outcome(reason, len(prompt), count, cached_tokens=None if reused is None else reused.tokens)
+        return Outcome(reason, len(prompt), count, cached_tokens=reused.tokens)
 
 
 BACKEND = LlamaCppBackend

@@ -20,6 +20,13 @@ class Reuse:
     restored: bool = False  # from a saved state (else the live context)
 
 
+def live_reuse(llm, prompt: list[int]) -> Reuse:
+    """Without a cache: what the context holds now (llama-cpp-python reuses it)."""
+    from llama_cpp import Llama
+
+    return Reuse(Llama.longest_token_prefix(llm.input_ids[: llm.n_tokens], prompt))
+
+
 class PromptCache:
     def __init__(self, capacity_bytes: int):
         from llama_cpp.llama_cache import LlamaRAMCache

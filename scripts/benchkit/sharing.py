@@ -1,0 +1,174 @@
+"""7. Sharing the server (issue 14), each on a small stack of its own:
+
+- fairness: person A submits a batch at once, person B sends requests spread
+  over the same time; B's wait for a slot (time to first token: the echo
+  model's first token is immediate) with the fair queue and with FIFO;
+- an anonymous burst: concurrent requests from the official `ollama` client
+  with keys off, all from one address (the default set-up);
+- the prompt cache: people taking turns with completion requests over their
+  own ~2k-token file on the local model, with the cache, without it, one
+  person alone (warm), and llama-cpp-python's server with the same cache
+  budget (`--cache`).
+"""
+from __future__ import annotations
+
+import asyncio
+import tempfile
+import time
+from contextlib import ExitStack
+from pathlib import Path
+
+from catalog.llamacpp import smollm2_gguf
+from scripts.benchkit.client import stream
+from scripts.benchkit.stack import LLAMA_KEY, port_of
+from scripts.benchkit.stats import summary
+from scripts.embedded_redis import EmbeddedRedis
+from scripts.processes import ROOT, stack_env, start_llama_server, start_web, start_worker
+
+SLOTS = 4
+CACHE_MB = 512
+PEOPLE = ("A", "B", "C", "D")
+# The people's files: sources of this repository, about 2k tokens each.
+FILES = ("app/jobs.py", "workers/runner.py", "protocol/commands.py", "dialects/openai.py")
+FILE_CHARS = 7000
+
+
+class _Stack:
+    """A Redis, a registry, workers and a web process; all stopped on exit."""
+
+    def __init__(self, registry: str, workers: list[tuple[int, str, str]], **env: str):
+        self._exit = ExitStack()
+        self.folder = Path(self._exit.enter_context(tempfile.TemporaryDirectory()))
+        (self.folder / "models.toml").write_text(registry)
+        redis = EmbeddedRedis()
+        self._exit.callback(redis.stop)
+        self.env = stack_env(redis.url, SWITCHBOARD_MODELS=str(self.folder / "models.toml"),
+                             SWITCHBOARD_MAX_QUEUE="5000", **env)
+        for concurrency, queues, pool in workers:
+            self._exit.callback(start_worker(self.env, concurrency, queues, pool).stop)
+        self.web, base = start_web(self.env)
+        self._exit.callback(self.web.stop)
+        self.port = port_of(base)
+
+    def __enter__(self) -> "_Stack":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._exit.close()
+
+
+# --- fairness ------------------------------------------------------------------------
+FAIR_REGISTRY = '[models."job"]\nbackend = "echo"\npool = "shared"\ndelay_ms = 40\n'
+JOB_TEXT = " ".join(["word"] * 6)  # six tokens, 40 ms apart: 0.2 s a job
+
+
+async def _fairness_run(port: int, a_jobs: int, b_jobs: int) -> dict:
+    def ask(person: str):
+        return stream(port, "/v1/chat/completions", {"model": "job", "stream": True, "messages": [
+            {"role": "user", "content": JOB_TEXT}]}, {"Authorization": f"Bearer {person}-key"})
+
+    started = time.monotonic()
+    batch = [asyncio.ensure_future(ask("a")) for _ in range(a_jobs)]
+    service_time = (len(JOB_TEXT.split()) - 1) * 0.040
+    spread = a_jobs * service_time / SLOTS  # how long A's batch keeps every slot busy
+    b_results = []
+    for n in range(b_jobs):
+        await asyncio.sleep(max(0.0, started + n * spread / b_jobs - time.monotonic()))
+        b_results.append(await ask("b"))
+    a_results = await asyncio.gather(*batch)
+    results = a_results + b_results
+    failed = [r for r in results if r.status != 200 or r.error]
+    return {"b_wait_ms": summary([r.ttft for r in b_results]),
+            "a_wait_ms": summary([r.ttft for r in a_results]),
+            "job_ms": summary([r.total - r.ttft for r in results]), "failed": len(failed),
+            "seconds": time.monotonic() - started}
+
+
+def fairness(a_jobs: int, b_jobs: int) -> dict:
+    rows = {}
+    for policy in ("fair", "fifo"):
+        with _Stack(FAIR_REGISTRY, [(SLOTS, "shared-completion,shared", "threads")],
+                    SWITCHBOARD_API_KEYS="a:a-key,b:b-key", SWITCHBOARD_QUEUE_POLICY=policy) as stack:
+            rows[policy] = asyncio.run(_fairness_run(stack.port, a_jobs, b_jobs))
+    return {"rows": rows, "setup": (
+        f"One worker with {SLOTS} slots; each job is the echo model's six tokens 40 ms apart (0.2 s). Person A "
+        f"sends {a_jobs} requests at once; person B sends {b_jobs}, one after another, spread over the time A's "
+        "batch keeps the slots busy. Wait: from sending to the first token (the echo model's first token is "
+        "immediate). Both people have keys; same machine, same run, one policy after the other.")}
+
+
+# --- anonymous burst -----------------------------------------------------------------
+async def _burst_run(port: int, requests: int) -> dict:
+    import ollama
+
+    client = ollama.AsyncClient(host=f"http://127.0.0.1:{port}", timeout=300)
+
+    async def one(n: int) -> str:
+        reply = await client.chat(model="job", messages=[{"role": "user", "content": f"{JOB_TEXT} {n}"}])
+        return reply["message"]["content"]
+
+    started = time.monotonic()
+    outcomes = await asyncio.gather(*(one(n) for n in range(requests)), return_exceptions=True)
+    seconds = time.monotonic() - started
+    ok = sum(1 for n, o in enumerate(outcomes) if o == f"{JOB_TEXT} {n}")
+    errors = sorted({type(o).__name__ + ": " + str(o)[:80] for o in outcomes if isinstance(o, BaseException)})
+    return {"requests": requests, "succeeded": ok, "errors": errors, "seconds": seconds,
+            "workers_need_seconds": requests * len(JOB_TEXT.split() + ["n"]) * 0.040 / SLOTS}
+
+
+def anonymous_burst(requests: int) -> dict:
+    with _Stack(FAIR_REGISTRY, [(SLOTS, "shared-completion,shared", "threads")]) as stack:
+        result = asyncio.run(_burst_run(stack.port, requests))
+    result["setup"] = (f"Keys off (the default): every request from 127.0.0.1, one person. {requests} concurrent "
+                       f"`ollama.AsyncClient().chat` calls; one worker with {SLOTS} slots; default limits "
+                       "(16 running per person, 500 waiting per pool).")
+    return result
+
+
+# --- prompt cache --------------------------------------------------------------------
+def _cache_registry() -> str:
+    common = 'backend = "llamacpp"\npool = "local"\nn_ctx = 4096\n'
+    return (f'[models."smol-cache"]\n{common}prompt_cache_mb = {CACHE_MB}\n\n'
+            f'[models."smol-nocache"]\n{common}prompt_cache_mb = 0\n')
+
+
+def _file(n: int) -> str:
+    return (ROOT / FILES[n]).read_text()[:FILE_CHARS]
+
+
+async def _turns(port: int, model: str, people: tuple[str, ...], rounds: int, headers: dict | None = None,
+                 path: str = "/v1/completions") -> list[float]:
+    """Each person's file plus what they typed this round; the first round
+    warms up (not counted). Returns times to first token, in seconds."""
+    ttfts = []
+    for round_ in range(rounds + 1):
+        for n, person in enumerate(people):
+            prompt = _file(PEOPLE.index(person)) + f"\n# {person} edits, round {round_}\ndef "
+            result = await stream(port, path, {"model": model, "prompt": prompt, "max_tokens": 4, "stream": True,
+                                               "temperature": 0}, headers)
+            if result.status != 200 or result.ttft is None:
+                raise RuntimeError(f"{model}: {result.status} {result.error or result.text[:200]}")
+            if round_:
+                ttfts.append(result.ttft)
+    return ttfts
+
+
+def prompt_cache(rounds: int) -> dict:
+    rows = {}
+    with _Stack(_cache_registry(), [(1, "local-completion,local", "threads")]) as stack:
+        rows["one person alone (warm)"] = summary(asyncio.run(_turns(stack.port, "smol-cache", ("A",), rounds * 2)))
+        rows["4 people, prompt cache"] = summary(asyncio.run(_turns(stack.port, "smol-cache", PEOPLE, rounds)))
+        rows["4 people, no cache"] = summary(asyncio.run(_turns(stack.port, "smol-nocache", PEOPLE, rounds)))
+    server, url = start_llama_server(smollm2_gguf(), LLAMA_KEY, (
+        "--n_ctx", "4096", "--cache", "true", "--cache_type", "ram", "--cache_size", str(CACHE_MB * 2**20)))
+    try:
+        rows["4 people, llama-cpp-python server --cache"] = summary(asyncio.run(_turns(
+            port_of(url), "smollm2", PEOPLE, rounds, {"Authorization": f"Bearer {LLAMA_KEY}"})))
+    finally:
+        server.stop()
+    return {"rows": rows, "setup": (
+        f"SmolLM2-135M, n_ctx 4096, one worker. Four people, each with their own file of about 2k tokens "
+        f"({FILE_CHARS} characters of a source file of this repository), take turns with completion requests "
+        f"(`/v1/completions`, 4 tokens, greedy): their file plus a line typed that round. {rounds} rounds after "
+        f"a warm-up round. Prompt cache budget {CACHE_MB} MB, the same for llama-cpp-python's server "
+        "(`--cache true --cache_type ram`). Time to first token, milliseconds.")}

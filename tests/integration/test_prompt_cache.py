@@ -1,0 +1,92 @@
+"""The local model's prompt cache and cache-aware routing, on the real model
+with two workers: people taking turns each keep their prefix (cache hits in
+/metrics and in OpenAI's usage), a person's next request goes to the worker
+holding their prefix when it is free, and to the other one when it is busy."""
+from __future__ import annotations
+
+import json
+import re
+
+import httpx
+import pytest
+
+from protocol.commands import job_state
+from scripts.processes import stack_env, start_web, start_worker
+from tests.integration.waits import wait_until
+
+MODEL = '[models."cached"]\nbackend = "llamacpp"\npool = "cache"\nn_ctx = 2048\nprompt_cache_mb = 256\n'
+
+
+def source(person: str) -> str:
+    """A person's file: a few hundred tokens of their own."""
+    return "".join(f"def {person}_{n}(x):\n    return x * {n} + len('{person}')\n\n" for n in range(24))
+
+
+@pytest.fixture(scope="module")
+def cache_stack(redis_url, tmp_path_factory):
+    folder = tmp_path_factory.mktemp("cache")
+    (folder / "models.toml").write_text(MODEL)
+    env = stack_env(redis_url, SWITCHBOARD_MODELS=str(folder / "models.toml"))
+    workers = [start_worker(env, concurrency=2, queues="cache-completion,cache") for _ in range(2)]
+    web, base = start_web(env)
+    yield base
+    web.stop()
+    for worker in workers:
+        worker.stop()
+
+
+def complete(base: str, person: str, tail: str, max_tokens: int = 2, **extra) -> dict:
+    """An editor's completion request: the person's file, then what they typed."""
+    reply = httpx.post(f"{base}/v1/completions", json={
+        "model": "cached", "prompt": source(person) + tail, "max_tokens": max_tokens, "temperature": 0, **extra},
+        timeout=300)
+    assert reply.status_code == 200, reply.text
+    return reply.json()
+
+
+def worker_of(redis, reply: dict) -> str:
+    return job_state(redis, reply["id"].removeprefix("cmpl-"))["worker"]
+
+
+def cached(reply: dict) -> int:
+    return reply["usage"]["prompt_tokens_details"]["cached_tokens"]
+
+
+def metric(base: str, name: str, **labels) -> float:
+    text = httpx.get(f"{base}/metrics").text
+    wanted = ",".join(f'{k}="{v}"' for k, v in labels.items())
+    found = re.search(rf"^{name}{{{re.escape(wanted)}}} (\S+)$", text, re.M)
+    return float(found.group(1)) if found else 0.0
+
+
+def test_people_taking_turns_each_keep_their_prefix_on_their_worker(cache_stack, clean_redis):
+    first = {person: complete(cache_stack, person, "def ") for person in ("alice", "bob", "carol")}
+    hits = metric(cache_stack, "switchboard_prompt_cache_lookups_total", model="cached", result="hit")
+    for round_ in range(2):
+        for person in ("alice", "bob", "carol"):
+            again = complete(cache_stack, person, f"def next_{round_}")
+            # the file was evaluated before: only what was typed since is new
+            assert cached(again) >= again["usage"]["prompt_tokens"] - 12, (person, again["usage"])
+            assert worker_of(clean_redis, again) == worker_of(clean_redis, first[person])
+    assert metric(cache_stack, "switchboard_prompt_cache_lookups_total", model="cached", result="hit") >= hits + 6
+    assert metric(cache_stack, "switchboard_prompt_tokens_total", model="cached", source="reused") > 0
+
+
+def test_a_busy_worker_is_not_waited_for_only_for_its_cache(cache_stack, clean_redis):
+    home = worker_of(clean_redis, complete(cache_stack, "alice", "def "))
+    counting = ", ".join(str(n) for n in range(1, 30)) + ","
+    # dave's long job (counting on): whichever worker takes it is busy for a while
+    with httpx.stream("POST", f"{cache_stack}/v1/completions", timeout=300, json={
+            "model": "cached", "prompt": counting, "max_tokens": 1500, "stream": True, "temperature": 0}) as stream:
+        lines = stream.iter_lines()  # kept: a dropped iterator would close the stream (and abort the job)
+        dave_id = json.loads(next(lines).removeprefix("data: "))["id"].removeprefix("cmpl-")
+        dave_worker = job_state(clean_redis, dave_id)["worker"]
+        again = complete(cache_stack, "alice", "def more")
+    dave_state = wait_until(lambda: (state := job_state(clean_redis, dave_id)).get("finished_at") and state,
+                            what="dave's job to end")
+    alice_state = job_state(clean_redis, again["id"].removeprefix("cmpl-"))
+    assert float(alice_state["started_at"]) < float(dave_state["finished_at"])  # she did not wait for dave's job
+    if dave_worker == home:
+        assert alice_state["worker"] != home  # her worker was busy: the other one took her request
+    else:
+        assert alice_state["worker"] == home and cached(again) > 0
