@@ -22,7 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from scripts.benchkit import abort, celery_floor, local_model, overhead, profile, relay  # noqa: E402
+from scripts.benchkit import abort, celery_floor, local_model, overhead, profile, relay, sharing  # noqa: E402
 from scripts.benchkit.report import chart, markdown  # noqa: E402
 from scripts.benchkit.stack import BenchStack, redis_connection_bound  # noqa: E402
 from scripts.benchkit.targets import check_all  # noqa: E402
@@ -45,14 +45,19 @@ class Sizes:
     probes: int = 100
     background: int = 300
     profile_seconds: float = 10.0
+    fair_a_jobs: int = 200
+    fair_b_jobs: int = 20
+    burst: int = 64
+    cache_rounds: int = 3
+    file_chars: int = 7000
 
 
 QUICK = Sizes(levels=(1, 16, 64), per_level=20, rounds=2, local_tokens=32, local_rounds=2, relay_levels=(1, 10, 100),
               relay_tokens=500, streams=300, stream_tokens=10, aborts=10, probes=20, background=60,
-              profile_seconds=4.0)
+              profile_seconds=4.0, fair_a_jobs=100, fair_b_jobs=10, cache_rounds=2)
 TINY = Sizes(upstream_tokens=8, levels=(1, 4), per_level=4, rounds=1, local_tokens=8, local_rounds=1,
              relay_levels=(1, 4), relay_tokens=50, streams=20, stream_tokens=4, aborts=3, probes=3, background=5,
-             profile_seconds=2.0)
+             profile_seconds=2.0, fair_a_jobs=20, fair_b_jobs=4, burst=16, cache_rounds=1, file_chars=1200)
 
 
 def environment(command: str) -> dict:
@@ -89,7 +94,19 @@ def run(sizes: Sizes, command: str, log=print) -> dict:
                             "queued": abort.queued_aborts(endpoints, sizes.aborts)}
         log("6. queue latency")
         results["queue_latency"] = asyncio.run(abort.queue_latency(endpoints, sizes.probes, sizes.background))
+    results["sharing"] = run_sharing(sizes, log)
     return results
+
+
+def run_sharing(sizes: Sizes, log=print) -> dict:
+    """7. Sharing the server: each part on a small stack of its own."""
+    log("7. sharing: fairness (fair, then FIFO)")
+    result = {"fairness": sharing.fairness(sizes.fair_a_jobs, sizes.fair_b_jobs)}
+    log("7. sharing: anonymous burst")
+    result["burst"] = sharing.anonymous_burst(sizes.burst)
+    log("7. sharing: prompt cache")
+    result["prompt_cache"] = sharing.prompt_cache(sizes.cache_rounds, sizes.file_chars)
+    return result
 
 
 def write(results: dict, out: Path, notes: Path | None) -> None:
@@ -108,14 +125,24 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parents[1] / "docs")
     parser.add_argument("--notes", type=Path, help="a Markdown file appended to the report (profiles, findings)")
     parser.add_argument("--render", action="store_true", help="only rewrite the report from OUT/benchmarks.json")
+    parser.add_argument("--sharing-only", action="store_true",
+                        help="run only section 7 (sharing) and merge it into OUT/benchmarks.json")
     args = parser.parse_args()
     if args.render:
         write(json.loads((args.out / "benchmarks.json").read_text()), args.out, args.notes)
         return
     sizes = TINY if args.tiny else QUICK if args.quick else Sizes()
     started = time.monotonic()
-    results = run(sizes, "python scripts/bench.py" + (" --quick" if args.quick else " --tiny" if args.tiny else ""),
-                  log=lambda m: print(f"[{time.monotonic() - started:6.1f} s] {m}", flush=True))
+    command = "python scripts/bench.py" + (" --quick" if args.quick else " --tiny" if args.tiny else "")
+
+    def log(message: str) -> None:
+        print(f"[{time.monotonic() - started:6.1f} s] {message}", flush=True)
+    if args.sharing_only:
+        results = json.loads((args.out / "benchmarks.json").read_text())
+        results["sharing"] = run_sharing(sizes, log)
+        results["sharing"]["environment"] = environment(command + " --sharing-only")
+    else:
+        results = run(sizes, command, log=log)
     write(results, args.out, args.notes)
     for check in check_all(results):
         print(f"{'met   ' if check.met else 'MISSED'} {check.target}: {check.measured}")

@@ -90,6 +90,29 @@ def _abort_lines(results: dict) -> list[str]:
             f"p50 / p95 / p99 {_ms(q['under_load'])} ms"]
 
 
+def _sharing_lines(sharing: dict) -> list[str]:
+    fair, burst, cache = sharing["fairness"], sharing["burst"], sharing["prompt_cache"]
+    lines = []
+    if "environment" in sharing:
+        env = sharing["environment"]
+        lines += [f"Run {env['date']} with `{env['command']}` (this section only).", ""]
+    lines += ["### Fair shares between people", "", fair["setup"], "",
+              "| policy | B's wait p50 / p95 / p99 ms | A's wait p50 / p95 / p99 ms | one job p50 ms | failed |"
+              " all done in |", "|---|---|---|---:|---:|---:|"]
+    for policy, r in fair["rows"].items():
+        lines.append(f"| {policy} | {_ms(r['b_wait_ms'])} | {_ms(r['a_wait_ms'])} | {r['job_ms']['p50']:.0f} "
+                     f"| {r['failed']} | {r['seconds']:.1f} s |")
+    lines += ["", "### A burst with keys off", "", burst["setup"], "",
+              f"{burst['succeeded']} of {burst['requests']} succeeded in {burst['seconds']:.1f} s; the workers "
+              f"need {burst['workers_need_seconds']:.1f} s for them (jobs x duration / slots)."
+              + (f" Errors: {'; '.join(burst['errors'])}" if burst["errors"] else ""),
+              "", "### Prompt cache: people taking turns on the local model", "", cache["setup"], "",
+              "| case | TTFT p50 / p95 / p99 ms | requests |", "|---|---|---:|"]
+    for name, r in cache["rows"].items():
+        lines.append(f"| {name} | {_ms(r)} | {r['n']} |")
+    return lines
+
+
 def markdown(results: dict, chart_name: str) -> str:
     checks = check_all(results)
     env = results["environment"]
@@ -106,6 +129,8 @@ def markdown(results: dict, chart_name: str) -> str:
     lines += ["", "## 2. Local model", "", results["local_setup"], ""] + _local_table(results)
     lines += ["", "## 3-4. Relay capacity and 1,000 streams", ""] + _relay_tables(results)
     lines += ["", "## 5-6. Abort and queue latency", ""] + _abort_lines(results)
+    if results.get("sharing"):
+        lines += ["", "## 7. Sharing the server", ""] + _sharing_lines(results["sharing"])
     notes = results.get("notes")
     if notes:
         lines += ["", "## Notes", "", notes.strip()]

@@ -10,6 +10,8 @@ LOCAL_SHARE_OF_DIRECT = 0.95
 RELAY_TOKENS_PER_SECOND = 50_000
 WEB_RSS_MB = 300.0
 ABORT_P99_MS = 100.0
+FAIR_WAIT_OF_JOB = 1.5  # B's p99 wait, in jobs' durations
+CACHE_OF_WARM = 2.0  # people taking turns, in the single-person warm time to first token
 
 
 @dataclass
@@ -75,5 +77,25 @@ def _abort(results: dict) -> list[Check]:
                   queued["started_after_abort"] == 0)]
 
 
+def _sharing(results: dict) -> list[Check]:
+    sharing = results.get("sharing")
+    if not sharing:
+        return []
+    fair = sharing["fairness"]["rows"]
+    job = fair["fair"]["job_ms"]["p50"]
+    burst = sharing["burst"]
+    cache = sharing["prompt_cache"]["rows"]
+    warm, turns = cache["one person alone (warm)"]["p50"], cache["4 people, prompt cache"]["p50"]
+    return [Check(f"B's p99 wait with fair queueing <= {FAIR_WAIT_OF_JOB:g} x one job ({job:.0f} ms)",
+                  f"{fair['fair']['b_wait_ms']['p99']:.0f} ms (FIFO: {fair['fifo']['b_wait_ms']['p99']:.0f} ms)",
+                  fair["fair"]["b_wait_ms"]["p99"] <= FAIR_WAIT_OF_JOB * job and not fair["fair"]["failed"]),
+            Check(f"{burst['requests']} concurrent ollama-client requests with keys off all succeed",
+                  f"{burst['succeeded']} succeeded in {burst['seconds']:.1f} s (the workers need "
+                  f"{burst['workers_need_seconds']:.1f} s)", burst["succeeded"] == burst["requests"]),
+            Check(f"people taking turns: TTFT p50 <= {CACHE_OF_WARM:g} x one person's warm p50",
+                  f"{turns:.0f} ms vs {warm:.0f} ms warm ({turns / warm:.1f}x; no cache "
+                  f"{cache['4 people, no cache']['p50']:.0f} ms)", turns <= CACHE_OF_WARM * warm)]
+
+
 def check_all(results: dict) -> list[Check]:
-    return _overhead(results) + _local(results) + _relay(results) + _abort(results)
+    return _overhead(results) + _local(results) + _relay(results) + _abort(results) + _sharing(results)

@@ -30,5 +30,8 @@ def test_the_benchmark_runs_every_section_and_writes_its_report(tmp_path):
     assert results["abort"]["queued"]["started_after_abort"] == 0
     assert results["queue_latency"]["idle"]["n"] == results["sizes"]["probes"]
     report = (tmp_path / "benchmarks.md").read_text()
-    assert "## Targets" in report and "## 1. Gateway overhead" in report
+    assert "## Targets" in report and "## 1. Gateway overhead" in report and "## 7. Sharing the server" in report
+    sharing = results["sharing"]
+    assert all(r["failed"] == 0 for r in sharing["fairness"]["rows"].values()), sharing["fairness"]
+    assert sharing["burst"]["succeeded"] == sharing["burst"]["requests"], sharing["burst"]
     assert (tmp_path / "benchmarks.png").read_bytes().startswith(b"\x89PNG")

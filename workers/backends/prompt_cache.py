@@ -3,8 +3,9 @@ keep their prefix (a llama.cpp context holds one prompt at a time).
 
 The states live in llama-cpp-python's LlamaRAMCache (longest-prefix lookup,
 least recently used evicted beyond a byte budget). A state is saved when the
-context is about to be overwritten by a prompt that does not extend it (not
-after every job: a person continuing their own prefix costs nothing), and
+context is about to be given to another prompt (one sharing less than half
+of it: someone else's file, not the same person's next keystroke; saving
+costs about as much as restoring, so it is not done after every job), and
 restored when it shares a longer prefix with the new prompt than the
 context does.
 """
@@ -42,7 +43,7 @@ class PromptCache:
         live_prefix = Llama.longest_token_prefix(live, prompt)
         saved = self._lookup(prompt)
         saved_prefix = Llama.longest_token_prefix(saved.input_ids[: saved.n_tokens], prompt) if saved else 0
-        if live and live_prefix < len(live):  # the context is about to be overwritten: keep it
+        if live_prefix < len(live) // 2:  # the context goes to someone else's prompt: keep it
             self._save(llm, live)
         if saved_prefix > live_prefix:
             llm.load_state(saved)
