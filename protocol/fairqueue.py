@@ -71,7 +71,8 @@ class Waiting:
 
 def push(redis: Redis, pool: str, klass: str, job: Job, waiting: Waiting, policy: str = "fair") -> None:
     fields = {"limit": waiting.limit, "lease": keys.lease_member(job.web_id, job.id), "model": job.model,
-              "serial": "1" if waiting.serial else "0", "expires": repr(job.expires_at), "web": job.web_id}
+              "serial": "1" if waiting.serial else "0", "expires": repr(job.expires_at), "web": job.web_id,
+              "enqueued": repr(job.enqueued_at)}
     args = [job.id, job.model_dump_json(), waiting.person, waiting.weight, policy]
     for name, value in fields.items():
         args += [name, value]
@@ -120,7 +121,7 @@ def take(redis: Redis, pool: str, worker_id: str, want: str = "", idle_serial: l
     args = [keys.FAIR_JOB_PREFIX, keys.ACTIVE_PREFIX, keys.FAIR_FREE_PREFIX, keys.FAIR_AFFINITY_PREFIX,
             keys.WEB_LEASE_PREFIX, keys.JOB_PREFIX, keys.FAIR_RESERVED_PREFIX, keys.FAIR_BLOCKED_PREFIX,
             worker_id, repr(now), want, "1" if tracks_free else "0", repr(now - FREE_FRESH_SECONDS),
-            HOLD_SECONDS, pool, *(idle_serial or [])]
+            HOLD_SECONDS, pool, keys.RECORD_TTL_SECONDS, *(idle_serial or [])]
     found, payload, person, lease, job_id, forward_to, forward_job = _run(
         redis, "fair_take", [*(keys.fair_ready_key(pool, k) for k in CLASSES), keys.fair_state_key(pool),
                              keys.fair_waiting_key(pool), keys.queued_key(pool)], args)

@@ -4,15 +4,16 @@
 -- ARGV: see fairqueue.take
 local ready_sets = {KEYS[1], KEYS[2]}
 local state, waiting, queued = KEYS[3], KEYS[4], KEYS[5]
-local p_job, p_active, p_free, p_affinity, p_lease, p_abort, p_reserved, p_blocked =
+local p_job, p_active, p_free, p_affinity, p_lease, p_record, p_reserved, p_blocked =
   ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7], ARGV[8]
-local worker, now, want, tracks_free, fresh_after, hold, pool =
-  ARGV[9], tonumber(ARGV[10]), ARGV[11], ARGV[12] == '1', tonumber(ARGV[13]), tonumber(ARGV[14]), ARGV[15]
+local worker, now, want, tracks_free, fresh_after, hold, pool, record_ttl =
+  ARGV[9], tonumber(ARGV[10]), ARGV[11], ARGV[12] == '1', tonumber(ARGV[13]), tonumber(ARGV[14]), ARGV[15],
+  tonumber(ARGV[16])
 -- This worker's idle copies of one-at-a-time models (it knows; the free sets are for finding others).
 local idle_here = {}
-for i = 16, #ARGV do idle_here[ARGV[i]] = true end
+for i = 17, #ARGV do idle_here[ARGV[i]] = true end
 local FIELDS = {'person', 'limit', 'lease', 'model', 'serial', 'expires', 'web', 'reserved', 'payload', 'tag', 'ready',
-                'member'}
+                'member', 'enqueued'}
 local forward = nil
 
 local function read(job_id)
@@ -34,7 +35,7 @@ end
 
 -- Nobody waits for it any more: its time is up, its client left, or its web process died.
 local function abandoned(job)
-  return tonumber(job.expires) < now or redis.call('EXISTS', p_abort .. job.id .. ':abort') == 1
+  return tonumber(job.expires) < now or redis.call('EXISTS', p_record .. job.id .. ':abort') == 1
     or redis.call('EXISTS', p_lease .. job.web) == 0
 end
 
@@ -102,6 +103,10 @@ end
 
 local function take(job)
   unqueue(job)
+  -- The job's record says whose it was and how long it waited in the queue.
+  local record = p_record .. job.id .. ':state'
+  redis.call('HSET', record, 'person', job.person, 'enqueued_at', job.enqueued or '', 'taken_at', tostring(now))
+  redis.call('EXPIRE', record, record_ttl)
   redis.call('ZADD', p_active .. job.person, now, job.lease)
   redis.call('EXPIRE', p_active .. job.person, 86400)
   if tonumber(job.tag) > tonumber(redis.call('HGET', state, 'vtime') or '0') then

@@ -97,11 +97,11 @@ def _sharing_lines(sharing: dict) -> list[str]:
         env = sharing["environment"]
         lines += [f"Run {env['date']} with `{env['command']}` (this section only).", ""]
     lines += ["### Fair shares between people", "", fair["setup"], "",
-              "| policy | B's wait p50 / p95 / p99 ms | A's wait p50 / p95 / p99 ms | one job p50 ms | failed |"
-              " all done in |", "|---|---|---|---:|---:|---:|"]
+              "| policy | B's queue wait p50 / p95 / p99 ms | B's TTFT p50 / p95 / p99 ms | A's queue wait p50 / p95 "
+              "/ p99 ms | one job p50 ms | failed | all done in |", "|---|---|---|---|---:|---:|---:|"]
     for policy, r in fair["rows"].items():
-        lines.append(f"| {policy} | {_ms(r['b_wait_ms'])} | {_ms(r['a_wait_ms'])} | {r['job_ms']['p50']:.0f} "
-                     f"| {r['failed']} | {r['seconds']:.1f} s |")
+        lines.append(f"| {policy} | {_ms(r['b_wait_ms'])} | {_ms(r['b_ttft_ms'])} | {_ms(r['a_wait_ms'])} "
+                     f"| {r['job_ms']['p50']:.0f} | {r['failed']} | {r['seconds']:.1f} s |")
     lines += ["", "### A burst with keys off", "", burst["setup"], "",
               f"{burst['succeeded']} of {burst['requests']} succeeded in {burst['seconds']:.1f} s; the workers "
               f"need {burst['workers_need_seconds']:.1f} s for them (jobs x duration / slots)."

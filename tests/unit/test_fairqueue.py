@@ -19,6 +19,9 @@ POOL = "local"
 
 @pytest.fixture
 def web(clean_redis):
+    """A live web process; and no worker marked idle but those a test marks."""
+    for key in clean_redis.scan_iter(match=keys.FAIR_FREE_PREFIX + "*"):
+        clean_redis.delete(key)
     web_id = uuid.uuid4().hex
     renew_web_lease(clean_redis, web_id)
     return web_id

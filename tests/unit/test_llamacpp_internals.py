@@ -60,3 +60,33 @@ def test_the_schema_grammar_patch_still_applies():
 
     grammar = schema_grammar_text({"type": "object", "properties": {"a": {"type": "string"}}})
     assert _JSON_CHAR in grammar and LlamaGrammar.from_string(grammar, verbose=False) is not None
+
+
+def greedy(llm, prompt: list[int], count: int = 6) -> list[int]:
+    out = []
+    for token in llm.generate(prompt, temp=0.0, top_k=40, top_p=0.9, min_p=0.0, repeat_penalty=1.1, grammar=None):
+        out.append(token)
+        if len(out) == count:
+            break
+    return out
+
+
+def test_a_restored_prompt_state_continues_exactly_as_a_fresh_evaluation(llm):
+    """workers/backends/prompt_cache.py saves and restores sequence 0 with
+    llama.cpp's per-sequence state calls and sets `input_ids`, `n_tokens`
+    and `_requires_eval` itself."""
+    from workers.backends.prompt_cache import PromptCache
+
+    alice = llm.tokenize(b"def add(a, b):\n    return a + b\n\ndef mul(a, b):\n", add_bos=True)
+    bob = llm.tokenize(b"The capital of France is Paris. The capital of Italy is", add_bos=True)
+    llm.reset()
+    expected = greedy(llm, alice + llm.tokenize(b"    return", add_bos=False))
+    cache = PromptCache(64 * 2**20)
+    llm.reset()
+    greedy(llm, alice, 1)  # alice's prompt is live
+    assert cache.prepare(llm, bob).restored is False  # bob's turn: alice's state is saved
+    greedy(llm, bob, 3)
+    reuse = cache.prepare(llm, alice + llm.tokenize(b"    return", add_bos=False))
+    assert reuse.restored and reuse.tokens >= len(alice) and cache.size_bytes > 0
+    assert greedy(llm, alice + llm.tokenize(b"    return", add_bos=False)) == expected
+    assert llm._requires_eval is False  # the internal flag prompt_cache sets: still the name llama-cpp-python reads

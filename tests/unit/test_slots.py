@@ -1,0 +1,82 @@
+"""A worker's slots on a real Redis: one-at-a-time models tracked as idle or
+running (and published for other workers), affinity remembered after a job
+of such a model, tickets sent for a person's jobs skipped elsewhere for their
+limit, and the keys file's weights."""
+from __future__ import annotations
+
+import time
+import uuid
+
+import pytest
+
+from app.auth import load_keys
+from catalog.registry import Registry, parse_entry
+from protocol import fairqueue, keys
+from protocol.commands import renew_web_lease
+from protocol.contract import Job, Message
+from protocol.fairqueue import Waiting
+from workers.slots import Slots
+
+
+@pytest.fixture
+def web(clean_redis):
+    """A live web process; and no worker marked idle but those a test marks."""
+    for key in clean_redis.scan_iter(match=keys.FAIR_FREE_PREFIX + "*"):
+        clean_redis.delete(key)
+    web_id = uuid.uuid4().hex
+    renew_web_lease(clean_redis, web_id)
+    return web_id
+
+
+def registry() -> Registry:
+    return Registry({"smol": parse_entry("smol", {"backend": "llamacpp"}),
+                     "echo": parse_entry("echo", {"backend": "echo"})})
+
+
+def queue(redis, web, person, model, pool="local", limit=16, serial=True) -> str:
+    job = Job(id=uuid.uuid4().hex, model=model, messages=[Message(role="user", content="hi")], web_id=web,
+              expires_at=time.time() + 60)
+    fairqueue.push(redis, pool, "chat", job, Waiting(person, limit, serial=serial))
+    return job.id
+
+
+def slots(redis, sent) -> Slots:
+    own = Slots(redis, "w1", registry(), lambda *ticket: sent.append(ticket[:3]))
+    own.start_tracking()
+    return own
+
+
+def test_a_one_at_a_time_model_runs_one_job_per_worker_and_is_published_idle_again(clean_redis, web):
+    sent = []
+    own = slots(clean_redis, sent)
+    assert clean_redis.zscore(keys.FAIR_FREE_PREFIX + "smol", "w1") is not None  # idle at start
+    queue(clean_redis, web, "alice", "smol")
+    queue(clean_redis, web, "bob", "smol")
+    first = own.take("local")
+    assert first.person == "alice" and clean_redis.zscore(keys.FAIR_FREE_PREFIX + "smol", "w1") is None
+    assert own.take("local").job is None  # the model is busy here; no other worker is idle
+    own.finish("local", first)
+    assert clean_redis.zscore(keys.FAIR_FREE_PREFIX + "smol", "w1") is not None
+    assert clean_redis.get(keys.affinity_key("smol", "alice")) == b"w1"
+    assert own.take("local").person == "bob"
+
+
+def test_a_job_skipped_elsewhere_for_its_persons_limit_gets_a_ticket_when_a_slot_frees(clean_redis, web):
+    sent = []
+    own = slots(clean_redis, sent)
+    queue(clean_redis, web, "alice", "echo", pool="local", limit=1, serial=False)
+    running = own.take("local")
+    queue(clean_redis, web, "alice", "echo", pool="upstream", limit=1, serial=False)
+    assert fairqueue.take(clean_redis, "upstream", "w2").job is None  # alice is at her limit
+    own.finish("local", running)
+    assert sent == [("upstream", "upstream", "")]
+
+
+def test_keys_file_weights(tmp_path):
+    path = tmp_path / "keys.toml"
+    path.write_text('[keys.batch]\nsha256 = "00"\nweight = 0.5\n\n[keys.ann]\nsha256 = "11"\n')
+    ring = load_keys(path, None)
+    assert [k.weight for k in ring._keys] == [0.5, 1.0]
+    path.write_text('[keys.bad]\nsha256 = "00"\nweight = 0\n')
+    with pytest.raises(ValueError, match="keys.bad.weight must be a number above 0, not 0"):
+        load_keys(path, None)
