@@ -32,11 +32,11 @@ from catalog.registry import ModelEntry
 from protocol import fairqueue, keys
 from protocol.admission import admit, release
 from protocol.commands import batched, record_state, send_abort, supersede, worker_lost
-from protocol.fairqueue import Waiting
 from protocol.contract import (
     DoneEvent, ErrorEvent, Event, Job, KeepAliveEvent, StartedEvent, TextEvent, UnknownEvent, decode_event,
     encode_event, is_text_payload,
 )
+from protocol.fairqueue import Waiting
 from protocol.metrics import count_job
 from protocol.queue import completion_queue
 
@@ -232,7 +232,6 @@ class JobRun:
         observers, self.observers = self.observers, []
         for observer in observers:
             getattr(observer, "close", lambda: None)()
-
 
     def _record_unrun(self, redis) -> None:
         """The job left the queue unrun: recorded as a worker records one it

@@ -31,7 +31,7 @@ class Services:
 
 
 def enqueue_by_name(job: Job, queue: str, pool: str) -> None:
-    """Queue the job in its pool's fair queue and send its ticket by task
+    """Send the ticket of a job queued in its pool's fair queue, by task
     name: the front end never imports worker code."""
     try:
         send_ticket(queue, pool, job.id, job.id)

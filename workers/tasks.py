@@ -54,7 +54,10 @@ def _context(pid: int) -> RunContext:
 def take(ticket: dict) -> str:
     """Run the fairest job this slot may run, then the next while any waits."""
     ctx = _context(os.getpid())
-    pool, want = str(ticket.get("pool", "")), str(ticket.get("job") or "")
+    if not isinstance(ticket, dict) or not isinstance(ticket.get("pool"), str):
+        log.error("dropped a malformed ticket: %r", ticket)
+        return "error"
+    pool, want = ticket["pool"], str(ticket.get("job") or "")
     reason = "none"
     while not ctx.slots.stopping:
         taken = ctx.slots.take(pool, want)

@@ -62,13 +62,15 @@ def service_order(tap: EventsTap, texts: list[str]) -> list[str]:
     ("fifo", ["alice-1", "alice-2", "alice-3", "alice-4", "bob-1", "bob-2"]),
 ])
 def test_waiting_jobs_are_shared_out_between_people(turns_env, one_slot, clean_redis, redis_url, policy, expected):
-    web, base = start_web(dict(turns_env, SWITCHBOARD_QUEUE_POLICY=policy))
+    """alice and bob use different web processes: the order is kept in Redis."""
+    webs = [start_web(dict(turns_env, SWITCHBOARD_QUEUE_POLICY=policy)) for _ in range(2)]
+    base = {"alice": webs[0][1], "bob": webs[1][1]}
     tap = EventsTap(redis_url)
-    streams = [ask(base, "alice", " ".join(["hold"] * 200))]  # alice's batch holds the one slot
+    streams = [ask(base["alice"], "alice", " ".join(["hold"] * 200))]  # alice's batch holds the one slot
     try:
         assert streams[0].read_line()
         for person, n in [("alice", 1), ("alice", 2), ("alice", 3), ("alice", 4), ("bob", 1), ("bob", 2)]:
-            streams.append(ask(base, person, f"{person}-{n}"))  # one after another: a known arrival order
+            streams.append(ask(base[person], person, f"{person}-{n}"))  # one after another: a known order
             wait_until(queued(clean_redis, "turns", len(streams) - 1), what=f"{person}-{n} to wait")
         streams[0].drop()
         for stream in streams[1:]:
@@ -78,7 +80,8 @@ def test_waiting_jobs_are_shared_out_between_people(turns_env, one_slot, clean_r
     finally:
         for stream in streams:
             stream.drop()
-        web.stop()
+        for web, _ in webs:
+            web.stop()
 
 
 def test_with_keys_off_people_are_told_apart_by_address(stack, clean_redis, redis_url):

@@ -168,3 +168,11 @@ def test_a_running_job_counts_for_its_person(clean_redis, web):
     queue(clean_redis, web, "bob")
     assert take_all(clean_redis) == ["bob", "alice", "alice", "alice"]
 
+
+
+def test_a_payload_that_is_not_a_job_is_taken_out_and_named(clean_redis, web):
+    job_id = queue(clean_redis, web, "alice")
+    clean_redis.hset(keys.fair_job_key(job_id), "payload", '{"id": 1}')  # say, a newer web's broken job
+    taken = fairqueue.take(clean_redis, POOL, "w")
+    assert taken.job is None and taken.job_id == job_id and "model" in taken.malformed
+    assert fairqueue.depth(clean_redis, POOL) == 0 and taken.person == "alice"  # finish() frees her slot
