@@ -35,7 +35,7 @@ from redis import Redis
 from redis.commands.core import Script
 
 from protocol import keys
-from protocol.commands import ALIVE_TTL_SECONDS, batched
+from protocol.commands import ALIVE_TTL_SECONDS
 from protocol.contract import Job
 
 POLICIES = ("fair", "fifo")

@@ -12,11 +12,10 @@ import httpx
 import ollama
 import pytest
 
-from protocol.commands import job_state
 from protocol.keys import job_of_channel
 from scripts.processes import stack_env, start_web, start_worker
 from tests.integration.events_tap import EventsTap
-from tests.integration.http import DroppableStream, post_raw
+from tests.integration.http import DroppableStream
 from tests.integration.waits import queued, wait_until, waiting
 
 KEYS = "alice:alice-key,bob:bob-key"
@@ -72,6 +71,10 @@ def test_waiting_jobs_are_shared_out_between_people(turns_env, one_slot, clean_r
         for person, n in [("alice", 1), ("alice", 2), ("alice", 3), ("alice", 4), ("bob", 1), ("bob", 2)]:
             streams.append(ask(base[person], person, f"{person}-{n}"))  # one after another: a known order
             wait_until(queued(clean_redis, "turns", len(streams) - 1), what=f"{person}-{n} to wait")
+        text = httpx.get(f"{base['bob']}/metrics", headers={"Authorization": "Bearer bob-key"}).text
+        assert 'switchboard_queue_depth{pool="turns"} 6.0' in text
+        assert 'switchboard_queue_waiting{pool="turns",person="alice"} 4.0' in text
+        assert 'switchboard_queue_waiting{pool="turns",person="bob"} 2.0' in text
         streams[0].drop()
         for stream in streams[1:]:
             while stream.read_line():

@@ -176,3 +176,15 @@ def test_a_payload_that_is_not_a_job_is_taken_out_and_named(clean_redis, web):
     taken = fairqueue.take(clean_redis, POOL, "w")
     assert taken.job is None and taken.job_id == job_id and "model" in taken.malformed
     assert fairqueue.depth(clean_redis, POOL) == 0 and taken.person == "alice"  # finish() frees her slot
+
+
+def test_waiting_people_in_metrics_name_the_ten_with_most_and_sum_the_rest(clean_redis, web):
+    from app.metrics import _queues
+
+    for n in range(12):
+        for _ in range(n + 1):
+            queue(clean_redis, web, f"p{n:02d}")
+    depth, people = _queues(clean_redis, [POOL])
+    assert [(s.labels, s.value) for s in depth.samples] == [({"pool": POOL}, 78.0)]
+    shown = {s.labels["person"]: s.value for s in people.samples}
+    assert len(shown) == 11 and shown["p11"] == 12.0 and shown["p02"] == 3.0 and shown["other"] == 1.0 + 2.0
