@@ -41,6 +41,14 @@ def ask(base: str, person: str, text: str) -> DroppableStream:
                            {"Authorization": f"Bearer {person}-key"})
 
 
+def gauges(exposition: str) -> dict:
+    """(name, sorted labels) -> value, from a Prometheus text exposition."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    return {(sample.name, tuple(sorted(sample.labels.items()))): sample.value
+            for family in text_string_to_metric_families(exposition) for sample in family.samples}
+
+
 def service_order(tap: EventsTap, texts: list[str]) -> list[str]:
     """The texts, in the order their jobs started."""
     started = {}
@@ -71,10 +79,10 @@ def test_waiting_jobs_are_shared_out_between_people(turns_env, one_slot, clean_r
         for person, n in [("alice", 1), ("alice", 2), ("alice", 3), ("alice", 4), ("bob", 1), ("bob", 2)]:
             streams.append(ask(base[person], person, f"{person}-{n}"))  # one after another: a known order
             wait_until(queued(clean_redis, "turns", len(streams) - 1), what=f"{person}-{n} to wait")
-        text = httpx.get(f"{base['bob']}/metrics", headers={"Authorization": "Bearer bob-key"}).text
-        assert 'switchboard_queue_depth{pool="turns"} 6.0' in text
-        assert 'switchboard_queue_waiting{pool="turns",person="alice"} 4.0' in text
-        assert 'switchboard_queue_waiting{pool="turns",person="bob"} 2.0' in text
+        samples = gauges(httpx.get(f"{base['bob']}/metrics", headers={"Authorization": "Bearer bob-key"}).text)
+        assert samples["switchboard_queue_depth", (("pool", "turns"),)] == 6
+        assert samples["switchboard_queue_waiting", (("person", "alice"), ("pool", "turns"))] == 4
+        assert samples["switchboard_queue_waiting", (("person", "bob"), ("pool", "turns"))] == 2
         streams[0].drop()
         for stream in streams[1:]:
             while stream.read_line():
