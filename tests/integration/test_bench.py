@@ -15,6 +15,7 @@ from scripts.processes import ROOT
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(600)  # seven sections, ten process groups: about 90 s on 2 idle cores, 2-3 times that on busy ones
 def test_the_benchmark_runs_every_section_and_writes_its_report(tmp_path):
     run = subprocess.run([sys.executable, "scripts/bench.py", "--tiny", "--out", str(tmp_path)], cwd=ROOT,
                          capture_output=True, text=True, timeout=600)
