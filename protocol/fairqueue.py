@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, replace
-from functools import lru_cache
 from pathlib import Path
 
 from pydantic import ValidationError
@@ -38,7 +37,6 @@ from protocol import keys
 from protocol.commands import ALIVE_TTL_SECONDS
 from protocol.contract import Job
 
-POLICIES = ("fair", "fifo")
 CLASSES = ("completion", "chat")
 # How long a job handed to a particular worker is held for it.
 HOLD_SECONDS = 3.0
@@ -50,14 +48,15 @@ AFFINITY_SECONDS = 3600
 _LUA = Path(__file__).with_name("lua")
 
 
-@lru_cache(maxsize=None)
-def _script(redis: Redis, name: str) -> Script:
-    return redis.register_script((_LUA / f"{name}.lua").read_text())
+_scripts: dict[str, Script] = {}
 
 
 def _run(redis: Redis, name: str, keys_: list[str], args: list) -> object:
-    """EVALSHA, loading the script on first use (and again after a Redis restart)."""
-    return _script(redis, name)(keys=keys_, args=args, client=redis)
+    """EVALSHA, loading the script on first use (and again after a Redis
+    restart); one Script per name, called on whichever client is given."""
+    if name not in _scripts:
+        _scripts[name] = redis.register_script((_LUA / f"{name}.lua").read_text())
+    return _scripts[name](keys=keys_, args=args, client=redis)
 
 
 @dataclass(frozen=True)

@@ -34,6 +34,7 @@ SendTicket = Callable[[str, str, str, str], None]  # queue, pool, job id, messag
 class Slots:
     def __init__(self, redis: Redis, worker_id: str, registry: Registry, send_ticket: SendTicket):
         self._redis, self.worker_id, self._send = redis, worker_id, send_ticket
+        self._registry = registry
         self._serial = sorted(e.name for e in registry.entries() if backend_kind(e.backend).serial)
         self._running_serial: set[str] = set()
         self._lock = threading.Lock()
@@ -43,8 +44,11 @@ class Slots:
         self.tracks_free = False
         self.stopping = False
 
-    def start_tracking(self) -> str:
-        """Called once the worker consumes; returns its direct queue."""
+    def start_tracking(self, pools: set[str]) -> str:
+        """Called once the worker consumes the pools' queues; returns its
+        direct queue. Only those pools' one-at-a-time models are tracked (and
+        published as idle): no job is ever handed to a worker of another pool."""
+        self._serial = [m for m in self._serial if self._registry.get(m).pool in pools]
         self.tracks_free = True
         self.refresh()
         return direct_queue(self.worker_id)
@@ -59,11 +63,14 @@ class Slots:
         return [m for m in self._serial if m not in self._running_serial]
 
     def take(self, pool: str, want: str = "") -> Taken:
-        with self._lock:
-            taken = fairqueue.take(self._redis, pool, self.worker_id, want,
-                                   self._idle() if self.tracks_free else None)
-            if taken.job is not None and taken.job.model in self._serial:  # runs now: not idle
-                self._running_serial.add(taken.job.model)
+        if not self._serial:  # nothing to track (an upstream worker's hundred greenlets need no lock)
+            taken = fairqueue.take(self._redis, pool, self.worker_id, want)
+        else:
+            with self._lock:
+                taken = fairqueue.take(self._redis, pool, self.worker_id, want,
+                                       self._idle() if self.tracks_free else None)
+                if taken.job is not None and taken.job.model in self._serial:  # runs now: not idle
+                    self._running_serial.add(taken.job.model)
         if taken.forward_to:
             self._ticket(direct_queue(taken.forward_to), pool, taken.forward_job)
         return taken

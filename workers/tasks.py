@@ -87,11 +87,11 @@ def _warm_up(**_) -> None:
 def _announce(sender=None, **_) -> None:
     """Publish this worker and its queues (for /readyz) from now on."""
     ctx = _context(os.getpid())
+    queues = sorted(q.name for q in sender.task_consumer.queues)
     if type(sender.pool).__module__ != "celery.concurrency.prefork":  # this process runs its jobs
-        sender.add_task_queue(ctx.slots.start_tracking())
+        sender.add_task_queue(ctx.slots.start_tracking({q.removesuffix("-completion") for q in queues}))
         ctx.heartbeat.on_beat = ctx.slots.refresh
-    ctx.heartbeat.queues = sorted(q.name for q in sender.task_consumer.queues
-                                  if not q.name.startswith("direct."))
+    ctx.heartbeat.queues = queues
     ctx.heartbeat.start()
 
 

@@ -42,7 +42,7 @@ def queue(redis, web, person, model, pool="local", limit=16, serial=True) -> str
 
 def slots(redis, sent) -> Slots:
     own = Slots(redis, "w1", registry(), lambda *ticket: sent.append(ticket[:3]))
-    own.start_tracking()
+    own.start_tracking({"local"})
     return own
 
 
@@ -80,3 +80,9 @@ def test_keys_file_weights(tmp_path):
     path.write_text('[keys.bad]\nsha256 = "00"\nweight = 0\n')
     with pytest.raises(ValueError, match="keys.bad.weight must be a number above 0, not 0"):
         load_keys(path, None)
+
+
+def test_a_worker_of_another_pool_is_never_published_idle_for_a_local_model(clean_redis, web):
+    upstream = Slots(clean_redis, "w-up", registry(), lambda *ticket: None)
+    upstream.start_tracking({"upstream"})
+    assert clean_redis.zscore(keys.FAIR_FREE_PREFIX + "smol", "w-up") is None
