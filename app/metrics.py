@@ -21,12 +21,8 @@ class ClusterCollector:
 
     def collect(self):
         redis, registry = self._services.redis, self._services.registry
-        jobs = CounterMetricFamily("switchboard_jobs_finished", "Jobs finished, by model and reason.",
-                                   labels=["model", "reason"])
-        for (model, reason), value in jobs_finished(redis).items():
-            if self._visible(model):
-                jobs.add_metric([model, reason], value)
-        yield jobs
+        yield self._by_model("switchboard_jobs_finished", "Jobs finished, by model and reason.", "reason",
+                             jobs_finished(redis))
         tokens = {model: count for model, count in redis.hgetall(TOKENS).items() if self._visible(model.decode())}
         yield _counter_by("switchboard_tokens_generated", "Tokens generated, by model.", "model", tokens)
         yield _counter_by("switchboard_rejected", "Requests turned away, by reason.", "reason",
@@ -39,19 +35,18 @@ class ClusterCollector:
 
     def _prompt_cache(self, redis):
         lookups, tokens = prompt_cache_counts(redis)
-        hits = CounterMetricFamily("switchboard_prompt_cache_lookups", "Local models' prompt-cache lookups, by "
-                                   "model and result (hit: part of the prompt was already evaluated).",
-                                   labels=["model", "result"])
-        for (model, result), value in sorted(lookups.items()):
+        return (self._by_model("switchboard_prompt_cache_lookups", "Local models' prompt-cache lookups, by model "
+                               "and result (hit: part of the prompt was already evaluated).", "result", lookups),
+                self._by_model("switchboard_prompt_tokens", "Local models' prompt tokens, by model and whether "
+                               "they were reused from the cache or evaluated.", "source", tokens))
+
+    def _by_model(self, name: str, doc: str, label: str, values: dict) -> CounterMetricFamily:
+        """A counter of (model, label) pairs, for the models this key may see."""
+        family = CounterMetricFamily(name, doc, labels=["model", label])
+        for (model, value_label), value in sorted(values.items()):
             if self._visible(model):
-                hits.add_metric([model, result], value)
-        reused = CounterMetricFamily("switchboard_prompt_tokens", "Local models' prompt tokens, by model and "
-                                     "whether they were reused from the cache or evaluated.",
-                                     labels=["model", "source"])
-        for (model, source), value in sorted(tokens.items()):
-            if self._visible(model):
-                reused.add_metric([model, source], value)
-        return hits, reused
+                family.add_metric([model, value_label], value)
+        return family
 
     @staticmethod
     def _ttft(redis, models):

@@ -13,16 +13,9 @@ import redis as redis_py
 
 from protocol import keys
 from protocol.admission import Busy, admit, release, retry_after_seconds
-from protocol.commands import renew_web_lease, take_job
+from protocol.commands import take_job
 
 LIMITS = {"requests_per_minute": 100, "max_queue": 3, "stale_after": 900}
-
-
-@pytest.fixture
-def web(clean_redis):
-    web_id = uuid.uuid4().hex
-    renew_web_lease(clean_redis, web_id)
-    return web_id
 
 
 def admit_one(redis, web_id, key="alice", pool="local", **limits) -> str:

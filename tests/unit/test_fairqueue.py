@@ -10,21 +10,11 @@ import uuid
 import pytest
 
 from protocol import fairqueue, keys
-from protocol.commands import renew_web_lease, send_abort
+from protocol.commands import send_abort
 from protocol.contract import Job, Message
 from protocol.fairqueue import Waiting
 
 POOL = "local"
-
-
-@pytest.fixture
-def web(clean_redis):
-    """A live web process; and no worker marked idle but those a test marks."""
-    for key in clean_redis.scan_iter(match=keys.FAIR_FREE_PREFIX + "*"):
-        clean_redis.delete(key)
-    web_id = uuid.uuid4().hex
-    renew_web_lease(clean_redis, web_id)
-    return web_id
 
 
 def queue(redis, web, person, *, model="echo", klass="chat", limit=100, weight=1.0, serial=False,

@@ -12,20 +12,9 @@ import pytest
 from app.auth import load_keys
 from catalog.registry import Registry, parse_entry
 from protocol import fairqueue, keys
-from protocol.commands import renew_web_lease
 from protocol.contract import Job, Message
 from protocol.fairqueue import Waiting
 from workers.slots import Slots
-
-
-@pytest.fixture
-def web(clean_redis):
-    """A live web process; and no worker marked idle but those a test marks."""
-    for key in clean_redis.scan_iter(match=keys.FAIR_FREE_PREFIX + "*"):
-        clean_redis.delete(key)
-    web_id = uuid.uuid4().hex
-    renew_web_lease(clean_redis, web_id)
-    return web_id
 
 
 def registry() -> Registry:
