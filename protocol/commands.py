@@ -77,17 +77,17 @@ def supersede(redis: Redis, client: str, model: str, job_id: str) -> str | None:
 
 # --- a job's life in a worker --------------------------------------------------------
 def take_job(redis: Redis, job_id: str, worker_id: str, pool: str, web_id: str = "") -> tuple[bool, bool]:
-    """A worker takes the job off its queue, in one round trip: claim it (False
-    if another worker already did: a redelivery), free its queue place and
-    count it as drained from the pool, and read its abort mark and whether
-    the web process holding it is alive. Returns (claimed, aborted): a job
-    whose web process died is aborted (nobody would read it)."""
+    """A worker starts a job it took from the fair queue (which freed its
+    queue place: fairqueue.take), in one round trip: claim it (False if
+    another worker already did), count it as drained from the pool, and read
+    its abort mark and whether the web process holding it is alive. Returns
+    (claimed, aborted): a job whose web process died is aborted (nobody would
+    read it)."""
     bucket = keys.drained_key(pool, int(time.time() // 10))
     pipe = redis.pipeline(transaction=False)
     pipe.set(keys.claim_key(job_id), worker_id.encode(), nx=True, ex=keys.RECORD_TTL_SECONDS)
     pipe.exists(keys.abort_key(job_id))
     pipe.exists(keys.web_lease_key(web_id)) if web_id else pipe.echo(b"1")
-    pipe.zrem(keys.queued_key(pool), keys.lease_member(web_id, job_id))
     pipe.incr(bucket)
     pipe.expire(bucket, 120)
     claimed, aborted, web_alive, *_ = pipe.execute()

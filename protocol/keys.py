@@ -64,22 +64,24 @@ def web_channel(process_id: str) -> str:
 
 
 # --- per job -------------------------------------------------------------------------
+JOB_PREFIX = f"{PREFIX}:job:"  # + job id + ":abort", ":state", ":alive", ":claim"
+
+
 def abort_key(job_id: str) -> str:
-    return f"{PREFIX}:job:{job_id}:abort"
+    return f"{JOB_PREFIX}{job_id}:abort"
 
 
 def state_key(job_id: str) -> str:
-    return f"{PREFIX}:job:{job_id}:state"
+    return f"{JOB_PREFIX}{job_id}:state"
 
 
 def alive_key(job_id: str) -> str:
     """Refreshed every second by the worker running the job."""
-    return f"{PREFIX}:job:{job_id}:alive"
+    return f"{JOB_PREFIX}{job_id}:alive"
 
 
 def claim_key(job_id: str) -> str:
-    return f"{PREFIX}:job:{job_id}:claim"
-
+    return f"{JOB_PREFIX}{job_id}:claim"
 
 
 def latest_completion_key(client: str, model: str) -> str:
@@ -173,7 +175,6 @@ FAIR_AFFINITY_PREFIX = f"{PREFIX}:fq:affinity:"  # + model:person: the worker ho
 FAIR_RESERVED_PREFIX = f"{PREFIX}:fq:reserved:"  # + model:worker: a job handed to that worker
 FAIR_BLOCKED_PREFIX = f"{PREFIX}:fq:blocked:"  # + person: pools where their jobs wait on their concurrency limit
 ACTIVE_PREFIX = f"{PREFIX}:active:"
-JOB_PREFIX = f"{PREFIX}:job:"
 
 
 def fair_job_key(job_id: str) -> str:

@@ -11,9 +11,11 @@ import uuid
 import pytest
 import redis as redis_py
 
-from protocol import keys
+from protocol import fairqueue, keys
 from protocol.admission import Busy, admit, release, retry_after_seconds
 from protocol.commands import take_job
+from protocol.contract import Job, Message
+from protocol.fairqueue import Waiting
 
 LIMITS = {"requests_per_minute": 100, "max_queue": 3, "stale_after": 900}
 
@@ -35,7 +37,10 @@ def test_an_admitted_job_holds_a_queue_place_until_released(clean_redis, web):
 
 def test_a_worker_taking_the_job_frees_its_queue_place(clean_redis, web):
     job_id = admit_one(clean_redis, web)
-    assert take_job(clean_redis, job_id, "w", "local", web) == (True, False)
+    job = Job(id=job_id, model="echo", messages=[Message(role="user", content="hi")], web_id=web,
+              expires_at=time.time() + 60)
+    fairqueue.push(clean_redis, "local", "chat", job, Waiting("alice", 16))
+    assert fairqueue.take(clean_redis, "local", "w").job.id == job_id
     assert clean_redis.zcard(keys.queued_key("local")) == 0
 
 

@@ -34,7 +34,6 @@ class PromptCache:
         from llama_cpp.llama_cache import LlamaRAMCache
 
         self._states = LlamaRAMCache(capacity_bytes=capacity_bytes)
-        self.capacity_bytes = capacity_bytes
 
     def prepare(self, llm, prompt: list[int]) -> Reuse:
         """Make the context hold the longest known prefix of `prompt`."""
