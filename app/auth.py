@@ -10,6 +10,7 @@ marked `@public` where they are defined. Sources: a TOML file
     max_concurrent = 4                     # optional per-key limits
     requests_per_minute = 120
     weight = 2.0                           # share of a busy queue (default 1)
+    mcp_servers = ["time"]                 # server-side tools it may use (fnmatch; default: all)
 
 and/or SWITCHBOARD_API_KEYS="alice:key1,bob:key2" (hashed when read).
 
@@ -51,9 +52,13 @@ class ApiKey:
     max_concurrent: int | None = None
     requests_per_minute: int | None = None
     weight: float = 1.0
+    mcp_servers: tuple[str, ...] = ("*",)
 
     def allows(self, model: str) -> bool:
         return any(fnmatch.fnmatchcase(model, pattern) for pattern in self.models)
+
+    def may_use_server(self, server: str) -> bool:
+        return any(fnmatch.fnmatchcase(server, pattern) for pattern in self.mcp_servers)
 
 
 ANONYMOUS = ApiKey("anonymous")
@@ -122,7 +127,8 @@ def load_keys(file: Path | None, pairs: str | None, trusted: str | None = None) 
             keys.append(ApiKey(name=name, sha256=table["sha256"].lower(), models=tuple(table.get("models", ["*"])),
                                max_concurrent=table.get("max_concurrent"),
                                requests_per_minute=table.get("requests_per_minute"),
-                               weight=_weight(name, table.get("weight", 1.0))))
+                               weight=_weight(name, table.get("weight", 1.0)),
+                               mcp_servers=tuple(table.get("mcp_servers", ["*"]))))
     for pair in filter(None, (p.strip() for p in (pairs or "").split(","))):
         name, _, key = pair.partition(":")
         if not key:

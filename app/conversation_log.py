@@ -9,7 +9,7 @@ import json
 import time
 from pathlib import Path
 
-from protocol.contract import DoneEvent, ErrorEvent, Event, TextEvent, ToolCallEvent
+from protocol.contract import DoneEvent, ErrorEvent, Event, ServerToolEvent, TextEvent, ToolCallEvent
 
 _SECRET_FIELDS = ("key", "token", "secret", "password", "authorization")
 
@@ -29,6 +29,7 @@ class ConversationLog:
         self._folder, self._exchange = folder, exchange
         self._texts: list[str] = []
         self._calls: list[dict] = []
+        self._server_tools: list[dict] = []
         self._outcome = "client gone"
 
     def __call__(self, event: Event) -> None:
@@ -36,6 +37,8 @@ class ConversationLog:
             self._texts.append(event.text)
         elif isinstance(event, ToolCallEvent):
             self._calls.append({"name": event.name, "arguments": event.arguments})
+        elif isinstance(event, ServerToolEvent) and event.phase == "result":
+            self._server_tools.append(event.summary())
         elif isinstance(event, DoneEvent):
             self._outcome = event.reason
         elif isinstance(event, ErrorEvent):
@@ -43,7 +46,8 @@ class ConversationLog:
 
     def close(self) -> None:
         record = self._exchange | {"request": redact(self._exchange.get("request")), "reply": "".join(self._texts),
-                                   "tool_calls": self._calls, "outcome": self._outcome, "time": time.time()}
+                                   "tool_calls": self._calls,
+                                   "server_tools": self._server_tools, "outcome": self._outcome, "time": time.time()}
         self._folder.mkdir(parents=True, exist_ok=True)
         with open(self._folder / f"conversations-{time.strftime('%Y-%m-%d')}.jsonl", "a", encoding="utf-8") as file:
             file.write(json.dumps(record, ensure_ascii=False) + "\n")

@@ -25,6 +25,7 @@ from app.conversation_log import ConversationLog
 from app.disconnect import DisconnectWatch
 from app.errors import ApiError, ClientGone
 from app.relay import CLOSED, RelayUnavailable, Subscription
+from app.requestlog import server_tool_logger
 from app.services import Services, services
 from app.streaming import Observer
 from catalog.kinds import backend_kind
@@ -249,6 +250,7 @@ def start_job(job: Job, entry: ModelEntry, stream: bool = False) -> tuple[JobRun
     supersedes the same person's previous completion for the model (only once
     admitted and queued: a refused request cancels nothing)."""
     own = services()
+    job.server_tools = [server for server in entry.mcp_servers if current_key().may_use_server(server)]
     run = JobRun(own, job, request.environ, _waiting(own, entry), _admission_limits(own))
     try:
         run.start(queue_for(job, entry), entry.pool)
@@ -266,4 +268,6 @@ def start_job(job: Job, entry: ModelEntry, stream: bool = False) -> tuple[JobRun
         run.observers.append(ConversationLog(own.settings.conversation_log_dir, {
             "request_id": g.get("request_id"), "key": current_key().name, "path": request.path,
             "model": entry.name, "request": g.get("request_body")}))
+    if job.server_tools:
+        run.observers.append(server_tool_logger(g.get("request_id"), current_key().name))
     return run, itertools.chain([first], events)

@@ -9,8 +9,10 @@ from typing import Callable
 from prometheus_client.core import CollectorRegistry, CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 
 from app.services import Services
-from protocol.keys import REJECTED, TOKENS, events_channel_pattern
-from protocol.metrics import TTFT_BUCKETS, jobs_finished, prompt_cache_counts, ttft_histogram
+from protocol.keys import REJECTED, TOKENS, events_channel_pattern, tool_seconds_key
+from protocol.metrics import (
+    TOOL_SECONDS_BUCKETS, TTFT_BUCKETS, histogram, jobs_finished, prompt_cache_counts, tool_calls, ttft_histogram,
+)
 from protocol import fairqueue
 
 
@@ -32,6 +34,7 @@ class ClusterCollector:
         yield GaugeMetricFamily("switchboard_active_streams", "Requests waiting on a job's events.",
                                 value=len(redis.pubsub_channels(events_channel_pattern())))
         yield self._ttft(redis, [name for name in registry.names() if self._visible(name)])
+        yield from _tool_calls(redis)
 
     def _prompt_cache(self, redis):
         lookups, tokens = prompt_cache_counts(redis)
@@ -53,11 +56,30 @@ class ClusterCollector:
         family = HistogramMetricFamily("switchboard_time_to_first_token_seconds",
                                        "From enqueueing to the first token, by model.", labels=["model"])
         for model in models:
-            raw = ttft_histogram(redis, model)
-            if raw:
-                buckets = [(repr(b), raw.get(repr(b), 0.0)) for b in TTFT_BUCKETS] + [("+Inf", raw.get("+Inf", 0.0))]
-                family.add_metric([model], buckets, sum_value=raw.get("sum", 0.0))
+            _add_histogram(family, [model], ttft_histogram(redis, model), TTFT_BUCKETS)
         return family
+
+
+def _add_histogram(family: HistogramMetricFamily, labels: list[str], raw: dict, bounds: tuple) -> None:
+    if raw:
+        buckets = [(repr(b), raw.get(repr(b), 0.0)) for b in bounds] + [("+Inf", raw.get("+Inf", 0.0))]
+        family.add_metric(labels, buckets, sum_value=raw.get("sum", 0.0))
+
+
+def _tool_calls(redis):
+    """Server-side (MCP) tool calls: operator-configured servers and tools,
+    so the labels stay few."""
+    counts = tool_calls(redis)
+    calls = CounterMetricFamily("switchboard_tool_calls", "Server-side (MCP) tool calls, by server, tool and "
+                                "outcome (ok, error, timeout).", labels=["server", "tool", "outcome"])
+    for labels, value in sorted(counts.items()):
+        calls.add_metric(list(labels), value)
+    seconds = HistogramMetricFamily("switchboard_tool_call_seconds", "Server-side (MCP) tool calls' duration, by "
+                                    "server and tool.", labels=["server", "tool"])
+    for server, tool in sorted({(server, tool) for server, tool, _ in counts}):
+        _add_histogram(seconds, [server, tool], histogram(redis, tool_seconds_key(server, tool)),
+                       TOOL_SECONDS_BUCKETS)
+    return calls, seconds
 
 
 # Per-person waiting counts name at most this many people per pool (those

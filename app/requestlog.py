@@ -11,6 +11,8 @@ import uuid
 
 from flask import Flask, g, request
 
+from protocol.contract import Event, ServerToolEvent
+
 log = logging.getLogger("switchboard.requests")
 
 
@@ -50,3 +52,14 @@ def install_request_log(app: Flask, log_prompts: bool) -> None:
             fields["body"] = request.get_json(silent=True)
         log.info("request", extra={"fields": fields})
         return response
+
+
+def server_tool_logger(request_id: str | None, key_name: str):
+    """An observer of a job's events: one log line per server-side tool call
+    that ended (server, tool, status, duration; never arguments or results)."""
+    def observe(event: Event) -> None:
+        if isinstance(event, ServerToolEvent) and event.phase == "result":
+            fields = {"request_id": request_id, "key": key_name} | event.summary()
+            fields.pop("arguments", None)
+            log.info("server_tool", extra={"fields": fields})
+    return observe

@@ -22,13 +22,15 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from catalog.fim import FAMILIES
 from catalog.kinds import backend_kind, kind_names
+from catalog.mcp import McpServer
 from catalog.model_info import BackendSettings, ModelInfo
 from protocol.errors import RegistryError, SwitchboardError, UnknownModel
 
 FimFamily = Literal[tuple(FAMILIES)]  # type: ignore[valid-type]
 
 DEFAULT_REGISTRY = Path(__file__).resolve().parent.parent / "models.toml"
-_COMMON_KEYS = {"backend", "pool", "display_name", "tools", "system", "step_limit", "fim", "supersede"}
+_COMMON_KEYS = {"backend", "pool", "display_name", "tools", "system", "step_limit", "fim", "supersede",
+                "mcp_servers"}
 
 
 class ModelEntry(BaseModel):
@@ -46,6 +48,9 @@ class ModelEntry(BaseModel):
     # A person's newer code completion for this model cancels their older one
     # (off by default: real Ollama completes both).
     supersede: bool = False
+    # The operator's MCP servers whose tools this model may call server-side
+    # (catalog/mcp.py), in order of precedence when two offer one name.
+    mcp_servers: tuple[str, ...] = ()
     settings: BackendSettings
 
     @property
@@ -89,9 +94,35 @@ def parse_entry(name: str, table: dict) -> ModelEntry:
         raise RegistryError(f"{where}: {error}") from None
 
 
+def parse_server(name: str, table: dict) -> McpServer:
+    where = f'mcp_servers."{name}"'
+    if not isinstance(table, dict):
+        raise RegistryError(f"{where}: must be a table")
+    try:
+        server = McpServer(name=name, **table)
+        server.check_environment()
+        return server
+    except ValidationError as error:
+        raise RegistryError(f"{where}: {_validation_message(error)}") from None
+    except (TypeError, ValueError) as error:
+        raise RegistryError(f"{where}: {error}") from None
+
+
+def _check_servers_known(entries: dict[str, ModelEntry], servers: dict[str, McpServer]) -> None:
+    for entry in entries.values():
+        unknown = [s for s in entry.mcp_servers if s not in servers]
+        if unknown:
+            raise RegistryError(f'models."{entry.name}": mcp_servers: no server "{unknown[0]}" in [mcp_servers] '
+                                f"(known: {', '.join(sorted(servers)) or 'none'})")
+        if entry.mcp_servers and entry.tools == "off":
+            raise RegistryError(f'models."{entry.name}": mcp_servers needs tools = "emulated" or "native"')
+
+
 class Registry:
-    def __init__(self, entries: dict[str, ModelEntry]):
+    def __init__(self, entries: dict[str, ModelEntry], servers: dict[str, McpServer] | None = None):
         self._entries = entries
+        self.servers: dict[str, McpServer] = servers or {}
+        _check_servers_known(entries, self.servers)
 
     def names(self) -> list[str]:
         return list(self._entries)
@@ -116,10 +147,11 @@ def load_registry(path: Path | None = None) -> Registry:
         document = tomllib.loads(path.read_text())
     except (OSError, tomllib.TOMLDecodeError) as error:
         raise RegistryError(f"cannot read model registry {path}: {error}") from None
-    unknown = set(document) - {"models"}
+    unknown = set(document) - {"models", "mcp_servers"}
     if unknown:
         raise RegistryError(f"{path}: unknown top-level keys {sorted(unknown)}; expected [models.\"NAME\"] tables")
     tables = document.get("models", {})
     if not tables:
         raise RegistryError(f"{path}: no models defined")
-    return Registry({name: parse_entry(name, table) for name, table in tables.items()})
+    servers = {name: parse_server(name, table) for name, table in document.get("mcp_servers", {}).items()}
+    return Registry({name: parse_entry(name, table) for name, table in tables.items()}, servers)

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
-from dialects.writer import Frame, Transcript, Writer
-from protocol.contract import DoneEvent, ToolCallEvent, json_object
+from dialects.writer import Frame, Transcript, Writer, finish_extensions, reply_extensions
+from protocol.contract import DoneEvent, ServerToolEvent, ToolCallEvent, json_object
 from protocol.errors import SwitchboardError
 
 
@@ -61,10 +61,10 @@ class _OllamaWriter(Writer):
         return [self._last_line(done, "")]
 
     def _last_line(self, done: DoneEvent, content: str) -> dict:
-        return self._line(content, True) | done_fields(done)
+        return self._line(content, True) | done_fields(done) | finish_extensions(done)
 
     def reply(self, transcript: Transcript) -> dict:
-        return self._last_line(transcript.done, transcript.text)
+        return self._last_line(transcript.done, transcript.text) | reply_extensions(transcript)
 
 
 class ChatWriter(_OllamaWriter):
@@ -78,6 +78,11 @@ class ChatWriter(_OllamaWriter):
         line = self._line("", False)
         line["message"]["tool_calls"] = [tool_call_object(call)]
         return [line]
+
+    def server_tool(self, event: ServerToolEvent) -> list[Frame]:
+        """An empty piece with an extra field, never message.tool_calls: the
+        client would run the call."""
+        return [self._line("", False) | {"server_tool": event.summary()}]
 
     def reply(self, transcript: Transcript) -> dict:
         line = super().reply(transcript)

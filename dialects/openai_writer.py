@@ -2,8 +2,10 @@
 objects, and OpenAI's error object."""
 from __future__ import annotations
 
-from dialects.writer import Frame, Marker, Transcript, Writer
-from protocol.contract import DoneEvent, ToolCallEvent
+from dialects.writer import (
+    Frame, Marker, Transcript, Writer, finish_extensions, reply_extensions, server_tool_comment,
+)
+from protocol.contract import DoneEvent, ServerToolEvent, ToolCallEvent
 from protocol.errors import SwitchboardError
 
 _ERROR_TYPES = {
@@ -82,8 +84,12 @@ class ChatWriter(_OpenAIWriter):
         body = {"index": call.index, "function": {"arguments": call.arguments}}
         return [self._chunk({"tool_calls": [head]}), self._chunk({"tool_calls": [body]})]
 
+    def server_tool(self, event: ServerToolEvent) -> list[Frame]:
+        """A comment, never a tool_calls delta: the client would run it."""
+        return [server_tool_comment(event)]
+
     def finish(self, done: DoneEvent) -> list[Frame]:
-        return [self._chunk({}, finish_reason(done))] + self._usage_chunk(done)
+        return [self._chunk({}, finish_reason(done)) | finish_extensions(done)] + self._usage_chunk(done)
 
     def error(self, error: SwitchboardError) -> list[Frame]:
         """An error after the first byte: OpenAI's error object (the openai
@@ -108,7 +114,7 @@ class ChatWriter(_OpenAIWriter):
             "choices": [{"index": 0, "message": message, "logprobs": None,
                          "finish_reason": finish_reason(transcript.done)}],
             "usage": usage(transcript.done),
-        }
+        } | reply_extensions(transcript)
 
 
 class CompletionWriter(_OpenAIWriter):

@@ -5,8 +5,8 @@ ends with `data: [END]`, and an error is an `event: error`."""
 from __future__ import annotations
 
 from dialects.openai_writer import error_body as openai_error_body
-from dialects.writer import Frame, Marker, NamedEvent, Transcript, Writer
-from protocol.contract import DoneEvent
+from dialects.writer import Frame, Marker, NamedEvent, Transcript, Writer, finish_extensions, reply_extensions
+from protocol.contract import DoneEvent, ServerToolEvent
 from protocol.errors import SwitchboardError
 
 END = Marker("[END]")
@@ -43,12 +43,16 @@ class LinesWriter(Writer):
     def keepalive(self) -> list[Frame]:
         return self.text("")
 
+    def server_tool(self, event: ServerToolEvent) -> list[Frame]:
+        return [self._line("", False) | {"server_tool": event.summary()}]
+
     def finish(self, done: DoneEvent) -> list[Frame]:
-        return [self._line("", True)]
+        return [self._line("", True) | finish_extensions(done)]
 
     def reply(self, transcript: Transcript) -> dict:
         return {"id": self.completion_id, "model": self.model, "created": self.created,
-                "message": {"role": "assistant", "content": transcript.text}, "done": True}
+                "message": {"role": "assistant", "content": transcript.text}, "done": True} \
+            | reply_extensions(transcript)
 
 
 class EventsWriter(LinesWriter):

@@ -13,9 +13,10 @@ skips, a literal data line such as `[DONE]`, an `event:` line).
 """
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 
-from protocol.contract import DoneEvent, ToolCallEvent
+from protocol.contract import DoneEvent, ServerToolEvent, ToolCallEvent
 from protocol.errors import SwitchboardError
 
 
@@ -46,10 +47,30 @@ class Transcript:
     texts: list[str] = field(default_factory=list)
     calls: list[ToolCallEvent] = field(default_factory=list)
     done: DoneEvent | None = None
+    server_tools: list[ServerToolEvent] = field(default_factory=list)  # the ended ones
 
     @property
     def text(self) -> str:
         return "".join(self.texts)
+
+
+# Server-side tool activity and the step limit, in fields and frames that
+# standard clients look past: an SSE comment (every parser skips it), an
+# extra field on an NDJSON line or a whole reply (clients read the fields
+# they know). Tool-call arguments stay JSON text, as OpenAI carries them.
+def server_tool_comment(event: ServerToolEvent) -> Comment:
+    return Comment("server_tool " + json.dumps(event.summary(), separators=(",", ":"), ensure_ascii=False))
+
+
+def finish_extensions(done: DoneEvent) -> dict:
+    return {"step_limit_reached": True} if done.reason == "step_limit" else {}
+
+
+def reply_extensions(transcript: Transcript) -> dict:
+    fields = finish_extensions(transcript.done)
+    if transcript.server_tools:
+        fields["server_tools"] = [event.summary() for event in transcript.server_tools]
+    return fields
 
 
 class Writer:
@@ -63,6 +84,9 @@ class Writer:
 
     def tool_call(self, call: ToolCallEvent) -> list[Frame]:
         return []  # completions carry no tools
+
+    def server_tool(self, event: ServerToolEvent) -> list[Frame]:
+        return []  # completions run no tools
 
     def finish(self, done: DoneEvent) -> list[Frame]:  # pragma: no cover - abstract
         raise NotImplementedError

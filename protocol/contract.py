@@ -118,6 +118,10 @@ class Job(_Strict):
     # Set by the worker for its backend (a GBNF grammar forcing a tool call),
     # never by the web process.
     grammar: str | None = None
+    # The MCP servers (registry names) whose tools the worker may run for this
+    # job: the model's servers that the client's key may use (set by the web
+    # process; a worker still offers only servers its model lists).
+    server_tools: list[str] = Field(default_factory=list)
     web_id: str = ""  # the web process holding the job: workers abort it when that process is gone
     enqueued_at: float = 0.0
     expires_at: float | None = None  # epoch seconds: not started by then, it is dropped
@@ -159,6 +163,28 @@ class ToolCallEvent(_Strict):
     arguments: str  # JSON text
 
 
+class ServerToolEvent(_Strict):
+    """A tool the worker ran itself on an MCP server (never the client's to
+    run): `phase` "call" when it starts, "result" when it ended, with
+    `status` ok, error (the tool failed, its server is down) or timeout.
+    Writers show it only where standard clients look past it."""
+
+    type: Literal["server_tool"] = "server_tool"
+    phase: Literal["call", "result"]
+    id: str
+    server: str
+    name: str
+    arguments: str = "{}"  # JSON text
+    status: Literal["ok", "error", "timeout"] | None = None
+    seconds: float | None = None
+    result_chars: int | None = None  # before truncation
+    truncated: bool = False
+
+    def summary(self) -> dict:
+        """The fields a client extension or a log shows (no result text)."""
+        return self.model_dump(exclude={"type"}, exclude_none=True)
+
+
 # "step_limit": a final answer forced by the tool-round limit (clients see "stop").
 # "load" / "unload": an empty request that only loaded (or, with keep_alive 0,
 # unloaded) the model. A reason is any string on the wire, so a newer
@@ -197,11 +223,11 @@ class UnknownEvent(_Strict):
 
 
 Event = Annotated[
-    Union[StartedEvent, TextEvent, ToolCallEvent, DoneEvent, ErrorEvent], Field(discriminator="type")
+    Union[StartedEvent, TextEvent, ToolCallEvent, ServerToolEvent, DoneEvent, ErrorEvent], Field(discriminator="type")
 ]
 EVENT_ADAPTER: TypeAdapter[Event] = TypeAdapter(Event)
-_KNOWN_TYPES = {kind.model_fields["type"].default for kind in (StartedEvent, TextEvent, ToolCallEvent, DoneEvent,
-                                                               ErrorEvent)}
+_KNOWN_TYPES = {kind.model_fields["type"].default for kind in (StartedEvent, TextEvent, ToolCallEvent, ServerToolEvent,
+                                                               DoneEvent, ErrorEvent)}
 
 
 def encode_event(event: Event) -> bytes:

@@ -146,6 +146,12 @@ TOKENS = f"{PREFIX}:metrics:tokens"  # field model
 REJECTED = f"{PREFIX}:metrics:rejected"  # field reason
 PROMPT_CACHE = f"{PREFIX}:metrics:prompt_cache"  # field "model\x1fhit|miss"
 PROMPT_TOKENS = f"{PREFIX}:metrics:prompt_tokens"  # field "model\x1freused|evaluated"
+TOOL_CALLS = f"{PREFIX}:metrics:tool_calls"  # field "server\x1ftool\x1fstatus"
+
+
+def tool_seconds_key(server: str, tool: str) -> str:
+    """A server tool's call durations (a histogram)."""
+    return f"{PREFIX}:metrics:tool_seconds:{server}\x1f{tool}"
 
 
 def ttft_key(model: str) -> str:

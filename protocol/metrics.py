@@ -9,10 +9,27 @@ from redis import Redis
 from redis.client import Pipeline
 
 from protocol.commands import batched
-from protocol.keys import JOBS_FINISHED, PROMPT_CACHE, PROMPT_TOKENS, REJECTED, TOKENS, ttft_key
+from protocol.keys import (
+    JOBS_FINISHED, PROMPT_CACHE, PROMPT_TOKENS, REJECTED, TOKENS, TOOL_CALLS, tool_seconds_key, ttft_key,
+)
 
 TTFT_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+TOOL_SECONDS_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0)
 SEPARATOR = "\x1f"
+
+
+def _observe(pipe: Pipeline, key: str, seconds: float, buckets: tuple[float, ...]) -> None:
+    """One observation into a histogram hash: cumulative buckets, +Inf, sum."""
+    for bound in buckets:
+        if seconds <= bound:
+            pipe.hincrby(key, repr(bound), 1)
+    pipe.hincrby(key, "+Inf", 1)
+    pipe.hincrbyfloat(key, "sum", seconds)
+
+
+def histogram(redis: Redis, key: str) -> dict[str, float]:
+    """Bucket bound (repr) or "+Inf" or "sum" -> value; empty if none yet."""
+    return {k.decode(): float(v) for k, v in redis.hgetall(key).items()}
 
 
 def count_job(redis: Redis | Pipeline, model: str, reason: str, tokens: int, ttft_seconds: float | None) -> None:
@@ -21,12 +38,20 @@ def count_job(redis: Redis | Pipeline, model: str, reason: str, tokens: int, ttf
         if tokens:
             pipe.hincrby(TOKENS, model, tokens)
         if ttft_seconds is not None:
-            key = ttft_key(model)
-            for bound in TTFT_BUCKETS:
-                if ttft_seconds <= bound:
-                    pipe.hincrby(key, repr(bound), 1)
-            pipe.hincrby(key, "+Inf", 1)
-            pipe.hincrbyfloat(key, "sum", ttft_seconds)
+            _observe(pipe, ttft_key(model), ttft_seconds, TTFT_BUCKETS)
+
+
+def count_tool_call(redis: Redis | Pipeline, server: str, tool: str, status: str, seconds: float) -> None:
+    """A server-side (MCP) tool call: its outcome and its duration."""
+    with batched(redis) as pipe:
+        pipe.hincrby(TOOL_CALLS, SEPARATOR.join((server, tool, status)), 1)
+        _observe(pipe, tool_seconds_key(server, tool), seconds, TOOL_SECONDS_BUCKETS)
+
+
+def tool_calls(redis: Redis) -> dict[tuple[str, str, str], int]:
+    """(server, tool, status) -> count."""
+    return {tuple(field.decode().split(SEPARATOR, 2)): int(value)
+            for field, value in redis.hgetall(TOOL_CALLS).items()}
 
 
 def count_prompt_cache(redis: Redis | Pipeline, model: str, cached_tokens: int, prompt_tokens: int) -> None:
@@ -56,5 +81,4 @@ def jobs_finished(redis: Redis) -> dict[tuple[str, str], int]:
 
 
 def ttft_histogram(redis: Redis, model: str) -> dict[str, float]:
-    """Bucket bound (repr) or "+Inf" or "sum" -> value; empty if none yet."""
-    return {k.decode(): float(v) for k, v in redis.hgetall(ttft_key(model)).items()}
+    return histogram(redis, ttft_key(model))

@@ -23,10 +23,12 @@ from protocol.contract import CONTRACT_VERSION, DoneEvent, ErrorEvent, Job, Timi
 from protocol.errors import BackendError, SwitchboardError, UnknownModel
 from protocol.metrics import count_job, count_prompt_cache
 from workers.abort_watch import AbortWatch
+from workers.agent import ServerTools, Totals
 from workers.backends.base import Backend
 from workers.cancel import Cancel
 from workers.heartbeat import Heartbeat
 from workers.instances import BackendInstances
+from workers.mcp.toolbox import Toolbox
 from workers.pieces import Outcome
 from workers.slots import Slots
 from workers.prompts import is_load_only, resolve_prompt
@@ -45,6 +47,7 @@ class RunContext:
     worker_id: str
     heartbeat: Heartbeat
     slots: Slots | None = None
+    toolbox: Toolbox | None = None  # the registry's MCP servers (server-side tools)
     max_job_seconds: float = 600.0
     max_job_tokens: int = 16384
     loaded_marker_seconds: int = 300
@@ -160,7 +163,7 @@ def _backend_job(job: Job, ctx: RunContext, plan: ToolPlan, backend: Backend) ->
 def _check_forced_call(job: Job, plan: ToolPlan, replies: ReplyFilter) -> None:
     """tool_choice "required" (or a named function) that the model did not
     honour: a clear error, never a plain answer the client did not ask for."""
-    if plan.forced and not replies.calls:
+    if plan.forced and not replies.any_calls:
         wanted = f'the function "{job.tool_choice.name}"' if job.tool_choice.mode == "function" else "a tool"
         raise BackendError(f'tool_choice asked for a call to {wanted}, but model "{job.model}" answered without '
                            "one (only models that follow grammars, or native tool calling, can guarantee it)", 502)
@@ -183,12 +186,40 @@ def _generate(job: Job, ctx: RunContext, aborted: Cancel) -> DoneEvent:
 
 def _stream(job: Job, ctx: RunContext, entry: ModelEntry, backend: Backend, aborted: Cancel,
             started: int) -> DoneEvent:
+    """The model's rounds: one, or more while it calls only server tools."""
     deadline = started + int(ctx.max_job_seconds * 1e9)
-    plan = plan_tools(job, entry.tools, entry.system, entry.step_limit)
-    replies = ReplyFilter(plan)
-    first_token_at: int | None = None
     publisher = EventPublisher(ctx.redis, job.id)
-    pieces = backend.generate(_backend_job(job, ctx, plan, backend), aborted)
+    server = ServerTools.for_job(job, entry, ctx.toolbox, aborted)
+    totals = Totals()
+    try:
+        while True:
+            plan = plan_tools(server.job, entry.tools, entry.system, entry.step_limit, server.specs)
+            replies = ReplyFilter(plan, server.names)
+            outcome = _round(server, ctx, plan, replies, backend, publisher, aborted, deadline, totals)
+            if outcome is None or aborted.is_set():
+                return DoneEvent(reason="aborted")
+            _check_forced_call(server.job, plan, replies)
+            if replies.calls or not replies.server_calls or outcome.reason != "stop":
+                break
+            if not server.run_round(replies.server_calls, ctx.toolbox, publisher, ctx.redis, aborted):
+                return DoneEvent(reason="aborted")
+            if time.perf_counter_ns() > deadline:  # no time left for another round
+                outcome = Outcome("length", 0, 0)
+                break
+    finally:
+        publisher.close(drop=aborted.is_set())  # what is left goes out before the done event
+    if aborted.is_set():  # the stream may have ended quietly because the abort closed it
+        return DoneEvent(reason="aborted")
+    reason = "tool_calls" if replies.calls else "step_limit" if plan.step_limited and outcome.reason == "stop" \
+        else outcome.reason
+    return _done(reason, totals.outcome(outcome.reason), started, totals.first_token_at)
+
+
+def _round(server: ServerTools, ctx: RunContext, plan: ToolPlan, replies: ReplyFilter, backend: Backend,
+           publisher: EventPublisher, aborted: Cancel, deadline: int, totals: Totals) -> Outcome | None:
+    """One model round, its events published; None if aborted."""
+    first_token_at: int | None = None
+    pieces = backend.generate(_backend_job(server.job, ctx, plan, backend), aborted)
     try:
         while True:
             try:
@@ -197,24 +228,19 @@ def _stream(job: Job, ctx: RunContext, entry: ModelEntry, backend: Backend, abor
                 outcome: Outcome = finished.value
                 break
             if aborted.is_set():
-                return DoneEvent(reason="aborted")
+                return None
             first_token_at = first_token_at or time.perf_counter_ns()
-            publisher.put(replies.feed(text))
+            publisher.put(server.shown(replies.feed(text)))
             if time.perf_counter_ns() > deadline:
-                log.warning("job %s hit the %.0f s wall-time cap", job.id, ctx.max_job_seconds)
+                log.warning("job %s hit the %.0f s wall-time cap", server.job.id, ctx.max_job_seconds)
                 outcome = Outcome("length", 0, 0)
                 break
         if not aborted.is_set():
-            publisher.put(replies.finish())  # held-back text, calls completed at the end: in order, batched
+            publisher.put(server.shown(replies.finish()))  # held-back text, calls completed at the end
     finally:
         pieces.close()  # stops the backend (llama.cpp, an upstream socket) at once
-        publisher.close(drop=aborted.is_set())  # what is left goes out before the done event
-    if aborted.is_set():  # the stream may have ended quietly because the abort closed it
-        return DoneEvent(reason="aborted")
-    _check_forced_call(job, plan, replies)
-    reason = "tool_calls" if replies.calls else "step_limit" if plan.step_limited and outcome.reason == "stop" \
-        else outcome.reason
-    return _done(reason, outcome, started, first_token_at)
+    totals.add(outcome, first_token_at)
+    return outcome
 
 
 def _done(reason: str, outcome: Outcome, started: int, first_token_at: int | None) -> DoneEvent:

@@ -24,6 +24,7 @@ from settings import settings_from_environment
 from workers.abort_watch import AbortWatch
 from workers.heartbeat import Heartbeat
 from workers.instances import BackendInstances
+from workers.mcp.toolbox import Toolbox
 from workers.runner import RunContext, run_job
 from workers.slots import Slots
 
@@ -42,6 +43,7 @@ def _context(pid: int) -> RunContext:
         backends=BackendInstances(registry),
         slots=Slots(redis, worker_id, registry, send_ticket),
         aborts=AbortWatch(redis),
+        toolbox=Toolbox(registry.servers),
         worker_id=worker_id,
         heartbeat=Heartbeat(redis, worker_id),
         max_job_seconds=settings.max_job_seconds,

@@ -12,7 +12,8 @@ def write(tmp_path, text):
 
 def test_default_registry_serves_smollm2_and_echo():
     registry = load_registry()
-    assert registry.names() == ["smollm2:135m", "echo", "echo:slow", "echo:coder"]
+    assert registry.names() == ["smollm2:135m", "echo", "echo:slow", "echo:coder", "echo:tools"]
+    assert registry.get("echo:tools").mcp_servers == ("time",) and registry.servers["time"].transport == "stdio"
     assert registry.get("echo:coder").capabilities == ["completion", "tools", "insert"]
     assert registry.get("smollm2:135m").info.context_length == 8192
     assert registry.get("echo:latest").name == "echo"  # Ollama's implicit tag
@@ -50,3 +51,41 @@ def test_an_upstream_whose_key_variable_is_unset_is_refused_at_start_up(tmp_path
     monkeypatch.setenv("GPU_BOX_KEY", "secret-value")
     entry = load_registry(write(tmp_path, text)).get("office-coder")
     assert entry.pool == "upstream" and entry.settings.auth_headers() == {"Authorization": "Bearer secret-value"}
+
+
+# --- MCP servers ------------------------------------------------------------------------
+ECHO = '[models."m"]\nbackend = "echo"\n'
+
+
+@pytest.mark.parametrize("text, message", [
+    ('[mcp_servers.s]\nargs = ["x"]', 'mcp_servers."s": entry: Value error, give either "command" (a stdio server) '
+                                      'or "url" (streamable HTTP), not both'),
+    ('[mcp_servers.s]\ncommand = "x"\nurl = "http://h/mcp"', 'give either "command"'),
+    ('[mcp_servers.s]\nurl = "file:///etc/passwd"', 'url must be http:// or https://'),
+    ('[mcp_servers.s]\nurl = "http://h/mcp"\nargs = ["x"]', '"args", "env" and "cwd" belong to a stdio server'),
+    ('[mcp_servers.s]\ncommand = "x"\nheaders = { A = "b" }', '"headers" and "headers_env" belong to a remote'),
+    ('[mcp_servers.s]\ncommand = "x"\nspeed = 1', 'mcp_servers."s": speed: Extra inputs are not permitted'),
+    ('[mcp_servers.s]\ncommand = "x"\ntimeout_seconds = 0', 'timeout_seconds: Input should be greater than 0'),
+    ('[mcp_servers.s]\nurl = "http://h/mcp"\nheaders_env = { Authorization = "NO_SUCH_VARIABLE_9" }',
+     'mcp_servers."s": headers_env: the environment variable NO_SUCH_VARIABLE_9 is not set'),
+    (ECHO + 'mcp_servers = ["nope"]', 'models."m": mcp_servers: no server "nope" in [mcp_servers] (known: none)'),
+    (ECHO + 'mcp_servers = ["s"]\ntools = "off"\n[mcp_servers.s]\ncommand = "x"',
+     'models."m": mcp_servers needs tools = "emulated" or "native"'),
+], ids=["no-transport", "both", "url-scheme", "stdio-key", "http-key", "unknown-key", "timeout", "secret-unset",
+        "unknown-server", "tools-off"])
+def test_bad_mcp_server_refuses_to_load_naming_it(tmp_path, text, message):
+    if "models" not in text:
+        text = ECHO + text
+    with pytest.raises(RegistryError) as error:
+        load_registry(write(tmp_path, text))
+    assert message in str(error.value)
+
+
+def test_remote_server_headers_come_from_the_environment(tmp_path, monkeypatch):
+    monkeypatch.setenv("TICKETS_AUTH", "Bearer s3cret")
+    registry = load_registry(write(tmp_path, ECHO + 'mcp_servers = ["tickets"]\n[mcp_servers.tickets]\n'
+                                   'url = "https://tickets/mcp"\nheaders = { X-Team = "office" }\n'
+                                   'headers_env = { Authorization = "TICKETS_AUTH" }\n'))
+    server = registry.servers["tickets"]
+    assert server.request_headers() == {"X-Team": "office", "Authorization": "Bearer s3cret"}
+    assert "s3cret" not in repr(server) and registry.get("m").mcp_servers == ("tickets",)

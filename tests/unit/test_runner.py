@@ -1,6 +1,7 @@
 """The runner on fakeredis with scripted backends: events, abort, failures."""
 from __future__ import annotations
 
+import concurrent.futures
 import json
 from contextlib import contextmanager
 
@@ -13,10 +14,11 @@ from workers.pieces import Outcome
 from workers.cancel import Cancel
 from protocol.commands import job_state
 from protocol.keys import events_channel
-from protocol.contract import Job, Message, ToolSpec
+from protocol.contract import Job, Message, ToolChoice, ToolSpec
 from workers.heartbeat import Heartbeat
 from catalog.registry import ModelEntry
 from protocol.errors import BackendError, UnknownModel
+from workers.mcp.toolbox import ServerTool, ToolResult
 from workers.runner import RunContext, run_job
 
 
@@ -196,3 +198,87 @@ def test_a_model_this_workers_registry_lacks_is_answered_at_once_with_a_404():
     assert error == {"type": "error", "status": 404, "retry_after": None, "message":
                      'model "m" is not served by any worker that took the job '
                      "(worker w1 has no such model in its registry)"}
+
+
+# --- server-side tools: the rounds of one job ---------------------------------------------
+class RoundsBackend(Backend):
+    """Round n answers rounds[n]; records the job of each round."""
+
+    reads_prompt = False
+
+    def __init__(self, rounds):
+        super().__init__("rounds", BackendSettings())
+        self.rounds, self.jobs = rounds, []
+
+    def generate(self, job, cancel=None):
+        self.jobs.append(job)
+        pieces = self.rounds[len(self.jobs) - 1]
+        yield from pieces
+        return Outcome("stop", 3, len(pieces))
+
+
+class FakeToolbox:
+    """`say` answers "said <text>"; `on_call` runs first (to cancel the job)."""
+
+    def __init__(self, on_call=lambda: None):
+        self.on_call, self.calls = on_call, []
+
+    def offered(self, servers, cancel=None):
+        return [ServerTool("tools", ToolSpec(name="say", parameters={"type": "object"}))]
+
+    def call_all(self, calls, cancel=None):
+        self.on_call()
+        if cancel is not None and cancel.is_set():
+            raise concurrent.futures.CancelledError()
+        self.calls += [arguments for _, arguments in calls]
+        return [ToolResult(f"said {arguments['text']}", "ok", 0.01) for _, arguments in calls]
+
+
+SAY_CALL = '<invoke name="say">\n<parameter name="text">a</parameter>\n</invoke>'
+SERVER_JOB = JOB.model_copy(update={"server_tools": ["tools"]})
+
+
+def run_rounds(backend, toolbox, job=SERVER_JOB, flags=None):
+    redis = fakeredis.FakeRedis()
+    pubsub = redis.pubsub()
+    pubsub.subscribe(events_channel(JOB.id))
+    pubsub.get_message()
+    ctx = RunContext(redis=redis, backends=OneBackend(backend, mcp_servers=("tools",)), aborts=flags or Flags(),
+                     worker_id="w", heartbeat=Heartbeat(redis, "w"), toolbox=toolbox)
+    reason = run_job(job, ctx)
+    events = []
+    while (message := pubsub.get_message()) is not None:
+        events.append(json.loads(message["data"]))
+    return reason, events
+
+
+def test_a_server_call_round_then_the_answer():
+    backend, toolbox = RoundsBackend([["Looking. ", SAY_CALL], ["done"]]), FakeToolbox()
+    reason, events = run_rounds(backend, toolbox)
+    assert reason == "stop" and toolbox.calls == [{"text": "a"}]
+    assert [(e["type"], e.get("text") or e.get("phase")) for e in events[:-1]] == [
+        ("started", None), ("text", "Looking. "), ("server_tool", "call"), ("server_tool", "result"),
+        ("text", "\n\ndone")]
+    assert events[-1]["usage"] == {"prompt_tokens": 6, "completion_tokens": 3, "cached_tokens": None}
+    said, result = backend.jobs[1].messages[-2:]
+    assert said.role == "assistant" and said.content == "Looking. " and said.tool_calls[0].name == "say"
+    assert result.role == "tool" and result.content == "said a" and result.tool_call_id == said.tool_calls[0].id
+
+
+def test_a_forced_call_made_on_the_server_lets_the_next_round_answer():
+    job = SERVER_JOB.model_copy(update={"tool_choice": ToolChoice(mode="required")})
+    backend = RoundsBackend([[SAY_CALL], ["answer"]])
+    reason, events = run_rounds(backend, FakeToolbox(), job=job)
+    assert reason == "stop" and backend.jobs[1].tool_choice.mode == "auto"
+
+
+def test_a_job_without_the_server_gets_no_server_tools():
+    backend, toolbox = RoundsBackend([[SAY_CALL]]), FakeToolbox()
+    reason, events = run_rounds(backend, toolbox, job=JOB)
+    assert reason == "stop" and toolbox.calls == [] and events[1]["text"] == SAY_CALL
+
+
+def test_cancelled_during_a_server_call():
+    flags = Flags()
+    reason, events = run_rounds(RoundsBackend([[SAY_CALL], ["never"]]), FakeToolbox(flags.flag.set), flags=flags)
+    assert reason == "aborted" and all(e.get("text") != "never" for e in events)

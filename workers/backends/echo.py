@@ -1,17 +1,19 @@
 """`echo`: a deterministic backend for smoke tests, demos and benchmarks.
 
-It replies with the last message's text exactly as sent (for a completion:
+It replies with the last message's text exactly as sent (after a round of
+tool results: every result of the round, one per line; for a completion:
 the model input as built, so FIM and template prompts can be seen), one token
 per word (each with its leading whitespace), honouring the token limit and
 stops. It cannot constrain output, so `format` is not applied.
 """
 from __future__ import annotations
 
+import itertools
 import re
 import time
 
 from catalog.echo import EchoSettings
-from protocol.contract import Job
+from protocol.contract import Job, Message
 from workers.backends.base import Backend
 from workers.cancel import Cancel
 from workers.pieces import Outcome, TextGenerator
@@ -33,6 +35,13 @@ def _pause(seconds: float, cancel: Cancel | None) -> bool:
     return cancel.wait(seconds)
 
 
+def _last_turn(messages: list[Message]) -> str:
+    results = list(itertools.takewhile(lambda m: m.role == "tool", reversed(messages)))
+    if results:
+        return "\n".join(m.content for m in reversed(results))
+    return messages[-1].content if messages else ""
+
+
 class EchoBackend(Backend):
     name = "echo"
     settings: EchoSettings
@@ -43,7 +52,7 @@ class EchoBackend(Backend):
             prompt_tokens, reply = len(echo_tokens(job.prompt.prompt)), job.prompt.prompt
         else:
             prompt_tokens = sum(len(echo_tokens(m.content)) for m in job.messages)
-            reply = job.messages[-1].content if job.messages else ""
+            reply = _last_turn(job.messages)
         limit = job.options.max_tokens
         stops = StopMatcher(job.options.stop)
         emitted = 0

@@ -6,7 +6,9 @@ Plan: offer the tools `tool_choice` allows, unless the step limit is reached
 as text; put the instructions in the system prompt, or inject them into the
 first user message for backends that ignore the system role.
 Reply: text streams until the first call; then only calls (OpenAI clients
-expect text before calls, never after), each with a fresh id.
+expect text before calls, never after), each with a fresh id. Calls of
+server tools (run by the worker over MCP, see workers/agent.py) are kept
+aside, never sent to the client as its own calls.
 """
 from __future__ import annotations
 
@@ -14,7 +16,7 @@ import json
 from dataclasses import dataclass
 
 from workers.pieces import NativeCall
-from protocol.contract import Job, Message, TextEvent, ToolCallEvent, ToolSpec, new_call_id
+from protocol.contract import Job, Message, TextEvent, ToolCall, ToolCallEvent, ToolSpec, new_call_id
 from workers.toolcalls.arguments import typed_arguments
 from workers.toolcalls.parser import ParsedCall, ToolCallParser
 from workers.toolcalls.prompt import STEP_LIMIT_NOTE, render_conversation, tool_instructions, tool_rounds
@@ -30,12 +32,17 @@ class ToolPlan:
     forced: bool = False  # tool_choice required (or a named function): the reply must call a tool
 
 
-def _offered(job: Job, tools_mode: str) -> list[ToolSpec]:
+def _offered(job: Job, tools_mode: str, server_tools: list[ToolSpec]) -> list[ToolSpec]:
+    """The client's tools, then the server's; a server tool named like one
+    of the client's is not offered (the client declared its own and expects
+    calls to it)."""
     if tools_mode == "off" or job.tool_choice.mode == "none":
         return []
+    client_names = {t.name for t in job.tools}
+    tools = list(job.tools) + [t for t in server_tools if t.name not in client_names]
     if job.tool_choice.mode == "function":
-        return [t for t in job.tools if t.name == job.tool_choice.name]
-    return list(job.tools)
+        return [t for t in tools if t.name == job.tool_choice.name]
+    return tools
 
 
 def _with_system_note(messages: list[Message], note: str) -> list[Message]:
@@ -49,8 +56,9 @@ def _with_system_note(messages: list[Message], note: str) -> list[Message]:
     return [Message(role="system", content=note)] + messages
 
 
-def plan_tools(job: Job, tools_mode: str, system_mode: str, step_limit: int) -> ToolPlan:
-    offered = _offered(job, tools_mode)
+def plan_tools(job: Job, tools_mode: str, system_mode: str, step_limit: int,
+               server_tools: list[ToolSpec] = ()) -> ToolPlan:
+    offered = _offered(job, tools_mode, list(server_tools))
     limited = bool(offered) and tool_rounds(job.messages) >= step_limit
     if limited:
         offered = []
@@ -71,13 +79,20 @@ def plan_tools(job: Job, tools_mode: str, system_mode: str, step_limit: int) -> 
 
 class ReplyFilter:
     """Model output -> TextEvents, then ToolCallEvents. Text is parsed for
-    emulated calls unless the plan is native (calls then arrive whole)."""
+    emulated calls unless the plan is native (calls then arrive whole).
+    Calls of `server_tools` are collected in `server_calls` instead."""
 
-    def __init__(self, plan: ToolPlan):
+    def __init__(self, plan: ToolPlan, server_tools: frozenset[str] = frozenset()):
         self._schemas = {t.name: t.parameters for t in plan.tools}
         self._parser = ToolCallParser(set(self._schemas)) if plan.tools and not plan.native else None
         self._most_calls = None if plan.parallel else 1
-        self.calls = 0
+        self._server_tools = server_tools
+        self.calls = 0  # the client's calls (their index)
+        self.server_calls: list[ToolCall] = []
+
+    @property
+    def any_calls(self) -> int:
+        return self.calls + len(self.server_calls)
 
     def feed(self, piece: str | NativeCall) -> list[TextEvent | ToolCallEvent]:
         if isinstance(piece, NativeCall):
@@ -90,17 +105,23 @@ class ReplyFilter:
     def _events(self, items: list) -> list[TextEvent | ToolCallEvent]:
         events: list[TextEvent | ToolCallEvent] = []
         for item in items:
-            if isinstance(item, (ParsedCall, NativeCall)) and self.calls == self._most_calls:
+            if isinstance(item, (ParsedCall, NativeCall)) and self.any_calls == self._most_calls:
                 continue  # parallel_tool_calls false: the first call only
-            if isinstance(item, ParsedCall):
-                arguments = typed_arguments(item.arguments, self._schemas[item.name])
-                events.append(ToolCallEvent(index=self.calls, id=new_call_id(), name=item.name,
-                                            arguments=json.dumps(arguments, ensure_ascii=False)))
-                self.calls += 1
-            elif isinstance(item, NativeCall):
-                events.append(ToolCallEvent(index=self.calls, id=item.id or new_call_id(), name=item.name,
-                                            arguments=item.arguments))
-                self.calls += 1
-            elif item and self.calls == 0:
+            if isinstance(item, (ParsedCall, NativeCall)):
+                events += self._call(item)
+            elif item and self.any_calls == 0:
                 events.append(TextEvent(text=item))
         return events
+
+    def _call(self, item: ParsedCall | NativeCall) -> list[ToolCallEvent]:
+        if isinstance(item, ParsedCall):
+            arguments = json.dumps(typed_arguments(item.arguments, self._schemas.get(item.name, {})),
+                                   ensure_ascii=False)
+            call_id = new_call_id()
+        else:
+            arguments, call_id = item.arguments, item.id or new_call_id()
+        if item.name in self._server_tools:
+            self.server_calls.append(ToolCall(id=call_id, name=item.name, arguments=arguments))
+            return []
+        self.calls += 1
+        return [ToolCallEvent(index=self.calls - 1, id=call_id, name=item.name, arguments=arguments)]

@@ -1,0 +1,132 @@
+"""Processes for the server-tool tests: MCP servers run as users run them
+(`mcp-server-time` and `mcp-server-git` over stdio, started by the worker;
+the tests' own tool server over streamable HTTP), and a Switchboard whose
+registry gives echo models their tools, with a threads-pool worker (local)
+and a gevent-pool worker (upstream)."""
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+from app.auth import digest
+from scripts.embedded_redis import free_port
+from scripts.processes import BIN, Process, stack_env, start_web, start_worker
+
+ALICE_KEY, BOB_KEY = "alice-key-3b9d", "bob-key-8e21"
+TOOLS_TOKEN = "tools-secret-61c0"  # the header the operator's registry sends the tool server
+
+
+def start_tool_server(port: int, notes: Path) -> Process:
+    server = Process("mcp-tools", [sys.executable, "-m", "tests.mcp_servers.tool_server", str(port), str(notes)],
+                     stack_env("redis://unused", TEST_TOOLS_TOKEN=TOOLS_TOKEN))
+    wait_for_tool_server(server, port)
+    return server
+
+
+def wait_for_tool_server(server: Process, port: int, timeout: float = 60) -> None:
+    """Until the server answers HTTP (a 4xx for a bare GET is an answer)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        server.check_alive()
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/mcp", timeout=1).status_code < 500:
+                return
+        except httpx.HTTPError:
+            pass
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{server.name} not ready:\n{server.output()[-3000:]}")
+        time.sleep(0.1)
+
+
+def git_repository(folder: Path) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    env = {"GIT_AUTHOR_NAME": "Test", "GIT_AUTHOR_EMAIL": "t@example.org", "GIT_COMMITTER_NAME": "Test",
+           "GIT_COMMITTER_EMAIL": "t@example.org", "PATH": "/usr/bin:/bin"}
+    for argv in (["git", "init", "-q", "-b", "main"], ["git", "add", "README"], ["git", "commit", "-q", "-m", "first"]):
+        if argv[1] == "add":
+            (folder / "README").write_text("hello\n")
+        subprocess.run(argv, cwd=folder, env=env, check=True)
+    (folder / "notes.txt").write_text("not yet added\n")
+    return folder
+
+
+def registry_text(tools_port: int, killable_port: int, closed_port: int, repository: Path) -> str:
+    tools = f"http://127.0.0.1:{tools_port}/mcp"
+    return f'''
+[mcp_servers.time]
+command = "{BIN / 'mcp-server-time'}"
+args = ["--local-timezone", "UTC"]
+
+[mcp_servers.git]
+command = "{BIN / 'mcp-server-git'}"
+args = ["--repository", "{repository}"]
+
+[mcp_servers.tools]
+url = "{tools}"
+headers_env = {{ X-Tools-Token = "TEST_TOOLS_TOKEN" }}
+max_result_chars = 2000
+
+[mcp_servers.quick]
+url = "{tools}"
+timeout_seconds = 1
+
+[mcp_servers.killable]
+url = "http://127.0.0.1:{killable_port}/mcp"
+
+[mcp_servers.down]
+url = "http://127.0.0.1:{closed_port}/mcp"
+connect_timeout_seconds = 2
+
+[models."echo"]
+backend = "echo"
+
+[models."echo:tools"]
+backend = "echo"
+mcp_servers = ["time", "git", "tools"]
+step_limit = 3
+
+[models."echo:gevent"]
+backend = "echo"
+pool = "upstream"
+mcp_servers = ["tools"]
+
+[models."echo:quick"]
+backend = "echo"
+mcp_servers = ["quick"]
+
+[models."echo:killable"]
+backend = "echo"
+mcp_servers = ["killable"]
+
+[models."echo:down"]
+backend = "echo"
+mcp_servers = ["down", "tools"]
+'''
+
+
+def keys_text() -> str:
+    return (f'[keys.alice]\nsha256 = "{digest(ALICE_KEY)}"\n\n'
+            f'[keys.bob]\nsha256 = "{digest(BOB_KEY)}"\nmcp_servers = ["time"]\n')
+
+
+def start_mcp_stack(redis_url: str, folder: Path, tools_port: int, killable_port: int) -> tuple[list[Process], str]:
+    registry, keys = folder / "models.toml", folder / "keys.toml"
+    registry.write_text(registry_text(tools_port, killable_port, free_port(), git_repository(folder / "repo")))
+    keys.write_text(keys_text())
+    env = stack_env(redis_url, SWITCHBOARD_MODELS=str(registry), SWITCHBOARD_KEYS_FILE=str(keys),
+                    SWITCHBOARD_CONVERSATION_LOG_DIR=str(folder / "conversations"),
+                    TEST_TOOLS_TOKEN=TOOLS_TOKEN)
+    processes = [start_worker(env, concurrency=4)]
+    try:
+        processes.append(start_worker(env, concurrency=20, queues="upstream-completion,upstream", pool="gevent"))
+        web, base = start_web(env)
+        processes.append(web)
+    except BaseException:
+        for process in processes:
+            process.stop()
+        raise
+    return processes, base
