@@ -92,9 +92,10 @@ class ServerTools:
         shown = []
         for event in events:
             if isinstance(event, TextEvent):
-                if self.round_text == "" and self.text_sent and not self.text_sent.endswith("\n"):
-                    event = TextEvent(text=ROUND_SEPARATOR + event.text)
+                apart = self.round_text == "" and self.text_sent and not self.text_sent.endswith("\n")
                 self.round_text += event.text
+                if apart:
+                    event = TextEvent(text=ROUND_SEPARATOR + event.text)
             shown.append(event)
         return shown
 

@@ -1,8 +1,9 @@
 """Processes for the server-tool tests: MCP servers run as users run them
 (`mcp-server-time` and `mcp-server-git` over stdio, started by the worker;
 the tests' own tool server over streamable HTTP), and a Switchboard whose
-registry gives echo models their tools, with a threads-pool worker (local)
-and a gevent-pool worker (upstream)."""
+registry gives echo models their tools, with a threads-pool worker and a
+gevent-pool worker on pools of their own (the session's stack, with the
+default registry, consumes "local" meanwhile)."""
 from __future__ import annotations
 
 import subprocess
@@ -83,27 +84,32 @@ connect_timeout_seconds = 2
 
 [models."echo"]
 backend = "echo"
+pool = "mcp-local"
 
 [models."echo:tools"]
 backend = "echo"
+pool = "mcp-local"
 mcp_servers = ["time", "git", "tools"]
 step_limit = 3
 
 [models."echo:gevent"]
 backend = "echo"
-pool = "upstream"
+pool = "mcp-gevent"
 mcp_servers = ["tools"]
 
 [models."echo:quick"]
 backend = "echo"
+pool = "mcp-local"
 mcp_servers = ["quick"]
 
 [models."echo:killable"]
 backend = "echo"
+pool = "mcp-local"
 mcp_servers = ["killable"]
 
 [models."echo:down"]
 backend = "echo"
+pool = "mcp-local"
 mcp_servers = ["down", "tools"]
 '''
 
@@ -119,10 +125,10 @@ def start_mcp_stack(redis_url: str, folder: Path, tools_port: int, killable_port
     keys.write_text(keys_text())
     env = stack_env(redis_url, SWITCHBOARD_MODELS=str(registry), SWITCHBOARD_KEYS_FILE=str(keys),
                     SWITCHBOARD_CONVERSATION_LOG_DIR=str(folder / "conversations"),
-                    TEST_TOOLS_TOKEN=TOOLS_TOKEN)
-    processes = [start_worker(env, concurrency=4)]
+                    TEST_TOOLS_TOKEN=TOOLS_TOKEN, SWITCHBOARD_KEEPALIVE="0.5")
+    processes = [start_worker(env, concurrency=4, queues="mcp-local")]
     try:
-        processes.append(start_worker(env, concurrency=20, queues="upstream-completion,upstream", pool="gevent"))
+        processes.append(start_worker(env, concurrency=20, queues="mcp-gevent", pool="gevent"))
         web, base = start_web(env)
         processes.append(web)
     except BaseException:

@@ -238,6 +238,17 @@ def test_a_tool_that_times_out(client, tool_server):
     wait_until(lambda: "slow 20.0 cancelled" in tool_server[1].read_text(), what="the server to see the cancel")
 
 
+def test_keepalives_flow_while_a_tool_runs(base):
+    """The stack's web process sends a keep-alive after 0.5 s of silence."""
+    status, _, raw = post_raw(base, "/v1/chat/completions", {"model": "echo:tools", "stream": True,
+                                                               "messages": user(invoke("slow", seconds=1.5))}, ALICE)
+    frames = raw.split(b"\n\n")
+    call = next(i for i, f in enumerate(frames) if f.startswith(b': server_tool {"phase":"call"'))
+    result = next(i for i, f in enumerate(frames) if f.startswith(b': server_tool {"phase":"result"'))
+    assert b": keep-alive" in frames[call:result]
+    assert streamed_text(sse_parts(raw)[1]) == "slept 1.5 s"
+
+
 def test_a_server_that_is_down_leaves_the_others_working(client):
     reply = client.chat.completions.create(model="echo:down", messages=user(invoke("say", text="still here")))
     assert reply.choices[0].message.content == "still here"

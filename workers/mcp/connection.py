@@ -26,9 +26,11 @@ from catalog.mcp import McpServer
 log = logging.getLogger(__name__)
 
 CLIENT_INFO = mcp_types.Implementation(name="switchboard", version="1")
-# After a failed connection, uses within this many seconds fail at once
-# instead of each waiting out another connection attempt.
+# After a failed connection, uses fail at once (the last listing is still
+# offered) for this long, doubling per failure up to the maximum: a server
+# that is down costs jobs a connection attempt now and then, not each time.
 RETRY_AFTER_FAILURE_SECONDS = 2.0
+MAX_RETRY_AFTER_SECONDS = 60.0
 
 
 class ServerUnavailable(Exception):
@@ -54,6 +56,7 @@ class ServerConnection:
         self._tools: list[mcp_types.Tool] | None = None
         self._stale = True
         self._failed_at = 0.0
+        self._retry_after = 0.0
         self._failure = ""
 
     # --- the session ------------------------------------------------------------
@@ -106,17 +109,20 @@ class ServerConnection:
         if self._client is not None:
             return self._client
         if self._ready is None or self._ready.done():
-            if time.monotonic() - self._failed_at < RETRY_AFTER_FAILURE_SECONDS:
+            if time.monotonic() - self._failed_at < self._retry_after:
                 raise ServerUnavailable(self._failure)
             self._ready, self._closing = asyncio.get_running_loop().create_future(), asyncio.Event()
             asyncio.get_running_loop().create_task(self._own(self._ready, self._closing))
         try:
             async with asyncio.timeout(self.server.connect_timeout_seconds):
-                return await asyncio.shield(self._ready)
+                client = await asyncio.shield(self._ready)
         except (ServerUnavailable, TimeoutError) as error:
             self._failed_at, self._failure = time.monotonic(), f"cannot connect: {_reason(error)}"
+            self._retry_after = min(max(self._retry_after * 2, RETRY_AFTER_FAILURE_SECONDS), MAX_RETRY_AFTER_SECONDS)
             self.close()
             raise ServerUnavailable(self._failure) from None
+        self._retry_after = 0.0
+        return client
 
     def close(self) -> None:
         if self._closing is not None:
