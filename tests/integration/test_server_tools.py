@@ -158,6 +158,14 @@ def test_git_status_over_chat_sse(base, mcp_stack):
     assert [e["index"] for e in events] == list(range(len(events))) and events[-1]["done"]
 
 
+def test_chat_sse_exact_text(base):
+    status, _, raw = post_raw(base, "/chat/sse", {"model": "echo:gevent", "messages": user(invoke("say", text="ok"))},
+                              ALICE)
+    events = [json.loads(f.removeprefix(b"data: ")) for f in raw.split(b"\n\n") if f.startswith(b"data: {")]
+    assert "".join(e["message"]["content"] for e in events) == "ok"
+    assert all(set(e["message"]) == {"role", "content"} for e in events)
+
+
 def test_simple_chat_whole_reply(base):
     reply = httpx.post(f"{base}/chat/completions", headers=ALICE, timeout=60,
                        json={"model": "echo:tools", "stream": False, "messages": user(invoke("say", text="plain"))})
@@ -265,24 +273,26 @@ def test_abort_during_a_slow_tool_cancels_the_call(base, tool_server, redis_clie
     wait_until(lambda: b"aborted" in states(), what="the job to be recorded as aborted")
 
 
-def test_a_server_killed_mid_call_then_restarted(client, mcp_stack, tmp_path):
+def test_a_server_killed_mid_call_then_down_then_restarted(client, mcp_stack, tmp_path):
     port = mcp_stack[2]
     notes = tmp_path / "notes"
     server = start_tool_server(port, notes)
+
+    def ask(text: str) -> str:
+        return client.chat.completions.create(model="echo:killable", messages=user(text)).choices[0].message.content
     try:
-        with openai.OpenAI(base_url=client.base_url, api_key=ALICE_KEY, max_retries=0) as other:
-            replies = []
-            call = threading.Thread(target=lambda: replies.append(other.chat.completions.create(
-                model="echo:killable", messages=user(invoke("slow", seconds=30)))))
-            call.start()
-            wait_until(lambda: notes.exists() and "started" in notes.read_text(), what="the slow call to start")
-            server.stop(signal.SIGKILL)
-            call.join(30)
-        assert replies[0].choices[0].message.content == \
-            'Error: the MCP server "killable" closed the connection during the call.'
+        replies = []
+        call = threading.Thread(target=lambda: replies.append(ask(invoke("slow", seconds=30))))
+        call.start()
+        wait_until(lambda: notes.exists() and "started" in notes.read_text(), what="the slow call to start")
+        server.stop(signal.SIGKILL)
+        call.join(30)
+        assert replies == ['Error: the MCP server "killable" closed the connection during the call.']
+        # Down: its tools are still offered (the last listing), and a call says why it failed.
+        assert ask(invoke("say", text="x")).startswith('Error: the MCP server "killable" is unavailable (cannot connect:')
         server = start_tool_server(port, notes)
-        reply = client.chat.completions.create(model="echo:killable", messages=user(invoke("say", text="back")))
-        assert reply.choices[0].message.content == "back"
+        # Back: reconnected once the retry delay after the failure has passed.
+        wait_until(lambda: ask(invoke("say", text="back")) == "back", what="the restarted server to be used")
     finally:
         server.stop()
 
