@@ -26,7 +26,9 @@ from redis import Redis
 
 from catalog.registry import ModelEntry
 from protocol.commands import batched
-from protocol.contract import Job, Message, ServerToolEvent, TextEvent, ToolCall, ToolChoice, json_object
+from protocol.contract import (
+    Job, Message, ServerToolEvent, TextEvent, ToolCall, ToolChoice, ToolSpec, json_object,
+)
 from protocol.metrics import count_tool_call
 from workers.cancel import Cancel
 from workers.mcp.toolbox import ServerTool, Toolbox, ToolResult
@@ -78,7 +80,7 @@ class ServerTools:
         return cls(job, {t.spec.name: t for t in offered if t.spec.name not in client_names})
 
     @property
-    def specs(self):
+    def specs(self) -> list[ToolSpec]:
         return [tool.spec for tool in self.tools.values()]
 
     @property
@@ -89,6 +91,8 @@ class ServerTools:
         """A round's events on their way out: the text of a later round is
         set apart from what an earlier round said; all text is kept, as the
         round's assistant message."""
+        if not self.tools:  # the usual job: one round, nothing to set apart
+            return events
         shown = []
         for event in events:
             if isinstance(event, TextEvent):

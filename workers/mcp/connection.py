@@ -74,11 +74,13 @@ class ServerConnection:
             self._stale = True
 
     async def _own(self, ready: asyncio.Future, closing: asyncio.Event) -> None:
+        client = None
         try:
             async with Client(self._transport(), client_info=CLIENT_INFO, message_handler=self._on_message) as client:
-                self._client, self._stale = client, True
-                if not ready.done():  # else the caller gave up waiting: close() has set `closing`
-                    ready.set_result(client)
+                if ready.done():  # the caller gave up waiting (close() has set `closing`)
+                    return
+                self._client, self._stale, self._retry_after = client, True, 0.0
+                ready.set_result(client)
                 listener = asyncio.create_task(self._listen_for_changes(client))
                 try:
                     await closing.wait()
@@ -90,7 +92,8 @@ class ServerConnection:
             elif not closing.is_set():
                 log.warning('MCP server "%s": connection lost (%s)', self.server.name, _reason(error))
         finally:
-            self._client = None
+            if client is not None and self._client is client:  # never a newer session's
+                self._client = None
 
     async def _listen_for_changes(self, client: Client) -> None:
         """On 2026-07-28 sessions a client must ask for change events; older
@@ -108,21 +111,28 @@ class ServerConnection:
         """The live session, connecting if there is none."""
         if self._client is not None:
             return self._client
-        if self._ready is None or self._ready.done():
+        if self._ready is None or self._ready.done():  # no attempt under way
             if time.monotonic() - self._failed_at < self._retry_after:
                 raise ServerUnavailable(self._failure)
             self._ready, self._closing = asyncio.get_running_loop().create_future(), asyncio.Event()
             asyncio.get_running_loop().create_task(self._own(self._ready, self._closing))
+        attempt = self._ready
         try:
             async with asyncio.timeout(self.server.connect_timeout_seconds):
-                client = await asyncio.shield(self._ready)
-        except (ServerUnavailable, TimeoutError) as error:
+                return await asyncio.shield(attempt)
+        except (ServerUnavailable, TimeoutError, asyncio.CancelledError) as error:
+            if isinstance(error, asyncio.CancelledError) and not attempt.cancelled():
+                raise  # the caller itself was cancelled (its job was)
+            self._failed(attempt, error)
+            raise ServerUnavailable(self._failure) from None
+
+    def _failed(self, attempt: asyncio.Future, error: BaseException) -> None:
+        """Once per failed attempt (however many callers waited on it)."""
+        if attempt is self._ready:
             self._failed_at, self._failure = time.monotonic(), f"cannot connect: {_reason(error)}"
             self._retry_after = min(max(self._retry_after * 2, RETRY_AFTER_FAILURE_SECONDS), MAX_RETRY_AFTER_SECONDS)
             self.close()
-            raise ServerUnavailable(self._failure) from None
-        self._retry_after = 0.0
-        return client
+            self._ready = None
 
     def close(self) -> None:
         if self._closing is not None:
