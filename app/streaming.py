@@ -17,7 +17,9 @@ import json
 from typing import Callable, Iterable, Iterator
 
 from dialects.writer import Comment, Frame, Marker, NamedEvent, Transcript, Writer
-from protocol.contract import DoneEvent, ErrorEvent, Event, KeepAliveEvent, ServerToolEvent, TextEvent, ToolCallEvent
+from protocol.contract import (
+    DoneEvent, EmbeddingEvent, ErrorEvent, Event, KeepAliveEvent, ServerToolEvent, TextEvent, ToolCallEvent,
+)
 from protocol.errors import SwitchboardError
 
 SSE_CONTENT_TYPE = "text/event-stream"
@@ -65,6 +67,8 @@ def frames(events: Iterable[Event], writer: Writer, observers: tuple[Observer, .
             yield from writer.tool_call(event)
         elif isinstance(event, ServerToolEvent):
             yield from writer.server_tool(event)
+        elif isinstance(event, EmbeddingEvent):
+            writer.embedding(event)
         elif isinstance(event, DoneEvent):
             yield from writer.finish(event)
         elif isinstance(event, ErrorEvent):
@@ -94,6 +98,9 @@ class _Collector(Writer):
     def tool_call(self, call: ToolCallEvent) -> list[Frame]:
         self.transcript.calls.append(call)
         return []
+
+    def embedding(self, event: EmbeddingEvent) -> None:
+        self.transcript.embedding = event
 
     def server_tool(self, event: ServerToolEvent) -> list[Frame]:
         if event.phase == "result":

@@ -14,6 +14,7 @@ _STARTED = datetime(2026, 1, 1, tzinfo=timezone.utc)
 class EchoSettings(BackendSettings):
     delay_ms: float = Field(default=0, ge=0, description="pause between tokens")
     context_length: int = Field(default=131072, ge=1)
+    embedding_length: int = Field(default=256, ge=2, description="the length of its (hashed bag-of-words) vectors")
 
     def describe(self, model_name: str) -> ModelInfo:
         return ModelInfo(

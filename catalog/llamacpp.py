@@ -30,6 +30,8 @@ class LlamaCppSettings(BackendSettings):
     n_ctx: int = Field(default=4096, ge=16, description="context allocated unless a job asks for num_ctx")
     n_threads: int | None = Field(default=None, ge=1)
     n_batch: int = Field(default=512, ge=1)
+    embedding_ctx: int = Field(default=2048, ge=16, description=(
+        "the context embeddings are computed in (longer inputs are truncated or refused)"))
     prompt_cache_mb: int = Field(default=512, ge=0, description=(
         "memory for saved prompt states, so that people taking turns each keep their prefix (0: off)"))
 

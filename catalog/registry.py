@@ -30,7 +30,7 @@ FimFamily = Literal[tuple(FAMILIES)]  # type: ignore[valid-type]
 
 DEFAULT_REGISTRY = Path(__file__).resolve().parent.parent / "models.toml"
 _COMMON_KEYS = {"backend", "pool", "display_name", "tools", "system", "step_limit", "fim", "supersede",
-                "mcp_servers"}
+                "mcp_servers", "embeddings"}
 
 
 class ModelEntry(BaseModel):
@@ -51,10 +51,16 @@ class ModelEntry(BaseModel):
     # The operator's MCP servers whose tools this model may call server-side
     # (catalog/mcp.py), in order of precedence when two offer one name.
     mcp_servers: tuple[str, ...] = ()
+    # "only": an embedding model (capability "embedding", refused for chat);
+    # "also": a chat model that also serves embeddings (as Ollama's chat
+    # models do, it does not say so in its capabilities); "off": refused.
+    embeddings: Literal["off", "also", "only"] = "off"
     settings: BackendSettings
 
     @property
     def capabilities(self) -> list[str]:
+        if self.embeddings == "only":
+            return ["embedding"]
         return ["completion"] + (["tools"] if self.tools != "off" else []) + (["insert"] if self.fim else [])
 
     @cached_property

@@ -107,3 +107,23 @@ class PullRequest(NamedModelRequest):
 
 
 __all__ = ["ChatRequest", "GenerateRequest", "Message", "Options", "PullRequest", "ShowRequest", "PositiveInt"]
+
+
+class EmbedRequest(Request):
+    """/api/embed."""
+
+    model: str
+    input: str | list[str]
+    truncate: bool = True
+    dimensions: PositiveInt | None = None
+    keep_alive: str | int | float | None = None
+    options: Options | None = None
+
+
+class EmbeddingsRequest(Request):
+    """/api/embeddings, the legacy one: one prompt, one raw vector."""
+
+    model: str
+    prompt: str
+    keep_alive: str | int | float | None = None
+    options: Options | None = None

@@ -105,3 +105,14 @@ class CompletionRequest(Request):
     temperature: Temperature | None = None
     top_p: TopP | None = None
     user: str | None = None
+
+
+class EmbeddingsRequest(Request):
+    """/v1/embeddings: text, texts, or token arrays (as the openai SDK and
+    LangChain's OpenAIEmbeddings send them)."""
+
+    model: str
+    input: str | list[str] | list[int] | list[list[int]]
+    encoding_format: Literal["float", "base64"] = "float"
+    dimensions: PositiveInt | None = None
+    user: str | None = None

@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
-from protocol.contract import DoneEvent, ServerToolEvent, ToolCallEvent
+from protocol.contract import DoneEvent, EmbeddingEvent, ServerToolEvent, ToolCallEvent
 from protocol.errors import SwitchboardError
 
 
@@ -48,6 +48,7 @@ class Transcript:
     calls: list[ToolCallEvent] = field(default_factory=list)
     done: DoneEvent | None = None
     server_tools: list[ServerToolEvent] = field(default_factory=list)  # the ended ones
+    embedding: EmbeddingEvent | None = None  # an embedding job's vectors
 
     @property
     def text(self) -> str:
@@ -87,6 +88,9 @@ class Writer:
 
     def server_tool(self, event: ServerToolEvent) -> list[Frame]:
         return []  # completions run no tools
+
+    def embedding(self, event: EmbeddingEvent) -> None:
+        """Vectors come only in whole replies (see the JSON framing's collector)."""
 
     def finish(self, done: DoneEvent) -> list[Frame]:  # pragma: no cover - abstract
         raise NotImplementedError

@@ -9,20 +9,25 @@ Rolling deploys run old and new processes side by side, so both directions
 are tolerant: a reader ignores fields it does not know (a newer writer added
 them) and fills fields a writer did not send (an older one) with defaults;
 an event type a reader does not know is skipped. A change that an older
-reader cannot safely ignore bumps `CONTRACT_VERSION`; a worker refuses a job
-of a newer version with a clear error instead of running it wrongly.
+reader cannot safely ignore bumps `CONTRACT_VERSION`; a job carries the
+lowest version that can run it (chat and completion jobs 1, embedding jobs
+2), and a worker refuses a job of a newer version with a clear error instead
+of running it wrongly (an older worker would take an embedding job for an
+empty chat).
 """
 from __future__ import annotations
 
 import json
 import secrets
 import string
+import typing
 from typing import Annotated, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 
-CONTRACT_VERSION = 1
+CONTRACT_VERSION = 2  # what this code speaks
+EMBED_VERSION = 2  # embedding jobs need a worker that knows them
 
 
 class _Strict(BaseModel):
@@ -103,12 +108,22 @@ class PromptSpec(_Strict):
     raw: bool = False  # the prompt is the model input, byte for byte
 
 
+class EmbedSpec(_Strict):
+    """An embedding request: texts (or token ids, OpenAI's token arrays),
+    embedded as one batch; the web process normalises and shortens."""
+
+    inputs: list[str] = Field(default_factory=list)
+    tokens: list[list[int]] | None = None  # instead of inputs: the model's own token ids
+    truncate: bool = True  # an input longer than the context is cut (else refused)
+
+
 class Job(_Strict):
-    version: int = CONTRACT_VERSION  # of the contract the web process wrote it with
+    version: int = 1  # the lowest contract version that can run it
     id: str
     model: str
     messages: list[Message] = Field(default_factory=list)
     prompt: PromptSpec | None = None  # completion jobs; chat jobs have messages
+    embed: EmbedSpec | None = None  # embedding jobs
     format: Literal["json"] | dict | None = None  # JSON mode, or a JSON schema to follow
     keep_alive: float | None = None  # seconds an idle local model stays loaded; < 0: forever
     options: SamplingOptions = Field(default_factory=SamplingOptions)
@@ -194,6 +209,14 @@ FINISH_REASONS = ("stop", "length", "tool_calls", "step_limit", "aborted", "load
 FinishReason = str
 
 
+class EmbeddingEvent(_Strict):
+    """An embedding job's vectors, one per input, as the model made them
+    (not normalised)."""
+
+    type: Literal["embedding"] = "embedding"
+    vectors: list[list[float]]
+
+
 class DoneEvent(_Strict):
     type: Literal["done"] = "done"
     reason: FinishReason
@@ -223,11 +246,11 @@ class UnknownEvent(_Strict):
 
 
 Event = Annotated[
-    Union[StartedEvent, TextEvent, ToolCallEvent, ServerToolEvent, DoneEvent, ErrorEvent], Field(discriminator="type")
+    Union[StartedEvent, TextEvent, ToolCallEvent, ServerToolEvent, EmbeddingEvent, DoneEvent, ErrorEvent],
+    Field(discriminator="type"),
 ]
 EVENT_ADAPTER: TypeAdapter[Event] = TypeAdapter(Event)
-_KNOWN_TYPES = {kind.model_fields["type"].default for kind in (StartedEvent, TextEvent, ToolCallEvent, ServerToolEvent,
-                                                               DoneEvent, ErrorEvent)}
+_KNOWN_TYPES = {kind.model_fields["type"].default for kind in typing.get_args(typing.get_args(Event)[0])}
 
 
 def encode_event(event: Event) -> bytes:

@@ -16,6 +16,15 @@ class Outcome:
 
 
 @dataclass
+class Embedded:
+    """An embedding job's result: a vector per input, as the model made it."""
+
+    vectors: list[list[float]]
+    prompt_tokens: int
+    load_ns: int = 0
+
+
+@dataclass
 class NativeCall:
     """A tool call the backend's model made natively (complete)."""
 

@@ -44,6 +44,8 @@ def _raw(job: Job, text: str) -> Job:
 
 def is_load_only(job: Job) -> bool:
     """An empty request only loads the model (Ollama's preload idiom)."""
+    if job.embed is not None:
+        return False
     if job.prompt is not None:
         return not job.prompt.prompt and not job.prompt.suffix
     return not job.messages

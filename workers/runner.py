@@ -19,7 +19,7 @@ from protocol.commands import (
     FOREVER_SECONDS, announce_started, end_heartbeat, forget_loaded, mark_loaded, publish_event, record_state,
     take_job,
 )
-from protocol.contract import CONTRACT_VERSION, DoneEvent, ErrorEvent, Job, Timings, Usage
+from protocol.contract import CONTRACT_VERSION, DoneEvent, EmbeddingEvent, ErrorEvent, Job, Timings, Usage
 from protocol.errors import BackendError, SwitchboardError, UnknownModel
 from protocol.metrics import count_job, count_prompt_cache
 from workers.abort_watch import AbortWatch
@@ -177,11 +177,25 @@ def _generate(job: Job, ctx: RunContext, aborted: Cancel) -> DoneEvent:
         return _done("unload", Outcome("stop", 0, 0), started, None)
     if is_load_only(job):
         return _done("load", Outcome("stop", 0, 0, load_ns=backend.load()), started, None)
+    if job.embed is not None:
+        try:
+            return _embed(job, ctx, backend, aborted, started)
+        finally:
+            backend.keep_loaded(job.keep_alive)
     try:
         job = resolve_prompt(job, entry.fim, family_stops=backend.reads_prompt)
         return _stream(job, ctx, entry, backend, aborted, started)
     finally:
         backend.keep_loaded(job.keep_alive)
+
+
+def _embed(job: Job, ctx: RunContext, backend: Backend, aborted: Cancel, started: int) -> DoneEvent:
+    """One batch, one event with every vector (the web process shapes them)."""
+    embedded = backend.embed(job.embed, aborted)
+    if aborted.is_set():
+        return DoneEvent(reason="aborted")
+    publish_event(ctx.redis, job.id, EmbeddingEvent(vectors=embedded.vectors))
+    return _done("stop", Outcome("stop", embedded.prompt_tokens, 0, load_ns=embedded.load_ns), started, None)
 
 
 def _stream(job: Job, ctx: RunContext, entry: ModelEntry, backend: Backend, aborted: Cancel,

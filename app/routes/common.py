@@ -92,6 +92,8 @@ MAX_CHARACTERS_PER_TOKEN = 64
 
 
 def prompt_characters(job: Job) -> int:
+    if job.embed is not None:  # each input is embedded on its own: the longest counts
+        return max((len(text) for text in job.embed.inputs), default=0)
     spec = job.prompt
     prompt = len(spec.prompt) + len(spec.suffix) + len(spec.system or "") + len(spec.template or "") if spec else 0
     messages = sum(len(m.content) + sum(len(c.arguments) for c in m.tool_calls) for m in job.messages)
@@ -107,8 +109,19 @@ def check_prompt_size(job: Job, entry: ModelEntry) -> None:
                             f'"{entry.name}" can hold (at most {most} characters)')
 
 
+def check_job_kind(job: Job, entry: ModelEntry) -> None:
+    """An embedding model makes no text; a chat model embeds only if the
+    registry lets it (Ollama's wording for the first)."""
+    if job.embed is None and entry.embeddings == "only":
+        raise ApiError(400, f'"{entry.name}" does not support {"generate" if job.prompt else "chat"}')
+    if job.embed is not None and entry.embeddings == "off":
+        raise ApiError(400, f'"{entry.name}" does not support embeddings (the registry offers them from models '
+                            'with embeddings = "only" or "also")')
+
+
 def serve(job: Job, entry: ModelEntry, writer: Writer, framing: str | None) -> Response:
     """Run the job and answer it: a view's last step."""
+    check_job_kind(job, entry)
     check_prompt_size(job, entry)
     run, events = start_job(job, entry, stream=framing is not None)
     return respond(run, events, writer, framing)

@@ -1,4 +1,5 @@
-"""The Ollama API: /, /api/version, /api/tags, /api/show, /api/ps, /api/chat, /api/generate."""
+"""The Ollama API: /, /api/version, /api/tags, /api/show, /api/ps, /api/chat, /api/generate,
+/api/embed, /api/embeddings."""
 from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
@@ -13,8 +14,10 @@ from app.routes.common import check_request_limits, find_model, parse_body, serv
 from app.services import services
 from app.streaming import NDJSON_CONTENT_TYPE, ndjson
 from catalog.registry import ModelEntry
-from dialects import ollama as translate
-from dialects.ollama_schemas import ChatRequest, GenerateRequest, PullRequest, ShowRequest
+from dialects import embeddings, ollama as translate
+from dialects.ollama_schemas import (
+    ChatRequest, EmbeddingsRequest, EmbedRequest, GenerateRequest, PullRequest, ShowRequest,
+)
 from dialects.ollama_writer import ChatWriter, GenerateWriter, error_body
 from protocol.commands import loaded_models
 from protocol.errors import UnknownModel
@@ -124,6 +127,22 @@ def generate():
     entry = find_model(request.model)
     job = translate.generate_to_job(request, new_job_id(), entry.name, entry.capabilities)
     return serve(job, entry, GenerateWriter(request.model, with_context=not request.raw), _framing(request.stream))
+
+
+@bp.post("/api/embed")
+def embed():
+    request = parse_body(EmbedRequest)
+    entry = find_model(request.model)
+    job = embeddings.ollama_embed_to_job(request, new_job_id(), entry.name)
+    return serve(job, entry, embeddings.OllamaEmbedWriter(request.model, request.dimensions, error_body), None)
+
+
+@bp.post("/api/embeddings")
+def embeddings_legacy():
+    request = parse_body(EmbeddingsRequest)
+    entry = find_model(request.model)
+    job = embeddings.ollama_embeddings_to_job(request, new_job_id(), entry.name)
+    return serve(job, entry, embeddings.OllamaEmbeddingsWriter(error_body), None)
 
 
 # --- model management: the registry is the operator's ---------------------------------

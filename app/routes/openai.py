@@ -1,4 +1,4 @@
-"""The OpenAI API: /v1/models, /v1/chat/completions, /v1/completions."""
+"""The OpenAI API: /v1/models, /v1/chat/completions, /v1/completions, /v1/embeddings."""
 from __future__ import annotations
 
 import time
@@ -9,8 +9,8 @@ from app.errors import register_error_handlers
 from app.jobs import new_job_id
 from app.routes.common import check_request_limits, find_model, parse_body, serve, visible_entries
 from catalog.registry import ModelEntry
-from dialects import openai as translate
-from dialects.openai_schemas import ChatCompletionRequest, CompletionRequest
+from dialects import embeddings, openai as translate
+from dialects.openai_schemas import ChatCompletionRequest, CompletionRequest, EmbeddingsRequest
 from dialects.openai_writer import ChatWriter, CompletionWriter, error_body
 
 bp = Blueprint("openai", __name__, url_prefix="/v1")
@@ -56,3 +56,12 @@ def completions():
     entry = find_model(request.model)
     job = translate.completion_to_job(request, new_job_id(), entry.name, entry.capabilities)
     return serve(job, entry, _writer(CompletionWriter, "cmpl", request, job.id), _framing(request.stream))
+
+
+@bp.post("/embeddings")
+def embeddings_():
+    request = parse_body(EmbeddingsRequest)
+    entry = find_model(request.model)
+    job = embeddings.openai_embeddings_to_job(request, new_job_id(), entry.name)
+    writer = embeddings.OpenAIEmbeddingsWriter(request.model, request.encoding_format, request.dimensions, error_body)
+    return serve(job, entry, writer, None)

@@ -4,6 +4,7 @@ and recorded odd upstream streams replayed byte for byte."""
 from __future__ import annotations
 
 import json
+import math
 import time
 
 import httpx
@@ -18,6 +19,7 @@ from tests.integration.scripted_upstream import ScriptedUpstream
 from tests.integration.sse_rules import assert_well_formed, parse_sse
 from tests.integration.copilot_client import what_copilot_shows
 from tests.integration.upstream_stack import LLAMA_KEY, registry_text, start_llama_server, start_upstream_stack
+from workers.backends.echo import hashed_words
 
 TOOLS = [{"type": "function", "function": {"name": "read_file", "parameters": {
     "type": "object", "properties": {"filePath": {"type": "string"}, "line": {"type": "integer"}}}}},
@@ -285,3 +287,26 @@ def test_system_injection_dropped_params_and_headers_reach_the_upstream(client, 
     assert [m["role"] for m in body["messages"]] == ["user"]
     # no tools offered, so no agent instructions: only the client's system prompt
     assert body["messages"][0]["content"] == "<system_context>\n=== System Context 1 ===\nBe brief.\n</system_context>\n\nHi"
+
+
+# --- embeddings passed through, in either dialect ------------------------------------------
+@pytest.mark.parametrize("model", ["up-embed", "up-embed-ollama"], ids=["openai-upstream", "ollama-upstream"])
+def test_embeddings_pass_through_both_dialects(base, client, model):
+    """The upstream is Switchboard's own echo: the vectors must be echo's,
+    normalised, whichever dialect asked and whichever the upstream speaks."""
+    raw = hashed_words("red apples", 256)
+    expected = [x / math.sqrt(sum(v * v for v in raw)) for x in raw]
+    by_openai = client.embeddings.create(model=model, input=["red apples", "pears"], encoding_format="float")
+    assert [d.index for d in by_openai.data] == [0, 1]
+    assert max(abs(a - b) for a, b in zip(by_openai.data[0].embedding, expected)) < 1e-9
+    by_ollama = ollama.Client(host=base).embed(model=model, input="red apples")
+    assert max(abs(a - b) for a, b in zip(by_ollama.embeddings[0], expected)) < 1e-9
+    assert by_ollama.prompt_eval_count == 2
+
+
+def test_an_embedding_model_is_refused_for_chat(base, client):
+    with pytest.raises(openai.BadRequestError, match='"up-embed" does not support chat'):
+        client.chat.completions.create(model="up-embed", messages=user("hi"))
+    generate = httpx.post(f"{base}/api/generate", json={"model": "up-embed-ollama", "prompt": "hi"})
+    assert generate.status_code == 400 and generate.json() == {"error": '"up-embed-ollama" does not support generate'}
+    assert httpx.post(f"{base}/api/show", json={"model": "up-embed"}).json()["capabilities"] == ["embedding"]

@@ -33,6 +33,10 @@ def registry_text(llama: str, scripted: str, switchboard: str, closed_port: int)
                          'context_length = 8192\n' + fast,
         "up-ollama": f'backend = "ollama"\nbase_url = "{switchboard}"\nupstream_model = "echo"\ntools = "native"\n'
                      'context_length = 131072\n',
+        "up-embed": f'backend = "openai"\nbase_url = "{switchboard}/v1"\nupstream_model = "echo"\n'
+                    'context_length = 131072\nembeddings = "only"\n',
+        "up-embed-ollama": f'backend = "ollama"\nbase_url = "{switchboard}"\nupstream_model = "echo"\n'
+                           'context_length = 131072\nembeddings = "only"\n',
         "up-ollama-slow": f'backend = "ollama"\nbase_url = "{switchboard}"\nupstream_model = "echo:slow"\n'
                           'context_length = 131072\n',
         "inject": f'backend = "openai"\nbase_url = "{scripted}/v1"\nupstream_model = "record"\nsystem = "inject"\n'

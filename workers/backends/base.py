@@ -13,9 +13,16 @@ from abc import ABC, abstractmethod
 from typing import ClassVar
 
 from catalog.model_info import BackendSettings
-from protocol.contract import Job
+from protocol.contract import EmbedSpec, Job
+from protocol.errors import BackendError
 from workers.cancel import Cancel
-from workers.pieces import TextGenerator
+from workers.pieces import Embedded, TextGenerator
+
+
+def too_long(index: int, tokens: int, context: int) -> BackendError:
+    """An input over the context, with truncation off."""
+    return BackendError(f"input {index} is {tokens} tokens, more than the {context}-token context it is embedded "
+                        "in (send truncate: true to cut it)", 400)
 
 
 class Backend(ABC):
@@ -34,6 +41,10 @@ class Backend(ABC):
     def generate(self, job: Job, cancel: Cancel | None = None) -> TextGenerator:
         """Yield text pieces for the job; return its Outcome. The job has
         either chat `messages` or a raw `prompt` (see workers.prompts)."""
+
+    def embed(self, spec: EmbedSpec, cancel: Cancel | None = None) -> Embedded:
+        """One vector per input, in order (not normalised)."""
+        raise BackendError(f'model "{self.model_name}" cannot make embeddings ({self.name} backend)', 400)
 
     def load(self) -> int:
         """Make the model ready (an empty request); nanoseconds spent."""

@@ -5,18 +5,23 @@ tool results: every result of the round, one per line; for a completion:
 the model input as built, so FIM and template prompts can be seen), one token
 per word (each with its leading whitespace), honouring the token limit and
 stops. It cannot constrain output, so `format` is not applied.
+
+Its embeddings hash each word to one of `embedding_length` places (a
+"hashed bag of words"): deterministic, and texts that share words point the
+same way, enough to test an integration end to end (not to retrieve well).
 """
 from __future__ import annotations
 
+import hashlib
 import itertools
 import re
 import time
 
 from catalog.echo import EchoSettings
-from protocol.contract import Job, Message
-from workers.backends.base import Backend
+from protocol.contract import EmbedSpec, Job, Message
+from workers.backends.base import Backend, too_long
 from workers.cancel import Cancel
-from workers.pieces import Outcome, TextGenerator
+from workers.pieces import Embedded, Outcome, TextGenerator
 from workers.stops import StopMatcher
 
 _TOKEN = re.compile(r"\s*\S+|\s+")
@@ -33,6 +38,14 @@ def _pause(seconds: float, cancel: Cancel | None) -> bool:
         time.sleep(seconds)
         return False
     return cancel.wait(seconds)
+
+
+def hashed_words(text: str, length: int) -> list[float]:
+    vector = [0.0] * length
+    for word in text.lower().split():
+        digest = hashlib.sha256(word.encode()).digest()
+        vector[int.from_bytes(digest[:4], "little") % length] += 1.0 if digest[4] & 1 else -1.0
+    return vector
 
 
 def _last_turn(messages: list[Message]) -> str:
@@ -71,6 +84,17 @@ class EchoBackend(Backend):
         if tail:
             yield tail
         return Outcome("stop", prompt_tokens, emitted)
+
+    def embed(self, spec: EmbedSpec, cancel: Cancel | None = None) -> Embedded:
+        texts = spec.inputs if spec.tokens is None else [" ".join(map(str, ids)) for ids in spec.tokens]
+        counts = [len(echo_tokens(text)) for text in texts]
+        context = self.settings.context_length
+        for index, count in enumerate(counts):
+            if count > context and not spec.truncate:
+                raise too_long(index, count, context)
+        kept = ["".join(echo_tokens(text)[:context]) for text in texts]
+        return Embedded([hashed_words(text, self.settings.embedding_length) for text in kept],
+                        sum(min(count, context) for count in counts))
 
 
 BACKEND = EchoBackend

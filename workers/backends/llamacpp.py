@@ -14,12 +14,12 @@ import threading
 import time
 
 from catalog.llamacpp import DEFAULT_SAMPLING, LlamaCppSettings
-from protocol.contract import Job, SamplingOptions
+from protocol.contract import EmbedSpec, Job, SamplingOptions
 from protocol.errors import BackendError
 from workers.backends.base import Backend
 from workers.backends.prompt_cache import PromptCache, live_reuse
 from workers.cancel import Cancel
-from workers.pieces import Outcome, TextGenerator
+from workers.pieces import Embedded, Outcome, TextGenerator
 from workers.stops import StopMatcher
 
 DEFAULT_KEEP_ALIVE = 300.0
@@ -81,6 +81,7 @@ class LlamaCppBackend(Backend):
         super().__init__(model_name, settings)
         self._lock = threading.Lock()  # one Llama context serves one job at a time
         self._loaded: _Loaded | None = None
+        self._embedder = None  # llamacpp_embed.Embedder, made on the first embedding job
         self._unload_timer: threading.Timer | None = None
 
     def _context_size(self, options: SamplingOptions) -> int:
@@ -99,7 +100,7 @@ class LlamaCppBackend(Backend):
                 self._unload_timer.cancel()
                 self._unload_timer = None
             if seconds == 0:
-                self._loaded = None
+                self._loaded = self._embedder = None
             elif seconds > 0:
                 self._unload_timer = threading.Timer(seconds, self._unload_if_idle)
                 self._unload_timer.daemon = True
@@ -108,7 +109,7 @@ class LlamaCppBackend(Backend):
     def _unload_if_idle(self) -> None:
         if self._lock.acquire(blocking=False):  # a job running now keeps it
             try:
-                self._loaded = None
+                self._loaded = self._embedder = None
             finally:
                 self._lock.release()
 
@@ -137,6 +138,21 @@ class LlamaCppBackend(Backend):
             outcome = yield from self._generate(self._loaded, job)
             outcome.load_ns = load_ns
             return outcome
+
+    def embed(self, spec: EmbedSpec, cancel: Cancel | None = None) -> Embedded:
+        from workers.backends.llamacpp_embed import Embedder
+
+        with self._lock:
+            if self._unload_timer is not None:  # as _load: no unloading while a job runs
+                self._unload_timer.cancel()
+                self._unload_timer = None
+            started = time.perf_counter_ns()
+            if self._embedder is None:
+                self._embedder = Embedder(self.settings)
+            load_ns = time.perf_counter_ns() - started
+            embedded = self._embedder.embed(spec)
+            embedded.load_ns = load_ns
+            return embedded
 
     def _prompt_tokens(self, loaded: _Loaded, job: Job) -> tuple[list[int], list[str]]:
         if job.prompt is not None:  # raw: byte for byte; special tokens (FIM markers) are parsed

@@ -7,8 +7,9 @@ import json
 
 import httpx
 
+from dialects import embeddings
 from dialects.ollama import upstream_request
-from protocol.contract import Job
+from protocol.contract import EmbedSpec, Job
 from workers.backends.tool_deltas import ToolCallAssembler
 from workers.backends.transport import watched_lines
 from workers.backends.upstream import UpstreamBackend
@@ -22,6 +23,12 @@ class OllamaUpstreamBackend(UpstreamBackend):
 
     def request(self, job: Job) -> tuple[str, dict]:
         return upstream_request(job, self.settings.upstream_model)
+
+    def embed_request(self, spec: EmbedSpec) -> tuple[str, dict]:
+        return embeddings.ollama_upstream_request(spec, self.settings.upstream_model)
+
+    def embed_vectors(self, body: dict) -> tuple[list[list[float]], int]:
+        return embeddings.ollama_upstream_vectors(body)
 
     def relay(self, response: httpx.Response, cancel: Cancel | None) -> TextGenerator:
         calls, last, count = ToolCallAssembler(), {}, 0

@@ -9,7 +9,8 @@ from typing import Iterator
 import httpx
 
 from dialects.openai import upstream_request
-from protocol.contract import Job
+from dialects import embeddings
+from protocol.contract import EmbedSpec, Job
 from protocol.errors import BackendError
 from workers.backends.tool_deltas import ToolCallAssembler
 from workers.backends.transport import watched_lines
@@ -49,6 +50,12 @@ class OpenAIUpstreamBackend(UpstreamBackend):
 
     def request(self, job: Job) -> tuple[str, dict]:
         return upstream_request(job, self.settings.upstream_model)
+
+    def embed_request(self, spec: EmbedSpec) -> tuple[str, dict]:
+        return embeddings.openai_upstream_request(spec, self.settings.upstream_model)
+
+    def embed_vectors(self, body: dict) -> tuple[list[list[float]], int]:
+        return embeddings.openai_upstream_vectors(body)
 
     def relay(self, response: httpx.Response, cancel: Cancel | None) -> TextGenerator:
         calls, usage, finish, pieces = ToolCallAssembler(), {}, "stop", 0

@@ -3,14 +3,17 @@ client per model per worker process. A subclass gives the request (built by
 its dialect's pure mapping, in dialects/) and reads the streamed reply."""
 from __future__ import annotations
 
+import json
+
 import httpx
 
 from catalog.upstream import UpstreamSettings
-from protocol.contract import Job
+from protocol.contract import EmbedSpec, Job
 from workers.backends.base import Backend
 from workers.backends.transport import new_client, open_stream
+from protocol.errors import BackendError
 from workers.cancel import Cancel
-from workers.pieces import TextGenerator
+from workers.pieces import Embedded, TextGenerator
 
 
 class UpstreamBackend(Backend):
@@ -26,6 +29,25 @@ class UpstreamBackend(Backend):
 
     def relay(self, response: httpx.Response, cancel: Cancel | None) -> TextGenerator:  # pragma: no cover
         raise NotImplementedError
+
+    def embed_request(self, spec: EmbedSpec) -> tuple[str, dict]:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def embed_vectors(self, body: dict) -> tuple[list[list[float]], int]:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def embed(self, spec: EmbedSpec, cancel: Cancel | None = None) -> Embedded:
+        """One request for the whole batch, in the upstream's dialect."""
+        path, body = self.embed_request(spec)
+        url = self.settings.base_url.rstrip("/") + path
+        with open_stream(self._client, url, body, self.settings, self.model_name, cancel) as response:
+            try:
+                vectors, tokens = self.embed_vectors(json.loads(response.read()))
+            except (ValueError, KeyError, TypeError, AttributeError):
+                vectors, tokens = None, 0
+        if vectors is None or len(vectors) != len(spec.tokens if spec.tokens is not None else spec.inputs):
+            raise BackendError(f"upstream {self.settings.upstream_name} sent a malformed embeddings reply", 502)
+        return Embedded(vectors, tokens)
 
     def generate(self, job: Job, cancel: Cancel | None = None) -> TextGenerator:
         path, body = self.request(job)
