@@ -18,7 +18,8 @@ from typing import Callable, Iterable, Iterator
 
 from dialects.writer import Comment, Frame, Marker, NamedEvent, Transcript, Writer
 from protocol.contract import (
-    DoneEvent, EmbeddingEvent, ErrorEvent, Event, KeepAliveEvent, ServerToolEvent, TextEvent, ToolCallEvent,
+    DoneEvent, EmbeddingEvent, ErrorEvent, Event, KeepAliveEvent, ServerToolEvent, TextEvent, ThinkingEvent,
+    ToolCallEvent,
 )
 from protocol.errors import SwitchboardError
 
@@ -63,6 +64,8 @@ def frames(events: Iterable[Event], writer: Writer, observers: tuple[Observer, .
             yield from writer.keepalive()
         elif isinstance(event, TextEvent):
             yield from writer.text(event.text)
+        elif isinstance(event, ThinkingEvent):
+            yield from writer.thinking(event.text)
         elif isinstance(event, ToolCallEvent):
             yield from writer.tool_call(event)
         elif isinstance(event, ServerToolEvent):
@@ -97,6 +100,10 @@ class _Collector(Writer):
 
     def tool_call(self, call: ToolCallEvent) -> list[Frame]:
         self.transcript.calls.append(call)
+        return []
+
+    def thinking(self, text: str) -> list[Frame]:
+        self.transcript.thoughts.append(text)
         return []
 
     def embedding(self, event: EmbeddingEvent) -> None:

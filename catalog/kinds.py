@@ -18,6 +18,8 @@ class BackendKind:
     Settings: type[BackendSettings]
     # Can pass tools to the model and return its calls (registry tools = "native").
     native_tools: bool = False
+    # Can pass images on to a model that takes them (registry vision = true).
+    passes_images: bool = False
     # The queue (pool) its models use unless the registry says otherwise.
     default_pool: str = "local"
     # Runs one job at a time per worker process (one model context): the
@@ -28,8 +30,8 @@ class BackendKind:
 KINDS: dict[str, BackendKind] = {kind.name: kind for kind in (
     BackendKind("echo", EchoSettings),
     BackendKind("llamacpp", LlamaCppSettings, serial=True),
-    BackendKind("openai", UpstreamSettings, native_tools=True, default_pool="upstream"),
-    BackendKind("ollama", UpstreamSettings, native_tools=True, default_pool="upstream"),
+    BackendKind("openai", UpstreamSettings, native_tools=True, passes_images=True, default_pool="upstream"),
+    BackendKind("ollama", UpstreamSettings, native_tools=True, passes_images=True, default_pool="upstream"),
 )}
 
 

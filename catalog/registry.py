@@ -30,7 +30,7 @@ FimFamily = Literal[tuple(FAMILIES)]  # type: ignore[valid-type]
 
 DEFAULT_REGISTRY = Path(__file__).resolve().parent.parent / "models.toml"
 _COMMON_KEYS = {"backend", "pool", "display_name", "tools", "system", "step_limit", "fim", "supersede",
-                "mcp_servers", "embeddings"}
+                "mcp_servers", "embeddings", "vision", "thinking", "think_tags"}
 
 
 class ModelEntry(BaseModel):
@@ -55,13 +55,23 @@ class ModelEntry(BaseModel):
     # "also": a chat model that also serves embeddings (as Ollama's chat
     # models do, it does not say so in its capabilities); "off": refused.
     embeddings: Literal["off", "also", "only"] = "off"
+    vision: bool = False  # an upstream model that accepts images
+    thinking: bool = False  # reports the thinking capability; its thinking is passed on
+    # A local model that writes its reasoning between these tags: split out
+    # into the thinking field (implies thinking).
+    think_tags: tuple[str, str] | None = None
     settings: BackendSettings
 
     @property
     def capabilities(self) -> list[str]:
         if self.embeddings == "only":
             return ["embedding"]
-        return ["completion"] + (["tools"] if self.tools != "off" else []) + (["insert"] if self.fim else [])
+        return (["completion"] + (["tools"] if self.tools != "off" else []) + (["insert"] if self.fim else [])
+                + (["vision"] if self.vision else []) + (["thinking"] if self.thinks else []))
+
+    @property
+    def thinks(self) -> bool:
+        return self.thinking or self.think_tags is not None
 
     @cached_property
     def info(self) -> ModelInfo:
@@ -88,6 +98,9 @@ def parse_entry(name: str, table: dict) -> ModelEntry:
         settings = backend.Settings.model_validate({k: v for k, v in table.items() if k not in _COMMON_KEYS})
         common = {"pool": backend.default_pool} | {k: v for k, v in table.items() if k in _COMMON_KEYS}
         entry = ModelEntry(name=name, settings=settings, **common)
+        if entry.vision and not backend.passes_images:
+            raise RegistryError(f'{where}: backend "{backend.name}" cannot take images; vision = true is for '
+                                "upstream models that accept them")
         if entry.tools == "native" and not backend.native_tools:
             raise RegistryError(f'{where}: backend "{backend.name}" has no native tool calling; '
                                 'use tools = "emulated" or "off"')

@@ -14,7 +14,10 @@ import re
 from dialects.common import stop_list
 from dialects.ollama_schemas import ChatRequest, GenerateRequest, Message as WireMessage, Options
 from dialects.tools import arguments_text, to_tool_specs, tool_definitions
-from protocol.contract import Job, Message, PromptSpec, SamplingOptions, ToolCall, json_object, new_call_id
+from dialects.images import from_base64
+from protocol.contract import (
+    IMAGES_VERSION, Job, Message, PromptSpec, SamplingOptions, ToolCall, json_object, new_call_id,
+)
 from protocol.errors import InvalidRequest
 
 # Ollama option -> SamplingOptions field, both ways (stop is a list on our
@@ -39,11 +42,12 @@ def from_sampling(options: SamplingOptions) -> dict:
 
 
 # --- client side: request -> Job -----------------------------------------------------
-def to_message(message: WireMessage) -> Message:
+def to_message(message: WireMessage, index: int = 0) -> Message:
     # Ollama's calls carry no ids; results name the tool instead (tool_name).
     calls = [ToolCall(id=c.id or new_call_id(), name=c.function.name, arguments=arguments_text(c.function.arguments))
              for c in message.tool_calls or []]
-    return Message(role=message.role, content=message.content, tool_calls=calls,
+    images = [from_base64(data, f"messages.{index}.images.{n}") for n, data in enumerate(message.images or [])]
+    return Message(role=message.role, content=message.content, tool_calls=calls, images=images,
                    tool_call_id=message.tool_call_id, tool_name=message.tool_name)
 
 
@@ -80,8 +84,8 @@ def _keep_alive(value: str | int | float | None) -> float | None:
     return sign * sum(float(n) * _UNIT_SECONDS[u] for n, u in parts)
 
 
-def _no_images(model: str, images: list | None, field: str) -> None:
-    if images:
+def _no_images(model: str, images: list | None, field: str, capabilities: list[str]) -> None:
+    if images and "vision" not in capabilities:
         raise InvalidRequest(f'{field}: "{model}" does not support images (it has no vision capability)', param=field)
 
 
@@ -91,14 +95,19 @@ def _no_thinking(model: str, think, capabilities: list[str]) -> None:
         raise InvalidRequest(f'"{model}" does not support thinking', param="think")
 
 
+def job_version(messages: list[Message]) -> int:
+    """Images need a worker that knows them (see protocol.contract)."""
+    return IMAGES_VERSION if any(m.images for m in messages) else 1
+
+
 def chat_to_job(request: ChatRequest, job_id: str, model: str, capabilities: list[str]) -> Job:
     _no_thinking(request.model, request.think, capabilities)
     for i, message in enumerate(request.messages):
-        _no_images(request.model, message.images, f"messages.{i}.images")
-    messages = [to_message(m) for m in request.messages]
+        _no_images(request.model, message.images, f"messages.{i}.images", capabilities)
+    messages = [to_message(m, i) for i, m in enumerate(request.messages)]
     return Job(id=job_id, model=model, messages=messages, options=to_sampling(request.options),
-               tools=to_tool_specs(request.tools), format=request.format or None,
-               keep_alive=keep_alive_seconds(request.keep_alive))
+               tools=to_tool_specs(request.tools), format=request.format or None, think=request.think,
+               keep_alive=keep_alive_seconds(request.keep_alive), version=job_version(messages))
 
 
 def generate_to_job(request: GenerateRequest, job_id: str, model: str, capabilities: list[str]) -> Job:
@@ -109,11 +118,13 @@ def generate_to_job(request: GenerateRequest, job_id: str, model: str, capabilit
     if request.suffix and "insert" not in capabilities:
         raise InvalidRequest(f'"{request.model}" does not support insert', param="suffix")
     _no_thinking(request.model, request.think, capabilities)
-    _no_images(request.model, request.images, "images")
+    _no_images(request.model, request.images, "images", capabilities)
+    images = [from_base64(data, f"images.{n}") for n, data in enumerate(request.images or [])]
     spec = PromptSpec(prompt=request.prompt, suffix=request.suffix, system=request.system,
-                      template=request.template, raw=request.raw)
+                      template=request.template, raw=request.raw, images=images)
     return Job(id=job_id, model=model, prompt=spec, options=to_sampling(request.options),
-               format=request.format or None, keep_alive=keep_alive_seconds(request.keep_alive))
+               format=request.format or None, keep_alive=keep_alive_seconds(request.keep_alive), think=request.think,
+               version=IMAGES_VERSION if images else 1)
 
 
 # --- upstream side: Job -> request ---------------------------------------------------
@@ -127,6 +138,8 @@ def _wire_messages(messages: list[Message]) -> list[dict]:
                                   for c in message.tool_calls]
         if message.role == "tool":
             item["tool_name"] = message.tool_name or names.get(message.tool_call_id or "", "")
+        if message.images:
+            item["images"] = [image.data for image in message.images]
         wire.append(item)
     return wire
 
@@ -138,6 +151,8 @@ def upstream_request(job: Job, upstream_model: str) -> tuple[str, dict]:
         body["format"] = job.format
     if job.keep_alive is not None:
         body["keep_alive"] = job.keep_alive
+    if job.think is not None:
+        body["think"] = job.think
     if job.prompt is not None:
         return "/api/generate", body | {"prompt": job.prompt.prompt, "raw": True}
     body["messages"] = _wire_messages(job.messages)

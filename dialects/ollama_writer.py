@@ -54,6 +54,12 @@ class _OllamaWriter(Writer):
     def text(self, text: str) -> list[Frame]:
         return [self._line(text, False)]
 
+    def thinking(self, text: str) -> list[Frame]:
+        return [self._with_thinking(self._line("", False), text)]
+
+    def _with_thinking(self, line: dict, thinking: str) -> dict:  # pragma: no cover - abstract
+        raise NotImplementedError
+
     def keepalive(self) -> list[Frame]:
         return self.text("")  # an empty piece: valid for every NDJSON parser, unlike a blank line
 
@@ -64,7 +70,8 @@ class _OllamaWriter(Writer):
         return self._line(content, True) | done_fields(done) | finish_extensions(done)
 
     def reply(self, transcript: Transcript) -> dict:
-        return self._last_line(transcript.done, transcript.text) | reply_extensions(transcript)
+        line = self._last_line(transcript.done, transcript.text) | reply_extensions(transcript)
+        return self._with_thinking(line, transcript.thinking) if transcript.thoughts else line
 
 
 class ChatWriter(_OllamaWriter):
@@ -73,6 +80,10 @@ class ChatWriter(_OllamaWriter):
 
     def _body(self, text: str) -> dict:
         return {"message": {"role": "assistant", "content": text}}
+
+    def _with_thinking(self, line: dict, thinking: str) -> dict:
+        line["message"]["thinking"] = thinking
+        return line
 
     def tool_call(self, call: ToolCallEvent) -> list[Frame]:
         line = self._line("", False)
@@ -102,6 +113,10 @@ class GenerateWriter(_OllamaWriter):
 
     def _body(self, text: str) -> dict:
         return {"response": text}
+
+    def _with_thinking(self, line: dict, thinking: str) -> dict:
+        line["thinking"] = thinking
+        return line
 
     def _last_line(self, done: DoneEvent, content: str) -> dict:
         line = super()._last_line(done, content)

@@ -9,11 +9,13 @@ pair of functions each, so a new field is one change here.
 from __future__ import annotations
 
 from dialects.common import stop_list
+from dialects.images import from_url
 from dialects.openai_schemas import (
     ChatCompletionRequest, CompletionRequest, ImagePart, Message as WireMessage, NamedToolChoice, ResponseFormat,
+    TextPart,
 )
 from dialects.tools import arguments_text, to_tool_specs, tool_definitions
-from protocol.contract import Job, Message, PromptSpec, SamplingOptions, ToolCall, ToolChoice
+from protocol.contract import IMAGES_VERSION, Image, Job, Message, PromptSpec, SamplingOptions, ToolCall, ToolChoice
 from protocol.errors import InvalidRequest
 
 _ROLES = {"developer": "system"}
@@ -53,25 +55,32 @@ def from_format(output_format) -> dict | None:
 
 
 # --- client side: request -> Job -----------------------------------------------------
-def content_texts(message: WireMessage, index: int) -> list[str]:
+def content_texts(message: WireMessage) -> list[str]:
     """Content as texts: one, or one per text part of a list (kept apart, as
     Ollama's OpenAI layer does: each part becomes a message of its own)."""
     if message.content is None or isinstance(message.content, str):
         return [message.content or ""]
-    if any(isinstance(part, ImagePart) for part in message.content):
+    return [part.text for part in message.content if isinstance(part, TextPart)] or [""]
+
+
+def content_images(message: WireMessage, index: int, vision: bool) -> list[Image]:
+    parts = [p for p in message.content or [] if isinstance(p, ImagePart)] if isinstance(message.content, list) else []
+    if parts and not vision:
         raise InvalidRequest(f"messages.{index}.content: this model does not support images",
                              param=f"messages.{index}.content")
-    return [part.text for part in message.content] or [""]
+    urls = [part.image_url.get("url", "") if isinstance(part.image_url, dict) else part.image_url for part in parts]
+    return [from_url(url, f"messages.{index}.content") for url in urls]
 
 
-def to_messages(message: WireMessage, index: int) -> list[Message]:
-    """One message per text part; the calls go with the last."""
+def to_messages(message: WireMessage, index: int, vision: bool = False) -> list[Message]:
+    """One message per text part; the calls and the images go with the last."""
     calls = [ToolCall(id=c.id, name=c.function.name, arguments=arguments_text(c.function.arguments))
              for c in message.tool_calls or []]
-    texts = content_texts(message, index)
+    texts, images = content_texts(message), content_images(message, index, vision)
+    last = len(texts) - 1
     return [Message(role=_ROLES.get(message.role, message.role), content=text,
-                    tool_calls=calls if n == len(texts) - 1 else [], tool_call_id=message.tool_call_id,
-                    failed=bool(message.is_error)) for n, text in enumerate(texts)]
+                    tool_calls=calls if n == last else [], images=images if n == last else [],
+                    tool_call_id=message.tool_call_id, failed=bool(message.is_error)) for n, text in enumerate(texts)]
 
 
 def to_tool_choice(request: ChatCompletionRequest) -> ToolChoice:
@@ -84,12 +93,23 @@ def to_tool_choice(request: ChatCompletionRequest) -> ToolChoice:
     return ToolChoice(mode="function", name=choice.function.name)
 
 
-def chat_to_job(request: ChatCompletionRequest, job_id: str, model: str) -> Job:
-    messages = [part for i, m in enumerate(request.messages) for part in to_messages(m, i)]
+def to_think(effort: str | None, capabilities) -> bool | str | None:
+    """reasoning_effort, for a model that thinks ("none": no thinking); a
+    model that does not ignores it, as OpenAI-compatible servers do."""
+    if effort is None or "thinking" not in capabilities:
+        return None
+    return False if effort == "none" else effort
+
+
+def chat_to_job(request: ChatCompletionRequest, job_id: str, model: str, capabilities=()) -> Job:
+    vision = "vision" in capabilities
+    messages = [part for i, m in enumerate(request.messages) for part in to_messages(m, i, vision)]
     return Job(id=job_id, model=model, messages=messages,
                options=to_sampling(request, request.max_completion_tokens or request.max_tokens),
                tools=to_tool_specs(request.tools), tool_choice=to_tool_choice(request),
-               parallel_tool_calls=request.parallel_tool_calls is not False, format=to_format(request.response_format))
+               parallel_tool_calls=request.parallel_tool_calls is not False, format=to_format(request.response_format),
+               think=to_think(request.reasoning_effort, capabilities),
+               version=IMAGES_VERSION if any(m.images for m in messages) else 1)
 
 
 def completion_to_job(request: CompletionRequest, job_id: str, model: str, capabilities: list[str]) -> Job:
@@ -108,6 +128,9 @@ def completion_to_job(request: CompletionRequest, job_id: str, model: str, capab
 # --- upstream side: Job -> request ---------------------------------------------------
 def _wire_message(message: Message) -> dict:
     wire: dict = {"role": message.role, "content": message.content}
+    if message.images:  # OpenAI's content parts: the text, then each image as a data URL
+        wire["content"] = [{"type": "text", "text": message.content}] + [
+            {"type": "image_url", "image_url": {"url": image.data_url()}} for image in message.images]
     if message.tool_calls:
         wire["content"] = message.content or None
         wire["tool_calls"] = [{"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
@@ -133,6 +156,8 @@ def upstream_request(job: Job, upstream_model: str) -> tuple[str, dict]:
                                            "messages": [_wire_message(m) for m in job.messages],
                                            "response_format": from_format(job.format)}
     body |= {"stream": True, "stream_options": {"include_usage": True}} | from_sampling(job.options)
+    if isinstance(job.think, str):  # a level: OpenAI's (and vLLM's, Ollama's) reasoning_effort
+        body["reasoning_effort"] = job.think
     if job.tools:
         body["tools"] = tool_definitions(job.tools)
         body["tool_choice"] = _wire_tool_choice(job.tool_choice)

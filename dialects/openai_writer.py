@@ -74,6 +74,10 @@ class ChatWriter(_OpenAIWriter):
     def text(self, text: str) -> list[Frame]:
         return [self._chunk({"content": text})]
 
+    def thinking(self, text: str) -> list[Frame]:
+        """vLLM's and DeepSeek's field, which the openai SDK keeps as an extra."""
+        return [self._chunk({"reasoning_content": text})]
+
     def tool_call(self, call: ToolCallEvent) -> list[Frame]:
         """One call as two pieces: Copilot joins pieces by id (a piece without
         one extends the latest call), the openai SDK by index; so the first
@@ -107,6 +111,8 @@ class ChatWriter(_OpenAIWriter):
     def reply(self, transcript: Transcript) -> dict:
         calls = transcript.calls
         message = {"role": "assistant", "content": transcript.text or (None if calls else "")}
+        if transcript.thoughts:
+            message["reasoning_content"] = transcript.thinking
         if calls:
             message["tool_calls"] = [tool_call_object(c) for c in calls]
         return self.base | {

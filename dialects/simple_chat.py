@@ -40,6 +40,11 @@ class LinesWriter(Writer):
     def text(self, text: str) -> list[Frame]:
         return [self._line(text, False)]
 
+    def thinking(self, text: str) -> list[Frame]:
+        line = self._line("", False)
+        line["message"]["thinking"] = text
+        return [line]
+
     def keepalive(self) -> list[Frame]:
         return self.text("")
 
@@ -50,9 +55,11 @@ class LinesWriter(Writer):
         return [self._line("", True) | finish_extensions(done)]
 
     def reply(self, transcript: Transcript) -> dict:
-        return {"id": self.completion_id, "model": self.model, "created": self.created,
-                "message": {"role": "assistant", "content": transcript.text}, "done": True} \
-            | reply_extensions(transcript)
+        message = {"role": "assistant", "content": transcript.text}
+        if transcript.thoughts:
+            message["thinking"] = transcript.thinking
+        return {"id": self.completion_id, "model": self.model, "created": self.created, "message": message,
+                "done": True} | reply_extensions(transcript)
 
 
 class EventsWriter(LinesWriter):

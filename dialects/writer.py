@@ -49,6 +49,11 @@ class Transcript:
     done: DoneEvent | None = None
     server_tools: list[ServerToolEvent] = field(default_factory=list)  # the ended ones
     embedding: EmbeddingEvent | None = None  # an embedding job's vectors
+    thoughts: list[str] = field(default_factory=list)  # the model's thinking
+
+    @property
+    def thinking(self) -> str:
+        return "".join(self.thoughts)
 
     @property
     def text(self) -> str:
@@ -88,6 +93,9 @@ class Writer:
 
     def server_tool(self, event: ServerToolEvent) -> list[Frame]:
         return []  # completions run no tools
+
+    def thinking(self, text: str) -> list[Frame]:
+        return []  # a dialect without a thinking field (OpenAI's completions) drops it
 
     def embedding(self, event: EmbeddingEvent) -> None:
         """Vectors come only in whole replies (see the JSON framing's collector)."""

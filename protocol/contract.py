@@ -28,6 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 CONTRACT_VERSION = 2  # what this code speaks
 EMBED_VERSION = 2  # embedding jobs need a worker that knows them
+IMAGES_VERSION = 2  # so do images (an older worker would drop them unseen)
 
 
 class _Strict(BaseModel):
@@ -74,9 +75,20 @@ class ToolChoice(_Strict):
     name: str | None = None  # for mode "function"
 
 
+class Image(_Strict):
+    """An image sent inline (never a URL: the server fetches nothing)."""
+
+    data: str  # base64
+    mime: str = "image/png"
+
+    def data_url(self) -> str:
+        return f"data:{self.mime};base64,{self.data}"
+
+
 class Message(_Strict):
     role: Literal["system", "user", "assistant", "tool"]
     content: str = ""
+    images: list[Image] = Field(default_factory=list)
     tool_calls: list[ToolCall] = Field(default_factory=list)  # assistant messages
     tool_call_id: str | None = None  # tool messages: the call they answer...
     tool_name: str | None = None  # ...or, from Ollama clients, only its name
@@ -106,6 +118,7 @@ class PromptSpec(_Strict):
     system: str | None = None
     template: str | None = None  # a request-level (Go-style) template override
     raw: bool = False  # the prompt is the model input, byte for byte
+    images: list[Image] = Field(default_factory=list)  # for the user message a chat prompt becomes
 
 
 class EmbedSpec(_Strict):
@@ -130,6 +143,9 @@ class Job(_Strict):
     tools: list[ToolSpec] = Field(default_factory=list)
     tool_choice: ToolChoice = Field(default_factory=ToolChoice)
     parallel_tool_calls: bool = True  # False: at most one call in the reply
+    # Thinking, as Ollama's `think` says it: True/False, a level ("low",
+    # "medium", "high"), or None for the model's default.
+    think: bool | str | None = None
     # Set by the worker for its backend (a GBNF grammar forcing a tool call),
     # never by the web process.
     grammar: str | None = None
@@ -165,6 +181,13 @@ class StartedEvent(_Strict):
 
 class TextEvent(_Strict):
     type: Literal["text"] = "text"
+    text: str
+
+
+class ThinkingEvent(_Strict):
+    """Reasoning the model wrote before (or between) its answer."""
+
+    type: Literal["thinking"] = "thinking"
     text: str
 
 
@@ -246,7 +269,8 @@ class UnknownEvent(_Strict):
 
 
 Event = Annotated[
-    Union[StartedEvent, TextEvent, ToolCallEvent, ServerToolEvent, EmbeddingEvent, DoneEvent, ErrorEvent],
+    Union[StartedEvent, TextEvent, ThinkingEvent, ToolCallEvent, ServerToolEvent, EmbeddingEvent, DoneEvent,
+          ErrorEvent],
     Field(discriminator="type"),
 ]
 EVENT_ADAPTER: TypeAdapter[Event] = TypeAdapter(Event)

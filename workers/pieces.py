@@ -33,4 +33,12 @@ class NativeCall:
     id: str | None = None
 
 
-TextGenerator = Generator[Union[str, NativeCall], None, Outcome]
+@dataclass
+class Thinking:
+    """Reasoning text: an upstream's thinking field, or a local model's text
+    between its think tags (see workers/thinking.py)."""
+
+    text: str
+
+
+TextGenerator = Generator[Union[str, NativeCall, Thinking], None, Outcome]

@@ -20,6 +20,8 @@ def resolve_prompt(job: Job, fim_family: str | None, family_stops: bool = True) 
     """`family_stops`: add the FIM family's stop strings (not for echo, whose
     reply is the prompt itself)."""
     spec = job.prompt
+    if spec is not None and spec.images and (spec.raw or spec.suffix or spec.template is not None):
+        raise BackendError("images need a chat prompt (not raw, a suffix or a template)", 400)
     if spec is None or spec.raw:
         return job
     if spec.suffix:
@@ -34,7 +36,7 @@ def resolve_prompt(job: Job, fim_family: str | None, family_stops: bool = True) 
     if spec.template is not None:
         return _raw(job, gotemplate.render(spec.template, prompt=spec.prompt, system=spec.system or ""))
     messages = ([Message(role="system", content=spec.system)] if spec.system else []) + [
-        Message(role="user", content=spec.prompt)]
+        Message(role="user", content=spec.prompt, images=spec.images)]
     return job.model_copy(update={"prompt": None, "messages": messages})
 
 

@@ -17,18 +17,19 @@ import time
 
 from redis import Redis
 
-from protocol.contract import Event, TextEvent, encode_event
+from protocol.contract import Event, TextEvent, ThinkingEvent, encode_event
 from protocol.keys import events_channel
 
 YIELD_EVERY_SECONDS = 0.001
 
 
 def merge_texts(events: list[Event]) -> list[Event]:
-    """Adjacent text events become one; the order of everything is kept."""
+    """Adjacent text events become one (thinking too); the order of
+    everything is kept."""
     merged: list[Event] = []
     for event in events:
-        if isinstance(event, TextEvent) and merged and isinstance(merged[-1], TextEvent):
-            merged[-1] = TextEvent(text=merged[-1].text + event.text)
+        if isinstance(event, (TextEvent, ThinkingEvent)) and merged and type(merged[-1]) is type(event):
+            merged[-1] = type(event)(text=merged[-1].text + event.text)
         else:
             merged.append(event)
     return merged

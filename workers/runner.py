@@ -19,7 +19,9 @@ from protocol.commands import (
     FOREVER_SECONDS, announce_started, end_heartbeat, forget_loaded, mark_loaded, publish_event, record_state,
     take_job,
 )
-from protocol.contract import CONTRACT_VERSION, DoneEvent, EmbeddingEvent, ErrorEvent, Job, Timings, Usage
+from protocol.contract import (
+    CONTRACT_VERSION, DoneEvent, EmbeddingEvent, ErrorEvent, Job, Timings, Usage,
+)
 from protocol.errors import BackendError, SwitchboardError, UnknownModel
 from protocol.metrics import count_job, count_prompt_cache
 from workers.abort_watch import AbortWatch
@@ -30,6 +32,7 @@ from workers.heartbeat import Heartbeat
 from workers.instances import BackendInstances
 from workers.mcp.toolbox import Toolbox
 from workers.pieces import Outcome
+from workers.replies import Replies
 from workers.slots import Slots
 from workers.prompts import is_load_only, resolve_prompt
 from workers.publisher import EventPublisher
@@ -208,14 +211,14 @@ def _stream(job: Job, ctx: RunContext, entry: ModelEntry, backend: Backend, abor
     try:
         while True:
             plan = plan_tools(server.job, entry.tools, entry.system, entry.step_limit, server.specs)
-            replies = ReplyFilter(plan, server.names)
+            replies = Replies(ReplyFilter(plan, server.names), server, entry.think_tags, job.think)
             outcome = _round(server, ctx, plan, replies, backend, publisher, aborted, deadline, totals)
             if outcome is None or aborted.is_set():
                 return DoneEvent(reason="aborted")
-            _check_forced_call(server.job, plan, replies)
-            if replies.calls or not replies.server_calls or outcome.reason != "stop":
+            _check_forced_call(server.job, plan, replies.filter)
+            if replies.filter.calls or not replies.filter.server_calls or outcome.reason != "stop":
                 break
-            if not server.run_round(replies.server_calls, ctx.toolbox, publisher, ctx.redis, aborted):
+            if not server.run_round(replies.filter.server_calls, ctx.toolbox, publisher, ctx.redis, aborted):
                 return DoneEvent(reason="aborted")
             if time.perf_counter_ns() > deadline:  # no time left for another round
                 outcome = Outcome("length", 0, 0)
@@ -224,12 +227,12 @@ def _stream(job: Job, ctx: RunContext, entry: ModelEntry, backend: Backend, abor
         publisher.close(drop=aborted.is_set())  # what is left goes out before the done event
     if aborted.is_set():  # the stream may have ended quietly because the abort closed it
         return DoneEvent(reason="aborted")
-    reason = "tool_calls" if replies.calls else "step_limit" if plan.step_limited and outcome.reason == "stop" \
+    reason = "tool_calls" if replies.filter.calls else "step_limit" if plan.step_limited and outcome.reason == "stop" \
         else outcome.reason
     return _done(reason, totals.outcome(outcome.reason), started, totals.first_token_at)
 
 
-def _round(server: ServerTools, ctx: RunContext, plan: ToolPlan, replies: ReplyFilter, backend: Backend,
+def _round(server: ServerTools, ctx: RunContext, plan: ToolPlan, replies: Replies, backend: Backend,
            publisher: EventPublisher, aborted: Cancel, deadline: int, totals: Totals) -> Outcome | None:
     """One model round, its events published; None if aborted."""
     first_token_at: int | None = None
@@ -244,13 +247,13 @@ def _round(server: ServerTools, ctx: RunContext, plan: ToolPlan, replies: ReplyF
             if aborted.is_set():
                 return None
             first_token_at = first_token_at or time.perf_counter_ns()
-            publisher.put(server.shown(replies.feed(text)))
+            publisher.put(replies.feed(text))
             if time.perf_counter_ns() > deadline:
                 log.warning("job %s hit the %.0f s wall-time cap", server.job.id, ctx.max_job_seconds)
                 outcome = Outcome("length", 0, 0)
                 break
         if not aborted.is_set():
-            publisher.put(server.shown(replies.finish()))  # held-back text, calls completed at the end
+            publisher.put(replies.finish())  # held-back text, calls completed at the end
     finally:
         pieces.close()  # stops the backend (llama.cpp, an upstream socket) at once
     totals.add(outcome, first_token_at)

@@ -46,7 +46,7 @@ def chat_completions():
     request = parse_body(ChatCompletionRequest)
     check_request_limits(request.messages, request.tools)
     entry = find_model(request.model)
-    job = translate.chat_to_job(request, new_job_id(), entry.name)
+    job = translate.chat_to_job(request, new_job_id(), entry.name, entry.capabilities)
     return serve(job, entry, _writer(ChatWriter, "chatcmpl", request, job.id), _framing(request.stream))
 
 

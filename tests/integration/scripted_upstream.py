@@ -48,6 +48,11 @@ class ScriptedUpstream:
 
     # behaviours ---------------------------------------------------------
     def respond(self, handler, model: str) -> None:
+        if handler.path.startswith("/api/"):  # the Ollama protocol
+            return self._ollama(handler, model)
+        if model == "reasoning":  # vLLM with a reasoning parser: reasoning_content deltas, then the answer
+            return self._stream(handler, _chunk("Let me see. ", "reasoning_content") + _chunk("Two.", "reasoning_content")
+                                + _chunk("It is 2.") + b"data: [DONE]\n\n")
         kind, _, arg = model.partition("-")
         if kind == "shape":
             return self._stream(handler, (RECORDINGS / f"{arg}.sse").read_bytes())
@@ -89,6 +94,19 @@ class ScriptedUpstream:
             time.sleep(stall_after)
             handler.wfile.write(b"data: [DONE]\n\n")
 
+    def _ollama(self, handler, model: str) -> None:
+        """/api/chat as Ollama streams it: thinking first (model "think"), then
+        the answer, then the done line."""
+        self._headers(handler, 200, content_type="application/x-ndjson")
+        pieces = [("thinking", "Let me see. "), ("thinking", "Two."), ("content", "It is 2.")] if model == "think" \
+            else [("content", "ok")]
+        for field, text in pieces:
+            line = {"model": model, "message": {"role": "assistant", "content": "", field: text}, "done": False}
+            handler.wfile.write(json.dumps(line).encode() + b"\n")
+        done = {"model": model, "message": {"role": "assistant", "content": ""}, "done": True, "done_reason": "stop",
+                "prompt_eval_count": 3, "eval_count": len(pieces)}
+        handler.wfile.write(json.dumps(done).encode() + b"\n")
+
     def _endless(self, handler, model: str) -> None:
         self._headers(handler, 200)
         deadline = time.monotonic() + 20
@@ -124,5 +142,5 @@ def _client_gone(connection: socket.socket, wait: float = 0) -> bool:
         return True
 
 
-def _chunk(text: str) -> bytes:
-    return b"data: " + json.dumps({"choices": [{"index": 0, "delta": {"content": text}, "finish_reason": None}]}).encode() + b"\n\n"
+def _chunk(text: str, field: str = "content") -> bytes:
+    return b"data: " + json.dumps({"choices": [{"index": 0, "delta": {field: text}, "finish_reason": None}]}).encode() + b"\n\n"

@@ -3,8 +3,10 @@
 and recorded odd upstream streams replayed byte for byte."""
 from __future__ import annotations
 
+import base64
 import json
 import math
+import re
 import time
 
 import httpx
@@ -310,3 +312,90 @@ def test_an_embedding_model_is_refused_for_chat(base, client):
     generate = httpx.post(f"{base}/api/generate", json={"model": "up-embed-ollama", "prompt": "hi"})
     assert generate.status_code == 400 and generate.json() == {"error": '"up-embed-ollama" does not support generate'}
     assert httpx.post(f"{base}/api/show", json={"model": "up-embed"}).json()["capabilities"] == ["embedding"]
+
+
+# --- images: inline only, translated between dialects ------------------------------------
+PNG = base64.b64encode(b"\x89PNG\r\n\x1a\n" + bytes(64)).decode()
+
+
+def last_request(upstreams, path_start: str) -> dict:
+    return [r for r in upstreams["scripted"].requests if r["path"].startswith(path_start)][-1]["body"]
+
+
+def test_an_openai_image_reaches_both_kinds_of_upstream(client, upstreams):
+    content = [{"type": "text", "text": "What is this?"},
+               {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{PNG}"}}]
+    client.chat.completions.create(model="vision", messages=[{"role": "user", "content": content}])
+    assert last_request(upstreams, "/v1/chat")["messages"][-1]["content"] == content
+    client.chat.completions.create(model="vision-ollama", messages=[{"role": "user", "content": content}])
+    assert last_request(upstreams, "/api/chat")["messages"][-1] | {} == {
+        "role": "user", "content": "What is this?", "images": [PNG]}
+
+
+def test_an_ollama_image_reaches_both_kinds_of_upstream(base, upstreams):
+    client = ollama.Client(host=base)
+    client.chat(model="vision", messages=[{"role": "user", "content": "What is this?", "images": [PNG]}])
+    assert last_request(upstreams, "/v1/chat")["messages"][-1]["content"] == [
+        {"type": "text", "text": "What is this?"},
+        {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{PNG}"}}]  # the type read from its bytes
+    client.generate(model="vision-ollama", prompt="And this?", images=[PNG])
+    assert last_request(upstreams, "/api/chat")["messages"][-1]["images"] == [PNG]
+    shown = httpx.post(f"{base}/api/show", json={"model": "vision"}).json()["capabilities"]
+    assert "vision" in shown
+
+
+@pytest.mark.parametrize("model, url, message", [
+    ("vision", "https://example.org/cat.png", "remote image URLs are not fetched by this server"),
+    ("vision", "data:image/png;base64,@@@", "not valid base64 image data"),
+    ("vision", "data:image/png;base64," + base64.b64encode(bytes(21 * 1024 * 1024)).decode(),
+     "the image is 22020096 bytes; at most 20971520 bytes (20 MiB) per image are accepted"),
+    ("up-sb", f"data:image/png;base64,{PNG}", "this model does not support images"),
+], ids=["remote-url", "bad-base64", "too-big", "no-vision"])
+def test_images_refused_with_the_reason(client, model, url, message):
+    content = [{"type": "text", "text": "x"}, {"type": "image_url", "image_url": {"url": url}}]
+    with pytest.raises(openai.BadRequestError, match=re.escape(message)):
+        client.chat.completions.create(model=model, messages=[{"role": "user", "content": content}])
+
+
+# --- thinking, both ways -------------------------------------------------------------------
+@pytest.mark.parametrize("model", ["reasoner", "reasoner-ollama"], ids=["openai-upstream", "ollama-upstream"])
+def test_thinking_reaches_an_ollama_client(base, model):
+    lines = list(ollama.Client(host=base).chat(model=model, messages=user("1+1?"), think=True, stream=True))
+    assert "".join(line.message.thinking or "" for line in lines) == "Let me see. Two."
+    assert "".join(line.message.content for line in lines) == "It is 2."
+    whole = ollama.Client(host=base).chat(model=model, messages=user("1+1?"), think=True)
+    assert whole.message.thinking == "Let me see. Two." and whole.message.content == "It is 2."
+
+
+@pytest.mark.parametrize("model", ["reasoner", "reasoner-ollama"], ids=["openai-upstream", "ollama-upstream"])
+def test_thinking_reaches_an_openai_client(client, model):
+    chunks = list(client.chat.completions.create(model=model, messages=user("1+1?"), stream=True))
+    deltas = [c.choices[0].delta for c in chunks if c.choices]
+    assert "".join((d.model_extra or {}).get("reasoning_content") or "" for d in deltas) == "Let me see. Two."
+    assert "".join(d.content or "" for d in deltas) == "It is 2."
+    whole = client.chat.completions.create(model=model, messages=user("1+1?"))
+    assert whole.choices[0].message.model_extra["reasoning_content"] == "Let me see. Two."
+
+
+def test_think_levels_and_false_go_upstream(base, client, upstreams):
+    client.chat.completions.create(model="reasoner", messages=user("x"), reasoning_effort="low")
+    assert last_request(upstreams, "/v1/chat")["reasoning_effort"] == "low"
+    reply = ollama.Client(host=base).chat(model="reasoner-ollama", messages=user("x"), think=False)
+    assert last_request(upstreams, "/api/chat")["think"] is False
+    assert not reply.message.thinking and reply.message.content == "It is 2."  # what an upstream still sent is dropped
+
+
+def test_a_local_models_think_tags_are_split_out(base, client):
+    text = "<think>First, read it.</think>The answer."
+    lines = list(ollama.Client(host=base).chat(model="think-tags", messages=user(text), stream=True))
+    assert "".join(line.message.thinking or "" for line in lines) == "First, read it."
+    assert "".join(line.message.content for line in lines) == "The answer."
+    whole = client.chat.completions.create(model="think-tags", messages=user(text))
+    assert whole.choices[0].message.content == "The answer."
+    assert whole.choices[0].message.model_extra["reasoning_content"] == "First, read it."
+    assert "thinking" in httpx.post(f"{base}/api/show", json={"model": "think-tags"}).json()["capabilities"]
+
+
+def test_a_model_without_thinking_asked_to_think_gets_ollamas_400(base):
+    reply = httpx.post(f"{base}/api/chat", json={"model": "up-sb", "messages": user("x"), "think": True})
+    assert reply.status_code == 400 and reply.json() == {"error": '"up-sb" does not support thinking'}

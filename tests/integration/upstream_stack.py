@@ -37,6 +37,15 @@ def registry_text(llama: str, scripted: str, switchboard: str, closed_port: int)
                     'context_length = 131072\nembeddings = "only"\n',
         "up-embed-ollama": f'backend = "ollama"\nbase_url = "{switchboard}"\nupstream_model = "echo"\n'
                            'context_length = 131072\nembeddings = "only"\n',
+        "vision": f'backend = "openai"\nbase_url = "{scripted}/v1"\nupstream_model = "record"\nvision = true\n'
+                  'context_length = 4096\n',
+        "vision-ollama": f'backend = "ollama"\nbase_url = "{scripted}"\nupstream_model = "record"\nvision = true\n'
+                         'context_length = 4096\n',
+        "reasoner": f'backend = "openai"\nbase_url = "{scripted}/v1"\nupstream_model = "reasoning"\nthinking = true\n'
+                    'context_length = 4096\n',
+        "reasoner-ollama": f'backend = "ollama"\nbase_url = "{scripted}"\nupstream_model = "think"\nthinking = true\n'
+                           'context_length = 4096\n',
+        "think-tags": 'backend = "echo"\npool = "upstream"\nthink_tags = ["<think>", "</think>"]\n',
         "up-ollama-slow": f'backend = "ollama"\nbase_url = "{switchboard}"\nupstream_model = "echo:slow"\n'
                           'context_length = 131072\n',
         "inject": f'backend = "openai"\nbase_url = "{scripted}/v1"\nupstream_model = "record"\nsystem = "inject"\n'

@@ -15,7 +15,7 @@ from workers.backends.transport import watched_lines
 from workers.backends.upstream import UpstreamBackend
 from workers.backends.upstream_errors import mid_stream_error
 from workers.cancel import Cancel
-from workers.pieces import Outcome, TextGenerator
+from workers.pieces import Outcome, TextGenerator, Thinking
 
 
 class OllamaUpstreamBackend(UpstreamBackend):
@@ -40,6 +40,10 @@ class OllamaUpstreamBackend(UpstreamBackend):
                 if "error" in last:
                     raise mid_stream_error(self.settings, last["error"])
                 message = last.get("message") or {}
+                thinking = message.get("thinking") or last.get("thinking")  # /api/chat, or /api/generate
+                if thinking:
+                    count += 1
+                    yield Thinking(thinking)
                 for call in message.get("tool_calls") or []:
                     calls.add([{"index": count, **call}])  # Ollama sends each call whole
                     count += 1

@@ -17,7 +17,7 @@ from workers.backends.transport import watched_lines
 from workers.backends.upstream import UpstreamBackend
 from workers.backends.upstream_errors import mid_stream_error
 from workers.cancel import Cancel
-from workers.pieces import Outcome, TextGenerator
+from workers.pieces import Outcome, TextGenerator, Thinking
 
 
 def sse_data(lines: Iterator[str]) -> Iterator[dict]:
@@ -66,6 +66,11 @@ class OpenAIUpstreamBackend(UpstreamBackend):
                 usage = chunk.get("usage") or usage
                 for choice in chunk.get("choices") or []:
                     delta = choice.get("delta") or {}
+                    # vLLM's reasoning parsers and DeepSeek say reasoning_content; others reasoning
+                    thinking = delta.get("reasoning_content") or delta.get("reasoning")
+                    if thinking:
+                        pieces += 1
+                        yield Thinking(thinking)
                     if delta.get("tool_calls"):
                         calls.add(delta["tool_calls"])
                         pieces += 1
