@@ -1,12 +1,18 @@
 """Embeddings through the clients that failed before: the `ollama` client
 (embed, embeddings), the `openai` client (floats and base64), LangChain's
-OllamaEmbeddings and OpenAIEmbeddings; on echo (hashed bag of words) and on
-the default llama.cpp model. Upstream pass-through is in test_upstream.py."""
+OllamaEmbeddings and OpenAIEmbeddings, LiteLLM, `llm embed` with
+llm-ollama; on echo (hashed bag of words) and on the default llama.cpp
+model. Upstream pass-through is in test_upstream.py."""
 from __future__ import annotations
 
 import base64
+import json
 import math
+import os
 import struct
+import subprocess
+import sys
+from pathlib import Path
 
 import httpx
 import ollama
@@ -15,6 +21,7 @@ import pytest
 from langchain_ollama import OllamaEmbeddings
 from langchain_openai import OpenAIEmbeddings
 
+from scripts.processes import ROOT
 from tests.integration.http import post_raw
 from workers.backends.echo import hashed_words
 
@@ -117,3 +124,31 @@ def test_bad_embedding_requests(base_url, path, body, message):
     assert reply.status_code == (404 if body["model"] == "nope" else 400)
     error = reply.json()["error"]
     assert message in (error if isinstance(error, str) else error["message"])
+
+
+# --- the other clients of the issue, each in its own environment --------------------------
+def test_litellm_embeds_through_both_dialects(base_url):
+    """LiteLLM lives in a virtualenv of its own (make install-dev)."""
+    script = ("import json, sys, litellm\n"
+              "a = litellm.embedding(model='ollama/echo', api_base=sys.argv[1], input=['red apples', 'pears'])\n"
+              "b = litellm.embedding(model='openai/echo', api_base=sys.argv[1] + '/v1', api_key='x', input=['red apples'])\n"
+              "print(json.dumps([a.data[0]['embedding'], b.data[0]['embedding'], len(a.data)]))\n")
+    python = ROOT / ".venv-litellm" / "bin" / "python"
+    out = subprocess.run([str(python), "-c", script, base_url], capture_output=True, text=True, timeout=120)
+    by_ollama, by_openai, count = json.loads(out.stdout.strip().splitlines()[-1])
+    assert count == 2 and len(by_ollama) == 256 and cosine(by_ollama, by_openai) > 0.999999
+
+
+def test_llm_embed_with_llm_ollama_finds_the_embedding_models(base_url, tmp_path):
+    """simonw/llm with the llm-ollama plugin offers the models whose
+    capabilities say "embedding" (registry embeddings = "only")."""
+    env = dict(os.environ, OLLAMA_HOST=base_url, LLM_USER_PATH=str(tmp_path))
+    llm = str(Path(sys.executable).parent / "llm")
+    models = subprocess.run([llm, "embed-models"], env=env, capture_output=True, text=True, timeout=120).stdout
+    assert "ollama/echo:embed" in models and "ollama/smollm2:135m-embed" in models
+    assert "ollama/echo:slow" not in models
+    out = subprocess.run([llm, "embed", "-m", "ollama/echo:embed", "-c", "red apples"], env=env,
+                         capture_output=True, text=True, timeout=120)
+    vector = json.loads(out.stdout)
+    expected = hashed_words("red apples", 256)
+    assert max(abs(a - b / norm(expected)) for a, b in zip(vector, expected)) < 1e-6

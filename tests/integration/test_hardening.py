@@ -96,7 +96,7 @@ def test_a_key_without_access_to_a_model_cannot_tell_it_from_an_unknown_one(h):
     assert json.loads(hidden[2])["error"]["message"] == 'model "smollm2:135m" not found, try pulling it first'
     assert json.loads(unknown[2])["error"]["message"] == 'model "smollm2:136m" not found, try pulling it first'
     names = [m["name"] for m in httpx.get(h["base"] + "/api/tags", headers=auth("carol")).json()["models"]]
-    assert names == ["echo", "echo:slow", "echo:coder", "echo:tools"]
+    assert names == ["echo", "echo:embed", "echo:slow", "echo:coder", "echo:tools"]
 
 
 def test_a_restricted_key_sees_only_its_models_in_ps_and_metrics(h, redis_client):

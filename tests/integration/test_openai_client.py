@@ -11,7 +11,8 @@ def client(base_url):
 
 
 def test_models(client):
-    assert [m.id for m in client.models.list()] == ["smollm2:135m", "echo", "echo:slow", "echo:coder", "echo:tools"]
+    assert [m.id for m in client.models.list()] == [
+        "smollm2:135m", "smollm2:135m-embed", "echo", "echo:embed", "echo:slow", "echo:coder", "echo:tools"]
     assert client.models.retrieve("echo").id == "echo"
 
 

@@ -12,7 +12,8 @@ def write(tmp_path, text):
 
 def test_default_registry_serves_smollm2_and_echo():
     registry = load_registry()
-    assert registry.names() == ["smollm2:135m", "echo", "echo:slow", "echo:coder", "echo:tools"]
+    assert registry.names() == ["smollm2:135m", "smollm2:135m-embed", "echo", "echo:embed", "echo:slow", "echo:coder",
+                                "echo:tools"]
     assert registry.get("echo:tools").mcp_servers == ("time",) and registry.servers["time"].transport == "stdio"
     assert registry.get("echo:coder").capabilities == ["completion", "tools", "insert"]
     assert registry.get("smollm2:135m").info.context_length == 8192
