@@ -368,6 +368,13 @@ def test_thinking_reaches_an_ollama_client(base, model):
 
 
 @pytest.mark.parametrize("model", ["reasoner", "reasoner-ollama"], ids=["openai-upstream", "ollama-upstream"])
+def test_thinking_on_generate(base, model):
+    lines = list(ollama.Client(host=base).generate(model=model, prompt="1+1?", think=True, stream=True))
+    assert "".join(line.thinking or "" for line in lines) == "Let me see. Two."
+    assert "".join(line.response for line in lines) == "It is 2."
+
+
+@pytest.mark.parametrize("model", ["reasoner", "reasoner-ollama"], ids=["openai-upstream", "ollama-upstream"])
 def test_thinking_reaches_an_openai_client(client, model):
     chunks = list(client.chat.completions.create(model=model, messages=user("1+1?"), stream=True))
     deltas = [c.choices[0].delta for c in chunks if c.choices]
