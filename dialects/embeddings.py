@@ -81,7 +81,8 @@ def openai_embeddings_to_job(request: OpenAIRequest, job_id: str, model: str) ->
 
 # --- vectors -> replies ---------------------------------------------------------------
 class _EmbeddingWriter(Writer):
-    """Embeddings are never streamed: only the whole reply."""
+    """Embeddings are never streamed: only the whole reply (so no in-band
+    error either: errors get their status, rendered by the blueprint)."""
 
     def text(self, text: str):  # pragma: no cover - an embedding job sends no text
         return []
@@ -94,8 +95,8 @@ class _EmbeddingWriter(Writer):
 
 
 class OllamaEmbedWriter(_EmbeddingWriter):
-    def __init__(self, model: str, dimensions: int | None, error_body):
-        self.model, self.dimensions, self.error_body = model, dimensions, error_body
+    def __init__(self, model: str, dimensions: int | None):
+        self.model, self.dimensions = model, dimensions
 
     def reply(self, transcript: Transcript) -> dict:
         done = transcript.done
@@ -105,18 +106,14 @@ class OllamaEmbedWriter(_EmbeddingWriter):
 
 
 class OllamaEmbeddingsWriter(_EmbeddingWriter):
-    def __init__(self, error_body):
-        self.error_body = error_body
-
     def reply(self, transcript: Transcript) -> dict:
         vectors = self._vectors(transcript)
         return {"embedding": vectors[0] if vectors else []}
 
 
 class OpenAIEmbeddingsWriter(_EmbeddingWriter):
-    def __init__(self, model: str, encoding_format: str, dimensions: int | None, error_body):
+    def __init__(self, model: str, encoding_format: str, dimensions: int | None):
         self.model, self.encoding_format, self.dimensions = model, encoding_format, dimensions
-        self.error_body = error_body
 
     def _encoded(self, vector: list[float]):
         vector = shortened(vector, self.dimensions)

@@ -134,7 +134,7 @@ def embed():
     request = parse_body(EmbedRequest)
     entry = find_model(request.model)
     job = embeddings.ollama_embed_to_job(request, new_job_id(), entry.name)
-    return serve(job, entry, embeddings.OllamaEmbedWriter(request.model, request.dimensions, error_body), None)
+    return serve(job, entry, embeddings.OllamaEmbedWriter(request.model, request.dimensions), None)
 
 
 @bp.post("/api/embeddings")
@@ -142,7 +142,7 @@ def embeddings_legacy():
     request = parse_body(EmbeddingsRequest)
     entry = find_model(request.model)
     job = embeddings.ollama_embeddings_to_job(request, new_job_id(), entry.name)
-    return serve(job, entry, embeddings.OllamaEmbeddingsWriter(error_body), None)
+    return serve(job, entry, embeddings.OllamaEmbeddingsWriter(), None)
 
 
 # --- model management: the registry is the operator's ---------------------------------

@@ -63,5 +63,5 @@ def embeddings_():
     request = parse_body(EmbeddingsRequest)
     entry = find_model(request.model)
     job = embeddings.openai_embeddings_to_job(request, new_job_id(), entry.name)
-    writer = embeddings.OpenAIEmbeddingsWriter(request.model, request.encoding_format, request.dimensions, error_body)
-    return serve(job, entry, writer, None)
+    return serve(job, entry, embeddings.OpenAIEmbeddingsWriter(request.model, request.encoding_format,
+                                                               request.dimensions), None)
