@@ -7,11 +7,19 @@ LITELLM_VENV ?= .venv-litellm
 # A native build of llama.cpp crashes on CPUs that advertise AMX; build portably.
 LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON
 
-.PHONY: install install-dev run test lint clean
+# Debian's chromium and its driver, for the console's browser test (root, or sudo).
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+
+.PHONY: install install-dev browser run test lint clean
 
 install: $(VENV)/.installed
 
-install-dev: $(VENV)/.installed-dev $(LITELLM_VENV)/.installed
+install-dev: $(VENV)/.installed-dev $(LITELLM_VENV)/.installed browser
+
+browser:
+	command -v chromium >/dev/null && command -v chromedriver >/dev/null || \
+		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium chromium-driver || \
+		($(SUDO) apt-get update -q && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium chromium-driver)
 
 $(VENV)/.installed: requirements.txt
 	test -x $(PY) || python3 -m venv $(VENV)

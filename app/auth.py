@@ -11,6 +11,13 @@ marked `@public` where they are defined. Sources: a TOML file
     requests_per_minute = 120
     weight = 2.0                           # share of a busy queue (default 1)
     mcp_servers = ["time"]                 # server-side tools it may use (fnmatch; default: all)
+    daily_tokens = 200000                  # a daily token budget (UTC days); over it, 429 until midnight
+    admin = true                           # may open the console (/admin) and read everyone's usage
+
+The file is read again when it changes (checked at most once a second), so
+keys added or revoked with `python scripts/admin.py keys ...` take effect
+without a restart. With a keys file configured, keys are on even while it
+lists none.
 
 and/or SWITCHBOARD_API_KEYS="alice:key1,bob:key2" (hashed when read).
 
@@ -26,6 +33,8 @@ import fnmatch
 import hashlib
 import hmac
 import ipaddress
+import logging
+import time
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,6 +44,8 @@ from flask import Flask, current_app, g, request
 
 from app.pathkey import PATH_KEY
 from protocol.errors import SwitchboardError
+
+log = logging.getLogger(__name__)
 
 # One message for a missing and a wrong key, so keys cannot be probed.
 UNAUTHORIZED = "invalid or missing API key: send Authorization: Bearer <key> or x-api-key"
@@ -53,6 +64,9 @@ class ApiKey:
     requests_per_minute: int | None = None
     weight: float = 1.0
     mcp_servers: tuple[str, ...] = ("*",)
+    daily_tokens: int | None = None  # a budget of prompt + completion tokens per UTC day
+    admin: bool = False
+    from_file: bool = False  # (else from SWITCHBOARD_API_KEYS: kept when the file is read again)
 
     def allows(self, model: str) -> bool:
         return any(fnmatch.fnmatchcase(model, pattern) for pattern in self.models)
@@ -65,13 +79,32 @@ ANONYMOUS = ApiKey("anonymous")
 
 
 class KeyRing:
-    def __init__(self, keys: list[ApiKey], trusted_networks: tuple = ()):
+    def __init__(self, keys: list[ApiKey], trusted_networks: tuple = (), file: Path | None = None):
         self._keys = keys
         self._trusted = trusted_networks
+        self._file, self._fixed = file, [k for k in keys if not k.from_file] if file else keys
+        self._mtime = _mtime(file)
+        self._checked = time.monotonic()
 
     @property
     def enabled(self) -> bool:
-        return bool(self._keys)
+        return bool(self._keys) or self._file is not None
+
+    def refresh(self) -> None:
+        """Read the keys file again if it changed (at most once a second); a
+        file that cannot be read keeps the keys as they were."""
+        now = time.monotonic()
+        if self._file is None or now - self._checked < 1.0:
+            return
+        self._checked = now
+        mtime = _mtime(self._file)
+        if mtime == self._mtime:
+            return
+        try:
+            self._keys = read_keys_file(self._file) + self._fixed
+            self._mtime = mtime
+        except (OSError, ValueError, KeyError, tomllib.TOMLDecodeError) as error:
+            log.warning("keys file %s not reloaded: %s", self._file, error)
 
     def _trusted_address(self, address: str | None) -> bool:
         try:
@@ -81,6 +114,7 @@ class KeyRing:
         return any(ip in network for network in self._trusted)
 
     def identify(self, presented: str | None, address: str | None = None) -> ApiKey:
+        self.refresh()
         if not self.enabled:
             return ANONYMOUS
         if not presented and self._trusted_address(address):
@@ -119,22 +153,36 @@ def _weight(name: str, value) -> float:
     return float(value)
 
 
+def _mtime(file: Path | None) -> int | None:
+    try:
+        return file.stat().st_mtime_ns if file is not None else None
+    except OSError:
+        return None
+
+
+def read_keys_file(file: Path) -> list[ApiKey]:
+    keys = []
+    for name, table in tomllib.loads(file.read_text()).get("keys", {}).items():
+        budget = table.get("daily_tokens")
+        if budget is not None and (isinstance(budget, bool) or not isinstance(budget, int) or budget < 1):
+            raise ValueError(f"keys file: keys.{name}.daily_tokens must be a whole number above 0, not {budget!r}")
+        keys.append(ApiKey(name=name, sha256=table["sha256"].lower(), models=tuple(table.get("models", ["*"])),
+                           max_concurrent=table.get("max_concurrent"),
+                           requests_per_minute=table.get("requests_per_minute"),
+                           weight=_weight(name, table.get("weight", 1.0)),
+                           mcp_servers=tuple(table.get("mcp_servers", ["*"])), daily_tokens=budget,
+                           admin=table.get("admin") is True, from_file=True))
+    return keys
+
+
 def load_keys(file: Path | None, pairs: str | None, trusted: str | None = None) -> KeyRing:
-    keys: list[ApiKey] = []
-    if file is not None:
-        document = tomllib.loads(file.read_text())
-        for name, table in document.get("keys", {}).items():
-            keys.append(ApiKey(name=name, sha256=table["sha256"].lower(), models=tuple(table.get("models", ["*"])),
-                               max_concurrent=table.get("max_concurrent"),
-                               requests_per_minute=table.get("requests_per_minute"),
-                               weight=_weight(name, table.get("weight", 1.0)),
-                               mcp_servers=tuple(table.get("mcp_servers", ["*"]))))
+    keys: list[ApiKey] = read_keys_file(file) if file is not None else []
     for pair in filter(None, (p.strip() for p in (pairs or "").split(","))):
         name, _, key = pair.partition(":")
         if not key:
             raise ValueError("SWITCHBOARD_API_KEYS entries look like name:key")
         keys.append(ApiKey(name=name, sha256=digest(key)))
-    return KeyRing(keys, trusted_networks(trusted))
+    return KeyRing(keys, trusted_networks(trusted), file)
 
 
 # --- enforcement ---------------------------------------------------------------------

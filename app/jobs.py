@@ -30,7 +30,7 @@ from app.services import Services, services
 from app.streaming import Observer
 from catalog.kinds import backend_kind
 from catalog.registry import ModelEntry
-from protocol import fairqueue, keys
+from protocol import fairqueue, keys, usage
 from protocol.admission import admit, release
 from protocol.commands import batched, record_state, send_abort, supersede, worker_lost
 from protocol.contract import (
@@ -103,6 +103,7 @@ class JobRun:
         self.observers: list[Observer] = []
         self.started = False
         self.finished = False
+        self.final: Event | None = None  # the DoneEvent or ErrorEvent that ended it
         self.client_gone = False
 
     def start(self, queue: str, pool: str) -> "JobRun":
@@ -205,6 +206,8 @@ class JobRun:
             if isinstance(event, TextEvent):
                 event = self._merge_waiting_text(event)
             self.finished = isinstance(event, (DoneEvent, ErrorEvent))
+            if self.finished:
+                self.final = event
             yield event
 
     def _merge_waiting_text(self, event: TextEvent) -> TextEvent:
@@ -229,10 +232,23 @@ class JobRun:
             if not self.started and fairqueue.remove(redis, self._pool, self.job.id):
                 self._record_unrun(redis)
             release(redis, self._waiting.person, self.job.id, self._pool, self.job.web_id)
+            self._record_usage(redis)
             self._admitted = False
         observers, self.observers = self.observers, []
         for observer in observers:
             getattr(observer, "close", lambda: None)()
+
+    def _record_usage(self, redis) -> None:
+        """The person's usage of the day, and the error list, in one round trip."""
+        final, person = self.final, self._waiting.person
+        outcome = "ok" if isinstance(final, DoneEvent) and final.reason != "aborted" else \
+            "error" if isinstance(final, ErrorEvent) else "abort"
+        used = final.usage if isinstance(final, DoneEvent) else None
+        with batched(redis) as pipe:
+            usage.record_request(pipe, person, self.job.model, used.prompt_tokens if used else 0,
+                                 used.completion_tokens if used else 0, outcome)
+            if isinstance(final, ErrorEvent):
+                usage.record_error(pipe, person, self.job.model, final.message)
 
     def _record_unrun(self, redis) -> None:
         """The job left the queue unrun: recorded as a worker records one it
@@ -243,6 +259,19 @@ class JobRun:
             count_job(pipe, self.job.model, reason, 0, None)
 
 
+def check_budget(own: Services) -> None:
+    """A key's daily token budget, counted across every web process (the
+    tokens of requests still running count once they end)."""
+    budget = current_key().daily_tokens
+    if budget is None:
+        return
+    used = usage.tokens_today(own.redis, person(own.keys.enabled))
+    if used >= budget:
+        wait = usage.seconds_to_midnight()
+        raise ApiError(429, f"daily token budget of {budget} tokens used up ({used} used today); it resets at "
+                            f"00:00 UTC, in {wait // 3600} h {wait % 3600 // 60} min", retry_after=wait)
+
+
 def start_job(job: Job, entry: ModelEntry, stream: bool = False) -> tuple[JobRun, Iterator[Event]]:
     """Enqueue the job and wait for its first result, so that an error before
     any text (a prompt too long, a failed model) still gets a real status.
@@ -250,6 +279,7 @@ def start_job(job: Job, entry: ModelEntry, stream: bool = False) -> tuple[JobRun
     supersedes the same person's previous completion for the model (only once
     admitted and queued: a refused request cancels nothing)."""
     own = services()
+    check_budget(own)
     job.server_tools = [server for server in entry.mcp_servers if current_key().may_use_server(server)]
     run = JobRun(own, job, request.environ, _waiting(own, entry), _admission_limits(own))
     try:

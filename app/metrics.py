@@ -13,13 +13,14 @@ from protocol.keys import REJECTED, TOKENS, events_channel_pattern, tool_seconds
 from protocol.metrics import (
     TOOL_SECONDS_BUCKETS, TTFT_BUCKETS, histogram, jobs_finished, prompt_cache_counts, tool_calls, ttft_histogram,
 )
-from protocol import fairqueue
+from protocol import fairqueue, usage
 
 
 class ClusterCollector:
-    def __init__(self, services: Services, visible: Callable[[str], bool]):
+    def __init__(self, services: Services, visible: Callable[[str], bool], people: bool):
         self._services = services
         self._visible = visible
+        self._people = people  # may name people (an admin key, or keys off)
 
     def collect(self):
         redis, registry = self._services.redis, self._services.registry
@@ -29,12 +30,14 @@ class ClusterCollector:
         yield _counter_by("switchboard_tokens_generated", "Tokens generated, by model.", "model", tokens)
         yield _counter_by("switchboard_rejected", "Requests turned away, by reason.", "reason",
                           redis.hgetall(REJECTED))
-        yield from _queues(redis, sorted(registry.pools()))
+        yield from _queues(redis, sorted(registry.pools()), self._people)
         yield from self._prompt_cache(redis)
         yield GaugeMetricFamily("switchboard_active_streams", "Requests waiting on a job's events.",
                                 value=len(redis.pubsub_channels(events_channel_pattern())))
         yield self._ttft(redis, [name for name in registry.names() if self._visible(name)])
         yield from _tool_calls(redis)
+        if self._people:
+            yield _usage_today(redis)
 
     def _prompt_cache(self, redis):
         lookups, tokens = prompt_cache_counts(redis)
@@ -87,18 +90,35 @@ def _tool_calls(redis):
 PEOPLE_SHOWN = 10
 
 
-def _queues(redis, pools: list[str]):
+def _top_people(counts: dict[str, int]) -> list[tuple[str, int]]:
+    """The PEOPLE_SHOWN with the highest counts, then "other" for the rest."""
+    ranked = sorted(counts.items(), key=lambda item: (-item[1], item[0]))
+    shown = ranked[:PEOPLE_SHOWN]
+    if len(ranked) > PEOPLE_SHOWN:
+        shown.append(("other", sum(count for _, count in ranked[PEOPLE_SHOWN:])))
+    return shown
+
+
+def _queues(redis, pools: list[str], people_shown: bool = True):
     depth = GaugeMetricFamily("switchboard_queue_depth", "Jobs waiting, by pool.", labels=["pool"])
     people = GaugeMetricFamily("switchboard_queue_waiting", "Jobs waiting, by pool and person "
                                f"(the {PEOPLE_SHOWN} with most waiting; the rest as other).", labels=["pool", "person"])
     for pool in pools:
         depth.add_metric([pool], fairqueue.depth(redis, pool))
-        waiting = sorted(fairqueue.waiting_by_person(redis, pool).items(), key=lambda item: (-item[1], item[0]))
-        for person, count in waiting[:PEOPLE_SHOWN]:
+        for person, count in _top_people(fairqueue.waiting_by_person(redis, pool)) if people_shown else []:
             people.add_metric([pool, person], count)
-        if len(waiting) > PEOPLE_SHOWN:
-            people.add_metric([pool, "other"], sum(count for _, count in waiting[PEOPLE_SHOWN:]))
     return depth, people
+
+
+def _usage_today(redis):
+    """Today's tokens per person (UTC day; the top ones, the rest as other)."""
+    family = GaugeMetricFamily("switchboard_usage_today_tokens", f"Prompt and completion tokens today (UTC) by "
+                               f"person (the {PEOPLE_SHOWN} who used most; the rest as other).", labels=["person", "kind"])
+    totals = usage.totals_by_person(usage.usage(redis))
+    for kind in ("prompt_tokens", "completion_tokens"):
+        for person, count in _top_people({p: t[kind] for p, t in totals.items()}):
+            family.add_metric([person, kind], count)
+    return family
 
 
 def _counter_by(name: str, doc: str, label: str, values: dict) -> CounterMetricFamily:
@@ -108,7 +128,7 @@ def _counter_by(name: str, doc: str, label: str, values: dict) -> CounterMetricF
     return family
 
 
-def cluster_registry(services: Services, visible: Callable[[str], bool]) -> CollectorRegistry:
+def cluster_registry(services: Services, visible: Callable[[str], bool], people: bool = True) -> CollectorRegistry:
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(ClusterCollector(services, visible))
+    registry.register(ClusterCollector(services, visible, people))
     return registry

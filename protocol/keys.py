@@ -149,6 +149,24 @@ PROMPT_TOKENS = f"{PREFIX}:metrics:prompt_tokens"  # field "model\x1freused|eval
 TOOL_CALLS = f"{PREFIX}:metrics:tool_calls"  # field "server\x1ftool\x1fstatus"
 
 
+ERRORS = f"{PREFIX}:errors"  # the last errors, newest first (a capped list of JSON)
+
+
+def usage_key(day: str) -> str:
+    """A day's usage (UTC date): field "person\x1fmodel\x1fmetric"."""
+    return f"{PREFIX}:usage:{day}"
+
+
+def usage_tokens_key(day: str) -> str:
+    """A day's tokens per person (field person): the budget check's one read."""
+    return f"{PREFIX}:usage:{day}:tokens"
+
+
+def series_key(minute: int) -> str:
+    """One minute's job numbers (epoch minute): for the status page's chart."""
+    return f"{PREFIX}:series:{minute}"
+
+
 def tool_seconds_key(server: str, tool: str) -> str:
     """A server tool's call durations (a histogram)."""
     return f"{PREFIX}:metrics:tool_seconds:{server}\x1f{tool}"

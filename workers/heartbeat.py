@@ -30,6 +30,7 @@ class Heartbeat:
         self._worker_id = worker_id
         self._jobs: dict[str, tuple[str, Cancel | None]] = {}  # job id -> (its web process, its cancel)
         self.queues: list[str] = []
+        self.slots = 0  # the worker's concurrency (for the operator's console)
         self.on_beat: Callable[[], None] | None = None  # more to refresh with each beat
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
@@ -52,7 +53,8 @@ class Heartbeat:
             time.sleep(INTERVAL)
 
     def beat_once(self) -> None:
-        presence = {"id": self._worker_id, "queues": self.queues} if self.queues else None
+        presence = {"id": self._worker_id, "queues": self.queues, "slots": self.slots, "busy": len(self._jobs),
+                    "beat_at": time.time()} if self.queues else None
         jobs = dict(self._jobs)
         beat(self._redis, list(jobs), presence)
         if self.on_beat is not None:

@@ -24,6 +24,7 @@ from protocol.contract import (
 )
 from protocol.errors import BackendError, SwitchboardError, UnknownModel
 from protocol.metrics import count_job, count_prompt_cache
+from protocol.usage import record_minute
 from workers.abort_watch import AbortWatch
 from workers.agent import ServerTools, Totals
 from workers.backends.base import Backend
@@ -111,11 +112,13 @@ def _run_started(job: Job, ctx: RunContext, aborted: Cancel) -> str:
     first_token = (done.timings.load_ns + done.timings.prompt_eval_ns) / 1e9
     ttft = started_wall - job.enqueued_at + first_token if done.usage.completion_tokens else None
     return _finish(job, ctx, done.reason, tokens=done.usage.completion_tokens, ttft=ttft, finished_at=time.time(),
-                   final=None if done.reason == "aborted" else done, ran=True, loaded=True)
+                   final=None if done.reason == "aborted" else done, ran=True, loaded=True,
+                   waited=started_wall - job.enqueued_at)
 
 
 def _finish(job: Job, ctx: RunContext, reason: str, tokens: int = 0, ttft: float | None = None,
-            final: DoneEvent | ErrorEvent | None = None, ran: bool = False, loaded: bool = False, **fields) -> str:
+            final: DoneEvent | ErrorEvent | None = None, ran: bool = False, loaded: bool = False,
+            waited: float | None = None, **fields) -> str:
     """Everything a finished job leaves in Redis, in one round trip: its last
     event, its state, the end of its heartbeat, the loaded-model note, the
     metrics."""
@@ -128,6 +131,8 @@ def _finish(job: Job, ctx: RunContext, reason: str, tokens: int = 0, ttft: float
     if loaded:
         _note_loaded(pipe, job, ctx)
     count_job(pipe, job.model, reason, tokens, ttft)
+    if isinstance(final, DoneEvent) and ran:
+        record_minute(pipe, ttft, tokens, final.timings.eval_ns / 1e9, waited)
     if isinstance(final, DoneEvent) and final.usage.cached_tokens is not None:
         count_prompt_cache(pipe, job.model, final.usage.cached_tokens, final.usage.prompt_tokens)
     pipe.execute()

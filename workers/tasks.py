@@ -94,6 +94,7 @@ def _announce(sender=None, **_) -> None:
         sender.add_task_queue(ctx.slots.start_tracking({q.removesuffix("-completion") for q in queues}))
         ctx.heartbeat.on_beat = ctx.slots.refresh
     ctx.heartbeat.queues = queues
+    ctx.heartbeat.slots = int(getattr(getattr(sender, "controller", None), "concurrency", 0) or 0)
     ctx.heartbeat.start()
 
 

@@ -43,8 +43,9 @@ def readyz():
 
 @bp.get("/metrics")
 def metrics():
-    key = current_key()  # a restricted key sees the numbers of its own models only
-    return Response(generate_latest(cluster_registry(services(), key.allows)), content_type=CONTENT_TYPE_LATEST)
+    key = current_key()  # a restricted key sees the numbers of its own models only, and nobody's name
+    people = key.admin or not services().keys.enabled
+    return Response(generate_latest(cluster_registry(services(), key.allows, people)), content_type=CONTENT_TYPE_LATEST)
 
 
 @bp.get("/openapi.json")

@@ -2,6 +2,7 @@
 worker's presence are refreshed; a job that left is no longer beaten."""
 from __future__ import annotations
 
+import time
 import uuid
 
 from protocol import keys
@@ -23,4 +24,6 @@ def test_a_running_job_is_beaten_and_the_worker_announced(clean_redis):
     clean_redis.delete(keys.alive_key(job_id))
     heartbeat.beat_once()
     assert not clean_redis.exists(keys.alive_key(job_id))
-    assert {"id": worker_id, "queues": ["local-completion", "local"]} in live_workers(clean_redis)
+    [presence] = [w for w in live_workers(clean_redis) if w["id"] == worker_id]
+    assert presence["queues"] == ["local-completion", "local"] and (presence["slots"], presence["busy"]) == (0, 0)
+    assert abs(presence["beat_at"] - time.time()) < 60  # for the console's "last beat"

@@ -1,0 +1,52 @@
+"""What the operator's console shows, as one JSON-ready snapshot of the
+cluster: served models (loaded or idle), workers (slots, last beat),
+queues, active streams, the last half hour per minute, today's usage per
+person, the last errors. Read from Redis and the registry only, so the
+admin CLI (scripts/admin.py) shows the same numbers as the page."""
+from __future__ import annotations
+
+import time
+
+from redis import Redis
+
+from catalog.registry import Registry
+from protocol import fairqueue, usage
+from protocol.commands import live_workers, loaded_models
+from protocol.keys import events_channel_pattern
+
+
+def models(redis: Redis, registry: Registry) -> list[dict]:
+    loaded = loaded_models(redis)
+    return [{"name": e.name, "backend": e.backend, "pool": e.pool, "context_length": e.info.context_length,
+             "capabilities": e.capabilities, "loaded": e.name in loaded,
+             "expires_in": loaded.get(e.name)} for e in registry.entries()]
+
+
+def workers(redis: Redis) -> list[dict]:
+    now = time.time()
+    found = []
+    for worker in sorted(live_workers(redis), key=lambda w: w.get("id", "")):
+        host, _, pid = str(worker.get("id", "")).rpartition(":")
+        found.append({"id": worker.get("id"), "host": host, "pid": pid, "queues": worker.get("queues", []),
+                      "slots": worker.get("slots", 0), "busy": worker.get("busy", 0),
+                      "beat_seconds_ago": round(now - worker["beat_at"], 1) if "beat_at" in worker else None})
+    return found
+
+
+def queues(redis: Redis, registry: Registry) -> list[dict]:
+    return [{"pool": pool, "waiting": fairqueue.depth(redis, pool),
+             "waiting_by_person": fairqueue.waiting_by_person(redis, pool)} for pool in sorted(registry.pools())]
+
+
+def snapshot(redis: Redis, registry: Registry) -> dict:
+    report = usage.usage(redis)
+    return {
+        "time": time.time(),
+        "models": models(redis, registry),
+        "workers": workers(redis),
+        "queues": queues(redis, registry),
+        "active_streams": len(redis.pubsub_channels(events_channel_pattern())),
+        "series": usage.series(redis),
+        "usage_today": {"day": usage.today(), "by_person": usage.totals_by_person(report)},
+        "errors": usage.last_errors(redis),
+    }

@@ -1,0 +1,181 @@
+"""The operator's command line, against the same keys file and Redis as the
+server (SWITCHBOARD_KEYS_FILE, REDIS_URL; or --keys-file, --redis-url):
+
+    python scripts/admin.py keys add alice --models 'smollm2*' --daily-tokens 200000
+    python scripts/admin.py keys add ops --admin          # may open /admin
+    python scripts/admin.py keys revoke alice
+    python scripts/admin.py keys list
+    python scripts/admin.py ps                            # what runs now, like `ollama ps`
+    python scripts/admin.py usage [--day 2026-11-23] [--json]
+
+A new key is printed once; the file keeps only its SHA-256 digest. The file
+is edited with tomlkit, so the operator's comments and layout stay; web
+processes read it again when it changes (within a second).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import secrets
+import sys
+from pathlib import Path
+
+import tomlkit
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from app.auth import digest, read_keys_file  # noqa: E402
+from app.console import snapshot  # noqa: E402
+from catalog.registry import load_registry  # noqa: E402
+from protocol import usage  # noqa: E402
+from protocol.connection import redis_client  # noqa: E402
+from protocol.keys import configure  # noqa: E402
+from settings import settings_from_environment  # noqa: E402
+
+KEY_PREFIX = "sb-"
+
+
+def new_key() -> str:
+    return KEY_PREFIX + secrets.token_urlsafe(32)
+
+
+# --- keys ---------------------------------------------------------------------------------
+def _document(path: Path) -> tomlkit.TOMLDocument:
+    return tomlkit.parse(path.read_text()) if path.exists() else tomlkit.document()
+
+
+def _write(path: Path, document: tomlkit.TOMLDocument) -> None:
+    """Replace the file whole (a web process never reads half of it)."""
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    temporary.write_text(tomlkit.dumps(document))
+    os.chmod(temporary, 0o600)
+    temporary.replace(path)
+
+
+def add_key(path: Path, name: str, options: argparse.Namespace) -> str:
+    document = _document(path)
+    keys = document.setdefault("keys", tomlkit.table(is_super_table=True))
+    if name in keys:
+        raise SystemExit(f'a key named "{name}" is already in {path}; revoke it first')
+    key = new_key()
+    table = tomlkit.table()
+    table["sha256"] = digest(key)
+    for field in ("models", "max_concurrent", "requests_per_minute", "weight", "daily_tokens", "mcp_servers"):
+        value = getattr(options, field)
+        if value is not None:
+            table[field] = value
+    if options.admin:
+        table["admin"] = True
+    keys[name] = table
+    _write(path, document)
+    read_keys_file(path)  # what the server will read: fail here, not there
+    return key
+
+
+def revoke_key(path: Path, name: str) -> None:
+    document = _document(path)
+    if name not in document.get("keys", {}):
+        raise SystemExit(f'no key named "{name}" in {path}')
+    del document["keys"][name]
+    _write(path, document)
+
+
+def list_keys(path: Path) -> list[dict]:
+    return [{"name": k.name, "models": list(k.models), "max_concurrent": k.max_concurrent,
+             "requests_per_minute": k.requests_per_minute, "weight": k.weight, "daily_tokens": k.daily_tokens,
+             "mcp_servers": list(k.mcp_servers), "admin": k.admin} for k in read_keys_file(path)]
+
+
+# --- what runs, who used what -----------------------------------------------------------------
+def _table(headers: list[str], rows: list[list]) -> str:
+    cells = [headers] + [[str(c) for c in row] for row in rows]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in cells)
+
+
+def ps_text(status: dict) -> str:
+    loaded = [[m["name"], m["pool"], m["context_length"], f'{m["expires_in"]} s' if m["expires_in"] else "-"]
+              for m in status["models"] if m["loaded"]]
+    workers = [[w["host"], w["pid"], ",".join(w["queues"]), w["busy"], max(w["slots"] - w["busy"], 0)]
+               for w in status["workers"]]
+    queues = [[q["pool"], q["waiting"]] for q in status["queues"]]
+    return "\n\n".join([_table(["MODEL", "POOL", "CONTEXT", "UNTIL"], loaded),
+                        _table(["HOST", "PID", "QUEUES", "BUSY", "FREE"], workers),
+                        _table(["POOL", "WAITING"], queues),
+                        f"active streams: {status['active_streams']}"])
+
+
+def usage_text(day: str, report: dict) -> str:
+    rows = [[person, model] + [counts[m] for m in usage.METRICS]
+            for person, models in sorted(report.items()) for model, counts in sorted(models.items())]
+    return f"usage on {day} (UTC)\n" + _table(["PERSON", "MODEL", "REQUESTS", "PROMPT", "COMPLETION", "ERRORS",
+                                               "ABORTS"], rows)
+
+
+# --- the command line ----------------------------------------------------------------------------
+def parser() -> argparse.ArgumentParser:
+    top = argparse.ArgumentParser(prog="scripts/admin.py", description="Switchboard's operator tool.")
+    top.add_argument("--keys-file", type=Path, help="default: $SWITCHBOARD_KEYS_FILE")
+    top.add_argument("--redis-url", help="default: $REDIS_URL")
+    commands = top.add_subparsers(dest="command", required=True)
+    keys = commands.add_parser("keys", help="add, revoke or list API keys").add_subparsers(dest="action",
+                                                                                           required=True)
+    add = keys.add_parser("add", help="add a key and print it (once)")
+    add.add_argument("name")
+    add.add_argument("--models", nargs="+", help="fnmatch patterns (default: all)")
+    add.add_argument("--max-concurrent", type=int)
+    add.add_argument("--requests-per-minute", type=int)
+    add.add_argument("--weight", type=float)
+    add.add_argument("--daily-tokens", type=int)
+    add.add_argument("--mcp-servers", nargs="+")
+    add.add_argument("--admin", action="store_true", help="may open the console and read all usage")
+    keys.add_parser("revoke", help="remove a key").add_argument("name")
+    keys.add_parser("list", help="the keys and their limits (never the keys)")
+    commands.add_parser("ps", help="what runs now")
+    report = commands.add_parser("usage", help="usage per person and model")
+    report.add_argument("--day", help="a UTC date (default: today)")
+    report.add_argument("--json", action="store_true")
+    return top
+
+
+def _keys_file(options: argparse.Namespace) -> Path:
+    path = options.keys_file or (Path(os.environ["SWITCHBOARD_KEYS_FILE"])
+                                 if os.environ.get("SWITCHBOARD_KEYS_FILE") else None)
+    if path is None:
+        raise SystemExit("no keys file: set SWITCHBOARD_KEYS_FILE or pass --keys-file")
+    return path
+
+
+def _redis(options: argparse.Namespace):
+    settings = settings_from_environment()
+    url = options.redis_url or settings.redis_url
+    configure(url)
+    return redis_client(url, "switchboard-admin", 2), settings
+
+
+def main(argv: list[str] | None = None) -> None:
+    options = parser().parse_args(argv)
+    if options.command == "keys":
+        path = _keys_file(options)
+        if options.action == "add":
+            print(add_key(path, options.name, options))
+            print(f'(key "{options.name}" added to {path}; it is shown only now)', file=sys.stderr)
+        elif options.action == "revoke":
+            revoke_key(path, options.name)
+            print(f'key "{options.name}" revoked', file=sys.stderr)
+        else:
+            print(json.dumps(list_keys(path), indent=2))
+        return
+    redis, settings = _redis(options)
+    if options.command == "ps":
+        print(ps_text(snapshot(redis, load_registry(settings.models_path))))
+    else:
+        day = options.day or usage.today()
+        report = usage.usage(redis, day)
+        print(json.dumps({"day": day, "by_person_and_model": report}, indent=2) if options.json
+              else usage_text(day, report))
+
+
+if __name__ == "__main__":
+    main()

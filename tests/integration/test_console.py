@@ -1,0 +1,168 @@
+"""The operator's console end to end: usage counted against what the
+official clients report, budgets across two web processes, the admin CLI
+adding and revoking keys, and the status page in a real headless browser
+(Debian's chromium, driven by Selenium with the system driver)."""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import httpx
+import ollama
+import openai
+import pytest
+from selenium import webdriver
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
+
+from app.auth import digest
+from scripts.processes import ROOT, stack_env, start_web, start_worker
+from tests.integration.waits import wait_until
+
+KEYS = {"root": "root-key-5d1f", "alice": "alice-key-91aa", "carol": "carol-key-0c3e"}
+ARTIFACTS = Path(os.environ.get("SWITCHBOARD_ARTIFACTS", ROOT / "tests" / "artifacts"))
+
+
+def keys_file(path: Path) -> Path:
+    path.write_text(f'# the console tests\' keys\n[keys.root]\nsha256 = "{digest(KEYS["root"])}"\nadmin = true\n\n'
+                    f'[keys.alice]\nsha256 = "{digest(KEYS["alice"])}"\n\n'
+                    f'[keys.carol]\nsha256 = "{digest(KEYS["carol"])}"\ndaily_tokens = 40\n')
+    return path
+
+
+@pytest.fixture(scope="module")
+def console(redis_url, tmp_path_factory):
+    folder = tmp_path_factory.mktemp("console")
+    env = stack_env(redis_url, SWITCHBOARD_KEYS_FILE=str(keys_file(folder / "keys.toml")))
+    processes, bases = [start_worker(env, concurrency=4)], []
+    try:
+        for _ in range(2):
+            web, base = start_web(env)
+            processes.append(web)
+            bases.append(base)
+    except BaseException:
+        for process in processes:
+            process.stop()
+        raise
+    yield {"env": env, "keys_file": folder / "keys.toml", "a": bases[0], "b": bases[1]}
+    for process in reversed(processes):
+        process.stop()
+
+
+@pytest.fixture
+def stack(console, clean_redis):
+    return console
+
+
+def auth(name: str) -> dict:
+    return {"Authorization": f"Bearer {KEYS[name]}"}
+
+
+def test_usage_counts_what_the_clients_were_told(stack):
+    client = openai.OpenAI(base_url=f"{stack['a']}/v1", api_key=KEYS["alice"], max_retries=0)
+    first = client.chat.completions.create(model="echo", messages=[{"role": "user", "content": "one two three"}])
+    reply = ollama.Client(host=stack["b"], headers=auth("alice")).chat(
+        model="echo", messages=[{"role": "user", "content": "four five"}])
+    with pytest.raises(openai.APIStatusError):  # echo cannot honour a forced call: an error, counted
+        client.chat.completions.create(model="echo", messages=[{"role": "user", "content": "x"}], tool_choice="required",
+                                       tools=[{"type": "function", "function": {"name": "f", "parameters": {}}}])
+    report = httpx.get(f"{stack['a']}/admin/usage", headers=auth("root")).json()
+    assert report["by_person"]["alice"] == {
+        "requests": 3, "prompt_tokens": first.usage.prompt_tokens + reply.prompt_eval_count,
+        "completion_tokens": first.usage.completion_tokens + reply.eval_count, "errors": 1, "aborts": 0}
+    assert report["by_person_and_model"]["alice"]["echo"]["requests"] == 3
+
+
+def test_only_an_admin_key_reads_usage_or_names(stack):
+    httpx.post(f"{stack['a']}/api/chat", headers=auth("alice"), json={"model": "echo", "messages": [
+        {"role": "user", "content": "hi"}], "stream": False})
+    for path in ("/admin", "/admin/status", "/admin/usage"):
+        refused = httpx.get(stack["a"] + path, headers=auth("alice"))
+        assert refused.status_code == 403 and "admin = true" in refused.json()["error"]["message"]
+    assert "alice" not in httpx.get(f"{stack['a']}/metrics", headers=auth("alice")).text
+    assert 'switchboard_usage_today_tokens{kind="prompt_tokens",person="alice"} 1.0' in \
+        httpx.get(f"{stack['a']}/metrics", headers=auth("root")).text
+
+
+def test_a_daily_budget_holds_across_two_web_processes(stack):
+    """carol may use 40 tokens a day: each request costs 2 x 10 words."""
+    words = " ".join(["w"] * 10)
+    served = 0
+    for turn in range(6):
+        base = stack["a"] if turn % 2 == 0 else stack["b"]
+        reply = httpx.post(f"{base}/v1/chat/completions", headers=auth("carol"), timeout=30,
+                           json={"model": "echo", "messages": [{"role": "user", "content": words}]})
+        if reply.status_code == 429:
+            break
+        served += 1
+    assert served == 2
+    message = reply.json()["error"]["message"]
+    assert message.startswith("daily token budget of 40 tokens used up (40 used today); it resets at 00:00 UTC, in")
+    assert 0 < int(reply.headers["Retry-After"]) <= 86400
+    other = stack["b"] if base == stack["a"] else stack["a"]
+    assert httpx.post(f"{other}/api/chat", headers=auth("carol"), json={"model": "echo", "messages": [
+        {"role": "user", "content": "x"}]}).status_code == 429
+
+
+def admin_cli(stack, *args: str) -> str:
+    done = subprocess.run([sys.executable, str(ROOT / "scripts" / "admin.py"), *args], env=stack["env"],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def test_the_cli_adds_a_key_that_works_and_revokes_it(stack):
+    key = admin_cli(stack, "keys", "add", "dave", "--models", "echo*").strip()
+    assert key.startswith("sb-") and key not in stack["keys_file"].read_text()
+    assert "# the console tests' keys" in stack["keys_file"].read_text()  # the operator's comments stay
+    chat = lambda: httpx.post(f"{stack['b']}/api/chat", headers={"Authorization": f"Bearer {key}"},  # noqa: E731
+                              json={"model": "echo", "messages": [{"role": "user", "content": "hi"}], "stream": False})
+    wait_until(lambda: chat().status_code == 200, 10, "the new key to work")
+    assert "dave" in admin_cli(stack, "usage")
+    assert '"name": "dave"' in admin_cli(stack, "keys", "list") and key not in admin_cli(stack, "keys", "list")
+    admin_cli(stack, "keys", "revoke", "dave")
+    wait_until(lambda: chat().status_code == 401, 10, "the revoked key to stop working")
+    assert "HOST" in admin_cli(stack, "ps") and "local" in admin_cli(stack, "ps")
+
+
+# --- the page, in a real browser ----------------------------------------------------------
+@pytest.fixture
+def browser(tmp_path):
+    if not (shutil.which("chromium") and shutil.which("chromedriver")):
+        pytest.fail("Debian's chromium and chromium-driver are needed: `make install-dev` installs them")
+    options = webdriver.ChromeOptions()
+    options.binary_location = shutil.which("chromium")
+    for argument in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run",
+                     "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                     "--disable-quic", f"--user-data-dir={tmp_path / 'profile'}", "--window-size=1440,1000"):
+        options.add_argument(argument)
+    os.environ.setdefault("SE_OFFLINE", "true")  # Selenium Manager downloads nothing
+    driver = webdriver.Chrome(service=Service(shutil.which("chromedriver")), options=options)
+    yield driver
+    driver.quit()
+
+
+def text_of(driver, selector: str) -> str:
+    return driver.find_element(By.CSS_SELECTOR, selector).text
+
+
+def test_the_status_page_lives(stack, browser):
+    browser.get(f"{stack['a']}/k/{KEYS['root']}/admin")
+    wait_until(lambda: "echo:slow" in text_of(browser, "#models"), 30, "the models to show")
+    wait_until(lambda: "local" in text_of(browser, "#workers"), 30, "the worker to show")
+    assert "smollm2:135m" in text_of(browser, "#models") and text_of(browser, "#active-streams") == "0"
+    stream = threading.Thread(target=lambda: httpx.post(
+        f"{stack['b']}/api/chat", headers=auth("alice"), timeout=60,
+        json={"model": "echo:slow", "messages": [{"role": "user", "content": " ".join(["word"] * 60)}]}))
+    stream.start()
+    wait_until(lambda: text_of(browser, "#active-streams") == "1", 30, "the page to count the stream")
+    wait_until(lambda: text_of(browser, "#busy-slots") == "1", 30, "the page to count the busy slot")
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    browser.save_screenshot(str(ARTIFACTS / "console-streaming.png"))
+    stream.join(60)
+    wait_until(lambda: "alice" in text_of(browser, "#usage"), 30, "today's usage to show alice")
+    browser.save_screenshot(str(ARTIFACTS / "console.png"))

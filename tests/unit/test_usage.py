@@ -1,0 +1,63 @@
+"""Usage by day and person, the console's series and errors, and the admin
+tool's edits of the keys file."""
+from __future__ import annotations
+
+import argparse
+from datetime import datetime, timezone
+
+import pytest
+
+from app.auth import digest, read_keys_file
+from protocol import usage
+from scripts.admin import add_key, list_keys, revoke_key, usage_text
+
+
+def test_requests_are_counted_per_person_and_model(clean_redis):
+    usage.record_request(clean_redis, "alice", "echo", 3, 5, "ok")
+    usage.record_request(clean_redis, "alice", "echo", 0, 0, "abort")
+    usage.record_request(clean_redis, "alice", "smol", 2, 0, "error")
+    report = usage.usage(clean_redis)
+    assert report["alice"]["echo"] == {"requests": 2, "prompt_tokens": 3, "completion_tokens": 5, "errors": 0,
+                                       "aborts": 1}
+    assert usage.totals_by_person(report)["alice"]["errors"] == 1 and usage.tokens_today(clean_redis, "alice") == 10
+    lines = usage_text(usage.today(), report).splitlines()
+    assert lines[1].split() == ["PERSON", "MODEL", "REQUESTS", "PROMPT", "COMPLETION", "ERRORS", "ABORTS"]
+    assert [line.split() for line in lines[2:]] == [["alice", "echo", "2", "3", "5", "0", "1"],
+                                                    ["alice", "smol", "1", "2", "0", "1", "0"]]
+
+
+def test_midnight_and_the_day():
+    moment = datetime(2026, 11, 23, 23, 59, 0, tzinfo=timezone.utc).timestamp()
+    assert usage.seconds_to_midnight(moment) == 61 and usage.today(moment) == "2026-11-23"
+
+
+def test_series_and_errors(clean_redis):
+    usage.record_minute(clean_redis, 0.2, 10, 0.5, 0.05)
+    usage.record_minute(clean_redis, 0.4, 10, 0.5, 0.15)
+    last = usage.series(clean_redis)[-1]
+    assert last["ttft"] == pytest.approx(0.3) and last["tokens_per_second"] == pytest.approx(20)
+    assert last["queue_wait"] == pytest.approx(0.1) and last["jobs"] == 2
+    for n in range(usage.ERRORS_KEPT + 5):
+        usage.record_error(clean_redis, "bob", "echo", f"boom {n}")
+    errors = usage.last_errors(clean_redis)
+    assert len(errors) == usage.ERRORS_KEPT and errors[0]["message"] == f"boom {usage.ERRORS_KEPT + 4}"
+
+
+def options(**given) -> argparse.Namespace:
+    fields = dict.fromkeys(("models", "max_concurrent", "requests_per_minute", "weight", "daily_tokens",
+                            "mcp_servers"), None) | {"admin": False}
+    return argparse.Namespace(**(fields | given))
+
+
+def test_the_admin_tool_edits_the_keys_file_keeping_comments(tmp_path):
+    path = tmp_path / "keys.toml"
+    path.write_text('# our office\n[keys.bob]\nsha256 = "00"  # bob\'s laptop\n')
+    key = add_key(path, "alice", options(models=["echo*"], daily_tokens=1000, admin=True))
+    text = path.read_text()
+    assert "# our office" in text and "# bob's laptop" in text and key not in text and digest(key) in text
+    alice = next(k for k in read_keys_file(path) if k.name == "alice")
+    assert (alice.models, alice.daily_tokens, alice.admin) == (("echo*",), 1000, True)
+    with pytest.raises(SystemExit, match='a key named "alice" is already'):
+        add_key(path, "alice", options())
+    revoke_key(path, "alice")
+    assert [k["name"] for k in list_keys(path)] == ["bob"] and "# bob's laptop" in path.read_text()
