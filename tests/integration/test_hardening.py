@@ -292,7 +292,8 @@ def test_trusted_networks_need_no_key(h):
 
 
 def test_unknown_paths_are_json_with_keys_on_too(h):
-    for method, path in (("POST", "/api/embed"), ("GET", "/nowhere"), ("POST", "/v1/embeddings")):
+    # (the embedding routes, once examples here, are served since issue 16)
+    for method, path in (("POST", "/api/rerank"), ("GET", "/nowhere"), ("POST", "/v1/rerank")):
         response = httpx.request(method, h["base"] + path, json={})
         assert response.status_code == 404 and response.headers["content-type"] == "application/json"
 
