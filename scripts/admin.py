@@ -46,10 +46,16 @@ def _document(path: Path) -> tomlkit.TOMLDocument:
 
 
 def _write(path: Path, document: tomlkit.TOMLDocument) -> None:
-    """Replace the file whole (a web process never reads half of it)."""
+    """Replace the file whole (a web process never reads half of it), and
+    only with one the server accepts."""
     temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     temporary.write_text(tomlkit.dumps(document))
     os.chmod(temporary, 0o600)
+    try:
+        read_keys_file(temporary)
+    except (ValueError, KeyError) as error:
+        temporary.unlink()
+        raise SystemExit(f"not written: {error}") from None
     temporary.replace(path)
 
 
@@ -69,7 +75,6 @@ def add_key(path: Path, name: str, options: argparse.Namespace) -> str:
         table["admin"] = True
     keys[name] = table
     _write(path, document)
-    read_keys_file(path)  # what the server will read: fail here, not there
     return key
 
 

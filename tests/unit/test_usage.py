@@ -59,5 +59,8 @@ def test_the_admin_tool_edits_the_keys_file_keeping_comments(tmp_path):
     assert (alice.models, alice.daily_tokens, alice.admin) == (("echo*",), 1000, True)
     with pytest.raises(SystemExit, match='a key named "alice" is already'):
         add_key(path, "alice", options())
+    with pytest.raises(SystemExit, match="not written: keys file: keys.carol.daily_tokens must be a whole number"):
+        add_key(path, "carol", options(daily_tokens=0))
+    assert "carol" not in path.read_text()
     revoke_key(path, "alice")
     assert [k["name"] for k in list_keys(path)] == ["bob"] and "# bob's laptop" in path.read_text()
