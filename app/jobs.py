@@ -231,24 +231,24 @@ class JobRun:
             redis = self._services.redis
             if not self.started and fairqueue.remove(redis, self._pool, self.job.id):
                 self._record_unrun(redis)
-            release(redis, self._waiting.person, self.job.id, self._pool, self.job.web_id)
-            self._record_usage(redis)
+            with batched(redis) as pipe:  # one round trip for both
+                release(pipe, self._waiting.person, self.job.id, self._pool, self.job.web_id)
+                self._record_usage(pipe)
             self._admitted = False
         observers, self.observers = self.observers, []
         for observer in observers:
             getattr(observer, "close", lambda: None)()
 
-    def _record_usage(self, redis) -> None:
-        """The person's usage of the day, and the error list, in one round trip."""
+    def _record_usage(self, pipe) -> None:
+        """The person's usage of the day, and the error list."""
         final, person = self.final, self._waiting.person
         outcome = "ok" if isinstance(final, DoneEvent) and final.reason != "aborted" else \
             "error" if isinstance(final, ErrorEvent) else "abort"
         used = final.usage if isinstance(final, DoneEvent) else None
-        with batched(redis) as pipe:
-            usage.record_request(pipe, person, self.job.model, used.prompt_tokens if used else 0,
-                                 used.completion_tokens if used else 0, outcome)
-            if isinstance(final, ErrorEvent):
-                usage.record_error(pipe, person, self.job.model, final.message)
+        usage.record_request(pipe, person, self.job.model, used.prompt_tokens if used else 0,
+                             used.completion_tokens if used else 0, outcome)
+        if isinstance(final, ErrorEvent):
+            usage.record_error(pipe, person, self.job.model, final.message)
 
     def _record_unrun(self, redis) -> None:
         """The job left the queue unrun: recorded as a worker records one it
