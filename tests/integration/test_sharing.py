@@ -12,6 +12,7 @@ import httpx
 import ollama
 import pytest
 
+from app.auth import digest
 from protocol.keys import job_of_channel
 from scripts.processes import stack_env, start_web, start_worker
 from tests.integration.events_tap import EventsTap
@@ -26,7 +27,10 @@ TURNS = '[models."turns"]\nbackend = "echo"\npool = "turns"\ndelay_ms = 20\n'
 def turns_env(redis_url, tmp_path_factory):
     folder = tmp_path_factory.mktemp("sharing")
     (folder / "models.toml").write_text(open("models.toml").read() + "\n" + TURNS)
-    return stack_env(redis_url, SWITCHBOARD_MODELS=str(folder / "models.toml"), SWITCHBOARD_API_KEYS=KEYS)
+    # ops may read who waits in /metrics (an admin key); alice and bob may not
+    (folder / "keys.toml").write_text(f'[keys.ops]\nsha256 = "{digest("ops-key")}"\nadmin = true\n')
+    return stack_env(redis_url, SWITCHBOARD_MODELS=str(folder / "models.toml"), SWITCHBOARD_API_KEYS=KEYS,
+                     SWITCHBOARD_KEYS_FILE=str(folder / "keys.toml"))
 
 
 @pytest.fixture(scope="module")
@@ -79,8 +83,9 @@ def test_waiting_jobs_are_shared_out_between_people(turns_env, one_slot, clean_r
         for person, n in [("alice", 1), ("alice", 2), ("alice", 3), ("alice", 4), ("bob", 1), ("bob", 2)]:
             streams.append(ask(base[person], person, f"{person}-{n}"))  # one after another: a known order
             wait_until(queued(clean_redis, "turns", len(streams) - 1), what=f"{person}-{n} to wait")
-        samples = gauges(httpx.get(f"{base['bob']}/metrics", headers={"Authorization": "Bearer bob-key"}).text)
+        samples = gauges(httpx.get(f"{base['bob']}/metrics", headers={"Authorization": "Bearer ops-key"}).text)
         assert samples["switchboard_queue_depth", (("pool", "turns"),)] == 6
+        assert "alice" not in httpx.get(f"{base['bob']}/metrics", headers={"Authorization": "Bearer bob-key"}).text
         assert samples["switchboard_queue_waiting", (("person", "alice"), ("pool", "turns"))] == 4
         assert samples["switchboard_queue_waiting", (("person", "bob"), ("pool", "turns"))] == 2
         streams[0].drop()
