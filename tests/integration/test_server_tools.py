@@ -54,6 +54,12 @@ def client(base):
     return openai.OpenAI(base_url=f"{base}/v1", api_key=ALICE_KEY, max_retries=0)
 
 
+def notes(tool_server) -> str:
+    """What the test tool server noted so far (nothing before its first slow call)."""
+    path = tool_server[1]
+    return path.read_text() if path.exists() else ""
+
+
 def invoke(tool: str, /, **arguments) -> str:
     parameters = "".join(f'<parameter name="{k}">{v}</parameter>\n' for k, v in arguments.items())
     return f'<invoke name="{tool}">\n{parameters}</invoke>'
@@ -214,7 +220,7 @@ def test_one_round_with_both_runs_only_the_client_call(client, tool_server):
         messages=user(invoke("slow", seconds=0.01) + "\n" + invoke("lookup", q="x")))
     assert [c.function.name for c in reply.choices[0].message.tool_calls] == ["lookup"]
     assert "server_tools" not in reply.model_extra
-    assert "slow 0.01 started" not in (tool_server[1].read_text() if tool_server[1].exists() else "")
+    assert "slow 0.01 started" not in notes(tool_server)
 
 
 def test_a_client_tool_of_the_same_name_wins(client):
@@ -243,7 +249,7 @@ def test_a_tool_that_times_out(client, tool_server):
     reply = client.chat.completions.create(model="echo:quick", messages=user(invoke("slow", seconds=20)))
     assert reply.choices[0].message.content == 'Error: the tool "slow" did not answer within 1 s and was cancelled.'
     assert reply.model_extra["server_tools"][0]["status"] == "timeout"
-    wait_until(lambda: "slow 20.0 cancelled" in tool_server[1].read_text(), what="the server to see the cancel")
+    wait_until(lambda: "slow 20.0 cancelled" in notes(tool_server), what="the server to see the cancel")
 
 
 def test_keepalives_flow_while_a_tool_runs(base):
@@ -267,8 +273,11 @@ def test_abort_during_a_slow_tool_cancels_the_call(base, tool_server, redis_clie
         "model": "echo:tools", "stream": True, "messages": user(invoke("slow", seconds=30))}, ALICE)
     while b"server_tool" not in stream.read_line():
         pass
+    # The call event goes out just before the call: drop only once the server
+    # runs the tool (dropped sooner, the call is cancelled before it is sent).
+    wait_until(lambda: "slow 30.0 started" in notes(tool_server), what="the slow tool to start")
     stream.drop()
-    wait_until(lambda: "slow 30.0 cancelled" in tool_server[1].read_text(), what="the server to see the cancel")
+    wait_until(lambda: "slow 30.0 cancelled" in notes(tool_server), what="the server to see the cancel")
     states = lambda: [redis_client.hget(k, "reason") for k in redis_client.scan_iter("switchboard:job:*:state")]
     wait_until(lambda: b"aborted" in states(), what="the job to be recorded as aborted")
 
