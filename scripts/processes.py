@@ -13,6 +13,7 @@ import tempfile
 import time
 import uuid
 from pathlib import Path
+from typing import Callable
 
 import httpx
 
@@ -78,13 +79,15 @@ def wait_worker_ready(worker: Process, timeout: float = 60) -> None:
         time.sleep(0.1)
 
 
-def wait_http_ready(process: Process, url: str, headers: dict | None = None, timeout: float = 60) -> None:
-    """Until GET url succeeds; fails at once if the process died."""
+def wait_http_ready(process: Process, url: str, headers: dict | None = None, timeout: float = 60,
+                    answered: Callable[[httpx.Response], bool] = lambda response: response.is_success) -> None:
+    """Until GET url is `answered` (by default: succeeds); fails at once if
+    the process died."""
     deadline = time.monotonic() + timeout
     while True:
         process.check_alive()
         try:
-            if httpx.get(url, headers=headers, timeout=1).is_success:
+            if answered(httpx.get(url, headers=headers, timeout=1)):
                 return
         except httpx.HTTPError:
             pass

@@ -8,14 +8,11 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
 from pathlib import Path
-
-import httpx
 
 from app.auth import digest
 from scripts.embedded_redis import free_port
-from scripts.processes import BIN, Process, stack_env, start_web, start_worker
+from scripts.processes import BIN, Process, stack_env, start_web, start_worker, wait_http_ready
 
 ALICE_KEY, BOB_KEY = "alice-key-3b9d", "bob-key-8e21"
 TOOLS_TOKEN = "tools-secret-61c0"  # the header the operator's registry sends the tool server
@@ -24,23 +21,9 @@ TOOLS_TOKEN = "tools-secret-61c0"  # the header the operator's registry sends th
 def start_tool_server(port: int, notes: Path) -> Process:
     server = Process("mcp-tools", [sys.executable, "-m", "tests.mcp_servers.tool_server", str(port), str(notes)],
                      stack_env("redis://unused", TEST_TOOLS_TOKEN=TOOLS_TOKEN))
-    wait_for_tool_server(server, port)
+    # An MCP endpoint answers a bare GET with a 4xx: it is up.
+    wait_http_ready(server, f"http://127.0.0.1:{port}/mcp", answered=lambda response: response.status_code < 500)
     return server
-
-
-def wait_for_tool_server(server: Process, port: int, timeout: float = 60) -> None:
-    """Until the server answers HTTP (a 4xx for a bare GET is an answer)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        server.check_alive()
-        try:
-            if httpx.get(f"http://127.0.0.1:{port}/mcp", timeout=1).status_code < 500:
-                return
-        except httpx.HTTPError:
-            pass
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"{server.name} not ready:\n{server.output()[-3000:]}")
-        time.sleep(0.1)
 
 
 def git_repository(folder: Path) -> Path:
