@@ -5,6 +5,8 @@ end; writes docs/benchmarks.md, docs/benchmarks.png and the raw numbers
 
     python scripts/bench.py            # the full run (about 10 minutes)
     python scripts/bench.py --quick    # smaller sizes, under 2 minutes
+    python scripts/bench.py --scale    # section 8 only: web x worker configurations up to 256 clients
+    python scripts/bench.py --scale --configs 1+1,2+2,4+4,8+4 --before /tmp/old-tree
 
 Needs `make install-dev` (it builds .venv with the bench tools and LiteLLM's .venv-litellm).
 """
@@ -22,7 +24,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from scripts.benchkit import abort, celery_floor, local_model, overhead, profile, relay, sharing  # noqa: E402
+from scripts.benchkit import abort, celery_floor, local_model, overhead, profile, relay, scale, sharing  # noqa: E402
 from scripts.benchkit.report import chart, markdown  # noqa: E402
 from scripts.benchkit.stack import BenchStack, redis_connection_bound  # noqa: E402
 from scripts.benchkit.targets import check_all  # noqa: E402
@@ -109,6 +111,20 @@ def run_sharing(sizes: Sizes, log=print) -> dict:
     return result
 
 
+def _configs(text: str) -> tuple[tuple[int, int], ...]:
+    return tuple(tuple(int(n) for n in part.split("+")) for part in text.split(","))
+
+
+def _scale_sizes(args) -> scale.ScaleSizes:
+    sizes = scale.ScaleSizes()
+    if args.quick or args.tiny:
+        sizes = scale.ScaleSizes(configs=((1, 1),), levels=(1, 16) if args.tiny else scale.LEVELS,
+                                 warmup=0.5 if args.tiny else 1.0, window=1.0 if args.tiny else 3.0,
+                                 profile_seconds=0 if args.tiny else 3.0)
+    changes = {"configs": args.configs, "slots": args.slots}
+    return sizes.__class__(**{**sizes.__dict__, **{k: v for k, v in changes.items() if v is not None}})
+
+
 def write(results: dict, out: Path, notes: Path | None) -> None:
     out.mkdir(parents=True, exist_ok=True)
     if notes is not None:
@@ -127,6 +143,13 @@ def main() -> None:
     parser.add_argument("--render", action="store_true", help="only rewrite the report from OUT/benchmarks.json")
     parser.add_argument("--sharing-only", action="store_true",
                         help="run only section 7 (sharing) and merge it into OUT/benchmarks.json")
+    parser.add_argument("--scale", action="store_true",
+                        help="run only section 8 (scaling) and merge it into OUT/benchmarks.json")
+    parser.add_argument("--configs", type=_configs, default=None,
+                        help="with --scale: web+worker process counts, e.g. 1+1,2+2,4+4,8+4 (default 1+1,2+2)")
+    parser.add_argument("--slots", type=int, default=None, help="with --scale: greenlets per upstream worker")
+    parser.add_argument("--before", type=Path,
+                        help="with --scale: an older source tree (a git worktree) measured side by side")
     args = parser.parse_args()
     if args.render:
         write(json.loads((args.out / "benchmarks.json").read_text()), args.out, args.notes)
@@ -141,6 +164,10 @@ def main() -> None:
         results = json.loads((args.out / "benchmarks.json").read_text())
         results["sharing"] = run_sharing(sizes, log)
         results["sharing"]["environment"] = environment(command + " --sharing-only")
+    elif args.scale:
+        results = json.loads((args.out / "benchmarks.json").read_text())
+        results["scale"] = scale.run(_scale_sizes(args), args.before, log)
+        results["scale"]["environment"] = environment(" ".join(["python scripts/bench.py", *sys.argv[1:]]))
     else:
         results = run(sizes, command, log=log)
     write(results, args.out, args.notes)

@@ -24,10 +24,10 @@ BIN = Path(sys.executable).parent
 
 
 class Process:
-    def __init__(self, name: str, argv: list[str], env: dict):
+    def __init__(self, name: str, argv: list[str], env: dict, cwd: Path = ROOT):
         self.name = name
         self.log = tempfile.NamedTemporaryFile(prefix=f"switchboard-{name}-", suffix=".log", delete=False)
-        self.popen = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=self.log, stderr=subprocess.STDOUT,
+        self.popen = subprocess.Popen(argv, cwd=cwd, env=env, stdout=self.log, stderr=subprocess.STDOUT,
                                       start_new_session=True)
 
     def output(self) -> str:
@@ -58,13 +58,14 @@ def stack_env(redis_url: str, **extra: str) -> dict:
 
 
 def start_worker(env: dict, concurrency: int = 4, queues: str = "local-completion,local", pool: str = "threads",
-                 wait: bool = True) -> Process:
-    """A Celery worker; with wait=False, call wait_worker_ready before use."""
+                 wait: bool = True, cwd: Path = ROOT) -> Process:
+    """A Celery worker (of the source tree `cwd`); with wait=False, call
+    wait_worker_ready before use."""
     worker = Process("worker", [
         str(BIN / "celery"), "-A", "queue_config", "worker", "-P", pool, "-c", str(concurrency),
         "-Q", queues, "-n", f"test-{uuid.uuid4().hex[:8]}@%h", "--loglevel", "INFO", "--without-mingle",
         "--without-gossip",
-    ], env)
+    ], env, cwd)
     if wait:
         wait_worker_ready(worker)
     return worker
@@ -96,12 +97,14 @@ def wait_http_ready(process: Process, url: str, headers: dict | None = None, tim
         time.sleep(0.1)
 
 
-def start_web(env: dict, extra_args: tuple[str, ...] = (), wait: bool = True) -> tuple[Process, str]:
+def start_web(env: dict, extra_args: tuple[str, ...] = (), wait: bool = True, processes: int = 1,
+              cwd: Path = ROOT) -> tuple[Process, str]:
+    """gunicorn with `processes` gevent workers (of the source tree `cwd`)."""
     port = free_port()
     web = Process("web", [
-        str(BIN / "gunicorn"), "-k", "gevent", "-w", "1", "-b", f"127.0.0.1:{port}", "--no-control-socket",
-        *extra_args, "app:create_app()",
-    ], env)
+        str(BIN / "gunicorn"), "-k", "gevent", "-w", str(processes), "-b", f"127.0.0.1:{port}",
+        "--no-control-socket", *extra_args, "app:create_app()",
+    ], env, cwd)
     base = f"http://127.0.0.1:{port}"
     if wait:
         wait_http_ready(web, f"{base}/api/version")

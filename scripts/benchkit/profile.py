@@ -66,11 +66,11 @@ def summarize(raw: Path, requests: int) -> dict:
             "hottest": [(frame, round(n / total * 100, 1)) for frame, n in by_frame.most_common(8)]}
 
 
-async def _requests(endpoints: Endpoints, seconds: float) -> int:
-    body = {"model": "up-instant", "stream": True, "messages": [{"role": "user", "content": "Say something."}]}
+async def _requests(port: int, model: str, seconds: float) -> int:
+    body = {"model": model, "stream": True, "messages": [{"role": "user", "content": "Say something."}]}
     count, deadline = 0, time.monotonic() + seconds
     while time.monotonic() < deadline:
-        result = await stream(endpoints.web_port, "/v1/chat/completions", body)
+        result = await stream(port, "/v1/chat/completions", body)
         if result.error:
             raise RuntimeError(result.error)
         count += 1
@@ -78,18 +78,24 @@ async def _requests(endpoints: Endpoints, seconds: float) -> int:
 
 
 def profile_path(endpoints: Endpoints, seconds: float) -> dict:
+    upstream_worker = next(p for p in endpoints.processes if p.name == "worker" and "upstream" in " ".join(p.popen.args))
+    targets = {"web": web_worker_pid(endpoints.web.popen.pid), "upstream worker": upstream_worker.popen.pid}
+    return profile_pids(targets, endpoints.web_port, seconds)
+
+
+def profile_pids(targets: dict[str, int], port: int, seconds: float, model: str = "up-instant") -> dict:
+    """py-spy on each named process while one client streams `model`
+    through the web process on `port`, one request at a time."""
     spy = py_spy()
     if spy is None:
         return {"error": "py-spy is not installed"}
-    upstream_worker = next(p for p in endpoints.processes if p.name == "worker" and "upstream" in " ".join(p.popen.args))
-    targets = {"web": web_worker_pid(endpoints.web.popen.pid), "upstream worker": upstream_worker.popen.pid}
     folder = Path(tempfile.mkdtemp(prefix="switchboard-profile-"))
     spies = {name: subprocess.Popen([spy, "record", "--nonblocking", "-r", str(RATE), "-d", str(int(seconds) + 1),
                                      "-f", "raw", "-p", str(pid), "-o", str(folder / f"{pid}.txt")],
                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
              for name, pid in targets.items()}
     time.sleep(0.5)  # py-spy attaches
-    requests = asyncio.run(_requests(endpoints, seconds - 0.5))
+    requests = asyncio.run(_requests(port, model, seconds - 0.5))
     results = {"requests": requests}
     for name, spy_process in spies.items():
         _, error = spy_process.communicate(timeout=60)

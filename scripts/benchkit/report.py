@@ -4,6 +4,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from scripts.benchkit import profile
+from scripts.benchkit.scale_report import scale_lines
 from scripts.benchkit.targets import ABORT_P99_MS, ADDED_TTFT_P50_MS, RELAY_TOKENS_PER_SECOND, check_all
 
 COMPONENT_ORDER = ("switchboard", "celery+kombu", "httpx", "redis-py", "flask+werkzeug+gunicorn", "pydantic",
@@ -131,6 +132,8 @@ def markdown(results: dict, chart_name: str) -> str:
     lines += ["", "## 5-6. Abort and queue latency", ""] + _abort_lines(results)
     if results.get("sharing"):
         lines += ["", "## 7. Sharing the server", ""] + _sharing_lines(results["sharing"])
+    if results.get("scale"):
+        lines += ["", "## 8. Scaling: web processes x upstream workers", ""] + scale_lines(results["scale"])
     notes = results.get("notes")
     if notes:
         lines += ["", "## Notes", "", notes.strip()]

@@ -12,6 +12,8 @@ WEB_RSS_MB = 300.0
 ABORT_P99_MS = 100.0
 FAIR_WAIT_OF_JOB = 1.5  # B's p99 wait, in jobs' durations
 CACHE_OF_WARM = 2.0  # people taking turns, in the single-person warm time to first token
+CPU_SHARE_OF_BEFORE = 0.5  # web + worker CPU per request, after vs before
+OVERLOAD_SHARE_OF_PEAK = 0.9  # requests/s at 256 clients, of the peak of the same processes
 
 
 @dataclass
@@ -98,5 +100,41 @@ def _sharing(results: dict) -> list[Check]:
                   f"{cache['4 people, no cache']['p50']:.0f} ms)", turns <= CACHE_OF_WARM * warm)]
 
 
+def _by_way(config: dict, way: str) -> dict[int, dict]:
+    return {r["concurrency"]: r for r in config["rows"] if r["way"] == way}
+
+
+def _profile_total(data: dict) -> float | None:
+    if not data or "error" in data:
+        return None
+    return data["web"]["cpu_ms_per_request"] + data["upstream worker"]["cpu_ms_per_request"]
+
+
+def _scale(scale: dict) -> list[Check]:
+    checks = []
+    first = scale["configs"][0]
+    profiles = first.get("profile") or {}
+    after, before = _profile_total(profiles.get("after")), _profile_total(profiles.get("before"))
+    if after is not None and before is not None:
+        checks.append(Check(f"web + worker CPU per request (py-spy, c=1) <= {CPU_SHARE_OF_BEFORE:g} x before",
+                            f"{after:.2f} vs {before:.2f} ms ({after / before:.2f}x)",
+                            after <= CPU_SHARE_OF_BEFORE * before))
+    direct, ours = _by_way(first, "direct"), _by_way(first, "after")
+    if 1 in direct and 1 in ours:
+        added = ours[1]["ttft"]["p50"] - direct[1]["ttft"]["p50"]
+        checks.append(Check(f"added TTFT p50 at c=1 ({first['webs']}+{first['workers']}) <= {ADDED_TTFT_P50_MS:g} ms",
+                            f"{added:.2f} ms", added <= ADDED_TTFT_P50_MS))
+    for config in scale["configs"]:
+        rows = _by_way(config, "after")
+        if 256 in rows:
+            peak = max(r["rps"] for r in rows.values())
+            checks.append(Check(f"{config['webs']}+{config['workers']}: requests/s at 256 clients >= "
+                                f"{OVERLOAD_SHARE_OF_PEAK:.0%} of peak",
+                                f"{rows[256]['rps']:.0f} vs {peak:.0f} ({rows[256]['rps'] / peak:.0%})",
+                                rows[256]["rps"] >= OVERLOAD_SHARE_OF_PEAK * peak))
+    return checks
+
+
 def check_all(results: dict) -> list[Check]:
-    return _overhead(results) + _local(results) + _relay(results) + _abort(results) + _sharing(results)
+    scale = _scale(results["scale"]) if results.get("scale") else []
+    return _overhead(results) + _local(results) + _relay(results) + _abort(results) + _sharing(results) + scale

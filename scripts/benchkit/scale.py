@@ -1,0 +1,210 @@
+"""8. Scaling: web processes x upstream workers, up to and past capacity.
+
+For each configuration (N gunicorn gevent web processes + M Celery gevent
+upstream workers) closed-loop clients stream the `instant` upstream's
+32-token replies at 1, 16, 64 and 256 at a time: each client sends its next
+request when its previous one ended. A level runs for a warm-up, then a
+measured window; requests that end in the window are counted, and the
+processes' CPU time (from /proc, every process of each group) is read at the
+window's edges, so CPU per request is what the server spent on the requests
+of the window, whatever the client did.
+
+With `before` (another source tree, e.g. a git worktree of an older commit)
+the same configuration of that tree runs beside this one, each on its own
+Redis database, and the two take turns at every level with the direct way:
+before and after are measured side by side, in one run, on one machine.
+"""
+from __future__ import annotations
+
+import asyncio
+import os
+import tempfile
+import time
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from scripts.benchkit import profile
+from scripts.benchkit.client import StreamResult, stream
+from scripts.benchkit.overhead import check
+from scripts.benchkit.stats import summary
+from scripts.embedded_redis import EmbeddedRedis, free_port
+from scripts.processes import ROOT, Process, stack_env, start_web, start_worker, wait_http_ready, wait_worker_ready
+from scripts.benchkit.stack import LIMITS
+
+PATH = "/v1/chat/completions"
+LEVELS = (1, 16, 64, 256)
+TICKS = os.sysconf("SC_CLK_TCK")
+# A tree older than the change hides the libraries the change added, which
+# redis-py would otherwise pick up by itself (hiredis): see hide/.
+HIDE = Path(__file__).with_name("hide")
+
+
+@dataclass(frozen=True)
+class ScaleSizes:
+    configs: tuple[tuple[int, int], ...] = ((1, 1), (2, 2))
+    levels: tuple[int, ...] = LEVELS
+    warmup: float = 3.0
+    window: float = 8.0
+    slots: int = 100  # greenlets per upstream worker (the Procfile's default)
+    tokens: int = 32
+    profile_seconds: float = 8.0
+
+
+def cpu_seconds(pids: list[int]) -> float:
+    """User plus system CPU of the processes, all threads."""
+    total = 0
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except FileNotFoundError:
+            continue
+        total += int(fields[11]) + int(fields[12])  # utime, stime
+    return total / TICKS
+
+
+def process_tree(pid: int) -> list[int]:
+    found, todo = [], [pid]
+    while todo:
+        current = todo.pop()
+        found.append(current)
+        try:
+            todo += [int(c) for c in Path(f"/proc/{current}/task/{current}/children").read_text().split()]
+        except FileNotFoundError:
+            pass
+    return found
+
+
+@dataclass
+class Server:
+    """One tree's configuration, running: where to reach it, what to measure."""
+    label: str
+    port: int
+    web: Process
+    workers: list[Process] = field(default_factory=list)
+
+    def cpu(self) -> dict[str, float]:
+        return {"web": cpu_seconds(process_tree(self.web.popen.pid)),
+                "worker": cpu_seconds([p for w in self.workers for p in process_tree(w.popen.pid)])}
+
+
+def registry_text(upstream_port: int) -> str:
+    return (f'[models."up-instant"]\nbackend = "openai"\npool = "upstream"\n'
+            f'base_url = "http://127.0.0.1:{upstream_port}/v1"\nupstream_model = "instant"\n'
+            f'context_length = 8192\nretries = 0\n')
+
+
+def start_server(stack: ExitStack, label: str, tree: Path, redis_url: str, registry: Path, webs: int,
+                 workers: int, slots: int) -> Server:
+    extra = {"SWITCHBOARD_MODELS": str(registry), **LIMITS}
+    env = stack_env(redis_url, **extra)
+    if tree != ROOT:
+        env["PYTHONPATH"] = os.pathsep.join([str(HIDE), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    started = [start_worker(env, slots, "upstream-completion,upstream", "gevent", wait=False, cwd=tree)
+               for _ in range(workers)]
+    for process in started:
+        stack.callback(process.stop)
+    web, base = start_web(env, ("--worker-connections", "4000"), wait=False, processes=webs, cwd=tree)
+    stack.callback(web.stop)
+    for process in started:
+        wait_worker_ready(process)
+    wait_http_ready(web, f"{base}/api/version")
+    return Server(label, int(base.rsplit(":", 1)[1]), web, started)
+
+
+async def closed_loop(port: int, model: str, concurrency: int, sizes: ScaleSizes,
+                      on_window: callable) -> tuple[list[StreamResult], float]:
+    """`concurrency` clients back to back for warm-up + window; the results
+    that ended inside the window, and its length."""
+    body = {"model": model, "stream": True, "messages": [{"role": "user", "content": "Say something."}],
+            "max_tokens": sizes.tokens, "stream_options": {"include_usage": True}}
+    start = time.perf_counter()
+    opens, closes = start + sizes.warmup, start + sizes.warmup + sizes.window
+    counted: list[StreamResult] = []
+
+    async def client() -> None:
+        while time.perf_counter() < closes:
+            result = await stream(port, PATH, body)
+            if opens <= time.perf_counter() <= closes:
+                counted.append(result)
+
+    async def edges() -> None:
+        await asyncio.sleep(max(0.0, opens - time.perf_counter()))
+        on_window("open")
+        await asyncio.sleep(max(0.0, closes - time.perf_counter()))
+        on_window("close")
+
+    await asyncio.gather(edges(), *(client() for _ in range(concurrency)))
+    return counted, sizes.window
+
+
+def level_row(way: str, concurrency: int, results: list[StreamResult], seconds: float, tokens: int,
+              cpu: dict[str, float] | None) -> dict:
+    failures = [why for why in (check(r, tokens) for r in results) if why]
+    good = [r for r in results if check(r, tokens) is None]
+    row = {"way": way, "concurrency": concurrency, "requests": len(results), "failures": len(failures),
+           "first_failure": failures[0] if failures else None, "rps": len(good) / seconds,
+           "ttft": summary([r.ttft for r in good])}
+    if cpu is not None and good:
+        row["cpu_ms_per_request"] = {name: used * 1000 / len(good) for name, used in cpu.items()}
+    return row
+
+
+async def measure_way(port: int, model: str, way: str, concurrency: int, sizes: ScaleSizes,
+                      server: Server | None) -> dict:
+    marks: dict[str, dict[str, float]] = {}
+
+    def on_window(edge: str) -> None:
+        if server is not None:
+            marks[edge] = server.cpu()
+    results, seconds = await closed_loop(port, model, concurrency, sizes, on_window)
+    cpu = {name: marks["close"][name] - marks["open"][name] for name in marks["open"]} if server else None
+    return level_row(way, concurrency, results, seconds, sizes.tokens, cpu)
+
+
+def profile_servers(servers: list[Server], seconds: float) -> dict:
+    """py-spy at one request at a time, as section 1's profile, per tree."""
+    out = {}
+    for server in servers:
+        web_pid = process_tree(server.web.popen.pid)[1]
+        out[server.label] = profile.profile_pids({"web": web_pid, "upstream worker": server.workers[0].popen.pid},
+                                                 server.port, seconds)
+    return out
+
+
+def run_config(webs: int, workers: int, sizes: ScaleSizes, redis: EmbeddedRedis, upstream_port: int,
+               before: Path | None, log) -> dict:
+    registry = Path(tempfile.mkdtemp(prefix="switchboard-scale-")) / "models.toml"
+    registry.write_text(registry_text(upstream_port))
+    trees = [("after", ROOT)] + ([("before", before)] if before else [])
+    with ExitStack() as stack:
+        servers = [start_server(stack, label, tree, f"{redis.url.rsplit('/', 1)[0]}/{index + 1}", registry, webs,
+                                workers, sizes.slots) for index, (label, tree) in enumerate(trees)]
+        rows = []
+        for concurrency in sizes.levels:
+            log(f"8. scale {webs}+{workers}: {concurrency} clients")
+            rows.append(asyncio.run(measure_way(upstream_port, "instant", "direct", concurrency, sizes, None)))
+            for server in servers:
+                rows.append(asyncio.run(measure_way(server.port, "up-instant", server.label, concurrency, sizes,
+                                                    server)))
+        result = {"webs": webs, "workers": workers, "rows": rows}
+        if (webs, workers) == sizes.configs[0] and sizes.profile_seconds:
+            log(f"8. scale {webs}+{workers}: profile")
+            result["profile"] = profile_servers(servers, sizes.profile_seconds)
+        return result
+
+
+def run(sizes: ScaleSizes, before: Path | None, log=print) -> dict:
+    with ExitStack() as stack:
+        redis = EmbeddedRedis()
+        stack.callback(redis.stop)
+        upstream_port = free_port()
+        upstream = Process("upstream", [
+            str(Path(os.sys.executable)), "-m", "scripts.benchkit.upstream", "--port", str(upstream_port),
+            "--tokens", str(sizes.tokens), "--rate", "200"], stack_env(redis.url))
+        stack.callback(upstream.stop)
+        wait_http_ready(upstream, f"http://127.0.0.1:{upstream_port}/v1/models")
+        configs = [run_config(webs, workers, sizes, redis, upstream_port, before, log)
+                   for webs, workers in sizes.configs]
+    return {"sizes": {**sizes.__dict__, "configs": [list(c) for c in sizes.configs]},
+            "before": str(before) if before else None, "configs": configs}
