@@ -6,10 +6,14 @@ model (settings/), read once per process.
 """
 from __future__ import annotations
 
+import base64
+import json
 import sys
+import uuid
 from pathlib import Path
 
 from celery import Celery
+from kombu.serialization import dumps
 
 # `celery -A queue_config` puts the current directory on sys.path only while
 # it finds the app, and removes it after (celery.utils.imports.cwd_in_path);
@@ -65,18 +69,43 @@ app.conf.update(
 )
 
 
+def _task_message(pool: str, job_id: str, message_id: str):
+    return app.amqp.create_task_message(message_id, TAKE_TASK, [{"pool": pool, "job": job_id}], {},
+                                        argsrepr=f"pool {pool} job {job_id}", kwargsrepr="{}", ignore_result=True)
+
+
+def ticket_message(queue: str, pool: str, job_id: str, message_id: str) -> tuple[str, bytes]:
+    """The Redis list and the bytes that `send_ticket` would push there, for
+    a caller that pushes them itself in a round trip it makes anyway (the
+    web process queues the job and its ticket in one script: fairqueue.push).
+
+    kombu's Redis transport keeps a message as this JSON envelope (its
+    virtual channel's prepare_message plus what basic_publish adds); a queue
+    at priority 0 is the list named after it. tests/unit/test_tickets.py
+    checks the envelope against what kombu itself pushes."""
+    headers, properties, body, _ = _task_message(pool, job_id, message_id)
+    content_type, encoding, data = dumps(body, serializer="json")
+    envelope = {"body": base64.b64encode(data.encode()).decode(), "content-encoding": encoding,
+                "content-type": content_type, "headers": headers,
+                "properties": {**properties, "delivery_mode": 2, "delivery_info": {"exchange": "", "routing_key": queue},
+                               "priority": 0, "body_encoding": "base64", "delivery_tag": str(uuid.uuid4())}}
+    return queue, json.dumps(envelope).encode()
+
+
 def send_ticket(queue: str, pool: str, job_id: str, message_id: str) -> None:
     """Put a ticket on a queue: a free slot that gets it takes the fairest job
     of `pool` it may run (`job_id` first if it may; see protocol/fairqueue.py).
-
-    Celery's own message API (create_task_message, router, send_task_message:
-    the steps send_task takes) without send_task's extras: it would build a
-    result backend object and an AsyncResult in every request greenlet, about
-    half a millisecond per request for nothing (results are ignored; events
-    travel over pub/sub). Raises what kombu raises when the broker is down."""
-    amqp = app.amqp
-    message = amqp.create_task_message(message_id, TAKE_TASK, [{"pool": pool, "job": job_id}], {},
-                                       argsrepr=f"pool {pool} job {job_id}", kwargsrepr="{}", ignore_result=True)
-    options = amqp.router.route({"queue": queue}, TAKE_TASK)
+    Raises what kombu raises when the broker is down."""
     with app.producer_pool.acquire(block=True) as producer:
-        amqp.send_task_message(producer, TAKE_TASK, message, **options)
+        publish_ticket(producer, queue, pool, job_id, message_id)
+
+
+def publish_ticket(producer, queue: str, pool: str, job_id: str, message_id: str) -> None:
+    """Celery's own message API (create_task_message, router,
+    send_task_message: the steps send_task takes) without send_task's
+    extras: it would build a result backend object and an AsyncResult per
+    call, about half a millisecond for nothing (results are ignored; events
+    travel over pub/sub)."""
+    amqp = app.amqp
+    options = amqp.router.route({"queue": queue}, TAKE_TASK)
+    amqp.send_task_message(producer, TAKE_TASK, _task_message(pool, job_id, message_id), **options)

@@ -16,7 +16,7 @@ from app.pathkey import PathKeyMiddleware
 from app.relay import Relay
 from app.requestlog import install_request_log
 from app.routes import admin, ollama, openai, ops, simple_chat
-from app.services import Services, enqueue_by_name
+from app.services import Services, ticket_by_name
 from catalog.registry import load_registry
 from protocol.keys import configure as configure_redis_names
 from protocol.connection import redis_client
@@ -35,7 +35,7 @@ def create_app(overrides: dict | None = None) -> Flask:
     app = Flask(__name__, static_folder=None)
     app.config["MAX_CONTENT_LENGTH"] = settings.max_body_bytes
     app.json.sort_keys = False  # keep wire objects in the order the APIs document
-    app.extensions["switchboard"] = Services(settings, registry, redis, Relay(redis), enqueue_by_name, keys)
+    app.extensions["switchboard"] = Services(settings, registry, redis, Relay(redis), ticket_by_name, keys)
     install_request_log(app, settings.log_prompts)  # first: a refused request is logged too
     install_auth(app, keys)
     install_fallback_errors(app)

@@ -109,7 +109,8 @@ class JobRun:
     def start(self, queue: str, pool: str) -> "JobRun":
         """Admission runs while Redis confirms the subscription (two round
         trips overlapped); the job is queued once both are done: into the
-        pool's fair queue, with a ticket on the Celery queue."""
+        pool's fair queue, with its ticket on the Celery queue (one script,
+        one round trip)."""
         settings, redis, relay = self._services.settings, self._services.redis, self._services.relay
         stale_after = settings.max_queue_wait_seconds + settings.event_timeout_seconds
         self.job.web_id, self._pool = self._services.lease.ensure_held(redis), pool
@@ -128,8 +129,8 @@ class JobRun:
             raise ApiError(503, f"the job queue is unavailable: {error}") from None
         self.job.enqueued_at = time.time()
         self.job.expires_at = self.job.enqueued_at + settings.max_queue_wait_seconds
-        fairqueue.push(redis, pool, klass_of(queue, pool), self.job, self._waiting, settings.queue_policy)
-        self._services.enqueue(self.job, queue, pool)
+        fairqueue.push(redis, pool, klass_of(queue, pool), self.job, self._waiting, settings.queue_policy,
+                       ticket=self._services.ticket(self.job, queue, pool))
         self._services.open_runs.add(self)
         self._watch = DisconnectWatch(self._environ, self._on_disconnect).start()
         return self

@@ -1,5 +1,5 @@
 """What one web process shares between requests: settings, the model
-registry, Redis, the relay, the enqueue function and the API keys."""
+registry, Redis, the relay, the ticket maker and the API keys."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -13,8 +13,7 @@ from app.presence import WebLease
 from app.relay import Relay
 from catalog.registry import Registry
 from protocol.contract import Job
-from protocol.errors import SwitchboardError
-from queue_config import send_ticket
+from queue_config import ticket_message
 from settings import Settings
 
 
@@ -24,19 +23,16 @@ class Services:
     registry: Registry
     redis: Redis
     relay: Relay
-    enqueue: Callable[[Job, str, str], None]  # job, queue, pool: sends its ticket
+    ticket: Callable[[Job, str, str], tuple[str, bytes]]  # job, queue, pool -> the ticket's list and message
     keys: KeyRing
     lease: WebLease = field(default_factory=WebLease)
     open_runs: set = field(default_factory=set)  # this process's unfinished requests (for shutdown)
 
 
-def enqueue_by_name(job: Job, queue: str, pool: str) -> None:
-    """Send the ticket of a job queued in its pool's fair queue, by task
-    name: the front end never imports worker code."""
-    try:
-        send_ticket(queue, pool, job.id, job.id)
-    except Exception as error:  # kombu raises OperationalError and friends when the broker is down
-        raise SwitchboardError(f"the job queue is unavailable ({type(error).__name__}); try again", 503) from None
+def ticket_by_name(job: Job, queue: str, pool: str) -> tuple[str, bytes]:
+    """The Celery message that lets a slot take the job (by task name: the
+    front end never imports worker code); queued with the job itself."""
+    return ticket_message(queue, pool, job.id, job.id)
 
 
 def services() -> Services:

@@ -68,15 +68,19 @@ class Waiting:
     serial: bool = False  # its model runs one job at a time per worker
 
 
-def push(redis: Redis, pool: str, klass: str, job: Job, waiting: Waiting, policy: str = "fair") -> None:
+def push(redis: Redis, pool: str, klass: str, job: Job, waiting: Waiting, policy: str = "fair",
+         ticket: tuple[str, bytes] | None = None) -> None:
+    """Queue the job, and with it (same script) its ticket: a Celery queue's
+    list and the message to push there (queue_config.ticket_message)."""
+    tickets, message = ticket or ("", b"")
     fields = {"limit": waiting.limit, "lease": keys.lease_member(job.web_id, job.id), "model": job.model,
               "serial": "1" if waiting.serial else "0", "expires": repr(job.expires_at), "web": job.web_id,
               "enqueued": repr(job.enqueued_at)}
-    args = [job.id, job.model_dump_json(), waiting.person, waiting.weight, policy]
+    args = [job.id, job.model_dump_json(), waiting.person, waiting.weight, policy, message]
     for name, value in fields.items():
         args += [name, value]
     _run(redis, "fair_push", [keys.fair_ready_key(pool, klass), keys.fair_job_key(job.id),
-                              keys.fair_state_key(pool), keys.fair_waiting_key(pool)], args)
+                              keys.fair_state_key(pool), keys.fair_waiting_key(pool), tickets or "-"], args)
 
 
 def remove(redis: Redis, pool: str, job_id: str) -> bool:

@@ -1,8 +1,10 @@
 -- Queue one job in its pool's fair queue (see protocol/fairqueue.py).
--- KEYS: ready zset (of the job's class), the job's hash, the pool's state hash, the pool's waiting hash
--- ARGV: job id, payload, person, weight, policy, then the job's hash fields as name, value pairs
-local ready, job, state, waiting = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
-local job_id, payload, person, weight, policy = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4]), ARGV[5]
+-- KEYS: ready zset (of the job's class), the job's hash, the pool's state hash, the pool's waiting hash,
+--       the Celery queue's list (for the ticket)
+-- ARGV: job id, payload, person, weight, policy, the ticket message ('' for none),
+--       then the job's hash fields as name, value pairs
+local ready, job, state, waiting, tickets = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local job_id, payload, person, weight, policy, ticket = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4]), ARGV[5], ARGV[6]
 local seq = redis.call('HINCRBY', state, 'seq', 1)
 local tag
 if policy == 'fifo' then
@@ -20,9 +22,13 @@ end
 local member = string.format('%015d', seq) .. '|' .. job_id
 redis.call('ZADD', ready, tag, member)
 redis.call('HSET', job, 'payload', payload, 'person', person, 'member', member, 'ready', ready,
-           'tag', string.format('%.17g', tag), unpack(ARGV, 6))
+           'tag', string.format('%.17g', tag), unpack(ARGV, 7))
 redis.call('EXPIRE', job, 86400)
 redis.call('HINCRBY', waiting, person, 1)
 redis.call('EXPIRE', state, 86400)
 redis.call('EXPIRE', waiting, 86400)
+-- The job and its ticket are queued together: a ticket never runs ahead of its job.
+if ticket ~= '' then
+  redis.call('LPUSH', tickets, ticket)
+end
 return member

@@ -28,12 +28,14 @@ class ScriptedJobs:
     def unsubscribe(self, subscription: Subscription) -> None:
         self._subscriptions.pop(subscription.channel.decode(), None)
 
-    # Enqueue
-    def enqueue(self, job, queue: str, pool: str) -> None:
+    # The ticket, made as the job is queued: the job's reply is put on its
+    # subscription (which exists by then) at once.
+    def ticket(self, job, queue: str, pool: str) -> tuple[str, bytes]:
         self.jobs.append((job, queue))
         subscription = self._subscriptions[events_channel(job.id)]
         for event in self.replies.pop(0):
             subscription.messages.put(encode_event(event))
+        return "scripted-tickets", b"ticket"
 
 
 @pytest.fixture
@@ -41,6 +43,6 @@ def scripted():
     app = create_app({"redis_url": "redis://unused:1/0"})
     services = app.extensions["switchboard"]
     jobs = ScriptedJobs()
-    services.relay, services.enqueue, services.redis = jobs, jobs.enqueue, fakeredis.FakeRedis()
+    services.relay, services.ticket, services.redis = jobs, jobs.ticket, fakeredis.FakeRedis()
     jobs.client = app.test_client()
     return jobs
