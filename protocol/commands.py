@@ -4,7 +4,7 @@ from `protocol.keys`):
 - events: a job's events, published on its channel (the web process listens)
 - abort: a key the worker checks before starting, plus a broadcast on the
   abort channel so a running job stops within one token
-- take / start / state: claiming a job once, announcing it, recording what
+- start / state: claiming a job once and announcing it, recording what
   became of it
 - liveness: each running job's `alive` key, each worker's presence
 - loaded models, for /api/ps
@@ -24,6 +24,7 @@ from redis.client import Pipeline
 
 from protocol import keys
 from protocol.contract import ErrorEvent, Event, StartedEvent, encode_event
+from protocol.scripts import run_script
 
 # A running job's `alive` key lapses this long after its worker's last beat
 # (workers beat once a second), and a worker's presence three times that.
@@ -76,31 +77,21 @@ def supersede(redis: Redis, client: str, model: str, job_id: str) -> str | None:
 
 
 # --- a job's life in a worker --------------------------------------------------------
-def take_job(redis: Redis, job_id: str, worker_id: str, pool: str, web_id: str = "") -> tuple[bool, bool]:
+def start_job(redis: Redis, job_id: str, worker_id: str, pool: str, web_id: str = "",
+              announce: bool = True) -> tuple[bool, bool]:
     """A worker starts a job it took from the fair queue (which freed its
     queue place: fairqueue.take), in one round trip: claim it (False if
-    another worker already did), count it as drained from the pool, and read
-    its abort mark and whether the web process holding it is alive. Returns
-    (claimed, aborted): a job whose web process died is aborted (nobody would
-    read it)."""
-    bucket = keys.drained_key(pool, int(time.time() // 10))
-    pipe = redis.pipeline(transaction=False)
-    pipe.set(keys.claim_key(job_id), worker_id.encode(), nx=True, ex=keys.RECORD_TTL_SECONDS)
-    pipe.exists(keys.abort_key(job_id))
-    pipe.exists(keys.web_lease_key(web_id)) if web_id else pipe.echo(b"1")
-    pipe.incr(bucket)
-    pipe.expire(bucket, 120)
-    claimed, aborted, web_alive, *_ = pipe.execute()
-    return bool(claimed), bool(aborted) or not int(web_alive)
-
-
-def announce_started(redis: Redis, job_id: str, worker_id: str) -> None:
-    """In one round trip: the job's first heartbeat, its state, and the
-    started event (after the heartbeat, so the front end finds it alive)."""
-    with batched(redis) as pipe:
-        pipe.set(keys.alive_key(job_id), b"1", ex=ALIVE_TTL_SECONDS)
-        record_state(pipe, job_id, status="running", started_at=time.time(), worker=worker_id)
-        publish_event(pipe, job_id, StartedEvent())
+    another worker already did), count it as drained from the pool, read its
+    abort mark and whether the web process holding it is alive, and, unless
+    it is aborted (or not to be announced: the caller knows it expired or was
+    aborted), announce it: its first heartbeat, its state, the started event. Returns (claimed, aborted): a job whose web process
+    died is aborted (nobody would read it)."""
+    claimed, aborted = run_script(redis, "start_job", [
+        keys.claim_key(job_id), keys.abort_key(job_id), keys.web_lease_key(web_id) if web_id else "",
+        keys.drained_key(pool, int(time.time() // 10)), keys.alive_key(job_id), keys.state_key(job_id),
+        keys.events_channel(job_id)], [worker_id, keys.RECORD_TTL_SECONDS, ALIVE_TTL_SECONDS, repr(time.time()),
+                                       "1" if announce else "0", encode_event(StartedEvent())])
+    return bool(claimed), bool(aborted)
 
 
 def record_state(redis: Redis | Pipeline, job_id: str, **fields: str | int | float) -> None:

@@ -27,15 +27,13 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, replace
-from pathlib import Path
-
 from pydantic import ValidationError
 from redis import Redis
-from redis.commands.core import Script
 
 from protocol import keys
 from protocol.commands import ALIVE_TTL_SECONDS
 from protocol.contract import Job
+from protocol.scripts import run_script as _run
 
 CLASSES = ("completion", "chat")
 # How long a job handed to a particular worker is held for it.
@@ -44,19 +42,6 @@ HOLD_SECONDS = 3.0
 FREE_FRESH_SECONDS = ALIVE_TTL_SECONDS * 3
 # How long a person's affinity to a worker is remembered.
 AFFINITY_SECONDS = 3600
-
-_LUA = Path(__file__).with_name("lua")
-
-
-_scripts: dict[str, Script] = {}
-
-
-def _run(redis: Redis, name: str, keys_: list[str], args: list) -> object:
-    """EVALSHA, loading the script on first use (and again after a Redis
-    restart); one Script per name, called on whichever client is given."""
-    if name not in _scripts:
-        _scripts[name] = redis.register_script((_LUA / f"{name}.lua").read_text())
-    return _scripts[name](keys=keys_, args=args, client=redis)
 
 
 @dataclass(frozen=True)

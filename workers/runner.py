@@ -16,8 +16,7 @@ from redis import Redis
 
 from catalog.registry import ModelEntry
 from protocol.commands import (
-    FOREVER_SECONDS, announce_started, end_heartbeat, forget_loaded, mark_loaded, publish_event, record_state,
-    take_job,
+    FOREVER_SECONDS, end_heartbeat, forget_loaded, mark_loaded, publish_event, record_state, start_job,
 )
 from protocol.contract import (
     CONTRACT_VERSION, DoneEvent, EmbeddingEvent, ErrorEvent, Job, Timings, Usage,
@@ -80,24 +79,25 @@ def run_job(job: Job, ctx: RunContext) -> str:
         log.error("refused job %s: %s", job.id, refused.message)
         return _finish(job, ctx, "error", final=refused, error=refused.message, worker=ctx.worker_id)
     with ctx.aborts.watch(job.id) as aborted:
-        claimed, was_aborted = take_job(ctx.redis, job.id, ctx.worker_id, ctx.backends.entry(job.model).pool,
-                                        job.web_id)
+        expired = job.expires_at is not None and time.time() > job.expires_at
+        claimed, was_aborted = start_job(ctx.redis, job.id, ctx.worker_id, ctx.backends.entry(job.model).pool,
+                                         job.web_id, announce=not (expired or aborted.is_set()))
         if not claimed:
             # Redelivered (its first worker died after taking it): its client was told already.
             log.warning("job %s was already taken by another worker; not running it again", job.id)
             return "duplicate"
         if was_aborted or aborted.is_set():  # the client (or its web process) left while the job was queued
             return _finish(job, ctx, "aborted", worker=ctx.worker_id)
-        if job.expires_at is not None and time.time() > job.expires_at:
+        if expired:
             waited = time.time() - job.enqueued_at
-            expired = ErrorEvent(message=f"the job waited {waited:.0f} s in the queue; dropped unrun", status=503)
-            return _finish(job, ctx, "expired", final=expired, worker=ctx.worker_id)
+            expired_event = ErrorEvent(message=f"the job waited {waited:.0f} s in the queue; dropped unrun", status=503)
+            return _finish(job, ctx, "expired", final=expired_event, worker=ctx.worker_id)
         with ctx.heartbeat.running(job.id, job.web_id, aborted):
             return _run_started(job, ctx, aborted)
 
 
 def _run_started(job: Job, ctx: RunContext, aborted: Cancel) -> str:
-    announce_started(ctx.redis, job.id, ctx.worker_id)
+    """A job start_job announced (its heartbeat, state and started event)."""
     started_wall = time.time()
     try:
         done = _generate(job, ctx, aborted)

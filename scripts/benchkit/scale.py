@@ -96,7 +96,10 @@ def registry_text(upstream_port: int) -> str:
 
 def start_server(stack: ExitStack, label: str, tree: Path, redis_url: str, registry: Path, webs: int,
                  workers: int, slots: int) -> Server:
-    extra = {"SWITCHBOARD_MODELS": str(registry), **LIMITS}
+    # The admission limits are opened (capacity is measured, not refusal); the
+    # keep-alive stays at its default, as deployed.
+    limits = {name: value for name, value in LIMITS.items() if name != "SWITCHBOARD_KEEPALIVE"}
+    extra = {"SWITCHBOARD_MODELS": str(registry), **limits}
     env = stack_env(redis_url, **extra)
     if tree != ROOT:
         env["PYTHONPATH"] = os.pathsep.join([str(HIDE), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)

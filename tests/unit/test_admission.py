@@ -13,7 +13,7 @@ import redis as redis_py
 
 from protocol import fairqueue, keys
 from protocol.admission import Busy, admit, release, retry_after_seconds
-from protocol.commands import take_job
+from protocol.commands import start_job
 from protocol.contract import Job, Message
 from protocol.fairqueue import Waiting
 
@@ -69,7 +69,7 @@ def test_a_dead_web_processs_places_are_freed(clean_redis, web):
 def test_a_job_of_a_dead_web_process_is_taken_as_aborted(clean_redis, web):
     job_id = admit_one(clean_redis, web)
     clean_redis.delete(keys.web_lease_key(web))
-    assert take_job(clean_redis, job_id, "w", "local", web) == (True, True)
+    assert start_job(clean_redis, job_id, "w", "local", web) == (True, True)
 
 
 def test_the_rate_limit_is_a_sliding_window_with_an_exact_retry_after(clean_redis, web):
@@ -111,5 +111,5 @@ def test_a_full_queue_names_its_depth(clean_redis, web):
 def test_retry_after_follows_the_drain_rate(clean_redis):
     assert retry_after_seconds(clean_redis, "local", 10) == 30  # nothing drained yet: a default
     for _ in range(60):
-        take_job(clean_redis, uuid.uuid4().hex, "w", "local")  # 60 a minute: one a second
+        start_job(clean_redis, uuid.uuid4().hex, "w", "local")  # 60 a minute: one a second
     assert retry_after_seconds(clean_redis, "local", 9) == 10

@@ -6,7 +6,7 @@ import time
 import uuid
 
 from protocol import keys
-from protocol.commands import ALIVE_TTL_SECONDS, announce_started, live_workers
+from protocol.commands import ALIVE_TTL_SECONDS, live_workers, start_job
 from workers.heartbeat import Heartbeat
 
 
@@ -17,7 +17,7 @@ def test_a_running_job_is_beaten_and_the_worker_announced(clean_redis):
     assert worker_id not in [w["id"] for w in live_workers(clean_redis)]  # not consuming yet: not announced
     heartbeat.queues = ["local-completion", "local"]
     with heartbeat.running(job_id):
-        announce_started(clean_redis, job_id, worker_id)  # the first beat is the runner's, as in run_job
+        start_job(clean_redis, job_id, worker_id, "local")  # the first beat is the runner's, as in run_job
         clean_redis.expire(keys.alive_key(job_id), 1)
         heartbeat.beat_once()
         assert 1 < clean_redis.ttl(keys.alive_key(job_id)) <= ALIVE_TTL_SECONDS
