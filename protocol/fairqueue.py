@@ -29,11 +29,12 @@ import time
 from dataclasses import dataclass, replace
 from pydantic import ValidationError
 from redis import Redis
+from redis.exceptions import NoScriptError
 
 from protocol import keys
 from protocol.commands import ALIVE_TTL_SECONDS
 from protocol.contract import Job
-from protocol.scripts import run_script as _run
+from protocol.scripts import queue_script, run_script as _run
 
 CLASSES = ("completion", "chat")
 # How long a job handed to a particular worker is held for it.
@@ -104,15 +105,23 @@ def take(redis: Redis, pool: str, worker_id: str, want: str = "", idle_serial: l
     as running for its person. `idle_serial`: the one-at-a-time models whose
     copy in this worker is idle (None: the worker does not track them, and
     takes any job)."""
+    return _taken(_run(redis, "fair_take", *_take_call(pool, worker_id, want, idle_serial)))
+
+
+def _take_call(pool: str, worker_id: str, want: str, idle_serial: list[str] | None) -> tuple[list[str], list]:
+    """fair_take.lua's keys and arguments."""
     tracks_free = idle_serial is not None
     now = time.time()
     args = [keys.FAIR_JOB_PREFIX, keys.ACTIVE_PREFIX, keys.FAIR_FREE_PREFIX, keys.FAIR_AFFINITY_PREFIX,
             keys.WEB_LEASE_PREFIX, keys.JOB_PREFIX, keys.FAIR_RESERVED_PREFIX, keys.FAIR_BLOCKED_PREFIX,
             worker_id, repr(now), want, "1" if tracks_free else "0", repr(now - FREE_FRESH_SECONDS),
             HOLD_SECONDS, pool, keys.RECORD_TTL_SECONDS, *(idle_serial or [])]
-    found, payload, person, lease, job_id, forward_to, forward_job = _run(
-        redis, "fair_take", [*(keys.fair_ready_key(pool, k) for k in CLASSES), keys.fair_state_key(pool),
-                             keys.fair_waiting_key(pool), keys.queued_key(pool)], args)
+    return [*(keys.fair_ready_key(pool, k) for k in CLASSES), keys.fair_state_key(pool),
+            keys.fair_waiting_key(pool), keys.queued_key(pool)], args
+
+
+def _taken(result: list) -> Taken:
+    found, payload, person, lease, job_id, forward_to, forward_job = result
     taken = Taken(None, _text(person), _text(lease), _text(forward_to), _text(forward_job), _text(job_id))
     if found != b"job":
         return taken
@@ -129,13 +138,36 @@ def _text(value) -> str:
 def finish(redis: Redis, person: str, lease: str) -> list[str]:
     """A taken job ended: its person's slot is free. Returns the pools where
     that person's jobs were skipped for their limit (each needs a ticket)."""
-    blocked_key = keys.FAIR_BLOCKED_PREFIX + person
     pipe = redis.pipeline(transaction=True)
+    _queue_finish(pipe, person, lease)
+    _, blocked, _ = pipe.execute()
+    return sorted(_text(pool) for pool in blocked)
+
+
+def finish_and_take(redis: Redis, person: str, lease: str, pool: str, worker_id: str) -> tuple[list[str], Taken]:
+    """`finish`, then `take` for a worker that does not track one-at-a-time
+    models, in one round trip: the slot of a job that ended takes the next."""
+    pipe = redis.pipeline(transaction=True)
+    _queue_finish(pipe, person, lease)
+    queue_script(pipe, "fair_take", *_take_call(pool, worker_id, "", None))
+    _, blocked, _, result = pipe.execute(raise_on_error=False)
+    if isinstance(blocked, Exception):
+        raise blocked
+    if isinstance(result, NoScriptError):  # Redis restarted (or a first use): finished all the same
+        return sorted(_text(p) for p in blocked), take(redis, pool, worker_id)
+    if isinstance(result, Exception):
+        raise result
+    return sorted(_text(p) for p in blocked), _taken(result)
+
+
+def _queue_finish(pipe, person: str, lease: str) -> None:
+    """Free the person's slot and read (and clear) the pools where their
+    jobs were skipped for their limit; in a transaction, so no skip marked
+    meanwhile is lost."""
+    blocked_key = keys.FAIR_BLOCKED_PREFIX + person
     pipe.zrem(keys.active_key(person), lease)
     pipe.smembers(blocked_key)
     pipe.delete(blocked_key)
-    _, blocked, _ = pipe.execute()
-    return sorted(_text(pool) for pool in blocked)
 
 
 def mark_free(redis: Redis, worker_id: str, models: list[str]) -> None:

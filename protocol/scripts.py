@@ -1,18 +1,30 @@
 """The Lua scripts in protocol/lua, run by name: EVALSHA, loading a script on
 its first use (and again after a Redis restart), one `Script` per name,
-called on whichever client is given."""
+called on whichever client is given; or queued on a pipeline by its SHA, for
+a caller that handles a script Redis does not have yet (NoScriptError in the
+pipeline's results; redis-py's own pipelined scripts would first ask Redis
+whether it has them: a round trip more, each time)."""
 from __future__ import annotations
 
 from pathlib import Path
 
 from redis import Redis
+from redis.client import Pipeline
 from redis.commands.core import Script
 
 _LUA = Path(__file__).with_name("lua")
 _scripts: dict[str, Script] = {}
 
 
-def run_script(redis: Redis, name: str, keys: list[str], args: list) -> object:
+def _script(redis: Redis, name: str) -> Script:
     if name not in _scripts:
         _scripts[name] = redis.register_script((_LUA / f"{name}.lua").read_text())
-    return _scripts[name](keys=keys, args=args, client=redis)
+    return _scripts[name]
+
+
+def run_script(redis: Redis, name: str, keys: list[str], args: list) -> object:
+    return _script(redis, name)(keys=keys, args=args, client=redis)
+
+
+def queue_script(pipe: Pipeline, name: str, keys: list[str], args: list) -> None:
+    pipe.evalsha(_script(pipe, name).sha, len(keys), *keys, *args)

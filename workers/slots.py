@@ -71,11 +71,24 @@ class Slots:
                                        self._idle() if self.tracks_free else None)
                 if taken.job is not None and taken.job.model in self._serial:  # runs now: not idle
                     self._running_serial.add(taken.job.model)
-        if taken.forward_to:
-            self._ticket(direct_queue(taken.forward_to), pool, taken.forward_job)
+        self._forward(pool, taken)
         return taken
 
-    def finish(self, pool: str, taken: Taken) -> None:
+    def finish(self, pool: str, taken: Taken, take_next: bool = False) -> Taken:
+        """Free what the taken job held; with `take_next`, this slot takes the
+        next job (returned; else an empty Taken). Without one-at-a-time
+        models to track, both go in one round trip."""
+        if take_next and not self._serial:
+            blocked, following = fairqueue.finish_and_take(self._redis, taken.person, taken.lease, pool,
+                                                           self.worker_id)
+            self._unblock(pool, blocked)
+            self._forward(pool, following)
+            return following
+        self._release_serial(taken)
+        self._unblock(pool, fairqueue.finish(self._redis, taken.person, taken.lease))
+        return self.take(pool) if take_next else Taken(None)
+
+    def _release_serial(self, taken: Taken) -> None:
         model = taken.job.model if taken.job is not None else ""
         with self._lock:
             if model in self._running_serial:
@@ -83,9 +96,17 @@ class Slots:
                 fairqueue.remember_affinity(self._redis, model, taken.person, self.worker_id)
                 if self.tracks_free:
                     fairqueue.mark_free(self._redis, self.worker_id, self._idle())
-        for blocked in fairqueue.finish(self._redis, taken.person, taken.lease):
-            if blocked != pool:  # this pool: this slot takes the next job itself
-                self._ticket(blocked, blocked, "")
+
+    def _unblock(self, pool: str, blocked: list[str]) -> None:
+        """The person's jobs skipped for their limit in other pools get a
+        ticket (in this pool, this slot takes the next job itself)."""
+        for other in blocked:
+            if other != pool:
+                self._ticket(other, other, "")
+
+    def _forward(self, pool: str, taken: Taken) -> None:
+        if taken.forward_to:
+            self._ticket(direct_queue(taken.forward_to), pool, taken.forward_job)
 
     def _ticket(self, queue: str, pool: str, job_id: str) -> None:
         try:

@@ -59,22 +59,22 @@ def take(ticket: dict) -> str:
     if not isinstance(ticket, dict) or not isinstance(ticket.get("pool"), str):
         log.error("dropped a malformed ticket: %r", ticket)
         return "error"
-    pool, want = ticket["pool"], str(ticket.get("job") or "")
+    pool = ticket["pool"]
     reason = "none"
-    while not ctx.slots.stopping:
-        taken = ctx.slots.take(pool, want)
-        want = ""
+    if ctx.slots.stopping:  # a warm shutdown: running jobs finish, nothing new starts
+        return reason
+    taken = ctx.slots.take(pool, str(ticket.get("job") or ""))
+    while taken.job is not None or taken.malformed:
         if taken.malformed:
             log.error("rejected a malformed job %s: %s", taken.job_id, taken.malformed)
             publish_event(ctx.redis, taken.job_id, ErrorEvent(message="malformed job", status=500))
-            ctx.slots.finish(pool, taken)
-            continue
-        if taken.job is None:
-            break
-        try:
-            reason = run_job(taken.job, ctx)
-        finally:
-            ctx.slots.finish(pool, taken)
+        else:
+            try:
+                reason = run_job(taken.job, ctx)
+            except BaseException:
+                ctx.slots.finish(pool, taken)
+                raise
+        taken = ctx.slots.finish(pool, taken, take_next=not ctx.slots.stopping)
     return reason
 
 

@@ -85,6 +85,27 @@ def test_over_the_limit_a_job_waits_and_runs_when_a_slot_frees(clean_redis, web)
     assert fairqueue.depth(clean_redis, POOL) == 0 and fairqueue.waiting_by_person(clean_redis, POOL) == {}
 
 
+def test_finishing_and_taking_the_next_in_one_round_trip_frees_the_slot_first(clean_redis, web):
+    queue(clean_redis, web, "alice", limit=1)
+    queue(clean_redis, web, "alice", limit=1)
+    first = fairqueue.take(clean_redis, POOL, "w")
+    assert fairqueue.take(clean_redis, POOL, "w").job is None  # alice's second waits for her limit
+    blocked, following = fairqueue.finish_and_take(clean_redis, "alice", first.lease, POOL, "w")
+    assert blocked == [POOL] and following.person == "alice" and following.job is not None
+    blocked, following = fairqueue.finish_and_take(clean_redis, "alice", following.lease, POOL, "w")
+    assert blocked == [] and following.job is None
+    assert clean_redis.zcard(keys.active_key("alice")) == 0
+
+
+def test_finish_and_take_loads_the_take_script_into_a_redis_that_lost_it(clean_redis, web):
+    queue(clean_redis, web, "alice")
+    queue(clean_redis, web, "bob")
+    first = fairqueue.take(clean_redis, POOL, "w")
+    clean_redis.script_flush()  # as after a Redis restart
+    _, following = fairqueue.finish_and_take(clean_redis, first.person, first.lease, POOL, "w")
+    assert following.person == "bob" and clean_redis.zcard(keys.active_key(first.person)) == 0
+
+
 def test_a_running_slot_of_a_dead_web_process_is_freed(clean_redis, web):
     clean_redis.zadd(keys.active_key("alice"), {keys.lease_member("dead-web", "old"): 1.0})
     queue(clean_redis, web, "alice", limit=1)

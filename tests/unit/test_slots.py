@@ -61,6 +61,20 @@ def test_a_job_skipped_elsewhere_for_its_persons_limit_gets_a_ticket_when_a_slot
     assert sent == [("upstream", "upstream", "")]
 
 
+@pytest.mark.parametrize("model", ["echo", "smol"], ids=["untracked-in-one-round-trip", "one-at-a-time-tracked"])
+def test_a_slot_that_finishes_takes_the_next_job(clean_redis, web, model):
+    sent = []
+    own = Slots(clean_redis, "w1", Registry({model: registry().get(model)}), lambda *ticket: sent.append(ticket[:3]))
+    own.start_tracking({"local"})
+    queue(clean_redis, web, "alice", model, serial=model == "smol")
+    queue(clean_redis, web, "bob", model, serial=model == "smol")
+    first = own.take("local")
+    following = own.finish("local", first, take_next=True)
+    assert (first.person, following.person) == ("alice", "bob")
+    assert own.finish("local", following, take_next=True).job is None
+    assert own.finish("local", own.take("local")).job is None and sent == []
+
+
 def test_keys_file_weights(tmp_path):
     path = tmp_path / "keys.toml"
     path.write_text('[keys.batch]\nsha256 = "00"\nweight = 0.5\n\n[keys.ann]\nsha256 = "11"\n')
