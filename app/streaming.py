@@ -56,35 +56,54 @@ def error_of(event: ErrorEvent) -> SwitchboardError:
 def frames(events: Iterable[Event], writer: Writer, observers: tuple[Observer, ...] = ()) -> Iterator[Frame]:
     """The writer's frames for a job's events, from opening to closing; an
     error ends the reply in band."""
-    yield from writer.opening()
+    for group in frame_groups(events, writer, observers):
+        yield from group
+
+
+def frame_groups(events: Iterable[Event], writer: Writer, observers: tuple[Observer, ...] = ()
+                 ) -> Iterator[list[Frame]]:
+    """The same frames, one list per event: the opening goes with the first
+    event (which has arrived by the time a stream opens: start_job waits for
+    it) and the closing with the last, so each list is one socket write."""
+    group = list(writer.opening())
     for event in events:
         for observe in observers:
             observe(event)
-        if isinstance(event, KeepAliveEvent):
-            yield from writer.keepalive()
-        elif isinstance(event, TextEvent):
-            yield from writer.text(event.text)
-        elif isinstance(event, ThinkingEvent):
-            yield from writer.thinking(event.text)
-        elif isinstance(event, ToolCallEvent):
-            yield from writer.tool_call(event)
-        elif isinstance(event, ServerToolEvent):
-            yield from writer.server_tool(event)
-        elif isinstance(event, EmbeddingEvent):
-            writer.embedding(event)
-        elif isinstance(event, DoneEvent):
-            yield from writer.finish(event)
-        elif isinstance(event, ErrorEvent):
-            yield from writer.error(error_of(event))
+        group += _frames_of(event, writer)
+        if isinstance(event, (DoneEvent, ErrorEvent)):
             break
-    yield from writer.closing()
+        yield group
+        group = []
+    yield group + list(writer.closing())
+
+
+def _frames_of(event: Event, writer: Writer) -> list[Frame]:
+    if isinstance(event, KeepAliveEvent):
+        return list(writer.keepalive())
+    if isinstance(event, TextEvent):
+        return list(writer.text(event.text))
+    if isinstance(event, ThinkingEvent):
+        return list(writer.thinking(event.text))
+    if isinstance(event, ToolCallEvent):
+        return list(writer.tool_call(event))
+    if isinstance(event, ServerToolEvent):
+        return list(writer.server_tool(event))
+    if isinstance(event, EmbeddingEvent):
+        writer.embedding(event)
+        return []
+    if isinstance(event, DoneEvent):
+        return list(writer.finish(event))
+    if isinstance(event, ErrorEvent):
+        return list(writer.error(error_of(event)))
+    return []
 
 
 def stream(events: Iterable[Event], writer: Writer, encode: Callable[[Frame], bytes],
            observers: tuple[Observer, ...] = ()) -> Iterator[bytes]:
-    """SSE or NDJSON bytes (encode = sse or ndjson)."""
-    for frame in frames(events, writer, observers):
-        yield encode(frame)
+    """SSE or NDJSON bytes (encode = sse or ndjson): one piece per event."""
+    for group in frame_groups(events, writer, observers):
+        if group:
+            yield b"".join(encode(frame) for frame in group)
 
 
 class _Collector(Writer):

@@ -21,6 +21,14 @@ def test_sse_stream_opens_relays_and_closes():
     assert b'"finish_reason":"stop"' in parts[4] and parts[5:] == [b"data: [DONE]", b""]
 
 
+def test_each_event_is_one_piece_the_opening_riding_with_the_first_and_the_closing_with_the_last():
+    writer = openai_writer.ChatWriter("c", "m", 1)
+    pieces = list(stream([TextEvent(text="a"), KeepAliveEvent(), TextEvent(text="b"), DONE], writer, sse))
+    assert [piece.count(b"\n\n") for piece in pieces] == [2, 1, 1, 2]  # one socket write each
+    assert b'"role":"assistant"' in pieces[0] and b'"content":"a"' in pieces[0]
+    assert b'"finish_reason":"stop"' in pieces[3] and pieces[3].endswith(b"data: [DONE]\n\n")
+
+
 def test_an_error_ends_the_stream_in_band_and_later_events_are_not_read():
     seen = []
 
