@@ -20,37 +20,9 @@ from redis import Redis
 
 from protocol import keys
 from protocol.commands import batched, drained_recently
+from protocol.scripts import run_script
 
 RATE_WINDOW_SECONDS = 60
-
-_ADMIT = """
-local rpm_key, queued_key = KEYS[1], KEYS[2]
-local now, stale_before, rpm, max_queue = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
-local member, lease_prefix, window = ARGV[5], ARGV[6], tonumber(ARGV[7])
-local alive = {}
-local function prune(key)
-  redis.call('ZREMRANGEBYSCORE', key, '-inf', stale_before)
-  for _, held in ipairs(redis.call('ZRANGE', key, 0, -1)) do
-    local web = string.match(held, '^([^|]+)|')
-    if web then
-      if alive[web] == nil then alive[web] = redis.call('EXISTS', lease_prefix .. web) == 1 end
-      if not alive[web] then redis.call('ZREM', key, held) end
-    end
-  end
-end
-prune(queued_key)
-local depth = redis.call('ZCARD', queued_key)
-if depth >= max_queue then return {'queue_full', depth} end
-redis.call('ZREMRANGEBYSCORE', rpm_key, '-inf', now - window)
-if redis.call('ZCARD', rpm_key) >= rpm then
-  return {'rate_limit', depth, redis.call('ZRANGE', rpm_key, 0, 0, 'WITHSCORES')[2]}
-end
-redis.call('ZADD', rpm_key, now, member)
-redis.call('EXPIRE', rpm_key, window + 1)
-redis.call('ZADD', queued_key, now, member)
-redis.call('EXPIRE', queued_key, 86400)
-return {'ok', depth}
-"""
 
 
 @dataclass(frozen=True)
@@ -73,10 +45,9 @@ def retry_after_seconds(redis: Redis, pool: str, ahead: int) -> int:
 def admit(redis: Redis, person: str, job_id: str, pool: str, web_id: str, *, requests_per_minute: int,
           max_queue: int, stale_after: float) -> None:
     now = time.time()
-    reason, depth, *oldest = redis.eval(
-        _ADMIT, 2, keys.rpm_key(person), keys.queued_key(pool),
+    reason, depth, *oldest = run_script(redis, "admit", [keys.rpm_key(person), keys.queued_key(pool)], [
         now, now - stale_after, requests_per_minute, max_queue, keys.lease_member(web_id, job_id),
-        keys.WEB_LEASE_PREFIX, RATE_WINDOW_SECONDS)
+        keys.WEB_LEASE_PREFIX, RATE_WINDOW_SECONDS])
     reason = reason.decode() if isinstance(reason, bytes) else reason
     if reason == "ok":
         return
