@@ -5,7 +5,8 @@ Why: a fast producer (echo, a fast upstream, a small model on a big machine)
 makes thousands of tokens a second. One PUBLISH per token caps a worker at
 its Redis round trips, and costs the web process a message, a frame and a
 socket write per token. With this, whatever arrives while one publish is in
-flight goes out as one message. A slow producer (a local model at 60 tokens
+flight goes out as one message, and what is left at the end goes with the
+job's final event. A slow producer (a local model at 60 tokens
 a second) never has more than one event waiting, so each goes out at once:
 merging adds no latency. Text events merge; every other event keeps its own
 message, in order.
@@ -20,7 +21,11 @@ from redis import Redis
 from protocol.contract import Event, TextEvent, ThinkingEvent, encode_event
 from protocol.keys import events_channel
 
-YIELD_EVERY_SECONDS = 0.001
+# A producer that never blocks yields this often: its text goes out in
+# messages at most this far apart (a tenth of a screen refresh: nobody sees
+# it; a producer that waits on I/O, as upstreams and local models do between
+# tokens, lets each go out at once).
+YIELD_EVERY_SECONDS = 0.01
 
 
 def merge_texts(events: list[Event]) -> list[Event]:
@@ -36,8 +41,9 @@ def merge_texts(events: list[Event]) -> list[Event]:
 
 
 class EventPublisher:
-    """`put` never waits for Redis; `close` publishes what is left (unless
-    told to drop it) and re-raises a failure of the publishing thread."""
+    """`put` never waits for Redis; `close` returns what is left (merged, for
+    the caller to publish with the job's final event in the same round trip)
+    unless told to drop it, and re-raises a failure of the publishing thread."""
 
     def __init__(self, redis: Redis, job_id: str):
         self._redis = redis
@@ -69,15 +75,17 @@ class EventPublisher:
             self._yielded_at = now
             time.sleep(0)
 
-    def close(self, drop: bool = False) -> None:
-        if drop:
-            with self._lock:
-                self._pending.clear()
+    def close(self, drop: bool = False) -> list[Event]:
+        with self._lock:
+            left, self._pending = self._pending, []
         self._closed = True
         self._wake.set()
-        self._thread.join()
-        if self._failure is not None and not drop:
+        self._thread.join()  # a batch taken before is published first: order is kept
+        if drop:
+            return []
+        if self._failure is not None:
             raise self._failure
+        return merge_texts(left)
 
     def _run(self) -> None:
         while True:

@@ -19,7 +19,7 @@ from protocol.commands import (
     FOREVER_SECONDS, end_heartbeat, forget_loaded, mark_loaded, publish_event, record_state, start_job,
 )
 from protocol.contract import (
-    CONTRACT_VERSION, DoneEvent, EmbeddingEvent, ErrorEvent, Job, Timings, Usage,
+    CONTRACT_VERSION, DoneEvent, EmbeddingEvent, ErrorEvent, Event, Job, Timings, Usage,
 )
 from protocol.errors import BackendError, SwitchboardError, UnknownModel
 from protocol.metrics import count_job, count_prompt_cache
@@ -99,31 +99,34 @@ def run_job(job: Job, ctx: RunContext) -> str:
 def _run_started(job: Job, ctx: RunContext, aborted: Cancel) -> str:
     """A job start_job announced (its heartbeat, state and started event)."""
     started_wall = time.time()
+    tail: list[Event] = []  # text the publisher still held at the end: it goes out with the final event
     try:
-        done = _generate(job, ctx, aborted)
+        done = _generate(job, ctx, aborted, tail)
     except Exception as error:
         if aborted.is_set():  # e.g. an upstream read broken off by the abort itself
             done = DoneEvent(reason="aborted")
         elif isinstance(error, SwitchboardError):
-            return _fail(job, ctx, str(error), error.status, error.retry_after)
+            return _fail(job, ctx, str(error), error.status, error.retry_after, tail)
         else:
             log.exception("job %s on model %s failed", job.id, job.model)
-            return _fail(job, ctx, "internal error while generating; see the worker log", 500)
+            return _fail(job, ctx, "internal error while generating; see the worker log", 500, tail=tail)
     first_token = (done.timings.load_ns + done.timings.prompt_eval_ns) / 1e9
     ttft = started_wall - job.enqueued_at + first_token if done.usage.completion_tokens else None
     return _finish(job, ctx, done.reason, tokens=done.usage.completion_tokens, ttft=ttft, finished_at=time.time(),
                    final=None if done.reason == "aborted" else done, ran=True, loaded=True,
-                   waited=started_wall - job.enqueued_at)
+                   waited=started_wall - job.enqueued_at, tail=tail)
 
 
 def _finish(job: Job, ctx: RunContext, reason: str, tokens: int = 0, ttft: float | None = None,
             final: DoneEvent | ErrorEvent | None = None, ran: bool = False, loaded: bool = False,
-            waited: float | None = None, **fields) -> str:
+            waited: float | None = None, tail: list[Event] = (), **fields) -> str:
     """Everything a finished job leaves in Redis, in one round trip: its last
-    event, its state, the end of its heartbeat, the loaded-model note, the
+    events, its state, the end of its heartbeat, the loaded-model note, the
     metrics."""
     pipe = ctx.redis.pipeline(transaction=False)
     if final is not None:
+        for event in tail:
+            publish_event(pipe, job.id, event)
         publish_event(pipe, job.id, final)
     record_state(pipe, job.id, status="finished", reason=reason, **fields)
     if ran:
@@ -139,9 +142,10 @@ def _finish(job: Job, ctx: RunContext, reason: str, tokens: int = 0, ttft: float
     return reason
 
 
-def _fail(job: Job, ctx: RunContext, message: str, status: int, retry_after: int | None = None) -> str:
+def _fail(job: Job, ctx: RunContext, message: str, status: int, retry_after: int | None = None,
+          tail: list[Event] = ()) -> str:
     error = ErrorEvent(message=message, status=status, retry_after=retry_after)
-    return _finish(job, ctx, "error", final=error, ran=True, error=message, finished_at=time.time())
+    return _finish(job, ctx, "error", final=error, ran=True, error=message, finished_at=time.time(), tail=tail)
 
 
 def _note_loaded(pipe, job: Job, ctx: RunContext) -> None:
@@ -177,7 +181,7 @@ def _check_forced_call(job: Job, plan: ToolPlan, replies: ReplyFilter) -> None:
                            "one (only models that follow grammars, or native tool calling, can guarantee it)", 502)
 
 
-def _generate(job: Job, ctx: RunContext, aborted: Cancel) -> DoneEvent:
+def _generate(job: Job, ctx: RunContext, aborted: Cancel, tail: list[Event]) -> DoneEvent:
     started = time.perf_counter_ns()
     entry, backend = ctx.backends.entry(job.model), ctx.backends.get(job.model)
     if is_load_only(job) and job.keep_alive == 0:  # Ollama's idiom for "unload now"
@@ -192,7 +196,7 @@ def _generate(job: Job, ctx: RunContext, aborted: Cancel) -> DoneEvent:
             backend.keep_loaded(job.keep_alive)
     try:
         job = resolve_prompt(job, entry.fim, family_stops=backend.reads_prompt)
-        return _stream(job, ctx, entry, backend, aborted, started)
+        return _stream(job, ctx, entry, backend, aborted, started, tail)
     finally:
         backend.keep_loaded(job.keep_alive)
 
@@ -207,8 +211,9 @@ def _embed(job: Job, ctx: RunContext, backend: Backend, aborted: Cancel, started
 
 
 def _stream(job: Job, ctx: RunContext, entry: ModelEntry, backend: Backend, aborted: Cancel,
-            started: int) -> DoneEvent:
-    """The model's rounds: one, or more while it calls only server tools."""
+            started: int, tail: list[Event]) -> DoneEvent:
+    """The model's rounds: one, or more while it calls only server tools.
+    What the publisher still holds at the end is left in `tail`."""
     deadline = started + int(ctx.max_job_seconds * 1e9)
     publisher = EventPublisher(ctx.redis, job.id)
     server = ServerTools.for_job(job, entry, ctx.toolbox, aborted)
@@ -229,7 +234,7 @@ def _stream(job: Job, ctx: RunContext, entry: ModelEntry, backend: Backend, abor
                 outcome = Outcome("length", 0, 0)
                 break
     finally:
-        publisher.close(drop=aborted.is_set())  # what is left goes out before the done event
+        tail += publisher.close(drop=aborted.is_set())  # published just before the final event
     if aborted.is_set():  # the stream may have ended quietly because the abort closed it
         return DoneEvent(reason="aborted")
     reason = "tool_calls" if replies.filter.calls else "step_limit" if plan.step_limited and outcome.reason == "stop" \

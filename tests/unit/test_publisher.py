@@ -48,10 +48,29 @@ def test_everything_arrives_in_order_and_text_is_whole():
     for word in words:
         publisher.put([TextEvent(text=word)])
     publisher.put([CALL])
-    publisher.close()
-    events = _received(pubsub)
+    events = _received(pubsub) + publisher.close()  # what is left is the caller's to publish, after
     assert "".join(e.text for e in events if isinstance(e, TextEvent)) == "".join(words)
     assert events[-1] == CALL and len(events) <= 501
+
+
+def test_what_is_left_at_close_is_returned_merged_after_the_batch_in_flight():
+    redis, in_flight, release = fakeredis.FakeRedis(), threading.Event(), threading.Event()
+    publish = redis.publish
+
+    def held_publish(*args):  # the first publish is held up on its way
+        in_flight.set()
+        release.wait(2)
+        return publish(*args)
+
+    redis.publish = held_publish
+    pubsub = _listen(redis, "j")
+    publisher = EventPublisher(redis, "j")
+    publisher.put([TextEvent(text="first")])
+    assert in_flight.wait(2)
+    publisher.put([TextEvent(text="second"), TextEvent(text=" third")])
+    threading.Timer(0.1, release.set).start()
+    assert publisher.close() == [TextEvent(text="second third")]
+    assert _received(pubsub) == [TextEvent(text="first")]
 
 
 def test_a_slow_producers_events_go_out_one_by_one():
