@@ -55,6 +55,8 @@ def summarize(raw: Path, requests: int) -> dict:
     by_component, by_frame, total = Counter(), Counter(), 0
     for line in raw.read_text().splitlines():
         stack, _, count = line.rpartition(" ")
+        if not count.isdigit():  # a frame whose name py-spy read as a multi-line text (a proxy's repr)
+            continue
         frames = stack.split(";")
         innermost = frames[-1]
         by_component[component(frames)] += int(count)
