@@ -29,6 +29,7 @@ import time
 from dataclasses import dataclass, replace
 from pydantic import ValidationError
 from redis import Redis
+from redis.client import Pipeline
 from redis.exceptions import NoScriptError
 
 from protocol import keys
@@ -144,15 +145,19 @@ def finish(redis: Redis, person: str, lease: str) -> list[str]:
     return sorted(_text(pool) for pool in blocked)
 
 
-def finish_and_take(redis: Redis, person: str, lease: str, pool: str, worker_id: str) -> tuple[list[str], Taken]:
+def finish_and_take(redis: Redis, person: str, lease: str, pool: str, worker_id: str,
+                    batch: Pipeline | None = None) -> tuple[list[str], Taken]:
     """`finish`, then `take` for a worker that does not track one-at-a-time
-    models, in one round trip: the slot of a job that ended takes the next."""
-    pipe = redis.pipeline(transaction=True)
+    models, in one round trip: the slot of a job that ended takes the next.
+    `batch`: a transaction holding the caller's commands to send first (what
+    the finished job leaves in Redis: runner.run_job)."""
+    pipe = redis.pipeline(transaction=True) if batch is None else batch
     _queue_finish(pipe, person, lease)
     queue_script(pipe, "fair_take", *_take_call(pool, worker_id, "", None))
-    _, blocked, _, result = pipe.execute(raise_on_error=False)
-    if isinstance(blocked, Exception):
-        raise blocked
+    *before, _, blocked, _, result = pipe.execute(raise_on_error=False)
+    failed = next((r for r in (*before, blocked) if isinstance(r, Exception)), None)
+    if failed is not None:
+        raise failed
     if isinstance(result, NoScriptError):  # Redis restarted (or a first use): finished all the same
         return sorted(_text(p) for p in blocked), take(redis, pool, worker_id)
     if isinstance(result, Exception):

@@ -13,6 +13,7 @@ import time
 from dataclasses import dataclass
 
 from redis import Redis
+from redis.client import Pipeline
 
 from catalog.registry import ModelEntry
 from protocol.commands import (
@@ -72,12 +73,14 @@ def refusal(job: Job, ctx: RunContext) -> ErrorEvent | None:
     return None
 
 
-def run_job(job: Job, ctx: RunContext) -> str:
-    """Run the job and return the reason it finished."""
+def run_job(job: Job, ctx: RunContext, batch: Pipeline | None = None) -> str:
+    """Run the job and return the reason it finished. With `batch`, what the
+    finished job leaves in Redis is queued there for the caller to send (with
+    its own commands: the slot's finish and next take), else sent at once."""
     refused = refusal(job, ctx)
     if refused is not None:
         log.error("refused job %s: %s", job.id, refused.message)
-        return _finish(job, ctx, "error", final=refused, error=refused.message, worker=ctx.worker_id)
+        return _finish(job, ctx, "error", final=refused, error=refused.message, worker=ctx.worker_id, batch=batch)
     with ctx.aborts.watch(job.id) as aborted:
         expired = job.expires_at is not None and time.time() > job.expires_at
         claimed, was_aborted = start_job(ctx.redis, job.id, ctx.worker_id, ctx.backends.entry(job.model).pool,
@@ -87,16 +90,16 @@ def run_job(job: Job, ctx: RunContext) -> str:
             log.warning("job %s was already taken by another worker; not running it again", job.id)
             return "duplicate"
         if was_aborted or aborted.is_set():  # the client (or its web process) left while the job was queued
-            return _finish(job, ctx, "aborted", worker=ctx.worker_id)
+            return _finish(job, ctx, "aborted", worker=ctx.worker_id, batch=batch)
         if expired:
             waited = time.time() - job.enqueued_at
             expired_event = ErrorEvent(message=f"the job waited {waited:.0f} s in the queue; dropped unrun", status=503)
-            return _finish(job, ctx, "expired", final=expired_event, worker=ctx.worker_id)
+            return _finish(job, ctx, "expired", final=expired_event, worker=ctx.worker_id, batch=batch)
         with ctx.heartbeat.running(job.id, job.web_id, aborted):
-            return _run_started(job, ctx, aborted)
+            return _run_started(job, ctx, aborted, batch)
 
 
-def _run_started(job: Job, ctx: RunContext, aborted: Cancel) -> str:
+def _run_started(job: Job, ctx: RunContext, aborted: Cancel, batch: Pipeline | None) -> str:
     """A job start_job announced (its heartbeat, state and started event)."""
     started_wall = time.time()
     tail: list[Event] = []  # text the publisher still held at the end: it goes out with the final event
@@ -106,24 +109,24 @@ def _run_started(job: Job, ctx: RunContext, aborted: Cancel) -> str:
         if aborted.is_set():  # e.g. an upstream read broken off by the abort itself
             done = DoneEvent(reason="aborted")
         elif isinstance(error, SwitchboardError):
-            return _fail(job, ctx, str(error), error.status, error.retry_after, tail)
+            return _fail(job, ctx, str(error), error.status, error.retry_after, tail, batch)
         else:
             log.exception("job %s on model %s failed", job.id, job.model)
-            return _fail(job, ctx, "internal error while generating; see the worker log", 500, tail=tail)
+            return _fail(job, ctx, "internal error while generating; see the worker log", 500, tail=tail, batch=batch)
     first_token = (done.timings.load_ns + done.timings.prompt_eval_ns) / 1e9
     ttft = started_wall - job.enqueued_at + first_token if done.usage.completion_tokens else None
     return _finish(job, ctx, done.reason, tokens=done.usage.completion_tokens, ttft=ttft, finished_at=time.time(),
                    final=None if done.reason == "aborted" else done, ran=True, loaded=True,
-                   waited=started_wall - job.enqueued_at, tail=tail)
+                   waited=started_wall - job.enqueued_at, tail=tail, batch=batch)
 
 
 def _finish(job: Job, ctx: RunContext, reason: str, tokens: int = 0, ttft: float | None = None,
             final: DoneEvent | ErrorEvent | None = None, ran: bool = False, loaded: bool = False,
-            waited: float | None = None, tail: list[Event] = (), **fields) -> str:
-    """Everything a finished job leaves in Redis, in one round trip: its last
-    events, its state, the end of its heartbeat, the loaded-model note, the
-    metrics."""
-    pipe = ctx.redis.pipeline(transaction=False)
+            waited: float | None = None, tail: list[Event] = (), batch: Pipeline | None = None, **fields) -> str:
+    """Everything a finished job leaves in Redis, in one round trip (on
+    `batch` if given, sent by the caller): its last events, its state, the
+    end of its heartbeat, the loaded-model note, the metrics."""
+    pipe = ctx.redis.pipeline(transaction=False) if batch is None else batch
     if final is not None:
         for event in tail:
             publish_event(pipe, job.id, event)
@@ -138,14 +141,16 @@ def _finish(job: Job, ctx: RunContext, reason: str, tokens: int = 0, ttft: float
         record_minute(pipe, ttft, tokens, final.timings.eval_ns / 1e9, waited)
     if isinstance(final, DoneEvent) and final.usage.cached_tokens is not None:
         count_prompt_cache(pipe, job.model, final.usage.cached_tokens, final.usage.prompt_tokens)
-    pipe.execute()
+    if batch is None:
+        pipe.execute()
     return reason
 
 
 def _fail(job: Job, ctx: RunContext, message: str, status: int, retry_after: int | None = None,
-          tail: list[Event] = ()) -> str:
+          tail: list[Event] = (), batch: Pipeline | None = None) -> str:
     error = ErrorEvent(message=message, status=status, retry_after=retry_after)
-    return _finish(job, ctx, "error", final=error, ran=True, error=message, finished_at=time.time(), tail=tail)
+    return _finish(job, ctx, "error", final=error, ran=True, error=message, finished_at=time.time(), tail=tail,
+                   batch=batch)
 
 
 def _note_loaded(pipe, job: Job, ctx: RunContext) -> None:

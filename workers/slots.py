@@ -19,6 +19,7 @@ import uuid
 from typing import Callable
 
 from redis import Redis
+from redis.client import Pipeline
 
 from catalog.kinds import backend_kind
 from catalog.registry import Registry
@@ -74,16 +75,19 @@ class Slots:
         self._forward(pool, taken)
         return taken
 
-    def finish(self, pool: str, taken: Taken, take_next: bool = False) -> Taken:
+    def finish(self, pool: str, taken: Taken, take_next: bool = False, batch: Pipeline | None = None) -> Taken:
         """Free what the taken job held; with `take_next`, this slot takes the
-        next job (returned; else an empty Taken). Without one-at-a-time
-        models to track, both go in one round trip."""
+        next job (returned; else an empty Taken). `batch`: a transaction of
+        the finished job's own writes, sent first. Without one-at-a-time
+        models to track, all of it goes in one round trip."""
         if take_next and not self._serial:
             blocked, following = fairqueue.finish_and_take(self._redis, taken.person, taken.lease, pool,
-                                                           self.worker_id)
+                                                           self.worker_id, batch)
             self._unblock(pool, blocked)
             self._forward(pool, following)
             return following
+        if batch is not None:
+            batch.execute()
         self._release_serial(taken)
         self._unblock(pool, fairqueue.finish(self._redis, taken.person, taken.lease))
         return self.take(pool) if take_next else Taken(None)

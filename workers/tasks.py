@@ -65,16 +65,18 @@ def take(ticket: dict) -> str:
         return reason
     taken = ctx.slots.take(pool, str(ticket.get("job") or ""))
     while taken.job is not None or taken.malformed:
+        # The finished job's writes, its slot's release and the next take: one round trip.
+        batch = ctx.redis.pipeline(transaction=True)
         if taken.malformed:
             log.error("rejected a malformed job %s: %s", taken.job_id, taken.malformed)
-            publish_event(ctx.redis, taken.job_id, ErrorEvent(message="malformed job", status=500))
+            publish_event(batch, taken.job_id, ErrorEvent(message="malformed job", status=500))
         else:
             try:
-                reason = run_job(taken.job, ctx)
+                reason = run_job(taken.job, ctx, batch)
             except BaseException:
                 ctx.slots.finish(pool, taken)
                 raise
-        taken = ctx.slots.finish(pool, taken, take_next=not ctx.slots.stopping)
+        taken = ctx.slots.finish(pool, taken, take_next=not ctx.slots.stopping, batch=batch)
     return reason
 
 

@@ -97,6 +97,16 @@ def test_finishing_and_taking_the_next_in_one_round_trip_frees_the_slot_first(cl
     assert clean_redis.zcard(keys.active_key("alice")) == 0
 
 
+def test_finish_and_take_sends_the_finished_jobs_own_writes_first_in_the_same_transaction(clean_redis, web):
+    queue(clean_redis, web, "alice")
+    queue(clean_redis, web, "bob")
+    first = fairqueue.take(clean_redis, POOL, "w")
+    batch = clean_redis.pipeline(transaction=True)
+    batch.set(keys.state_key("finished-job"), b"its last writes")
+    _, following = fairqueue.finish_and_take(clean_redis, first.person, first.lease, POOL, "w", batch)
+    assert clean_redis.get(keys.state_key("finished-job")) == b"its last writes" and following.person == "bob"
+
+
 def test_finish_and_take_loads_the_take_script_into_a_redis_that_lost_it(clean_redis, web):
     queue(clean_redis, web, "alice")
     queue(clean_redis, web, "bob")

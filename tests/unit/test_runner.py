@@ -94,6 +94,24 @@ def test_publishes_started_text_and_done():
     assert reason == "stop" and state["status"] == "finished" and state["reason"] == "stop"
 
 
+def test_with_a_batch_the_finished_jobs_writes_wait_for_the_caller():
+    redis = fakeredis.FakeRedis()
+    pubsub = redis.pubsub()
+    pubsub.subscribe(events_channel(JOB.id))
+    pubsub.get_message()
+    ctx = RunContext(redis=redis, backends=OneBackend(ScriptedBackend(["a"])), aborts=Flags(), worker_id="w",
+                     heartbeat=Heartbeat(redis, "w"))
+    batch = redis.pipeline(transaction=True)
+    assert run_job(JOB, ctx, batch) == "stop"
+    published = []
+    while (message := pubsub.get_message()) is not None:
+        published.append(json.loads(message["data"])["type"])
+    assert "done" not in published and job_state(redis, JOB.id)["status"] == "running"
+    batch.execute()
+    assert json.loads(pubsub.get_message()["data"])["type"] in ("text", "done")
+    assert job_state(redis, JOB.id)["status"] == "finished"
+
+
 def test_a_job_aborted_while_queued_never_starts():
     flags = Flags()
     flags.flag.set()
