@@ -80,8 +80,8 @@ def _tool_calls(redis):
     seconds = HistogramMetricFamily("switchboard_tool_call_seconds", "Server-side (MCP) tool calls' duration, by "
                                     "server and tool.", labels=["server", "tool"])
     for server, tool in sorted({(server, tool) for server, tool, _ in counts}):
-        _add_histogram(seconds, [server, tool], histogram(redis, tool_seconds_key(server, tool)),
-                       TOOL_SECONDS_BUCKETS)
+        observed = histogram(redis, tool_seconds_key(server, tool), TOOL_SECONDS_BUCKETS)
+        _add_histogram(seconds, [server, tool], observed, TOOL_SECONDS_BUCKETS)
     return calls, seconds
 
 

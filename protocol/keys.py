@@ -167,13 +167,16 @@ def series_key(minute: int) -> str:
     return f"{PREFIX}:series:{minute}"
 
 
+# Histograms count each observation in its own bucket (protocol/metrics.py);
+# their keys are named apart from the older cumulative ones ("...:ttft:"),
+# which a reader must not mix in.
 def tool_seconds_key(server: str, tool: str) -> str:
     """A server tool's call durations (a histogram)."""
-    return f"{PREFIX}:metrics:tool_seconds:{server}\x1f{tool}"
+    return f"{PREFIX}:metrics:tool_seconds_buckets:{server}\x1f{tool}"
 
 
 def ttft_key(model: str) -> str:
-    return f"{PREFIX}:metrics:ttft:{model}"
+    return f"{PREFIX}:metrics:ttft_buckets:{model}"
 
 
 # --- the fair queue (protocol/fairqueue.py) ---------------------------------------------

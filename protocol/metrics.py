@@ -1,8 +1,9 @@
 """Cluster-wide metrics, kept in Redis so that one scrape of any web process
 sees every worker and web process (app/metrics.py renders them).
 
-Counters are hash fields incremented in place; the time-to-first-token
-histogram keeps cumulative bucket counts per model."""
+Counters are hash fields incremented in place; a histogram (time to first
+token per model, tool call seconds) counts each observation in its own
+bucket, made cumulative when read."""
 from __future__ import annotations
 
 from redis import Redis
@@ -19,17 +20,26 @@ SEPARATOR = "\x1f"
 
 
 def _observe(pipe: Pipeline, key: str, seconds: float, buckets: tuple[float, ...]) -> None:
-    """One observation into a histogram hash: cumulative buckets, +Inf, sum."""
-    for bound in buckets:
-        if seconds <= bound:
-            pipe.hincrby(key, repr(bound), 1)
-    pipe.hincrby(key, "+Inf", 1)
+    """One observation into a histogram hash: its own bucket (the smallest
+    bound it fits under, or +Inf) and the sum; two commands, where keeping
+    cumulative counts would take one per bucket above it (`histogram` adds
+    them up when read)."""
+    bound = next((repr(b) for b in buckets if seconds <= b), "+Inf")
+    pipe.hincrby(key, bound, 1)
     pipe.hincrbyfloat(key, "sum", seconds)
 
 
-def histogram(redis: Redis, key: str) -> dict[str, float]:
-    """Bucket bound (repr) or "+Inf" or "sum" -> value; empty if none yet."""
-    return {k.decode(): float(v) for k, v in redis.hgetall(key).items()}
+def histogram(redis: Redis, key: str, buckets: tuple[float, ...]) -> dict[str, float]:
+    """Bucket bound (repr) or "+Inf" -> the cumulative count, and "sum";
+    empty if nothing was observed yet."""
+    raw = {k.decode(): float(v) for k, v in redis.hgetall(key).items()}
+    if not raw:
+        return {}
+    cumulative, running = {"sum": raw.get("sum", 0.0)}, 0.0
+    for bound in [repr(b) for b in buckets] + ["+Inf"]:
+        running += raw.get(bound, 0.0)
+        cumulative[bound] = running
+    return cumulative
 
 
 def count_job(redis: Redis | Pipeline, model: str, reason: str, tokens: int, ttft_seconds: float | None) -> None:
@@ -81,4 +91,4 @@ def jobs_finished(redis: Redis) -> dict[tuple[str, str], int]:
 
 
 def ttft_histogram(redis: Redis, model: str) -> dict[str, float]:
-    return histogram(redis, ttft_key(model))
+    return histogram(redis, ttft_key(model), TTFT_BUCKETS)
