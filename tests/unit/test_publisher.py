@@ -53,11 +53,13 @@ def test_everything_arrives_in_order_and_text_is_whole():
     assert events[-1] == CALL and len(events) <= 501
 
 
-def test_what_is_left_at_close_is_returned_merged_after_the_batch_in_flight():
+def _first_publish_held():
+    """A publisher whose first publish ("first") is on its way, held up until
+    `release` is set; and a listener on its channel."""
     redis, in_flight, release = fakeredis.FakeRedis(), threading.Event(), threading.Event()
     publish = redis.publish
 
-    def held_publish(*args):  # the first publish is held up on its way
+    def held_publish(*args):
         in_flight.set()
         release.wait(2)
         return publish(*args)
@@ -67,6 +69,11 @@ def test_what_is_left_at_close_is_returned_merged_after_the_batch_in_flight():
     publisher = EventPublisher(redis, "j")
     publisher.put([TextEvent(text="first")])
     assert in_flight.wait(2)
+    return publisher, pubsub, release
+
+
+def test_what_is_left_at_close_is_returned_merged_after_the_batch_in_flight():
+    publisher, pubsub, release = _first_publish_held()
     publisher.put([TextEvent(text="second"), TextEvent(text=" third")])
     threading.Timer(0.1, release.set).start()
     assert publisher.close() == [TextEvent(text="second third")]
@@ -85,19 +92,7 @@ def test_a_slow_producers_events_go_out_one_by_one():
 
 
 def test_drop_discards_what_is_pending():
-    redis, in_flight, release = fakeredis.FakeRedis(), threading.Event(), threading.Event()
-    publish = redis.publish
-
-    def held_publish(*args):  # the first publish is held up on its way
-        in_flight.set()
-        release.wait(2)
-        return publish(*args)
-
-    redis.publish = held_publish
-    pubsub = _listen(redis, "j")
-    publisher = EventPublisher(redis, "j")
-    publisher.put([TextEvent(text="first")])
-    assert in_flight.wait(2)
+    publisher, pubsub, release = _first_publish_held()
     publisher.put([TextEvent(text="second"), DoneEvent(reason="stop")])
     threading.Timer(0.1, release.set).start()  # after close has dropped what was pending
     publisher.close(drop=True)
