@@ -85,10 +85,10 @@ def ticket_message(queue: str, pool: str, job_id: str, message_id: str) -> tuple
     checks the envelope against what kombu itself pushes."""
     headers, properties, body, _ = _task_message(pool, job_id, message_id)
     content_type, encoding, data = dumps(body, serializer="json")
+    delivery = {"delivery_mode": 2, "delivery_info": {"exchange": "", "routing_key": queue}, "priority": 0,
+                "body_encoding": "base64", "delivery_tag": str(uuid.uuid4())}
     envelope = {"body": base64.b64encode(data.encode()).decode(), "content-encoding": encoding,
-                "content-type": content_type, "headers": headers,
-                "properties": {**properties, "delivery_mode": 2, "delivery_info": {"exchange": "", "routing_key": queue},
-                               "priority": 0, "body_encoding": "base64", "delivery_tag": str(uuid.uuid4())}}
+                "content-type": content_type, "headers": headers, "properties": {**properties, **delivery}}
     return queue, json.dumps(envelope).encode()
 
 

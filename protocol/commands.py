@@ -84,8 +84,9 @@ def start_job(redis: Redis, job_id: str, worker_id: str, pool: str, web_id: str 
     another worker already did), count it as drained from the pool, read its
     abort mark and whether the web process holding it is alive, and, unless
     it is aborted (or not to be announced: the caller knows it expired or was
-    aborted), announce it: its first heartbeat, its state, the started event. Returns (claimed, aborted): a job whose web process
-    died is aborted (nobody would read it)."""
+    aborted), announce it: its first heartbeat, its state, the started event.
+    Returns (claimed, aborted): a job whose web process died is aborted
+    (nobody would read it)."""
     claimed, aborted = run_script(redis, "start_job", [
         keys.claim_key(job_id), keys.abort_key(job_id), keys.web_lease_key(web_id) if web_id else "",
         keys.drained_key(pool, int(time.time() // 10)), keys.alive_key(job_id), keys.state_key(job_id),

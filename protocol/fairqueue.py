@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, replace
+
 from pydantic import ValidationError
 from redis import Redis
 from redis.client import Pipeline
@@ -66,7 +67,7 @@ def push(redis: Redis, pool: str, klass: str, job: Job, waiting: Waiting, policy
     args = [job.id, job.model_dump_json(), waiting.person, waiting.weight, policy, message]
     for name, value in fields.items():
         args += [name, value]
-    _run(redis, "fair_push", [keys.fair_ready_key(pool, klass), keys.fair_job_key(job.id),
+    _run(redis, "fair_push", [keys.fair_ready_key(pool, klass), keys.fair_job_key(job.id),  # "-": no ticket list
                               keys.fair_state_key(pool), keys.fair_waiting_key(pool), tickets or "-"], args)
 
 

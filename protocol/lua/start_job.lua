@@ -3,7 +3,8 @@
 --       the job's alive key, state hash, events channel
 -- ARGV: worker id, record TTL, alive TTL, now, '1' to announce it (not when known to be expired or aborted),
 --       the started event
-local claim, abort, lease, drained, alive, state, channel = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
+local claim, abort, lease, drained = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local alive, state, channel = KEYS[5], KEYS[6], KEYS[7]
 local worker, record_ttl, alive_ttl, now, announce, started = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6]
 if not redis.call('SET', claim, worker, 'NX', 'EX', record_ttl) then
   return {0, 0}
