@@ -77,7 +77,12 @@ def streaming_aborts(endpoints: Endpoints, count: int) -> dict:
 
 def queued_aborts(endpoints: Endpoints, count: int) -> dict:
     client = redis.Redis.from_url(endpoints.redis_url)
-    holder, holder_id = open_stream(endpoints.web_port, _body("echo:local", words(400)), until_text=True)
+    # The holder keeps the one slot busy for longer than the loop below can
+    # take (each queued stream opens at its first keep-alive): a job that
+    # starts because the holder ended would have started with its client
+    # still there, not after it left.
+    holder, holder_id = open_stream(endpoints.web_port, _body("echo:local", words(max(400, count * 20))),
+                                    until_text=True)
     latencies, job_ids = [], []
     try:
         for _ in range(count):
