@@ -18,19 +18,21 @@ from __future__ import annotations
 
 import asyncio
 import os
+import sys
 import tempfile
 import time
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 from scripts.benchkit import profile
 from scripts.benchkit.client import StreamResult, stream
 from scripts.benchkit.overhead import check
 from scripts.benchkit.stats import summary
 from scripts.embedded_redis import EmbeddedRedis, free_port
-from scripts.processes import ROOT, Process, stack_env, start_web, start_worker, wait_http_ready, wait_worker_ready
 from scripts.benchkit.stack import LIMITS
+from scripts.processes import ROOT, Process, stack_env, start_web, start_worker, wait_http_ready, wait_worker_ready
 
 PATH = "/v1/chat/completions"
 LEVELS = (1, 16, 64, 256)
@@ -116,7 +118,7 @@ def start_server(stack: ExitStack, label: str, tree: Path, redis_url: str, regis
 
 
 async def closed_loop(port: int, model: str, concurrency: int, sizes: ScaleSizes,
-                      on_window: callable) -> tuple[list[StreamResult], float]:
+                      on_window: Callable[[str], None]) -> tuple[list[StreamResult], float]:
     """`concurrency` clients back to back for warm-up + window; the results
     that ended inside the window, and its length."""
     body = {"model": model, "stream": True, "messages": [{"role": "user", "content": "Say something."}],
@@ -203,7 +205,7 @@ def run(sizes: ScaleSizes, before: Path | None, log=print) -> dict:
         stack.callback(redis.stop)
         upstream_port = free_port()
         upstream = Process("upstream", [
-            str(Path(os.sys.executable)), "-m", "scripts.benchkit.upstream", "--port", str(upstream_port),
+            sys.executable, "-m", "scripts.benchkit.upstream", "--port", str(upstream_port),
             "--tokens", str(sizes.tokens), "--rate", "200"], stack_env(redis.url))
         stack.callback(upstream.stop)
         wait_http_ready(upstream, f"http://127.0.0.1:{upstream_port}/v1/models")

@@ -36,3 +36,22 @@ def test_the_benchmark_runs_every_section_and_writes_its_report(tmp_path):
     assert all(r["failed"] == 0 for r in sharing["fairness"]["rows"].values()), sharing["fairness"]
     assert sharing["burst"]["succeeded"] == sharing["burst"]["requests"], sharing["burst"]
     assert (tmp_path / "benchmarks.png").read_bytes().startswith(b"\x89PNG")
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_the_scaling_benchmark_runs_side_by_side_and_adds_its_section(tmp_path):
+    """`--scale --tiny` with `--before` this same tree: one configuration,
+    two levels, both trees and the direct way, merged into the report."""
+    (tmp_path / "benchmarks.json").write_text((ROOT / "docs" / "benchmarks.json").read_text())
+    run = subprocess.run([sys.executable, "scripts/bench.py", "--scale", "--tiny", "--before", str(ROOT),
+                          "--out", str(tmp_path)], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    scale = json.loads((tmp_path / "benchmarks.json").read_text())["scale"]
+    rows = scale["configs"][0]["rows"]
+    assert {(r["way"], r["concurrency"]) for r in rows} == {
+        (way, c) for way in ("direct", "after", "before") for c in (1, 16)}
+    assert all(r["failures"] == 0 and r["requests"] > 0 for r in rows), rows
+    assert all(r["cpu_ms_per_request"]["web"] > 0 and r["cpu_ms_per_request"]["worker"] > 0
+               for r in rows if r["way"] != "direct"), rows
+    assert "## 8. Scaling: web processes x upstream workers" in (tmp_path / "benchmarks.md").read_text()
