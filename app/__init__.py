@@ -6,6 +6,8 @@ watch are greenlets): `gunicorn -k gevent 'app:create_app()'`. It imports
 """
 from __future__ import annotations
 
+import uuid
+
 from flask import Flask
 from redis.backoff import ExponentialBackoff
 from redis.retry import Retry
@@ -13,6 +15,7 @@ from redis.retry import Retry
 from app.auth import install_auth, load_keys
 from app.errors import install_fallback_errors
 from app.pathkey import PathKeyMiddleware
+from app.presence import WebLease
 from app.relay import Relay
 from app.requestlog import install_request_log
 from app.routes import admin, ollama, openai, ops, simple_chat
@@ -35,7 +38,9 @@ def create_app(overrides: dict | None = None) -> Flask:
     app = Flask(__name__, static_folder=None)
     app.config["MAX_CONTENT_LENGTH"] = settings.max_body_bytes
     app.json.sort_keys = False  # keep wire objects in the order the APIs document
-    app.extensions["switchboard"] = Services(settings, registry, redis, Relay(redis), ticket_by_name, keys)
+    relay = Relay(redis, uuid.uuid4().hex)  # the process's id: its reply channels' and its lease's
+    app.extensions["switchboard"] = Services(settings, registry, redis, relay, ticket_by_name, keys,
+                                             WebLease(relay.web_id, relay))
     install_request_log(app, settings.log_prompts)  # first: a refused request is logged too
     install_auth(app, keys)
     install_fallback_errors(app)

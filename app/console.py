@@ -11,8 +11,7 @@ from redis import Redis
 
 from catalog.registry import Registry
 from protocol import fairqueue, usage
-from protocol.commands import live_workers, loaded_models
-from protocol.keys import events_channel_pattern
+from protocol.commands import live_workers, loaded_models, streams_relayed
 
 
 def models(redis: Redis, registry: Registry) -> list[dict]:
@@ -45,7 +44,7 @@ def snapshot(redis: Redis, registry: Registry) -> dict:
         "models": models(redis, registry),
         "workers": workers(redis),
         "queues": queues(redis, registry),
-        "active_streams": len(redis.pubsub_channels(events_channel_pattern())),
+        "active_streams": streams_relayed(redis),
         "series": usage.series(redis),
         "usage_today": {"day": usage.today(), "by_person": usage.totals_by_person(report)},
         "errors": usage.last_errors(redis),

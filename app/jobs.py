@@ -1,7 +1,7 @@
-"""The request lifecycle, top to bottom: admit, choose the queue, subscribe,
+"""The request lifecycle, top to bottom: choose the queue, listen, admit,
 enqueue, wait for the first event, stream the events, close.
 
-Order matters: subscribe (and wait for Redis to confirm) before enqueueing,
+Order matters: the relay listens for the job's events before it is enqueued,
 so no event can be published before someone listens. If the client leaves
 before the job finished, the job is aborted: a queued job is dropped before
 it starts, a running one stops within a token. While waiting, the run yields
@@ -107,26 +107,25 @@ class JobRun:
         self.client_gone = False
 
     def start(self, queue: str, pool: str) -> "JobRun":
-        """Admission runs while Redis confirms the subscription (two round
-        trips overlapped); the job is queued once both are done: into the
+        """The relay listens for the job's events (on its reply channel,
+        under this process), admission counts it, then it is queued: into the
         pool's fair queue, with its ticket on the Celery queue (one script,
         one round trip)."""
         settings, redis, relay = self._services.settings, self._services.redis, self._services.relay
         stale_after = settings.max_queue_wait_seconds + settings.event_timeout_seconds
         self.job.web_id, self._pool = self._services.lease.ensure_held(redis), pool
+        self.job.reply_channel = keys.reply_channel(self.job.web_id, self.job.id)
         try:
-            subscription = relay.subscribe(keys.events_channel(self.job.id), settings.subscribe_timeout_seconds)
-            try:
-                admit(redis, self._waiting.person, self.job.id, pool, self.job.web_id, stale_after=stale_after,
-                      **self._limits)
-            except BaseException:
-                relay.unsubscribe(subscription)
-                raise
-            self._admitted = True
-            relay.confirm(subscription, settings.subscribe_timeout_seconds)
-            self._subscription = subscription
+            subscription = relay.listen(self.job.id, settings.subscribe_timeout_seconds)
         except RelayUnavailable as error:
             raise ApiError(503, f"the job queue is unavailable: {error}") from None
+        try:
+            admit(redis, self._waiting.person, self.job.id, pool, self.job.web_id, stale_after=stale_after,
+                  **self._limits)
+        except BaseException:
+            relay.forget(subscription)
+            raise
+        self._admitted, self._subscription = True, subscription
         self.job.enqueued_at = time.time()
         self.job.expires_at = self.job.enqueued_at + settings.max_queue_wait_seconds
         fairqueue.push(redis, pool, klass_of(queue, pool), self.job, self._waiting, settings.queue_policy,
@@ -226,7 +225,7 @@ class JobRun:
         if self._subscription is not None:
             if not self.finished:
                 send_abort(self._services.redis, self.job.id)
-            self._services.relay.unsubscribe(self._subscription)
+            self._services.relay.forget(self._subscription)
             self._subscription = None
         if self._admitted:
             redis = self._services.redis
@@ -286,7 +285,7 @@ def start_job(job: Job, entry: ModelEntry, stream: bool = False) -> tuple[JobRun
     try:
         run.start(queue_for(job, entry), entry.pool)
         if entry.supersede and is_code_completion(job):
-            supersede(own.redis, client_identity(own.keys.enabled), entry.name, job.id)
+            supersede(own.redis, client_identity(own.keys.enabled), entry.name, job)
         events = run.events(keepalive=stream)  # a stream starts at once if the job keeps it waiting
         first = next(events)
     except BaseException:

@@ -1,7 +1,7 @@
 """Prometheus exposition of the cluster-wide metrics kept in Redis
-(protocol/metrics.py), read at scrape time. Active streams are the job
-channels someone is subscribed to: Redis knows that exactly, with nothing
-left behind by a process that died."""
+(protocol/metrics.py), read at scrape time. Active streams are what the live
+web processes' leases say they relay (renewed every second; a process that
+died stops counting when its lease lapses)."""
 from __future__ import annotations
 
 from typing import Callable
@@ -9,7 +9,8 @@ from typing import Callable
 from prometheus_client.core import CollectorRegistry, CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 
 from app.services import Services
-from protocol.keys import REJECTED, TOKENS, events_channel_pattern, tool_seconds_key
+from protocol.commands import streams_relayed
+from protocol.keys import REJECTED, TOKENS, tool_seconds_key
 from protocol.metrics import (
     TOOL_SECONDS_BUCKETS, TTFT_BUCKETS, histogram, jobs_finished, prompt_cache_counts, tool_calls, ttft_histogram,
 )
@@ -33,7 +34,7 @@ class ClusterCollector:
         yield from _queues(redis, sorted(registry.pools()), self._people)
         yield from self._prompt_cache(redis)
         yield GaugeMetricFamily("switchboard_active_streams", "Requests waiting on a job's events.",
-                                value=len(redis.pubsub_channels(events_channel_pattern())))
+                                value=streams_relayed(redis))
         yield self._ttft(redis, [name for name in registry.names() if self._visible(name)])
         yield from _tool_calls(redis)
         if self._people:

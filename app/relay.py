@@ -1,17 +1,23 @@
 """The shared pub/sub subscriber of one web process.
 
-Every stream in the process shares ONE Redis pub/sub connection: a reader
-greenlet receives all messages and hands each to the queue of the stream
-waiting on that channel. A stream subscribes, waits for Redis to confirm the
-subscription, and only then may its job be enqueued: pub/sub drops whatever
-is published before the subscription is active.
+Workers publish a job's events on a reply channel under the web process that
+queued it (protocol.keys.reply_channel). The relay holds ONE pattern
+subscription to all of them, on one Redis pub/sub connection, made and
+confirmed once: a stream only registers its job id here (no subscribe and
+unsubscribe per job, no waiting for a confirmation), and a reader greenlet
+hands each message to the queue of the stream waiting on that job. Events of
+a job nobody here waits for (its stream ended) are dropped.
+
+It also listens to jobs' own channels, where a worker older than reply
+channels publishes: during a rolling deploy, a job such a worker runs still
+reaches its stream (and the few events, sent to every web process, are
+dropped by those not waiting for them).
 
 Requires gevent (gunicorn's gevent worker class patches the socket module).
 """
 from __future__ import annotations
 
 import logging
-import uuid
 
 import gevent
 from gevent.event import Event
@@ -20,7 +26,7 @@ from gevent.queue import Queue
 from redis import Redis
 from redis.exceptions import RedisError
 
-from protocol.keys import web_channel
+from protocol.keys import events_channel, job_of_channel, reply_pattern
 
 log = logging.getLogger(__name__)
 
@@ -32,85 +38,82 @@ class RelayUnavailable(Exception):
 
 
 class Subscription:
-    def __init__(self, channel: bytes):
-        self.channel = channel
+    def __init__(self, job_id: str):
+        self.job_id = job_id
         self.messages: Queue = Queue()
-        self.confirmed = Event()
 
     def close(self) -> None:
         self.messages.put(CLOSED)
 
 
 class Relay:
-    def __init__(self, redis: Redis):
+    def __init__(self, redis: Redis, web_id: str):
+        self.web_id = web_id
         self._redis = redis
-        self._subscriptions: dict[bytes, Subscription] = {}
+        self._subscriptions: dict[str, Subscription] = {}
         self._pubsub = None
         self._reader = None
+        self._listening = Event()
         self._start_lock = Semaphore()
-        # A channel of its own keeps the connection subscribed while idle, so
-        # the reader can block on the socket instead of polling.
-        self._own_channel = web_channel(uuid.uuid4().hex).encode()
+        self._patterns = (reply_pattern(web_id), events_channel("*"))
 
     @property
     def stream_count(self) -> int:
         return len(self._subscriptions)
 
-    def subscribe(self, channel: str, timeout: float) -> Subscription:
-        """Sends the subscription; `confirm` waits until Redis confirmed it."""
+    def listen(self, job_id: str, timeout: float) -> Subscription:
+        """The queue of the job's events, from now on. Raises
+        RelayUnavailable if the relay cannot listen (Redis is down)."""
         self._ensure_reader(timeout)
-        subscription = Subscription(channel.encode())
-        self._subscriptions[subscription.channel] = subscription
-        try:
-            self._pubsub.subscribe(subscription.channel)
-        except RedisError as error:
-            self._subscriptions.pop(subscription.channel, None)
-            raise RelayUnavailable(f"cannot subscribe: {error}") from None
+        subscription = Subscription(job_id)
+        self._subscriptions[job_id] = subscription
         return subscription
 
-    def confirm(self, subscription: Subscription, timeout: float) -> None:
-        if not subscription.confirmed.wait(timeout):
-            self.unsubscribe(subscription)
-            raise RelayUnavailable("Redis did not confirm the subscription")
-
-    def unsubscribe(self, subscription: Subscription) -> None:
-        if self._subscriptions.pop(subscription.channel, None) is not None:
-            try:
-                self._pubsub.unsubscribe(subscription.channel)
-            except RedisError as error:
-                log.warning("unsubscribe failed: %s", error)
+    def forget(self, subscription: Subscription) -> None:
+        if self._subscriptions.get(subscription.job_id) is subscription:
+            del self._subscriptions[subscription.job_id]
 
     def _ensure_reader(self, timeout: float) -> None:
+        """The first stream (and the first after the connection was lost)
+        makes the subscription and waits until Redis confirmed it: pub/sub
+        drops whatever is published before."""
         with self._start_lock:
             if self._reader is not None and not self._reader.dead:
                 return
+            self._listening.clear()
             self._pubsub = self._redis.pubsub()
-            own = Subscription(self._own_channel)
-            self._subscriptions[own.channel] = own
-            self._pubsub.subscribe(own.channel)
+            try:
+                self._pubsub.psubscribe(*self._patterns)
+            except RedisError as error:
+                self._pubsub.close()
+                raise RelayUnavailable(f"cannot subscribe: {error}") from None
             self._reader = gevent.spawn(self._read_forever)
-            if not own.confirmed.wait(timeout):
+            if not self._listening.wait(timeout):
+                self._reader.kill()
                 raise RelayUnavailable("Redis did not confirm the relay's subscription")
 
     def _read_forever(self) -> None:
+        confirmed = 0
         try:
             while True:
-                self._dispatch(self._pubsub.get_message(timeout=None))
+                message = self._pubsub.get_message(timeout=None)
+                if message is None:
+                    continue
+                if message["type"] == "pmessage":
+                    self._dispatch(message["channel"], message["data"])
+                elif message["type"] == "psubscribe":
+                    confirmed += 1
+                    if confirmed == len(self._patterns):
+                        self._listening.set()
         except RedisError as error:
             log.error("relay lost its Redis connection: %s", error)
         finally:
             self._fail_all()
 
-    def _dispatch(self, message: dict | None) -> None:
-        if message is None:
-            return
-        subscription = self._subscriptions.get(message["channel"])
-        if subscription is None:
-            return
-        if message["type"] == "message":
-            subscription.messages.put(message["data"])
-        elif message["type"] == "subscribe":
-            subscription.confirmed.set()
+    def _dispatch(self, channel: bytes, data: bytes) -> None:
+        subscription = self._subscriptions.get(job_of_channel(channel.decode()))
+        if subscription is not None:
+            subscription.messages.put(data)
 
     def _fail_all(self) -> None:
         """End every waiting stream: their events can no longer arrive."""

@@ -25,7 +25,7 @@ class Services:
     relay: Relay
     ticket: Callable[[Job, str, str], tuple[str, bytes]]  # job, queue, pool -> the ticket's list and message
     keys: KeyRing
-    lease: WebLease = field(default_factory=WebLease)
+    lease: WebLease
     open_runs: set = field(default_factory=set)  # this process's unfinished requests (for shutdown)
 
 

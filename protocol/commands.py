@@ -23,7 +23,7 @@ from redis import Redis
 from redis.client import Pipeline
 
 from protocol import keys
-from protocol.contract import ErrorEvent, Event, StartedEvent, encode_event
+from protocol.contract import ErrorEvent, Event, Job, StartedEvent, encode_event
 from protocol.scripts import run_script
 
 # A running job's `alive` key lapses this long after its worker's last beat
@@ -48,8 +48,14 @@ def batched(redis: Redis | Pipeline) -> Iterator[Pipeline]:
 
 
 # --- events and aborts ---------------------------------------------------------------
-def publish_event(redis: Redis | Pipeline, job_id: str, event: Event) -> None:
-    redis.publish(keys.events_channel(job_id), encode_event(event))
+def events_channel_of(job: Job) -> str:
+    """Where a worker publishes the job's events: the reply channel its web
+    process listens to, or (a job queued by an older web process) its own."""
+    return job.reply_channel or keys.events_channel(job.id)
+
+
+def publish_event(redis: Redis | Pipeline, channel: str, event: Event) -> None:
+    redis.publish(channel, encode_event(event))
 
 
 def send_abort(redis: Redis, job_id: str) -> None:
@@ -64,33 +70,40 @@ def is_aborted(redis: Redis, job_id: str) -> bool:
     return bool(redis.exists(keys.abort_key(job_id)))
 
 
-def supersede(redis: Redis, client: str, model: str, job_id: str) -> str | None:
-    """Make job_id the client's latest completion for the model; abort the
+def supersede(redis: Redis, client: str, model: str, job: Job) -> str | None:
+    """Make the job the client's latest completion for the model; abort the
     previous one (its stream ends with an error). Returns the previous id."""
-    previous = redis.set(keys.latest_completion_key(client, model), job_id, ex=keys.RECORD_TTL_SECONDS, get=True)
-    if previous is None or previous.decode() == job_id:
+    channel = events_channel_of(job)
+    # The key holds the job's events channel (the job id is in its name), so
+    # whichever web process relays the previous job hears the error.
+    previous = redis.set(keys.latest_completion_key(client, model), channel, ex=keys.RECORD_TTL_SECONDS, get=True)
+    if previous is None or previous.decode() == channel:
         return None
-    previous_id = previous.decode()
-    publish_event(redis, previous_id, ErrorEvent(message="superseded by a newer completion request", status=409))
+    previous_channel = previous.decode()
+    if ":job:" not in previous_channel:  # a job id, set by a web process older than reply channels
+        previous_channel = keys.events_channel(previous_channel)
+    previous_id = keys.job_of_channel(previous_channel)
+    publish_event(redis, previous_channel, ErrorEvent(message="superseded by a newer completion request", status=409))
     send_abort(redis, previous_id)
     return previous_id
 
 
 # --- a job's life in a worker --------------------------------------------------------
 def start_job(redis: Redis, job_id: str, worker_id: str, pool: str, web_id: str = "",
-              announce: bool = True) -> tuple[bool, bool]:
+              announce: bool = True, channel: str = "") -> tuple[bool, bool]:
     """A worker starts a job it took from the fair queue (which freed its
     queue place: fairqueue.take), in one round trip: claim it (False if
     another worker already did), count it as drained from the pool, read its
     abort mark and whether the web process holding it is alive, and, unless
     it is aborted (or not to be announced: the caller knows it expired or was
-    aborted), announce it: its first heartbeat, its state, the started event.
+    aborted), announce it: its first heartbeat, its state, the started event
+    (on `channel`, the job's events channel; by default its own).
     Returns (claimed, aborted): a job whose web process died is aborted
     (nobody would read it)."""
     claimed, aborted = run_script(redis, "start_job", [
         keys.claim_key(job_id), keys.abort_key(job_id), keys.web_lease_key(web_id) if web_id else "",
         keys.drained_key(pool, int(time.time() // 10)), keys.alive_key(job_id), keys.state_key(job_id),
-        keys.events_channel(job_id)], [worker_id, keys.RECORD_TTL_SECONDS, ALIVE_TTL_SECONDS, repr(time.time()),
+        channel or keys.events_channel(job_id)], [worker_id, keys.RECORD_TTL_SECONDS, ALIVE_TTL_SECONDS, repr(time.time()),
                                        "1" if announce else "0", encode_event(StartedEvent())])
     return bool(claimed), bool(aborted)
 
@@ -138,8 +151,16 @@ def beat(redis: Redis, job_ids: list[str], worker: dict | None) -> None:
             pipe.set(keys.worker_key(worker["id"]), json.dumps(worker), ex=ALIVE_TTL_SECONDS * 3)
 
 
-def renew_web_lease(redis: Redis, web_id: str) -> None:
-    redis.set(keys.web_lease_key(web_id), b"1", ex=WEB_LEASE_SECONDS)
+def renew_web_lease(redis: Redis, web_id: str, streams: int = 0) -> None:
+    """The lease's value is the number of streams the process relays."""
+    redis.set(keys.web_lease_key(web_id), streams, ex=WEB_LEASE_SECONDS)
+
+
+def streams_relayed(redis: Redis) -> int:
+    """The streams every live web process relays (as of their last renewal,
+    at most a second ago)."""
+    found = list(redis.scan_iter(match=keys.WEB_LEASE_PREFIX + "*", count=500))
+    return sum(int(value) for value in redis.mget(found) if value and value.isdigit()) if found else 0
 
 
 def dead_webs(redis: Redis, web_ids: set[str]) -> set[str]:

@@ -154,6 +154,9 @@ class Job(_Strict):
     # process; a worker still offers only servers its model lists).
     server_tools: list[str] = Field(default_factory=list)
     web_id: str = ""  # the web process holding the job: workers abort it when that process is gone
+    # Where its events go (protocol.keys.reply_channel); empty (a web process
+    # older than reply channels): the job's own channel.
+    reply_channel: str = ""
     enqueued_at: float = 0.0
     expires_at: float | None = None  # epoch seconds: not started by then, it is dropped
 

@@ -25,6 +25,8 @@ dropped by whoever meets them first.
 """
 from __future__ import annotations
 
+import json
+
 import time
 from dataclasses import dataclass, replace
 
@@ -100,6 +102,7 @@ class Taken:
     forward_job: str = ""
     job_id: str = ""
     malformed: str = ""  # why the taken payload is not a job
+    reply_channel: str = ""  # a malformed job's, if it could be read: where to say so
 
 
 def take(redis: Redis, pool: str, worker_id: str, want: str = "", idle_serial: list[str] | None = None) -> Taken:
@@ -130,7 +133,15 @@ def _taken(result: list) -> Taken:
     try:
         return replace(taken, job=Job.model_validate_json(payload))
     except ValidationError as error:
-        return replace(taken, malformed=str(error))
+        return replace(taken, malformed=str(error), reply_channel=_reply_channel(payload))
+
+
+def _reply_channel(payload: bytes) -> str:
+    try:
+        channel = json.loads(payload).get("reply_channel")
+    except (ValueError, AttributeError):
+        return ""
+    return channel if isinstance(channel, str) else ""
 
 
 def _text(value) -> str:

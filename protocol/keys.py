@@ -1,13 +1,14 @@
 """Every Redis key and pub/sub channel name, in one module: renaming one is
 one change, and an operator can read here what Switchboard keeps in Redis.
 
-Per job: `events` (pub/sub), `abort`, `state`, `alive`, `claim`.
+Per job: `events` (pub/sub: under the web process that relays it, see
+`reply_channel`), `abort`, `state`, `alive`, `claim`.
 Per person: `rpm` (admission), `active` (running jobs). Per pool: `queued`
 (admitted, not yet taken: the queue bound), `drained` (Retry-After), and the
 fair queue `fq:*` (the waiting jobs themselves, in the order workers take
 them). Per process: `worker` (presence, for
-/readyz), `loaded` (/api/ps), a web process's lease and its relay's own
-channel. Metrics: `metrics:*`.
+/readyz), `loaded` (/api/ps), a web process's lease and its stream count.
+Metrics: `metrics:*`.
 """
 from __future__ import annotations
 
@@ -45,22 +46,31 @@ def abort_channel(prefix: str | None = None) -> str:
 
 
 def events_channel(job_id: str, prefix: str | None = None) -> str:
+    """A job's own channel: where a worker publishes the events of a job that
+    names no reply channel (one queued by a web process older than reply
+    channels)."""
     return f"{prefix or _channels}:job:{job_id}:events"
 
 
+def reply_channel(web_id: str, job_id: str) -> str:
+    """Where a worker publishes a job's events: a channel under the web
+    process relaying it, which listens to all of them with one pattern
+    subscription (no subscribe and unsubscribe per job)."""
+    return f"{_channels}:web:{web_id}:job:{job_id}:events"
+
+
+def reply_pattern(web_id: str) -> str:
+    return f"{_channels}:web:{web_id}:job:*:events"
+
+
 def job_of_channel(channel: str) -> str:
-    """The job id in an events channel's name."""
+    """The job id in an events channel's name (its own, or a reply channel)."""
     return channel.split(":job:", 1)[1].split(":", 1)[0]
 
 
 def events_channel_pattern(prefix: str | None = None) -> str:
-    """One channel per job someone listens to (/metrics counts them)."""
-    return f"{prefix or _channels}:job:*:events"
-
-
-def web_channel(process_id: str) -> str:
-    """A web relay's own channel: keeps its pub/sub connection subscribed while idle."""
-    return f"{_channels}:web:{process_id}"
+    """Every job's events channel, own or reply (for a listener outside, such as a test's tap)."""
+    return f"{prefix or _channels}:*job:*:events"
 
 
 # --- per job -------------------------------------------------------------------------

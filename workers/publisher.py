@@ -19,7 +19,7 @@ import time
 from redis import Redis
 
 from protocol.contract import Event, TextEvent, ThinkingEvent, encode_event
-from protocol.keys import events_channel
+from protocol.keys import job_of_channel
 
 # A producer that never blocks yields this often: its text goes out in
 # messages at most this far apart (a tenth of a screen refresh: nobody sees
@@ -45,16 +45,16 @@ class EventPublisher:
     the caller to publish with the job's final event in the same round trip)
     unless told to drop it, and re-raises a failure of the publishing thread."""
 
-    def __init__(self, redis: Redis, job_id: str):
+    def __init__(self, redis: Redis, channel: str):
         self._redis = redis
-        self._channel = events_channel(job_id)
+        self._channel = channel
         self._pending: list[Event] = []
         self._lock = threading.Lock()
         self._wake = threading.Event()
         self._closed = False
         self._failure: Exception | None = None
         self._yielded_at = 0.0
-        self._thread = threading.Thread(target=self._run, name=f"publish-{job_id[:8]}", daemon=True)
+        self._thread = threading.Thread(target=self._run, name=f"publish-{job_of_channel(channel)[:8]}", daemon=True)
         self._thread.start()
 
     def put(self, events: list[Event]) -> None:

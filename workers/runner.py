@@ -17,7 +17,8 @@ from redis.client import Pipeline
 
 from catalog.registry import ModelEntry
 from protocol.commands import (
-    FOREVER_SECONDS, end_heartbeat, forget_loaded, mark_loaded, publish_event, record_state, start_job,
+    FOREVER_SECONDS, end_heartbeat, events_channel_of, forget_loaded, mark_loaded, publish_event, record_state,
+    start_job,
 )
 from protocol.contract import (
     CONTRACT_VERSION, DoneEvent, EmbeddingEvent, ErrorEvent, Event, Job, Timings, Usage,
@@ -84,7 +85,8 @@ def run_job(job: Job, ctx: RunContext, batch: Pipeline | None = None) -> str:
     with ctx.aborts.watch(job.id) as aborted:
         expired = job.expires_at is not None and time.time() > job.expires_at
         claimed, was_aborted = start_job(ctx.redis, job.id, ctx.worker_id, ctx.backends.entry(job.model).pool,
-                                         job.web_id, announce=not (expired or aborted.is_set()))
+                                         job.web_id, announce=not (expired or aborted.is_set()),
+                                         channel=events_channel_of(job))
         if not claimed:
             # Redelivered (its first worker died after taking it): its client was told already.
             log.warning("job %s was already taken by another worker; not running it again", job.id)
@@ -129,8 +131,8 @@ def _finish(job: Job, ctx: RunContext, reason: str, tokens: int = 0, ttft: float
     pipe = ctx.redis.pipeline(transaction=False) if batch is None else batch
     if final is not None:
         for event in tail:
-            publish_event(pipe, job.id, event)
-        publish_event(pipe, job.id, final)
+            publish_event(pipe, events_channel_of(job), event)
+        publish_event(pipe, events_channel_of(job), final)
     record_state(pipe, job.id, status="finished", reason=reason, **fields)
     if ran:
         end_heartbeat(pipe, job.id)  # after the state: see commands.worker_lost
@@ -211,7 +213,7 @@ def _embed(job: Job, ctx: RunContext, backend: Backend, aborted: Cancel, started
     embedded = backend.embed(job.embed, aborted)
     if aborted.is_set():
         return DoneEvent(reason="aborted")
-    publish_event(ctx.redis, job.id, EmbeddingEvent(vectors=embedded.vectors))
+    publish_event(ctx.redis, events_channel_of(job), EmbeddingEvent(vectors=embedded.vectors))
     return _done("stop", Outcome("stop", embedded.prompt_tokens, 0, load_ns=embedded.load_ns), started, None)
 
 
@@ -220,7 +222,7 @@ def _stream(job: Job, ctx: RunContext, entry: ModelEntry, backend: Backend, abor
     """The model's rounds: one, or more while it calls only server tools.
     What the publisher still holds at the end is left in `tail`."""
     deadline = started + int(ctx.max_job_seconds * 1e9)
-    publisher = EventPublisher(ctx.redis, job.id)
+    publisher = EventPublisher(ctx.redis, events_channel_of(job))
     server = ServerTools.for_job(job, entry, ctx.toolbox, aborted)
     totals = Totals()
     try:

@@ -69,7 +69,8 @@ def take(ticket: dict) -> str:
         batch = ctx.redis.pipeline(transaction=True)
         if taken.malformed:
             log.error("rejected a malformed job %s: %s", taken.job_id, taken.malformed)
-            publish_event(batch, taken.job_id, ErrorEvent(message="malformed job", status=500))
+            channel = taken.reply_channel or keys.events_channel(taken.job_id)
+            publish_event(batch, channel, ErrorEvent(message="malformed job", status=500))
         else:
             try:
                 reason = run_job(taken.job, ctx, batch)

@@ -8,7 +8,7 @@ import time
 
 import redis
 
-from protocol.keys import abort_channel, channels_prefix, events_channel, events_channel_pattern
+from protocol.keys import abort_channel, channels_prefix, events_channel_pattern, job_of_channel
 
 
 class EventsTap:
@@ -35,8 +35,8 @@ class EventsTap:
         return [(t, data.decode()) for t, channel, data in self.messages if channel == abort_channel(self._prefix)]
 
     def events(self, job_id: str) -> list[tuple[float, dict]]:
-        channel = events_channel(job_id, self._prefix)
-        return [(t, json.loads(data)) for t, ch, data in self.messages if ch == channel]
+        return [(t, json.loads(data)) for t, ch, data in self.messages
+                if ch != abort_channel(self._prefix) and job_of_channel(ch) == job_id]
 
     def wait_for_abort(self, timeout: float = 5) -> tuple[float, str]:
         deadline = time.monotonic() + timeout

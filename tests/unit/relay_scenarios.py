@@ -14,51 +14,67 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 import redis  # noqa: E402
 
 from app.relay import CLOSED, Relay  # noqa: E402
+from protocol.keys import configure, events_channel, reply_channel  # noqa: E402
 
 
 NAME = f"relay-test-{uuid.uuid4().hex[:8]}"  # other processes may share this Redis
 
 
-def _relay(url: str) -> tuple[Relay, redis.Redis]:
+def _relay(url: str, web_id: str = "") -> tuple[Relay, redis.Redis]:
+    configure(url)
     client = redis.Redis.from_url(url, client_name=NAME)
-    return Relay(client), client
+    return Relay(client, web_id or uuid.uuid4().hex), client
 
 
-def delivers_to_the_subscribed_channel_only(url: str) -> None:
+def delivers_each_jobs_events_to_its_stream_only(url: str) -> None:
     relay, client = _relay(url)
-    mine = relay.subscribe("switchboard:job:a:events", 5)
-    relay.confirm(mine, 5)
-    other = relay.subscribe("switchboard:job:b:events", 5)
-    relay.confirm(other, 5)
-    client.publish("switchboard:job:a:events", b"one")
-    client.publish("switchboard:job:b:events", b"two")
+    mine, other = relay.listen("a", 5), relay.listen("b", 5)
+    client.publish(reply_channel(relay.web_id, "a"), b"one")
+    client.publish(reply_channel(relay.web_id, "b"), b"two")
     assert mine.messages.get(timeout=5) == b"one" and other.messages.get(timeout=5) == b"two"
-    assert mine.messages.empty() and relay.stream_count == 3  # two streams and the relay's own channel
-    relay.unsubscribe(other)
-    client.publish("switchboard:job:b:events", b"lost")
-    client.publish("switchboard:job:a:events", b"three")
-    assert mine.messages.get(timeout=5) == b"three" and other.messages.empty()
+    assert mine.messages.empty() and relay.stream_count == 2
+    relay.forget(other)
+    client.publish(reply_channel(relay.web_id, "b"), b"lost")
+    client.publish(reply_channel(relay.web_id, "a"), b"three")
+    assert mine.messages.get(timeout=5) == b"three" and other.messages.empty() and relay.stream_count == 1
 
 
-def shares_one_connection(url: str) -> None:
+def hears_nothing_meant_for_another_web_process(url: str) -> None:
     relay, client = _relay(url)
-    for n in range(20):
-        relay.confirm(relay.subscribe(f"switchboard:job:{n}:events", 5), 5)
-    pubsub_clients = [c for c in client.client_list() if c["name"] == NAME and int(c.get("sub", 0)) > 0]
-    assert len(pubsub_clients) == 1 and int(pubsub_clients[0]["sub"]) == 21, pubsub_clients
+    neighbour, _ = _relay(url)
+    mine, theirs = relay.listen("same-id", 5), neighbour.listen("same-id", 5)
+    client.publish(reply_channel(neighbour.web_id, "same-id"), b"for the neighbour")
+    client.publish(reply_channel(relay.web_id, "same-id"), b"for me")
+    assert mine.messages.get(timeout=5) == b"for me" and mine.messages.empty()
+    assert theirs.messages.get(timeout=5) == b"for the neighbour" and theirs.messages.empty()
+
+
+def hears_a_jobs_own_channel_where_an_older_worker_publishes(url: str) -> None:
+    relay, client = _relay(url)
+    waiting = relay.listen("old", 5)
+    client.publish(events_channel("old"), b"from an older worker")
+    assert waiting.messages.get(timeout=5) == b"from an older worker"
+
+
+def shares_one_connection_with_no_subscription_per_stream(url: str) -> None:
+    relay, client = _relay(url)
+    streams = [relay.listen(f"job-{n}", 5) for n in range(20)]
+    pubsub_clients = [c for c in client.client_list() if c["name"] == NAME and int(c.get("psub", 0)) > 0]
+    assert len(pubsub_clients) == 1, pubsub_clients
+    assert int(pubsub_clients[0]["psub"]) == 2 and int(pubsub_clients[0]["sub"]) == 0, pubsub_clients
+    client.publish(reply_channel(relay.web_id, "job-19"), b"last")
+    assert streams[19].messages.get(timeout=5) == b"last"
 
 
 def ends_every_stream_when_redis_drops_it_and_recovers(url: str) -> None:
     relay, client = _relay(url)
-    waiting = relay.subscribe("switchboard:job:c:events", 5)
-    relay.confirm(waiting, 5)
+    waiting = relay.listen("c", 5)
     for connection in client.client_list():
-        if connection["name"] == NAME and int(connection.get("sub", 0)) > 0:
+        if connection["name"] == NAME and int(connection.get("psub", 0)) > 0:
             client.client_kill_filter(_id=connection["id"])
     assert waiting.messages.get(timeout=5) is CLOSED
-    fresh = relay.subscribe("switchboard:job:d:events", 5)  # a new reader on a new connection
-    relay.confirm(fresh, 5)
-    client.publish("switchboard:job:d:events", b"back")
+    fresh = relay.listen("d", 5)  # a new reader on a new connection, subscribed before listen returns
+    client.publish(reply_channel(relay.web_id, "d"), b"back")
     assert fresh.messages.get(timeout=5) == b"back"
 
 

@@ -7,7 +7,6 @@ import pytest
 
 from app import create_app
 from app.relay import Subscription
-from protocol.keys import events_channel
 from protocol.contract import encode_event
 
 
@@ -18,21 +17,18 @@ class ScriptedJobs:
         self._subscriptions: dict[str, Subscription] = {}
 
     # Relay
-    def subscribe(self, channel: str, timeout: float) -> Subscription:
-        subscription = self._subscriptions[channel] = Subscription(channel.encode())
+    def listen(self, job_id: str, timeout: float) -> Subscription:
+        subscription = self._subscriptions[job_id] = Subscription(job_id)
         return subscription
 
-    def confirm(self, subscription: Subscription, timeout: float) -> None:
-        pass  # confirmed at once
-
-    def unsubscribe(self, subscription: Subscription) -> None:
-        self._subscriptions.pop(subscription.channel.decode(), None)
+    def forget(self, subscription: Subscription) -> None:
+        self._subscriptions.pop(subscription.job_id, None)
 
     # The ticket, made as the job is queued: the job's reply is put on its
     # subscription (which exists by then) at once.
     def ticket(self, job, queue: str, pool: str) -> tuple[str, bytes]:
         self.jobs.append((job, queue))
-        subscription = self._subscriptions[events_channel(job.id)]
+        subscription = self._subscriptions[job.id]
         for event in self.replies.pop(0):
             subscription.messages.put(encode_event(event))
         return "scripted-tickets", b"ticket"

@@ -197,6 +197,18 @@ def test_a_payload_that_is_not_a_job_is_taken_out_and_named(clean_redis, web):
     taken = fairqueue.take(clean_redis, POOL, "w")
     assert taken.job is None and taken.job_id == job_id and "model" in taken.malformed
     assert fairqueue.depth(clean_redis, POOL) == 0 and taken.person == "alice"  # finish() frees her slot
+    assert taken.reply_channel == ""  # it names none: the error goes to the job's own channel
+
+
+@pytest.mark.parametrize("payload, channel", [
+    ('{"id": 1, "reply_channel": "switchboard:db0:web:w:job:1:events"}', "switchboard:db0:web:w:job:1:events"),
+    ('{"id": 1, "reply_channel": 7}', ""), ("[1, 2]", ""), ("not json", "")],
+    ids=["named", "not-a-text", "not-an-object", "not-json"])
+def test_a_malformed_job_keeps_the_reply_channel_it_names_if_any(clean_redis, web, payload, channel):
+    job_id = queue(clean_redis, web, "alice")
+    clean_redis.hset(keys.fair_job_key(job_id), "payload", payload)
+    taken = fairqueue.take(clean_redis, POOL, "w")
+    assert taken.malformed and taken.reply_channel == channel
 
 
 def test_waiting_people_in_metrics_name_the_ten_with_most_and_sum_the_rest(clean_redis, web):

@@ -9,7 +9,7 @@ import uuid
 import pytest
 
 from protocol import commands, keys
-from protocol.contract import ErrorEvent, StartedEvent, decode_event
+from protocol.contract import ErrorEvent, Job, StartedEvent, decode_event
 
 
 @pytest.fixture
@@ -94,6 +94,13 @@ def test_starting_a_job_beats_records_and_publishes_in_one_go(clean_redis, liste
     assert [decode_event(data) for _, data in received()] == [StartedEvent()]
 
 
+def test_a_job_is_announced_on_the_channel_it_names(clean_redis, listen, job_id):
+    received = listen(keys.events_channel(job_id), keys.reply_channel("web-a", job_id))
+    commands.start_job(clean_redis, job_id, "worker-a", "local", channel=keys.reply_channel("web-a", job_id))
+    assert [(channel, decode_event(data)) for channel, data in received()] == [
+        (keys.reply_channel("web-a", job_id), StartedEvent())]
+
+
 def test_a_job_whose_heartbeat_stopped_is_lost_unless_it_finished(clean_redis, job_id):
     clean_redis.set(keys.alive_key(job_id), b"1")
     assert not commands.worker_lost(clean_redis, job_id)
@@ -104,16 +111,51 @@ def test_a_job_whose_heartbeat_stopped_is_lost_unless_it_finished(clean_redis, j
     assert not commands.worker_lost(clean_redis, job_id)
 
 
+def _job(web_id: str = "") -> Job:
+    job = Job(id=uuid.uuid4().hex, model="echo", web_id=web_id)
+    return job.model_copy(update={"reply_channel": keys.reply_channel(web_id, job.id) if web_id else ""})
+
+
 def test_supersede_aborts_the_previous_completion_only(clean_redis, listen):
-    first, second = uuid.uuid4().hex, uuid.uuid4().hex
-    received = listen(keys.events_channel(first))
+    first, second = _job("web-a"), _job("web-b")  # the previous one relayed by another web process
+    received = listen(keys.reply_channel("web-a", first.id))
     assert commands.supersede(clean_redis, "client", "echo", first) is None
     assert commands.supersede(clean_redis, "client", "echo", first) is None  # the same job again
-    assert commands.supersede(clean_redis, "client", "echo", second) == first
-    assert commands.is_aborted(clean_redis, first) and not commands.is_aborted(clean_redis, second)
+    assert commands.supersede(clean_redis, "client", "echo", second) == first.id
+    assert commands.is_aborted(clean_redis, first.id) and not commands.is_aborted(clean_redis, second.id)
     assert [decode_event(data) for _, data in received()] == [
         ErrorEvent(message="superseded by a newer completion request", status=409)]
-    assert commands.supersede(clean_redis, "other-client", "echo", uuid.uuid4().hex) is None
+    assert commands.supersede(clean_redis, "other-client", "echo", _job("web-a")) is None
+
+
+def test_supersede_reaches_a_previous_job_recorded_by_an_older_web_process(clean_redis, listen):
+    """An older web process recorded the job id itself; its job's events go to its own channel."""
+    older, newer = uuid.uuid4().hex, _job("web-a")
+    clean_redis.set(keys.latest_completion_key("client", "echo"), older)
+    received = listen(keys.events_channel(older))
+    assert commands.supersede(clean_redis, "client", "echo", newer) == older
+    assert commands.is_aborted(clean_redis, older) and len(received()) == 1
+
+
+def test_a_job_names_where_its_events_go():
+    job = _job("web-a")
+    assert commands.events_channel_of(job) == keys.reply_channel("web-a", job.id)
+    legacy = _job()
+    assert commands.events_channel_of(legacy) == keys.events_channel(legacy.id)
+    for channel in (keys.reply_channel("web-a", job.id), keys.events_channel(job.id)):
+        assert keys.job_of_channel(channel) == job.id
+
+
+def test_the_streams_relayed_are_what_live_leases_say(clean_redis):
+    web_ids = [f"web-{uuid.uuid4().hex}" for _ in range(2)]  # leases outlive clean_redis
+    commands.renew_web_lease(clean_redis, web_ids[0], 3)
+    commands.renew_web_lease(clean_redis, web_ids[1], 2)
+    try:
+        assert commands.streams_relayed(clean_redis) == 5
+        clean_redis.delete(keys.web_lease_key(web_ids[1]))  # lapsed: that process died
+        assert commands.streams_relayed(clean_redis) == 3
+    finally:
+        clean_redis.delete(*(keys.web_lease_key(web_id) for web_id in web_ids))
 
 
 def test_loaded_models_keep_the_longest_note(clean_redis):

@@ -43,7 +43,7 @@ def _received(pubsub) -> list:
 def test_everything_arrives_in_order_and_text_is_whole():
     redis = fakeredis.FakeRedis()
     pubsub = _listen(redis, "j")
-    publisher = EventPublisher(redis, "j")
+    publisher = EventPublisher(redis, events_channel("j"))
     words = [f" w{i}" for i in range(500)]
     for word in words:
         publisher.put([TextEvent(text=word)])
@@ -66,7 +66,7 @@ def _first_publish_held():
 
     redis.publish = held_publish
     pubsub = _listen(redis, "j")
-    publisher = EventPublisher(redis, "j")
+    publisher = EventPublisher(redis, events_channel("j"))
     publisher.put([TextEvent(text="first")])
     assert in_flight.wait(2)
     return publisher, pubsub, release
@@ -83,7 +83,7 @@ def test_what_is_left_at_close_is_returned_merged_after_the_batch_in_flight():
 def test_a_slow_producers_events_go_out_one_by_one():
     redis = fakeredis.FakeRedis()
     pubsub = _listen(redis, "j")
-    publisher = EventPublisher(redis, "j")
+    publisher = EventPublisher(redis, events_channel("j"))
     for word in ("a", "b", "c"):
         publisher.put([TextEvent(text=word)])
         message = pubsub.get_message(timeout=2)  # published before the next token exists
@@ -106,7 +106,7 @@ def test_a_redis_failure_reaches_the_runner():
         raise RedisConnectionError("gone")
 
     redis.publish = broken
-    publisher = EventPublisher(redis, "j")
+    publisher = EventPublisher(redis, events_channel("j"))
     publisher.put([TextEvent(text="a")])
     with pytest.raises(RedisConnectionError):
         publisher.close()

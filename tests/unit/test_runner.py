@@ -13,7 +13,7 @@ from workers.backends.base import Backend
 from workers.pieces import Outcome
 from workers.cancel import Cancel
 from protocol.commands import job_state
-from protocol.keys import events_channel
+from protocol.keys import events_channel, reply_channel
 from protocol.contract import Job, Message, ToolChoice, ToolSpec
 from workers.heartbeat import Heartbeat
 from catalog.registry import ModelEntry
@@ -92,6 +92,22 @@ def test_publishes_started_text_and_done():
     assert events[-1]["usage"] == {"prompt_tokens": 3, "completion_tokens": 2, "cached_tokens": None}
     assert events[-1]["timings"]["total_ns"] >= events[-1]["timings"]["eval_ns"] >= 0
     assert reason == "stop" and state["status"] == "finished" and state["reason"] == "stop"
+
+
+def test_a_job_naming_a_reply_channel_has_every_event_published_there():
+    redis = fakeredis.FakeRedis()
+    pubsub = redis.pubsub()
+    reply = reply_channel("web-a", JOB.id)
+    pubsub.subscribe(events_channel(JOB.id), reply)
+    pubsub.get_message(), pubsub.get_message()
+    ctx = RunContext(redis=redis, backends=OneBackend(ScriptedBackend(["a", "b"])), aborts=Flags(), worker_id="w",
+                     heartbeat=Heartbeat(redis, "w"))
+    assert run_job(JOB.model_copy(update={"reply_channel": reply}), ctx) == "stop"
+    channels = []
+    while (message := pubsub.get_message()) is not None:
+        channels.append((message["channel"].decode(), json.loads(message["data"])["type"]))
+    assert {channel for channel, _ in channels} == {reply}
+    assert channels[0][1] == "started" and channels[-1][1] == "done"
 
 
 def test_with_a_batch_the_finished_jobs_writes_wait_for_the_caller():
