@@ -1,85 +1,217 @@
-"""The httpx/httpcore internals the upstream transport relies on, pinned:
-an upgrade that changes them fails here, not in production.
-
-1. httpcore reads `request.extensions["timeout"]` when it starts reading the
-   body, so the read timeout can be raised between headers and body
-   (transport._body_timeout).
-2. `response.extensions["network_stream"].get_extra_info("socket")` is the
-   connection's socket, and shutting it down wakes a blocked read
-   (transport.shut_down, on abort and by the watchdog).
-"""
+"""The upstream transport's HTTP layer (workers/backends/http_pool.py and
+transport.open_stream) against small socket servers that script each reply:
+per-phase timeouts, shutting a read down, keep-alive reuse, a kept
+connection the server closed, the environment's proxy."""
 from __future__ import annotations
 
 import socket
 import threading
 import time
 
-import httpx
 import pytest
 
 from catalog.upstream import UpstreamSettings
-from workers.backends.transport import _body_timeout, shut_down
+from protocol.errors import BackendError
+from workers.backends.http_pool import ConnectionPool
+from workers.backends.transport import open_stream, watched_lines
+from workers.cancel import Cancel
 
-BODY_DELAY = 0.6
+DELAY = 0.6
+OK = b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 5\r\n\r\n"
+
+
+class Server:
+    """Accepts connections; `answer(connection, request)` replies to each
+    request (a connection may carry several). Records what arrived."""
+
+    def __init__(self, answer):
+        self.listener = socket.socket()
+        self.listener.bind(("127.0.0.1", 0))
+        self.listener.listen()
+        self.port = self.listener.getsockname()[1]
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.requests: list[bytes] = []
+        self.connections = 0
+        self._answer = answer
+        self.stop = threading.Event()
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self):
+        while not self.stop.is_set():
+            try:
+                connection, _ = self.listener.accept()
+            except OSError:
+                return
+            self.connections += 1
+            threading.Thread(target=self._talk, args=(connection,), daemon=True).start()
+
+    def _talk(self, connection):
+        with connection:
+            while True:
+                request = _read_request(connection)
+                if request is None:
+                    return
+                self.requests.append(request)
+                try:
+                    if self._answer(connection, request) == "close":
+                        return
+                except OSError:
+                    return
+
+    def close(self):
+        self.stop.set()
+        self.listener.close()
+
+
+def _read_request(connection) -> bytes | None:
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = connection.recv(65536)
+        if not chunk:
+            return None
+        data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    length = next((int(line.split(b":")[1]) for line in head.split(b"\r\n")
+                   if line.lower().startswith(b"content-length:")), 0)
+    while len(body) < length:
+        body += connection.recv(65536)
+    return data
 
 
 @pytest.fixture
-def slow_body_server():
-    """Sends headers at once and the body BODY_DELAY seconds later."""
-    listener = socket.socket()
-    listener.bind(("127.0.0.1", 0))
-    listener.listen()
-    stop = threading.Event()
+def serve():
+    servers = []
 
-    def answer(connection):
-        with connection:
-            connection.recv(65536)
-            connection.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 5\r\n\r\n")
-            stop.wait(BODY_DELAY)
-            try:
-                connection.sendall(b"late\n")
-            except OSError:
-                pass
-
-    def serve():
-        while not stop.is_set():
-            try:
-                connection, _ = listener.accept()
-            except OSError:
-                return
-            threading.Thread(target=answer, args=(connection,), daemon=True).start()
-
-    thread = threading.Thread(target=serve, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{listener.getsockname()[1]}/"
-    stop.set()
-    listener.close()
+    def start(answer):
+        servers.append(Server(answer))
+        return servers[-1]
+    yield start
+    for server in servers:
+        server.close()
 
 
-def _open(client: httpx.Client, url: str) -> tuple[httpx.Request, httpx.Response]:
-    request = client.build_request("POST", url, json={})
-    return request, client.send(request, stream=True)
+def _post(pool, header_timeout=5.0, on_connect=lambda shut_down: None):
+    return pool.post("/v1/x", b"{}", {"Content-Type": "application/json"}, header_timeout, on_connect)
 
 
-def test_the_read_timeout_set_between_headers_and_body_applies_to_the_body(slow_body_server):
-    with httpx.Client(timeout=httpx.Timeout(5, read=0.2)) as client:
-        request, response = _open(client, slow_body_server)
-        with pytest.raises(httpx.ReadTimeout):  # the headers' timeout, unchanged, is too short for the body
-            response.read()
-        request, response = _open(client, slow_body_server)
-        _body_timeout(request, UpstreamSettings(base_url="http://x", upstream_model="m", context_length=1,
-                                                first_token_timeout=1, idle_timeout=1))
-        assert request.extensions["timeout"]["read"] == 2
-        assert response.read() == b"late\n"
+def late_body(connection, request):
+    connection.sendall(OK)
+    time.sleep(DELAY)
+    connection.sendall(b"late\n")
 
 
-def test_the_connections_socket_is_reachable_and_shutting_it_down_wakes_a_read(slow_body_server):
-    with httpx.Client(timeout=5) as client:
-        _, response = _open(client, slow_body_server)
-        sock = response.extensions["network_stream"].get_extra_info("socket")
-        assert isinstance(sock, socket.socket)
-        threading.Timer(0.1, shut_down, [response]).start()
-        started = time.monotonic()
-        with pytest.raises(httpx.HTTPError):
-            response.read()
-        assert time.monotonic() - started < BODY_DELAY  # woken by the shutdown, not by the body
+def test_the_header_timeout_then_the_body_timeout_apply(serve):
+    server = serve(late_body)
+    pool = ConnectionPool(server.url, 5)
+    response = _post(pool, header_timeout=0.2)  # the headers come at once
+    with pytest.raises(TimeoutError):  # the headers' timeout, unchanged, is too short for the body
+        response.read()
+    response.close()
+    response = _post(pool, header_timeout=0.2)
+    response.set_read_timeout(2)
+    assert response.read() == b"late\n"
+    response.close()
+
+
+def test_shutting_the_connection_down_wakes_a_blocked_read_at_once(serve):
+    server = serve(late_body)
+    response = _post(ConnectionPool(server.url, 5))
+    threading.Timer(0.1, response.shut_down).start()
+    started = time.monotonic()
+    with pytest.raises(Exception):  # noqa: B017 - a short read, however http.client names it
+        response.read()
+    assert time.monotonic() - started < DELAY  # woken by the shutdown, not by the body
+    response.close()
+
+
+def test_a_connection_read_to_its_end_is_reused_and_one_left_unread_is_not(serve):
+    server = serve(lambda connection, request: connection.sendall(OK + b"hello"))
+    pool = ConnectionPool(server.url + "/base/", 5)
+    for _ in range(3):
+        response = _post(pool)
+        assert response.read() == b"hello"
+        response.close()
+    assert server.connections == 1 and all(r.startswith(b"POST /base/v1/x HTTP/1.1") for r in server.requests)
+    response = _post(pool)
+    response.close()  # unread: its connection is dropped
+    response = _post(pool)
+    assert response.read() == b"hello" and server.connections == 2
+    response.close()
+
+
+def test_a_kept_connection_the_server_closed_is_replaced_without_a_retry(serve):
+    def answer_then_close(connection, request):
+        connection.sendall(OK + b"hello")
+        time.sleep(0.05)
+        return "close"  # the server drops the idle keep-alive connection
+    server = serve(answer_then_close)
+    pool = ConnectionPool(server.url, 5)
+    for _ in range(2):
+        response = _post(pool)
+        assert response.read() == b"hello"
+        response.close()
+        time.sleep(0.2)  # the server has closed it by now
+    assert server.connections == 2 and len(server.requests) == 2
+
+
+def test_a_cancel_while_waiting_for_the_headers_shuts_the_connection_at_once(serve):
+    server = serve(lambda connection, request: time.sleep(DELAY * 2))
+    settings = UpstreamSettings(base_url=server.url, upstream_model="m", context_length=1, retries=0)
+    cancel = Cancel()
+    threading.Timer(0.1, cancel.set).start()
+    started = time.monotonic()
+    with pytest.raises(BackendError) as raised:
+        with open_stream(ConnectionPool(server.url, 5), "/v1/x", {}, settings, "m", cancel):
+            pass
+    assert raised.value.status == 499 and time.monotonic() - started < DELAY
+
+
+def test_a_stalled_stream_ends_with_the_idle_timeout(serve):
+    def one_line_then_silence(connection, request):
+        connection.sendall(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n6\r\ndata:1\r\n1\r\n\n\r\n")
+        time.sleep(DELAY * 3)
+    server = serve(one_line_then_silence)
+    settings = UpstreamSettings(base_url=server.url, upstream_model="m", context_length=1, idle_timeout=0.3)
+    lines = []
+    with pytest.raises(BackendError, match=r"stopped sending tokens for 0\.3 s"):
+        with open_stream(ConnectionPool(server.url, 5), "/v1/x", {}, settings, "m", None) as response:
+            for line in watched_lines(response, settings, None):
+                lines.append(line)
+    assert lines == ["data:1"]
+
+
+def test_requests_go_through_the_environments_proxy_with_its_credentials(serve, monkeypatch):
+    proxy = serve(lambda connection, request: connection.sendall(OK + b"proxy"))
+    monkeypatch.setenv("http_proxy", f"http://us%40er:pw@127.0.0.1:{proxy.port}")
+    monkeypatch.delenv("no_proxy", raising=False)
+    monkeypatch.delenv("NO_PROXY", raising=False)
+    response = _post(ConnectionPool("http://upstream.invalid:8000/v1", 5))
+    assert response.read() == b"proxy"
+    response.close()
+    request = proxy.requests[0].decode()
+    assert request.startswith("POST http://upstream.invalid:8000/v1/v1/x HTTP/1.1")
+    assert "Proxy-Authorization: Basic dXNAZXI6cHc=" in request  # us@er:pw
+    direct = serve(lambda connection, request: connection.sendall(OK + b"direc"))
+    monkeypatch.setenv("http_proxy", f"http://127.0.0.1:{proxy.port}")
+    monkeypatch.setenv("no_proxy", "127.0.0.1")
+    response = _post(ConnectionPool(direct.url, 5))
+    assert response.read() == b"direc" and len(proxy.requests) == 1
+    response.close()
+
+
+def test_a_reply_that_closes_its_connection_is_read_to_its_end(serve):
+    """HTTP/1.0 style (Python's http.server): http.client lets go of the
+    socket at once; its timeouts and shutdown must still reach it."""
+    def close_delimited(connection, request):
+        connection.sendall(b"HTTP/1.0 200 OK\r\nContent-Type: text/event-stream\r\n\r\ndata: 1\n\ndata: [DONE]\n\n")
+        return "close"
+    server = serve(close_delimited)
+    pool = ConnectionPool(server.url, 5)
+    response = _post(pool)
+    response.set_read_timeout(2)
+    assert list(response.lines()) == ["data: 1", "", "data: [DONE]", ""]
+    response.shut_down()
+    response.close()
+    response = _post(pool)  # not reused: a new connection
+    assert response.read().startswith(b"data: 1") and server.connections == 2
+    response.close()

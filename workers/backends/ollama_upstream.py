@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import json
 
-import httpx
-
 from dialects import embeddings
 from dialects.ollama import upstream_request
 from protocol.contract import EmbedSpec, Job
+from workers.backends.http_pool import Response
 from workers.backends.tool_deltas import ToolCallAssembler
 from workers.backends.transport import watched_lines
 from workers.backends.upstream import UpstreamBackend
@@ -30,7 +29,7 @@ class OllamaUpstreamBackend(UpstreamBackend):
     def embed_vectors(self, body: dict) -> tuple[list[list[float]], int]:
         return embeddings.ollama_upstream_vectors(body)
 
-    def relay(self, response: httpx.Response, cancel: Cancel | None) -> TextGenerator:
+    def relay(self, response: Response, cancel: Cancel | None) -> TextGenerator:
         calls, last, count = ToolCallAssembler(), {}, 0
         try:
             for line in watched_lines(response, self.settings, cancel):

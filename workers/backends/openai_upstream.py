@@ -6,12 +6,11 @@ from __future__ import annotations
 import json
 from typing import Iterator
 
-import httpx
-
 from dialects.openai import upstream_request
 from dialects import embeddings
 from protocol.contract import EmbedSpec, Job
 from protocol.errors import BackendError
+from workers.backends.http_pool import Response
 from workers.backends.tool_deltas import ToolCallAssembler
 from workers.backends.transport import watched_lines
 from workers.backends.upstream import UpstreamBackend
@@ -35,9 +34,9 @@ def sse_data(lines: Iterator[str]) -> Iterator[dict]:
 
 
 def _read_to_end(lines: Iterator[str]) -> None:
-    """Read the body to its end, normally just the closing chunk: httpx closes
-    a connection whose body was left unread, and a new connection per job
-    (TCP handshake, gevent's resolver thread) costs about a millisecond."""
+    """Read the body to its end, normally just the closing chunk: a
+    connection whose body was left unread is closed, and a new connection per
+    job (TCP handshake, gevent's resolver thread) costs about a millisecond."""
     try:
         for _ in lines:
             pass
@@ -57,7 +56,7 @@ class OpenAIUpstreamBackend(UpstreamBackend):
     def embed_vectors(self, body: dict) -> tuple[list[list[float]], int]:
         return embeddings.openai_upstream_vectors(body)
 
-    def relay(self, response: httpx.Response, cancel: Cancel | None) -> TextGenerator:
+    def relay(self, response: Response, cancel: Cancel | None) -> TextGenerator:
         calls, usage, finish, pieces = ToolCallAssembler(), {}, "stop", 0
         try:
             for chunk in sse_data(watched_lines(response, self.settings, cancel)):

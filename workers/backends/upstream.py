@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import json
 
-import httpx
-
 from catalog.upstream import UpstreamSettings
 from protocol.contract import EmbedSpec, Job
 from workers.backends.base import Backend
+from workers.backends.http_pool import Response
 from workers.backends.transport import new_client, open_stream
 from protocol.errors import BackendError
 from workers.cancel import Cancel
@@ -27,7 +26,7 @@ class UpstreamBackend(Backend):
         """The path (under base_url) and body for this job: chat or raw prompt."""
         raise NotImplementedError
 
-    def relay(self, response: httpx.Response, cancel: Cancel | None) -> TextGenerator:  # pragma: no cover
+    def relay(self, response: Response, cancel: Cancel | None) -> TextGenerator:  # pragma: no cover
         raise NotImplementedError
 
     def embed_request(self, spec: EmbedSpec) -> tuple[str, dict]:  # pragma: no cover - abstract
@@ -39,8 +38,7 @@ class UpstreamBackend(Backend):
     def embed(self, spec: EmbedSpec, cancel: Cancel | None = None) -> Embedded:
         """One request for the whole batch, in the upstream's dialect."""
         path, body = self.embed_request(spec)
-        url = self.settings.base_url.rstrip("/") + path
-        with open_stream(self._client, url, body, self.settings, self.model_name, cancel) as response:
+        with open_stream(self._client, path, body, self.settings, self.model_name, cancel) as response:
             try:
                 vectors, tokens = self.embed_vectors(json.loads(response.read()))
             except (ValueError, KeyError, TypeError, AttributeError):
@@ -51,6 +49,5 @@ class UpstreamBackend(Backend):
 
     def generate(self, job: Job, cancel: Cancel | None = None) -> TextGenerator:
         path, body = self.request(job)
-        url = self.settings.base_url.rstrip("/") + path
-        with open_stream(self._client, url, body, self.settings, self.model_name, cancel) as response:
+        with open_stream(self._client, path, body, self.settings, self.model_name, cancel) as response:
             return (yield from self.relay(response, cancel))

@@ -4,29 +4,35 @@ refusals 400, failures 502, timeouts 504. Errors name the upstream by host,
 never by key."""
 from __future__ import annotations
 
-import httpx
+import json
 
 from catalog.upstream import UpstreamSettings
 from protocol.errors import BackendError
+from workers.backends.http_pool import HTTP_ERRORS, Response
+
+ERROR_BODY_LIMIT = 65536  # bytes of an error reply read for its message
 
 
-def _retry_after(response: httpx.Response) -> int | None:
+def _retry_after(response: Response) -> int | None:
     value = response.headers.get("retry-after", "")
     return int(value) if value.isdigit() else None
 
 
-def _upstream_message(response: httpx.Response) -> str:
+def _upstream_message(response: Response) -> str:
     try:
-        response.read()
-        body = response.json()
-        error = body.get("error", body) if isinstance(body, dict) else body
-        message = error.get("message", error) if isinstance(error, dict) else error
-        return str(message)[:500]
-    except (ValueError, httpx.HTTPError):
-        return response.text[:500] if response.is_closed else ""
+        raw = response.read(ERROR_BODY_LIMIT)
+    except HTTP_ERRORS:
+        return ""
+    try:
+        body = json.loads(raw)
+    except ValueError:
+        return raw.decode("utf-8", errors="replace")[:500]
+    error = body.get("error", body) if isinstance(body, dict) else body
+    message = error.get("message", error) if isinstance(error, dict) else error
+    return str(message)[:500]
 
 
-def status_error(response: httpx.Response, settings: UpstreamSettings, model: str) -> BackendError:
+def status_error(response: Response, settings: UpstreamSettings, model: str) -> BackendError:
     """An upstream's refusal, as the status our client should see."""
     name, status = settings.upstream_name, response.status_code
     if status in (401, 403):
@@ -41,9 +47,9 @@ def status_error(response: httpx.Response, settings: UpstreamSettings, model: st
     return BackendError(f"upstream {name} failed (HTTP {status})", 502)
 
 
-def transport_error(error: httpx.HTTPError, settings: UpstreamSettings) -> BackendError:
+def transport_error(error: Exception, settings: UpstreamSettings) -> BackendError:
     name = settings.upstream_name
-    if isinstance(error, httpx.TimeoutException):
+    if isinstance(error, TimeoutError):
         return BackendError(f"upstream {name} timed out ({type(error).__name__})", 504)
     return BackendError(f"cannot reach upstream {name}: {type(error).__name__}", 502)
 
@@ -56,10 +62,10 @@ def cancelled() -> BackendError:
     return BackendError("cancelled", 499)
 
 
-def read_failure(error: httpx.HTTPError, settings: UpstreamSettings, cancelled_now: bool) -> BackendError:
+def read_failure(error: Exception, settings: UpstreamSettings, cancelled_now: bool) -> BackendError:
     if cancelled_now:
         return cancelled()
-    if isinstance(error, httpx.TimeoutException):
+    if isinstance(error, TimeoutError):
         return BackendError(f"upstream {settings.upstream_name} stopped sending tokens (timed out)", 504)
     return BackendError(f"upstream {settings.upstream_name} broke off the stream ({type(error).__name__})", 502)
 
