@@ -7,7 +7,7 @@ from scripts.benchkit import profile
 from scripts.benchkit.scale_report import scale_lines
 from scripts.benchkit.targets import ABORT_P99_MS, ADDED_TTFT_P50_MS, RELAY_TOKENS_PER_SECOND, check_all
 
-COMPONENT_ORDER = ("switchboard", "celery+kombu", "httpx", "redis-py", "flask+werkzeug+gunicorn", "pydantic",
+COMPONENT_ORDER = ("switchboard", "celery+kombu", profile.HTTP, "redis-py", "flask+werkzeug+gunicorn", "pydantic",
                    profile.HUB)
 
 
@@ -45,7 +45,7 @@ def _profile_lines(results: dict) -> list[str]:
         if "error" in part:
             lines.append(f"| {name} | {part['error']} |")
             continue
-        cells = " | ".join(f"{part['components'].get(c, 0):.2f}" for c in COMPONENT_ORDER)
+        cells = " | ".join(f"{profile.component_ms(part['components'], c):.2f}" for c in COMPONENT_ORDER)
         lines.append(f"| {name} | {part['cpu_ms_per_request']:.2f} | {cells} |")
     floor = results.get("celery_floor")
     if floor:

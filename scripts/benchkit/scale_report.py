@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from scripts.benchkit import profile
 
-COMPONENTS = ("switchboard", "celery+kombu", "httpx", "redis-py", "flask+werkzeug+gunicorn", "pydantic", profile.HUB)
+COMPONENTS = ("switchboard", "celery+kombu", profile.HTTP, "redis-py", "flask+werkzeug+gunicorn", "pydantic",
+              profile.HUB)
 
 
 def _cpu(row: dict) -> str:
@@ -32,7 +33,7 @@ def _profile_table(profiles: dict) -> list[str]:
             continue
         for name in ("web", "upstream worker"):
             part = data[name]
-            cells = " | ".join(f"{part['components'].get(c, 0):.2f}" for c in COMPONENTS)
+            cells = " | ".join(f"{profile.component_ms(part['components'], c):.2f}" for c in COMPONENTS)
             lines.append(f"| {label} | {name} | {part['cpu_ms_per_request']:.2f} | {cells} |")
     return lines
 
