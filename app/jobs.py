@@ -108,28 +108,31 @@ class JobRun:
 
     def start(self, queue: str, pool: str) -> "JobRun":
         """The relay listens for the job's events (on its reply channel,
-        under this process), admission counts it, then it is queued: into the
-        pool's fair queue, with its ticket on the Celery queue (one script,
-        one round trip)."""
+        under this process); then, in one round trip, admission counts the
+        job and, if admitted, it is queued: into the pool's fair queue, with
+        its ticket on the Celery queue."""
         settings, redis, relay = self._services.settings, self._services.redis, self._services.relay
         stale_after = settings.max_queue_wait_seconds + settings.event_timeout_seconds
         self.job.web_id, self._pool = self._services.lease.ensure_held(redis), pool
         self.job.reply_channel = keys.reply_channel(self.job.web_id, self.job.id)
+        self.job.enqueued_at = time.time()
+        self.job.expires_at = self.job.enqueued_at + settings.max_queue_wait_seconds
+        ticket = self._services.ticket(self.job, queue, pool)
+
+        def queue_job(client) -> None:
+            fairqueue.push(client, pool, klass_of(queue, pool), self.job, self._waiting, settings.queue_policy,
+                           ticket=ticket, if_admitted=True)
         try:
             subscription = relay.listen(self.job.id, settings.subscribe_timeout_seconds)
         except RelayUnavailable as error:
             raise ApiError(503, f"the job queue is unavailable: {error}") from None
         try:
             admit(redis, self._waiting.person, self.job.id, pool, self.job.web_id, stale_after=stale_after,
-                  **self._limits)
+                  then=queue_job, **self._limits)
         except BaseException:
             relay.forget(subscription)
             raise
         self._admitted, self._subscription = True, subscription
-        self.job.enqueued_at = time.time()
-        self.job.expires_at = self.job.enqueued_at + settings.max_queue_wait_seconds
-        fairqueue.push(redis, pool, klass_of(queue, pool), self.job, self._waiting, settings.queue_policy,
-                       ticket=self._services.ticket(self.job, queue, pool))
         self._services.open_runs.add(self)
         self._watch = DisconnectWatch(self._environ, self._on_disconnect).start()
         return self

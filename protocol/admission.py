@@ -15,12 +15,15 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass
+from typing import Callable
 
 from redis import Redis
+from redis.client import Pipeline
+from redis.exceptions import NoScriptError
 
 from protocol import keys
 from protocol.commands import batched, drained_recently
-from protocol.scripts import run_script
+from protocol.scripts import queue_script, run_script
 
 RATE_WINDOW_SECONDS = 60
 
@@ -43,12 +46,49 @@ def retry_after_seconds(redis: Redis, pool: str, ahead: int) -> int:
 
 
 def admit(redis: Redis, person: str, job_id: str, pool: str, web_id: str, *, requests_per_minute: int,
-          max_queue: int, stale_after: float) -> None:
+          max_queue: int, stale_after: float, then: Callable[[Redis | Pipeline], None] | None = None) -> None:
+    """Admit the job, or raise Busy. `then` queues the commands that follow
+    an admission (queueing the job), sent in the same round trip: they must
+    check in Redis that the job was admitted (fairqueue.push's
+    `if_admitted`), and they are undone with the admission if they fail."""
     now = time.time()
-    reason, depth, *oldest = run_script(redis, "admit", [keys.rpm_key(person), keys.queued_key(pool)], [
-        now, now - stale_after, requests_per_minute, max_queue, keys.lease_member(web_id, job_id),
-        keys.WEB_LEASE_PREFIX, RATE_WINDOW_SECONDS])
-    reason = reason.decode() if isinstance(reason, bytes) else reason
+    script_keys = [keys.rpm_key(person), keys.queued_key(pool)]
+    args = [now, now - stale_after, requests_per_minute, max_queue, keys.lease_member(web_id, job_id),
+            keys.WEB_LEASE_PREFIX, RATE_WINDOW_SECONDS]
+    if then is None:
+        verdict = run_script(redis, "admit", script_keys, args)
+    else:
+        verdict = _admit_then(redis, script_keys, args, then, lambda: release(redis, person, job_id, pool, web_id))
+    _raise_if_refused(redis, verdict, now, pool, requests_per_minute)
+
+
+def _admit_then(redis: Redis, script_keys: list[str], args: list, then, undo) -> list:
+    pipe = redis.pipeline(transaction=False)
+    queue_script(pipe, "admit", script_keys, args)
+    then(pipe)
+    verdict, *followers = pipe.execute(raise_on_error=False)
+    if isinstance(verdict, NoScriptError):  # a first use, or Redis restarted: one at a time, scripts loaded
+        verdict = run_script(redis, "admit", script_keys, args)
+        followers = [NoScriptError()]
+    if isinstance(verdict, Exception):
+        raise verdict
+    if _text(verdict[0]) != "ok":
+        return verdict
+    try:
+        failed = next((f for f in followers if isinstance(f, Exception)), None)
+        if isinstance(failed, NoScriptError):
+            then(redis)
+        elif failed is not None:
+            raise failed
+    except BaseException:
+        undo()
+        raise
+    return verdict
+
+
+def _raise_if_refused(redis: Redis, verdict: list, now: float, pool: str, requests_per_minute: int) -> None:
+    reason, depth, *oldest = verdict
+    reason = _text(reason)
     if reason == "ok":
         return
     if reason == "rate_limit":
@@ -56,6 +96,10 @@ def admit(redis: Redis, person: str, job_id: str, pool: str, web_id: str, *, req
         raise Busy(reason, f"rate limit reached: {requests_per_minute} requests per minute for this key",
                    max(1, math.ceil(free_at - now)))
     raise Busy(reason, f"the {pool} queue is full ({depth} jobs waiting)", retry_after_seconds(redis, pool, depth))
+
+
+def _text(value) -> str:
+    return value.decode() if isinstance(value, bytes) else value
 
 
 def release(redis, person: str, job_id: str, pool: str, web_id: str) -> None:

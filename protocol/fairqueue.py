@@ -58,19 +58,24 @@ class Waiting:
     serial: bool = False  # its model runs one job at a time per worker
 
 
-def push(redis: Redis, pool: str, klass: str, job: Job, waiting: Waiting, policy: str = "fair",
-         ticket: tuple[str, bytes] | None = None) -> None:
+def push(redis: Redis | Pipeline, pool: str, klass: str, job: Job, waiting: Waiting, policy: str = "fair",
+         ticket: tuple[str, bytes] | None = None, if_admitted: bool = False) -> None:
     """Queue the job, and with it (same script) its ticket: a Celery queue's
-    list and the message to push there (queue_config.ticket_message)."""
+    list and the message to push there (queue_config.ticket_message). On a
+    pipeline, queued by SHA (the caller handles NoScriptError). With
+    `if_admitted`, only if admission recorded the job (protocol.admission:
+    sent in the same round trip as its admission)."""
     tickets, message = ticket or ("", b"")
-    fields = {"limit": waiting.limit, "lease": keys.lease_member(job.web_id, job.id), "model": job.model,
+    member = keys.lease_member(job.web_id, job.id)
+    fields = {"limit": waiting.limit, "lease": member, "model": job.model,
               "serial": "1" if waiting.serial else "0", "expires": repr(job.expires_at), "web": job.web_id,
               "enqueued": repr(job.enqueued_at)}
-    args = [job.id, job.model_dump_json(), waiting.person, waiting.weight, policy, message]
+    args = [job.id, job.model_dump_json(), waiting.person, waiting.weight, policy, message, member]
     for name, value in fields.items():
         args += [name, value]
-    _run(redis, "fair_push", [keys.fair_ready_key(pool, klass), keys.fair_job_key(job.id),  # "-": no ticket list
-                              keys.fair_state_key(pool), keys.fair_waiting_key(pool), tickets or "-"], args)
+    script_keys = [keys.fair_ready_key(pool, klass), keys.fair_job_key(job.id), keys.fair_state_key(pool),
+                   keys.fair_waiting_key(pool), tickets or "-", keys.queued_key(pool) if if_admitted else "-"]
+    (queue_script if isinstance(redis, Pipeline) else _run)(redis, "fair_push", script_keys, args)
 
 
 def remove(redis: Redis, pool: str, job_id: str) -> bool:

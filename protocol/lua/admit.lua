@@ -5,9 +5,11 @@
 local rpm_key, queued_key = KEYS[1], KEYS[2]
 local now, stale_before, rpm, max_queue = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local member, lease_prefix, window = ARGV[5], ARGV[6], tonumber(ARGV[7])
-local alive = {}
-local function prune(key)
-  redis.call('ZREMRANGEBYSCORE', key, '-inf', stale_before)
+-- Places whose web process died (its lease lapsed) count only until the bound
+-- is reached: then they are dropped, one pass over the set. Below the bound
+-- they change nothing, so the common case costs no pass (O(log n), not O(n)).
+local function drop_dead_webs(key)
+  local alive = {}
   for _, held in ipairs(redis.call('ZRANGE', key, 0, -1)) do
     local web = string.match(held, '^([^|]+)|')
     if web then
@@ -16,8 +18,12 @@ local function prune(key)
     end
   end
 end
-prune(queued_key)
+redis.call('ZREMRANGEBYSCORE', queued_key, '-inf', stale_before)
 local depth = redis.call('ZCARD', queued_key)
+if depth >= max_queue then
+  drop_dead_webs(queued_key)
+  depth = redis.call('ZCARD', queued_key)
+end
 if depth >= max_queue then return {'queue_full', depth} end
 redis.call('ZREMRANGEBYSCORE', rpm_key, '-inf', now - window)
 if redis.call('ZCARD', rpm_key) >= rpm then

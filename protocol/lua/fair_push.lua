@@ -1,10 +1,14 @@
 -- Queue one job in its pool's fair queue (see protocol/fairqueue.py).
 -- KEYS: ready zset (of the job's class), the job's hash, the pool's state hash, the pool's waiting hash,
---       the Celery queue's list (for the ticket)
--- ARGV: job id, payload, person, weight, policy, the ticket message ('' for none),
+--       the Celery queue's list (for the ticket), the pool's admitted zset ('-': queue it unchecked)
+-- ARGV: job id, payload, person, weight, policy, the ticket message ('' for none), the job's admission member,
 --       then the job's hash fields as name, value pairs
-local ready, job, state, waiting, tickets = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local ready, job, state, waiting, tickets, admitted = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local job_id, payload, person, weight, policy, ticket = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4]), ARGV[5], ARGV[6]
+-- Sent in one round trip with its admission: queued only if admission took it.
+if admitted ~= '-' and not redis.call('ZSCORE', admitted, ARGV[7]) then
+  return false
+end
 local seq = redis.call('HINCRBY', state, 'seq', 1)
 local tag
 if policy == 'fifo' then
@@ -22,7 +26,7 @@ end
 local member = string.format('%015d', seq) .. '|' .. job_id
 redis.call('ZADD', ready, tag, member)
 redis.call('HSET', job, 'payload', payload, 'person', person, 'member', member, 'ready', ready,
-           'tag', string.format('%.17g', tag), unpack(ARGV, 7))
+           'tag', string.format('%.17g', tag), unpack(ARGV, 8))
 redis.call('EXPIRE', job, 86400)
 redis.call('HINCRBY', waiting, person, 1)
 redis.call('EXPIRE', state, 86400)

@@ -39,18 +39,26 @@ local function abandoned(job)
     or redis.call('EXISTS', p_lease .. job.web) == 0
 end
 
--- The person's running jobs, without those whose web process died.
-local function running(person)
+-- Whether the person runs fewer than `limit` jobs. Jobs whose web process
+-- died count only until the limit is reached: then they are dropped (one pass
+-- over the set, each web process's lease read once). Below the limit they
+-- change nothing, so the common case costs no pass over the running jobs.
+local function below_limit(person, limit)
   local key = p_active .. person
   local count = redis.call('ZCARD', key)
+  if count < limit then return true end
+  local alive = {}
   for _, held in ipairs(redis.call('ZRANGE', key, 0, -1)) do
     local web = string.match(held, '^([^|]+)|')
-    if web and redis.call('EXISTS', p_lease .. web) == 0 then
-      redis.call('ZREM', key, held)
-      count = count - 1
+    if web then
+      if alive[web] == nil then alive[web] = redis.call('EXISTS', p_lease .. web) == 1 end
+      if not alive[web] then
+        redis.call('ZREM', key, held)
+        count = count - 1
+      end
     end
   end
-  return count
+  return count < limit
 end
 
 local function is_free(model, w)
@@ -74,7 +82,7 @@ local function verdict(job)
     local until_ = tonumber(redis.call('HGET', p_job .. job.id, 'reserved_until') or '0')
     if until_ > now then return 'skip' end
   end
-  if running(job.person) >= tonumber(job.limit) then
+  if not below_limit(job.person, tonumber(job.limit)) then
     redis.call('SADD', p_blocked .. job.person, pool)
     redis.call('EXPIRE', p_blocked .. job.person, 86400)
     return 'skip'

@@ -16,22 +16,23 @@ class ScriptedJobs:
         self.jobs = []
         self._subscriptions: dict[str, Subscription] = {}
 
+    # The ticket is made just before the relay listens for the job's events
+    # (and the job is queued): the job's reply is put on its subscription as
+    # soon as it exists.
+    def ticket(self, job, queue: str, pool: str) -> tuple[str, bytes]:
+        self.jobs.append((job, queue))
+        return "scripted-tickets", b"ticket"
+
     # Relay
     def listen(self, job_id: str, timeout: float) -> Subscription:
         subscription = self._subscriptions[job_id] = Subscription(job_id)
+        assert self.jobs and self.jobs[-1][0].id == job_id, "the ticket comes first"
+        for event in self.replies.pop(0):
+            subscription.messages.put(encode_event(event))
         return subscription
 
     def forget(self, subscription: Subscription) -> None:
         self._subscriptions.pop(subscription.job_id, None)
-
-    # The ticket, made as the job is queued: the job's reply is put on its
-    # subscription (which exists by then) at once.
-    def ticket(self, job, queue: str, pool: str) -> tuple[str, bytes]:
-        self.jobs.append((job, queue))
-        subscription = self._subscriptions[job.id]
-        for event in self.replies.pop(0):
-            subscription.messages.put(encode_event(event))
-        return "scripted-tickets", b"ticket"
 
 
 @pytest.fixture

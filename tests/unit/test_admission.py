@@ -113,3 +113,53 @@ def test_retry_after_follows_the_drain_rate(clean_redis):
     for _ in range(60):
         start_job(clean_redis, uuid.uuid4().hex, "w", "local")  # 60 a minute: one a second
     assert retry_after_seconds(clean_redis, "local", 9) == 10
+
+
+def _job(web: str) -> Job:
+    return Job(id=uuid.uuid4().hex, model="echo", messages=[Message(role="user", content="hi")], web_id=web,
+               expires_at=time.time() + 60)
+
+
+def _admit_and_queue(redis, web: str, job: Job, **limits) -> None:
+    def queue_job(client):
+        fairqueue.push(client, "local", "chat", job, Waiting("alice", 16), if_admitted=True)
+    admit(redis, "alice", job.id, "local", web, then=queue_job, **(LIMITS | limits))
+
+
+def test_a_job_admitted_with_its_queueing_is_queued_in_the_same_round_trip(clean_redis, web):
+    job = _job(web)
+    _admit_and_queue(clean_redis, web, job)
+    assert fairqueue.depth(clean_redis, "local") == 1 and fairqueue.take(clean_redis, "local", "w").job.id == job.id
+
+
+def test_a_refused_job_is_not_queued_though_its_queueing_was_sent_with_it(clean_redis, web):
+    for _ in range(3):
+        _admit_and_queue(clean_redis, web, _job(web))
+    with pytest.raises(Busy):
+        _admit_and_queue(clean_redis, web, _job(web))
+    assert fairqueue.depth(clean_redis, "local") == 3
+
+
+def test_admission_and_queueing_work_on_a_redis_that_lost_its_scripts(clean_redis, web):
+    clean_redis.script_flush()  # as after a Redis restart
+    job = _job(web)
+    _admit_and_queue(clean_redis, web, job)
+    assert fairqueue.depth(clean_redis, "local") == 1
+    assert clean_redis.zcard(keys.queued_key("local")) == 1  # admitted once
+
+
+def test_queueing_that_fails_after_admission_gives_the_place_back(clean_redis, web):
+    def broken(client):
+        client.hset("a-hash-key-used-as-a-list", "x", "1")
+        client.lpush("a-hash-key-used-as-a-list", "y")  # WRONGTYPE, after the admission
+    clean_redis.delete("a-hash-key-used-as-a-list")
+    job = _job(web)
+    with pytest.raises(Exception, match="WRONGTYPE"):
+        admit(clean_redis, "alice", job.id, "local", web, then=broken, **LIMITS)
+    assert clean_redis.zcard(keys.queued_key("local")) == 0
+    clean_redis.delete("a-hash-key-used-as-a-list")
+
+
+def test_queueing_only_if_admitted_does_nothing_for_a_job_admission_never_saw(clean_redis, web):
+    fairqueue.push(clean_redis, "local", "chat", _job(web), Waiting("alice", 16), if_admitted=True)
+    assert fairqueue.depth(clean_redis, "local") == 0
