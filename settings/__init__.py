@@ -60,6 +60,8 @@ class Settings(BaseSettings):
     max_tools: int = _env("SWITCHBOARD_MAX_TOOLS", 512, ge=0)
     # Logging: prompts only when asked; conversation logs (JSON lines) opt-in.
     log_prompts: bool = _env("SWITCHBOARD_LOG_PROMPTS", False)
+    # Celery's per-task INFO lines in the worker log (two per job).
+    log_tasks: bool = _env("SWITCHBOARD_LOG_TASKS", False)
     conversation_log_dir: Path | None = _env("SWITCHBOARD_CONVERSATION_LOG_DIR", None)
     # On SIGTERM, how long open streams may run on before they are ended with
     # an in-band error (gunicorn's graceful timeout; LLM streams run long).
