@@ -213,6 +213,10 @@ class JobRun:
                 self.final = event
             yield event
 
+    def has_waiting(self) -> bool:
+        """Whether the job's next event (or the end of the stream) has already arrived."""
+        return self._subscription is not None and not self._subscription.messages.empty()
+
     def _merge_waiting_text(self, event: TextEvent) -> TextEvent:
         waiting, texts = self._subscription.messages, [event.text]
         while not waiting.empty() and waiting.peek() is not CLOSED and is_text_payload(waiting.peek()):

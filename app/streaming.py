@@ -60,11 +60,13 @@ def frames(events: Iterable[Event], writer: Writer, observers: tuple[Observer, .
         yield from group
 
 
-def frame_groups(events: Iterable[Event], writer: Writer, observers: tuple[Observer, ...] = ()
-                 ) -> Iterator[list[Frame]]:
-    """The same frames, one list per event: the opening goes with the first
-    event (which has arrived by the time a stream opens: start_job waits for
-    it) and the closing with the last, so each list is one socket write."""
+def frame_groups(events: Iterable[Event], writer: Writer, observers: tuple[Observer, ...] = (),
+                 more_waiting: Callable[[], bool] = lambda: False) -> Iterator[list[Frame]]:
+    """The same frames, in lists that are each one socket write: the opening
+    goes with the first event (which has arrived by the time a stream opens:
+    start_job waits for it), the closing with the last, and an event's frames
+    wait for those of the events already waiting behind it (`more_waiting`):
+    a reply that arrived at once is one write, a slow one a write per event."""
     group = list(writer.opening())
     for event in events:
         for observe in observers:
@@ -72,8 +74,9 @@ def frame_groups(events: Iterable[Event], writer: Writer, observers: tuple[Obser
         group += _frames_of(event, writer)
         if isinstance(event, (DoneEvent, ErrorEvent)):
             break
-        yield group
-        group = []
+        if not more_waiting():
+            yield group
+            group = []
     yield group + list(writer.closing())
 
 
@@ -99,9 +102,10 @@ def _frames_of(event: Event, writer: Writer) -> list[Frame]:
 
 
 def stream(events: Iterable[Event], writer: Writer, encode: Callable[[Frame], bytes],
-           observers: tuple[Observer, ...] = ()) -> Iterator[bytes]:
-    """SSE or NDJSON bytes (encode = sse or ndjson): one piece per event."""
-    for group in frame_groups(events, writer, observers):
+           observers: tuple[Observer, ...] = (), more_waiting: Callable[[], bool] = lambda: False
+           ) -> Iterator[bytes]:
+    """SSE or NDJSON bytes (encode = sse or ndjson): one piece per write."""
+    for group in frame_groups(events, writer, observers, more_waiting):
         if group:
             yield b"".join(encode(frame) for frame in group)
 

@@ -77,7 +77,7 @@ def respond(run: JobRun, events: Iterator[Event], writer: Writer, framing: str |
     answer with the writer's whole reply once the job finished."""
     if framing is not None:
         encode, content_type = FRAMINGS[framing]
-        return stream_response(run, stream(events, writer, encode, tuple(run.observers)), content_type)
+        return stream_response(run, stream(events, writer, encode, tuple(run.observers), run.has_waiting), content_type)
     try:
         body = whole_reply(events, writer, tuple(run.observers))
     finally:

@@ -29,6 +29,22 @@ def test_each_event_is_one_piece_the_opening_riding_with_the_first_and_the_closi
     assert b'"finish_reason":"stop"' in pieces[3] and pieces[3].endswith(b"data: [DONE]\n\n")
 
 
+def test_events_already_waiting_go_out_in_the_same_write():
+    writer = openai_writer.ChatWriter("c", "m", 1)
+    waiting = [TextEvent(text="a"), TextEvent(text="b"), DONE]
+    arrived_together = {1}  # the end had arrived by the time "b" was handled; "b" came after "a" was written
+
+    def events():
+        while waiting:
+            yield waiting.pop(0)
+    pieces = list(stream(events(), writer, sse, more_waiting=lambda: len(waiting) in arrived_together))
+    assert [piece.count(b"\n\n") for piece in pieces] == [2, 3]
+    assert b'"content":"b"' in pieces[1] and pieces[1].endswith(b"data: [DONE]\n\n")
+    everything_at_once = list(stream([TextEvent(text="a"), DONE], openai_writer.ChatWriter("c", "m", 1), sse,
+                                     more_waiting=lambda: True))
+    assert len(everything_at_once) == 1 and everything_at_once[0].count(b"\n\n") == 4
+
+
 def test_an_error_ends_the_stream_in_band_and_later_events_are_not_read():
     seen = []
 

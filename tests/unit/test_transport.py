@@ -215,3 +215,29 @@ def test_a_reply_that_closes_its_connection_is_read_to_its_end(serve):
     response = _post(pool)  # not reused: a new connection
     assert response.read().startswith(b"data: 1") and server.connections == 2
     response.close()
+
+
+def test_the_request_is_written_whole_with_its_headers(serve):
+    server = serve(lambda connection, request: connection.sendall(OK + b"hello"))
+    pool = ConnectionPool(server.url.replace("http://", "http://user:pw@") + "/v1", 5)
+    response = pool.post("/chat", b'{"a": 1}', {"Authorization": "Bearer k", "X-Team": "blue"}, 5,
+                         lambda shut_down: None)
+    assert response.read() == b"hello"
+    response.close()
+    head, _, body = server.requests[0].partition(b"\r\n\r\n")
+    lines = head.decode().split("\r\n")
+    assert lines[0] == "POST /v1/chat HTTP/1.1" and body == b'{"a": 1}'
+    assert {"Host: 127.0.0.1:%d" % server.port, "Content-Length: 8", "Authorization: Bearer k",
+            "X-Team: blue"} <= set(lines[1:])
+
+
+@pytest.mark.parametrize("name, value", [("X-Evil", "a\r\nX-Injected: 1"), ("X-Bad\nName", "v"), ("A:B", "v")])
+def test_a_header_that_would_break_the_request_is_refused_without_showing_its_value(serve, name, value):
+    server = serve(lambda connection, request: connection.sendall(OK + b"hello"))
+    with pytest.raises(ValueError) as raised:
+        _post_with(ConnectionPool(server.url, 5), {name: value})
+    assert "Injected" not in str(raised.value) and server.requests == []
+
+
+def _post_with(pool, headers):
+    return pool.post("/x", b"{}", headers, 5, lambda shut_down: None)

@@ -78,6 +78,7 @@ class ConnectionPool:
         self._host = url.hostname or ""
         self._port = url.port or (443 if self._https else 80)
         self._origin = f"{url.scheme}://{url.netloc}"
+        self._host_header = url.netloc.rpartition("@")[2]
         self._base_path = url.path.rstrip("/")
         self._connect_timeout = connect_timeout
         self._proxy, self._proxy_headers = _proxy_for(url.scheme, self._host)
@@ -105,18 +106,36 @@ class ConnectionPool:
                 raise
 
     def _exchange(self, connection, path, body, headers, header_timeout, on_connect) -> Response:
+        """http.client's connection only connects (TCP, the proxy's tunnel,
+        TLS): the request is written here, headers and body in one send (its
+        own `request` takes two system calls), and the reply is parsed by
+        http.client's response class."""
         if connection.sock is None:
             connection.connect()
         sock = connection.sock
         on_connect(lambda: shut_down_socket(sock))
         sock.settimeout(self._connect_timeout)  # sending
-        if self._proxy and not self._https:
-            headers = headers | self._proxy_headers
-        connection.request("POST", self._target(path), body=body, headers=headers)
+        sock.sendall(self._request(path, body, headers))
         sent_at = time.monotonic()
         sock.settimeout(header_timeout)
-        raw = connection.getresponse()
+        raw = http.client.HTTPResponse(sock, method="POST")
+        try:
+            raw.begin()
+        except BaseException:
+            raw.close()
+            raise
         return Response(self, connection, sock, raw, time.monotonic() - sent_at)
+
+    def _request(self, path: str, body: bytes, headers: dict[str, str]) -> bytes:
+        if self._proxy and not self._https:
+            headers = headers | self._proxy_headers
+        lines = [f"POST {self._target(path)} HTTP/1.1", f"Host: {self._host_header}",
+                 f"Content-Length: {len(body)}", "Accept-Encoding: identity"]
+        for name, value in headers.items():
+            if any(c in name + value for c in "\r\n\0") or ":" in name:
+                raise ValueError(f"the upstream header {name!r} is not a valid header")  # never its value
+            lines.append(f"{name}: {value}")
+        return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body
 
     def keep(self, connection: http.client.HTTPConnection) -> None:
         with self._lock:
