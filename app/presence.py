@@ -7,6 +7,7 @@ relays (/metrics sums them)."""
 from __future__ import annotations
 
 import logging
+
 import gevent
 from gevent.lock import Semaphore
 from redis import Redis

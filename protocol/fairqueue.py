@@ -26,7 +26,6 @@ dropped by whoever meets them first.
 from __future__ import annotations
 
 import json
-
 import time
 from dataclasses import dataclass, replace
 
