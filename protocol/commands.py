@@ -100,11 +100,12 @@ def start_job(redis: Redis, job_id: str, worker_id: str, pool: str, web_id: str 
     (on `channel`, the job's events channel; by default its own).
     Returns (claimed, aborted): a job whose web process died is aborted
     (nobody would read it)."""
-    claimed, aborted = run_script(redis, "start_job", [
-        keys.claim_key(job_id), keys.abort_key(job_id), keys.web_lease_key(web_id) if web_id else "",
-        keys.drained_key(pool, int(time.time() // 10)), keys.alive_key(job_id), keys.state_key(job_id),
-        channel or keys.events_channel(job_id)], [worker_id, keys.RECORD_TTL_SECONDS, ALIVE_TTL_SECONDS, repr(time.time()),
-                                       "1" if announce else "0", encode_event(StartedEvent())])
+    script_keys = [keys.claim_key(job_id), keys.abort_key(job_id), keys.web_lease_key(web_id) if web_id else "",
+                   keys.drained_key(pool, int(time.time() // 10)), keys.alive_key(job_id), keys.state_key(job_id),
+                   channel or keys.events_channel(job_id)]
+    claimed, aborted = run_script(redis, "start_job", script_keys, [
+        worker_id, keys.RECORD_TTL_SECONDS, ALIVE_TTL_SECONDS, repr(time.time()), "1" if announce else "0",
+        encode_event(StartedEvent())])
     return bool(claimed), bool(aborted)
 
 
