@@ -9,7 +9,7 @@ Every admitted job is recorded with the web process that holds it
 crashed) is freed by the next admission, within seconds. A rejection carries
 a Retry-After: exact for the rate limit, else from the observed drain rate
 of the pool's queue (workers count as they take jobs: see
-commands.start_job)."""
+fairqueue.take)."""
 from __future__ import annotations
 
 import math

@@ -4,8 +4,8 @@ from `protocol.keys`):
 - events: a job's events, published on its channel (the web process listens)
 - abort: a key the worker checks before starting, plus a broadcast on the
   abort channel so a running job stops within one token
-- start / state: claiming a job once and announcing it, recording what
-  became of it
+- state: recording what became of a job (a worker's take starts it:
+  protocol/fairqueue.py)
 - liveness: each running job's `alive` key, each worker's presence
 - loaded models, for /api/ps
 
@@ -23,8 +23,7 @@ from redis import Redis
 from redis.client import Pipeline
 
 from protocol import keys
-from protocol.contract import ErrorEvent, Event, Job, StartedEvent, encode_event
-from protocol.scripts import run_script
+from protocol.contract import ErrorEvent, Event, Job, encode_event
 
 # A running job's `alive` key lapses this long after its worker's last beat
 # (workers beat once a second), and a worker's presence three times that.
@@ -89,26 +88,6 @@ def supersede(redis: Redis, client: str, model: str, job: Job) -> str | None:
 
 
 # --- a job's life in a worker --------------------------------------------------------
-def start_job(redis: Redis, job_id: str, worker_id: str, pool: str, web_id: str = "",
-              announce: bool = True, channel: str = "") -> tuple[bool, bool]:
-    """A worker starts a job it took from the fair queue (which freed its
-    queue place: fairqueue.take), in one round trip: claim it (False if
-    another worker already did), count it as drained from the pool, read its
-    abort mark and whether the web process holding it is alive, and, unless
-    it is aborted (or not to be announced: the caller knows it expired or was
-    aborted), announce it: its first heartbeat, its state, the started event
-    (on `channel`, the job's events channel; by default its own).
-    Returns (claimed, aborted): a job whose web process died is aborted
-    (nobody would read it)."""
-    script_keys = [keys.claim_key(job_id), keys.abort_key(job_id), keys.web_lease_key(web_id) if web_id else "",
-                   keys.drained_key(pool, int(time.time() // 10)), keys.alive_key(job_id), keys.state_key(job_id),
-                   channel or keys.events_channel(job_id)]
-    claimed, aborted = run_script(redis, "start_job", script_keys, [
-        worker_id, keys.RECORD_TTL_SECONDS, ALIVE_TTL_SECONDS, repr(time.time()), "1" if announce else "0",
-        encode_event(StartedEvent())])
-    return bool(claimed), bool(aborted)
-
-
 def record_state(redis: Redis | Pipeline, job_id: str, **fields: str | int | float) -> None:
     with batched(redis) as pipe:
         pipe.hset(keys.state_key(job_id), mapping=fields)

@@ -35,8 +35,8 @@ from redis.client import Pipeline
 from redis.exceptions import NoScriptError
 
 from protocol import keys
-from protocol.commands import ALIVE_TTL_SECONDS
-from protocol.contract import Job
+from protocol.commands import ALIVE_TTL_SECONDS, events_channel_of
+from protocol.contract import Job, StartedEvent, encode_event
 from protocol.scripts import queue_script, run_script as _run
 
 CLASSES = ("completion", "chat")
@@ -68,7 +68,7 @@ def push(redis: Redis | Pipeline, pool: str, klass: str, job: Job, waiting: Wait
     member = keys.lease_member(job.web_id, job.id)
     fields = {"limit": waiting.limit, "lease": member, "model": job.model,
               "serial": "1" if waiting.serial else "0", "expires": repr(job.expires_at), "web": job.web_id,
-              "enqueued": repr(job.enqueued_at)}
+              "enqueued": repr(job.enqueued_at), "events": events_channel_of(job)}
     args = [job.id, job.model_dump_json(), waiting.person, waiting.weight, policy, message, member]
     for name, value in fields.items():
         args += [name, value]
@@ -99,6 +99,7 @@ return 1
 
 @dataclass(frozen=True)
 class Taken:
+    """A job taken is started (see take)."""
     job: Job | None  # None: nothing this worker may run now (or a malformed payload)
     person: str = ""
     lease: str = ""
@@ -107,31 +108,42 @@ class Taken:
     job_id: str = ""
     malformed: str = ""  # why the taken payload is not a job
     reply_channel: str = ""  # a malformed job's, if it could be read: where to say so
+    taken_at: float = 0.0  # time.monotonic() before the take was sent (workers.abort_watch)
 
 
 def take(redis: Redis, pool: str, worker_id: str, want: str = "", idle_serial: list[str] | None = None) -> Taken:
     """The fairest job this worker may run (`want` first, if it may), counted
-    as running for its person. `idle_serial`: the one-at-a-time models whose
-    copy in this worker is idle (None: the worker does not track them, and
-    takes any job)."""
-    return _taken(_run(redis, "fair_take", *_take_call(pool, worker_id, want, idle_serial)))
+    as running for its person and started in the same round trip: its claim,
+    its count in the pool's drain rate, its first heartbeat, its state and
+    its started event. A job whose client left, whose web process died or
+    whose time is up is dropped, never taken. `idle_serial`: the
+    one-at-a-time models whose copy in this worker is idle (None: the worker
+    does not track them, and takes any job)."""
+    taken_at = time.monotonic()
+    return _taken(_run(redis, "fair_take", *_take_call(pool, worker_id, want, idle_serial)), taken_at)
 
 
 def _take_call(pool: str, worker_id: str, want: str, idle_serial: list[str] | None) -> tuple[list[str], list]:
     """fair_take.lua's keys and arguments."""
     tracks_free = idle_serial is not None
     now = time.time()
+    own_channel_head, own_channel_tail = keys.events_channel("\0").split("\0")
     args = [keys.FAIR_JOB_PREFIX, keys.ACTIVE_PREFIX, keys.FAIR_FREE_PREFIX, keys.FAIR_AFFINITY_PREFIX,
             keys.WEB_LEASE_PREFIX, keys.JOB_PREFIX, keys.FAIR_RESERVED_PREFIX, keys.FAIR_BLOCKED_PREFIX,
             worker_id, repr(now), want, "1" if tracks_free else "0", repr(now - FREE_FRESH_SECONDS),
-            HOLD_SECONDS, pool, keys.RECORD_TTL_SECONDS, *(idle_serial or [])]
+            HOLD_SECONDS, pool, keys.RECORD_TTL_SECONDS, ALIVE_TTL_SECONDS, _STARTED, own_channel_head,
+            own_channel_tail, *(idle_serial or [])]
     return [*(keys.fair_ready_key(pool, k) for k in CLASSES), keys.fair_state_key(pool),
-            keys.fair_waiting_key(pool), keys.queued_key(pool)], args
+            keys.fair_waiting_key(pool), keys.queued_key(pool), keys.drained_key(pool, int(now // 10))], args
 
 
-def _taken(result: list) -> Taken:
+_STARTED = encode_event(StartedEvent())
+
+
+def _taken(result: list, taken_at: float) -> Taken:
     found, payload, person, lease, job_id, forward_to, forward_job = result
-    taken = Taken(None, _text(person), _text(lease), _text(forward_to), _text(forward_job), _text(job_id))
+    taken = Taken(None, _text(person), _text(lease), _text(forward_to), _text(forward_job), _text(job_id),
+                  taken_at=taken_at)
     if found != b"job":
         return taken
     try:
@@ -170,6 +182,7 @@ def finish_and_take(redis: Redis, person: str, lease: str, pool: str, worker_id:
     pipe = redis.pipeline(transaction=True) if batch is None else batch
     _queue_finish(pipe, person, lease)
     queue_script(pipe, "fair_take", *_take_call(pool, worker_id, "", None))
+    taken_at = time.monotonic()
     *before, _, blocked, _, result = pipe.execute(raise_on_error=False)
     failed = next((r for r in (*before, blocked) if isinstance(r, Exception)), None)
     if failed is not None:
@@ -178,7 +191,7 @@ def finish_and_take(redis: Redis, person: str, lease: str, pool: str, worker_id:
         return sorted(_text(p) for p in blocked), take(redis, pool, worker_id)
     if isinstance(result, Exception):
         raise result
-    return sorted(_text(p) for p in blocked), _taken(result)
+    return sorted(_text(p) for p in blocked), _taken(result, taken_at)
 
 
 def _queue_finish(pipe, person: str, lease: str) -> None:

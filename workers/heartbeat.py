@@ -74,7 +74,7 @@ class _Running:
 
     def __enter__(self):
         self._heartbeat.start()
-        self._heartbeat._jobs[self._job_id] = self._entry  # its first beat is the runner's (start_job)
+        self._heartbeat._jobs[self._job_id] = self._entry  # its first beat is its take's (fairqueue.take)
         return self
 
     def __exit__(self, *exc):

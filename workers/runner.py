@@ -18,7 +18,6 @@ from redis.client import Pipeline
 from catalog.registry import ModelEntry
 from protocol.commands import (
     FOREVER_SECONDS, end_heartbeat, events_channel_of, forget_loaded, mark_loaded, publish_event, record_state,
-    start_job,
 )
 from protocol.contract import (
     CONTRACT_VERSION, DoneEvent, EmbeddingEvent, ErrorEvent, Event, Job, Timings, Usage,
@@ -74,35 +73,24 @@ def refusal(job: Job, ctx: RunContext) -> ErrorEvent | None:
     return None
 
 
-def run_job(job: Job, ctx: RunContext, batch: Pipeline | None = None) -> str:
-    """Run the job and return the reason it finished. With `batch`, what the
-    finished job leaves in Redis is queued there for the caller to send (with
-    its own commands: the slot's finish and next take), else sent at once."""
-    refused = refusal(job, ctx)
-    if refused is not None:
-        log.error("refused job %s: %s", job.id, refused.message)
-        return _finish(job, ctx, "error", final=refused, error=refused.message, worker=ctx.worker_id, batch=batch)
-    with ctx.aborts.watch(job.id) as aborted:
-        expired = job.expires_at is not None and time.time() > job.expires_at
-        claimed, was_aborted = start_job(ctx.redis, job.id, ctx.worker_id, ctx.backends.entry(job.model).pool,
-                                         job.web_id, announce=not (expired or aborted.is_set()),
-                                         channel=events_channel_of(job))
-        if not claimed:
-            # Redelivered (its first worker died after taking it): its client was told already.
-            log.warning("job %s was already taken by another worker; not running it again", job.id)
-            return "duplicate"
-        if was_aborted or aborted.is_set():  # the client (or its web process) left while the job was queued
-            return _finish(job, ctx, "aborted", worker=ctx.worker_id, batch=batch)
-        if expired:
-            waited = time.time() - job.enqueued_at
-            expired_event = ErrorEvent(message=f"the job waited {waited:.0f} s in the queue; dropped unrun", status=503)
-            return _finish(job, ctx, "expired", final=expired_event, worker=ctx.worker_id, batch=batch)
-        with ctx.heartbeat.running(job.id, job.web_id, aborted):
-            return _run_started(job, ctx, aborted, batch)
+def run_job(job: Job, ctx: RunContext, taken_at: float, batch: Pipeline | None = None) -> str:
+    """Run a job its take started (protocol.fairqueue.take: its heartbeat,
+    state and started event; sent at `taken_at`, time.monotonic()) and
+    return the reason it finished. With `batch`, what the finished job
+    leaves in Redis is queued there for the caller to send (with its own
+    commands: the slot's finish and next take), else sent at once."""
+    with ctx.aborts.watch(job.id, taken_at) as aborted, ctx.heartbeat.running(job.id, job.web_id, aborted):
+        refused = refusal(job, ctx)
+        if refused is not None:
+            log.error("refused job %s: %s", job.id, refused.message)
+            return _finish(job, ctx, "error", final=refused, error=refused.message, ran=True, batch=batch)
+        if aborted.is_set():  # its client (or its web process) left between the take and now
+            return _finish(job, ctx, "aborted", ran=True, batch=batch)
+        return _run_started(job, ctx, aborted, batch)
 
 
 def _run_started(job: Job, ctx: RunContext, aborted: Cancel, batch: Pipeline | None) -> str:
-    """A job start_job announced (its heartbeat, state and started event)."""
+    """A job its take announced (its heartbeat, state and started event)."""
     started_wall = time.time()
     tail: list[Event] = []  # text the publisher still held at the end: it goes out with the final event
     try:

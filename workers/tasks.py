@@ -12,12 +12,14 @@ import socket
 from functools import lru_cache
 
 from celery.signals import worker_process_init, worker_ready, worker_shutting_down
+from redis.client import Pipeline
 
 from catalog.registry import load_registry
 from protocol import keys
-from protocol.commands import publish_event
+from protocol.commands import end_heartbeat, publish_event, record_state
 from protocol.connection import redis_client
 from protocol.contract import ErrorEvent
+from protocol.fairqueue import Taken
 from protocol.queue import TAKE_TASK
 from queue_config import app, send_ticket
 from settings import settings_from_environment
@@ -74,17 +76,25 @@ def take(ticket: dict) -> str:
         # The finished job's writes, its slot's release and the next take: one round trip.
         batch = ctx.redis.pipeline(transaction=True)
         if taken.malformed:
-            log.error("rejected a malformed job %s: %s", taken.job_id, taken.malformed)
-            channel = taken.reply_channel or keys.events_channel(taken.job_id)
-            publish_event(batch, channel, ErrorEvent(message="malformed job", status=500))
+            _reject(batch, taken)
         else:
             try:
-                reason = run_job(taken.job, ctx, batch)
+                reason = run_job(taken.job, ctx, taken.taken_at, batch)
             except BaseException:
                 ctx.slots.finish(pool, taken)
                 raise
         taken = ctx.slots.finish(pool, taken, take_next=not ctx.slots.stopping, batch=batch)
     return reason
+
+
+def _reject(batch: Pipeline, taken: Taken) -> None:
+    """A taken (so started) job whose payload is not a job: its client hears
+    why, and its record ends."""
+    log.error("rejected a malformed job %s: %s", taken.job_id, taken.malformed)
+    channel = taken.reply_channel or keys.events_channel(taken.job_id)
+    publish_event(batch, channel, ErrorEvent(message="malformed job", status=500))
+    record_state(batch, taken.job_id, status="finished", reason="error", error="malformed job")
+    end_heartbeat(batch, taken.job_id)
 
 
 @worker_process_init.connect

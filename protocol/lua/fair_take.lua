@@ -1,19 +1,21 @@
 -- A worker with a free slot takes the fairest job it may run (see protocol/fairqueue.py).
+-- The job taken is started in the same round trip (see `start` below).
 -- KEYS: ready zsets (code completions first, then chat), the pool's state hash, its waiting hash,
---       the admission queue zset
+--       the admission queue zset, the pool's drained bucket
 -- ARGV: see fairqueue.take
 local ready_sets = {KEYS[1], KEYS[2]}
-local state, waiting, queued = KEYS[3], KEYS[4], KEYS[5]
+local state, waiting, queued, drained = KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local p_job, p_active, p_free, p_affinity, p_lease, p_record, p_reserved, p_blocked =
   ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7], ARGV[8]
 local worker, now, want, tracks_free, fresh_after, hold, pool, record_ttl =
   ARGV[9], tonumber(ARGV[10]), ARGV[11], ARGV[12] == '1', tonumber(ARGV[13]), tonumber(ARGV[14]), ARGV[15],
   tonumber(ARGV[16])
+local alive_ttl, started_event, own_channel_head, own_channel_tail = tonumber(ARGV[17]), ARGV[18], ARGV[19], ARGV[20]
 -- This worker's idle copies of one-at-a-time models (it knows; the free sets are for finding others).
 local idle_here = {}
-for i = 17, #ARGV do idle_here[ARGV[i]] = true end
+for i = 21, #ARGV do idle_here[ARGV[i]] = true end
 local FIELDS = {'person', 'limit', 'lease', 'model', 'serial', 'expires', 'web', 'reserved', 'payload', 'tag', 'ready',
-                'member', 'enqueued'}
+                'member', 'enqueued', 'events'}
 local forward = nil
 
 local function read(job_id)
@@ -109,12 +111,28 @@ local function verdict(job)
   return 'take'
 end
 
+-- Started as it is taken (nobody else can take it: it left the queue above):
+-- its claim (who ran it), counted as drained, its first heartbeat, its state, then its
+-- started event (after the heartbeat, so the front end finds it alive). A job
+-- queued by a web process older than reply channels names no events channel:
+-- its own is used.
+local function start(job)
+  local record = p_record .. job.id
+  redis.call('SET', record .. ':claim', worker, 'EX', record_ttl)
+  redis.call('INCR', drained)
+  redis.call('EXPIRE', drained, 120)
+  redis.call('SET', record .. ':alive', '1', 'EX', alive_ttl)
+  -- The record says whose it was, how long it waited, and who runs it.
+  redis.call('HSET', record .. ':state', 'person', job.person, 'enqueued_at', job.enqueued or '',
+             'taken_at', tostring(now), 'status', 'running', 'started_at', ARGV[10], 'worker', worker)
+  redis.call('EXPIRE', record .. ':state', record_ttl)
+  local channel = job.events or (own_channel_head .. job.id .. own_channel_tail)
+  redis.call('PUBLISH', channel, started_event)
+end
+
 local function take(job)
   unqueue(job)
-  -- The job's record says whose it was and how long it waited in the queue.
-  local record = p_record .. job.id .. ':state'
-  redis.call('HSET', record, 'person', job.person, 'enqueued_at', job.enqueued or '', 'taken_at', tostring(now))
-  redis.call('EXPIRE', record, record_ttl)
+  start(job)
   redis.call('ZADD', p_active .. job.person, now, job.lease)
   redis.call('EXPIRE', p_active .. job.person, 86400)
   if tonumber(job.tag) > tonumber(redis.call('HGET', state, 'vtime') or '0') then

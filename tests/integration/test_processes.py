@@ -10,7 +10,7 @@ import redis
 
 from scripts.embedded_redis import EmbeddedRedis
 from workers.abort_watch import AbortWatch
-from protocol.commands import record_state, send_abort, start_job, worker_lost
+from protocol.commands import record_state, send_abort, worker_lost
 from protocol.keys import alive_key
 
 
@@ -28,25 +28,13 @@ def test_embedded_redis_is_a_real_server_and_stops():
 
 def test_abort_watch_hears_a_running_jobs_abort(clean_redis, redis_url):
     watch, job_id = AbortWatch(redis.Redis.from_url(redis_url)), uuid.uuid4().hex
-    with watch.watch(job_id) as flag:
+    with watch.watch(job_id, time.monotonic()) as flag:
         assert not flag.is_set()
         send_abort(clean_redis, job_id)
         deadline = time.monotonic() + 1
         while not flag.is_set() and time.monotonic() < deadline:
             time.sleep(0.005)
         assert flag.is_set()
-
-
-def test_taking_a_job_sees_an_abort_sent_before_it_started(clean_redis):
-    job_id = uuid.uuid4().hex
-    send_abort(clean_redis, job_id)
-    assert start_job(clean_redis, job_id, "worker-a", "local") == (True, True)
-
-
-def test_a_job_is_taken_once(clean_redis):
-    job_id = uuid.uuid4().hex
-    assert start_job(clean_redis, job_id, "worker-a", "local") == (True, False)
-    assert start_job(clean_redis, job_id, "worker-b", "local") == (False, False)
 
 
 def test_front_end_imports_no_worker_code():

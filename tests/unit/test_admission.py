@@ -13,7 +13,6 @@ import redis as redis_py
 
 from protocol import fairqueue, keys
 from protocol.admission import Busy, admit, release, retry_after_seconds
-from protocol.commands import start_job
 from protocol.contract import Job, Message
 from protocol.fairqueue import Waiting
 
@@ -66,10 +65,12 @@ def test_a_dead_web_processs_places_are_freed(clean_redis, web):
     assert clean_redis.zcard(keys.queued_key("local")) == 1
 
 
-def test_a_job_of_a_dead_web_process_is_taken_as_aborted(clean_redis, web):
-    job_id = admit_one(clean_redis, web)
+def test_a_job_of_a_dead_web_process_is_never_taken(clean_redis, web):
+    job = _job(web)
+    _admit_and_queue(clean_redis, web, job)
     clean_redis.delete(keys.web_lease_key(web))
-    assert start_job(clean_redis, job_id, "w", "local", web) == (True, True)
+    assert fairqueue.take(clean_redis, "local", "w").job is None
+    assert clean_redis.zcard(keys.queued_key("local")) == 0 and not clean_redis.exists(keys.state_key(job.id))
 
 
 def test_the_rate_limit_is_a_sliding_window_with_an_exact_retry_after(clean_redis, web):
@@ -108,10 +109,11 @@ def test_a_full_queue_names_its_depth(clean_redis, web):
     assert busy.value.reason == "queue_full" and busy.value.message == "the tight queue is full (3 jobs waiting)"
 
 
-def test_retry_after_follows_the_drain_rate(clean_redis):
+def test_retry_after_follows_the_drain_rate(clean_redis, web):
     assert retry_after_seconds(clean_redis, "local", 10) == 30  # nothing drained yet: a default
-    for _ in range(60):
-        start_job(clean_redis, uuid.uuid4().hex, "w", "local")  # 60 a minute: one a second
+    for _ in range(60):  # 60 taken in the last minute: one a second
+        fairqueue.push(clean_redis, "local", "chat", _job(web), Waiting("alice", 100))
+        assert fairqueue.take(clean_redis, "local", "w").job is not None
     assert retry_after_seconds(clean_redis, "local", 9) == 10
 
 

@@ -4,13 +4,14 @@ abandoned jobs dropped, one-at-a-time models handed to an idle worker, and
 a person's affinity to the worker holding their prompt cache."""
 from __future__ import annotations
 
+import json
 import time
 import uuid
 
 import pytest
 
 from protocol import fairqueue, keys
-from protocol.commands import send_abort
+from protocol.commands import ALIVE_TTL_SECONDS, drained_recently, job_state, send_abort
 from protocol.contract import Job, Message
 from protocol.fairqueue import Waiting
 
@@ -18,9 +19,10 @@ POOL = "local"
 
 
 def queue(redis, web, person, *, model="echo", klass="chat", limit=100, weight=1.0, serial=False,
-          policy="fair", expires_in=60.0) -> str:
-    job = Job(id=uuid.uuid4().hex, model=model, messages=[Message(role="user", content=person)], web_id=web,
-              expires_at=time.time() + expires_in)
+          policy="fair", expires_in=60.0, replies: bool = False) -> str:
+    job_id = uuid.uuid4().hex
+    job = Job(id=job_id, model=model, messages=[Message(role="user", content=person)], web_id=web,
+              expires_at=time.time() + expires_in, reply_channel=keys.reply_channel(web, job_id) if replies else "")
     fairqueue.push(redis, POOL, klass, job, Waiting(person, limit, weight, serial), policy)
     return job.id
 
@@ -189,6 +191,42 @@ def test_a_running_job_counts_for_its_person(clean_redis, web):
     queue(clean_redis, web, "bob")
     assert take_all(clean_redis) == ["bob", "alice", "alice", "alice"]
 
+
+def _started_events(redis, channel: str, job_id: str) -> list[dict]:
+    """Take the fairest job while listening on `channel`; what was published there."""
+    pubsub = redis.pubsub()
+    pubsub.subscribe(channel)
+    pubsub.get_message(timeout=5)
+    assert fairqueue.take(redis, POOL, "worker-a").job.id == job_id
+    events = []
+    while (message := pubsub.get_message(timeout=0.5)) is not None:
+        events.append(json.loads(message["data"]))
+    pubsub.close()
+    return events
+
+
+def test_the_take_starts_the_job_in_the_same_round_trip(clean_redis, web):
+    job_id = queue(clean_redis, web, "alice", replies=True)
+    before = time.time()
+    assert _started_events(clean_redis, keys.reply_channel(web, job_id), job_id) == [{"type": "started"}]
+    state = job_state(clean_redis, job_id)
+    assert (state["status"], state["worker"], state["person"]) == ("running", "worker-a", "alice")
+    assert before <= float(state["started_at"]) <= time.time()
+    assert 0 < clean_redis.ttl(keys.alive_key(job_id)) <= ALIVE_TTL_SECONDS  # its first heartbeat
+    assert clean_redis.get(keys.claim_key(job_id)) == b"worker-a"
+    assert drained_recently(clean_redis, POOL) == 1  # for Retry-After (protocol/admission.py)
+
+
+def test_a_job_queued_by_a_web_process_older_than_reply_channels_starts_on_its_own_channel(clean_redis, web):
+    job_id = queue(clean_redis, web, "alice")
+    clean_redis.hdel(keys.fair_job_key(job_id), "events")  # older web processes stored no events channel
+    assert _started_events(clean_redis, keys.events_channel(job_id), job_id) == [{"type": "started"}]
+
+
+def test_a_job_is_taken_once(clean_redis, web):
+    queue(clean_redis, web, "alice")
+    assert fairqueue.take(clean_redis, POOL, "worker-a").job is not None
+    assert fairqueue.take(clean_redis, POOL, "worker-b").job is None
 
 
 def test_a_payload_that_is_not_a_job_is_taken_out_and_named(clean_redis, web):

@@ -9,7 +9,7 @@ import uuid
 import pytest
 
 from protocol import commands, keys
-from protocol.contract import ErrorEvent, Job, StartedEvent, decode_event
+from protocol.contract import ErrorEvent, Job, decode_event
 
 
 @pytest.fixture
@@ -52,53 +52,6 @@ def test_send_abort_marks_the_job_and_tells_running_workers(clean_redis, listen,
     assert commands.is_aborted(clean_redis, job_id)
     assert 0 < clean_redis.ttl(keys.abort_key(job_id)) <= keys.RECORD_TTL_SECONDS
     assert received() == [(keys.abort_channel(), job_id.encode())]
-
-
-def test_a_job_is_started_once_and_counted_as_drained_once(clean_redis, job_id):
-    assert commands.start_job(clean_redis, job_id, "worker-a", "local") == (True, False)
-    assert commands.start_job(clean_redis, job_id, "worker-b", "local") == (False, False)
-    assert clean_redis.get(keys.claim_key(job_id)) == b"worker-a"
-    assert commands.job_state(clean_redis, job_id)["worker"] == "worker-a"  # the second start changed nothing
-    assert commands.drained_recently(clean_redis, "local") == 1 and commands.drained_recently(clean_redis, "x") == 0
-
-
-def test_starting_a_job_sees_an_abort_sent_before_it_started_and_announces_nothing(clean_redis, listen, job_id):
-    received = listen(keys.events_channel(job_id))
-    commands.send_abort(clean_redis, job_id)
-    assert commands.start_job(clean_redis, job_id, "worker-a", "local") == (True, True)
-    assert received() == [] and not clean_redis.exists(keys.alive_key(job_id), keys.state_key(job_id))
-
-
-@pytest.mark.parametrize("web_alive", [True, False], ids=["web-alive", "web-dead"])
-def test_a_job_whose_web_process_died_starts_aborted(clean_redis, job_id, web_alive):
-    web_id = f"web-{job_id}"  # leases outlive clean_redis
-    if web_alive:
-        commands.renew_web_lease(clean_redis, web_id)
-    assert commands.start_job(clean_redis, job_id, "worker-a", "local", web_id) == (True, not web_alive)
-    clean_redis.delete(keys.web_lease_key(web_id))
-
-
-def test_a_job_known_to_be_expired_or_aborted_is_claimed_but_not_announced(clean_redis, listen, job_id):
-    received = listen(keys.events_channel(job_id))
-    assert commands.start_job(clean_redis, job_id, "worker-a", "local", announce=False) == (True, False)
-    assert received() == [] and not clean_redis.exists(keys.alive_key(job_id))
-
-
-def test_starting_a_job_beats_records_and_publishes_in_one_go(clean_redis, listen, job_id):
-    received = listen(keys.events_channel(job_id))
-    commands.start_job(clean_redis, job_id, "worker-a", "local")
-    assert 0 < clean_redis.ttl(keys.alive_key(job_id)) <= commands.ALIVE_TTL_SECONDS
-    state = commands.job_state(clean_redis, job_id)
-    assert state["status"] == "running" and state["worker"] == "worker-a" and float(state["started_at"]) > 0
-    assert 0 < clean_redis.ttl(keys.state_key(job_id)) <= keys.RECORD_TTL_SECONDS
-    assert [decode_event(data) for _, data in received()] == [StartedEvent()]
-
-
-def test_a_job_is_announced_on_the_channel_it_names(clean_redis, listen, job_id):
-    received = listen(keys.events_channel(job_id), keys.reply_channel("web-a", job_id))
-    commands.start_job(clean_redis, job_id, "worker-a", "local", channel=keys.reply_channel("web-a", job_id))
-    assert [(channel, decode_event(data)) for channel, data in received()] == [
-        (keys.reply_channel("web-a", job_id), StartedEvent())]
 
 
 def test_a_job_whose_heartbeat_stopped_is_lost_unless_it_finished(clean_redis, job_id):
@@ -170,8 +123,7 @@ def test_loaded_models_keep_the_longest_note(clean_redis):
 
 def test_a_beat_keeps_jobs_alive_and_announces_the_worker(clean_redis, job_id):
     worker = {"id": f"host:{job_id[:8]}", "queues": ["local-completion", "local"]}  # presence outlives clean_redis
-    commands.start_job(clean_redis, job_id, worker["id"], "local")
-    clean_redis.expire(keys.alive_key(job_id), 1)
+    clean_redis.set(keys.alive_key(job_id), b"1", ex=1)  # its first beat (the take's)
     commands.beat(clean_redis, [job_id], worker)
     assert 1 < clean_redis.ttl(keys.alive_key(job_id)) <= commands.ALIVE_TTL_SECONDS  # refreshed
     assert worker in commands.live_workers(clean_redis)
@@ -181,7 +133,7 @@ def test_a_beat_keeps_jobs_alive_and_announces_the_worker(clean_redis, job_id):
 
 
 def test_a_beat_racing_a_jobs_end_does_not_bring_its_key_back(clean_redis, job_id):
-    commands.start_job(clean_redis, job_id, "w", "local")
+    clean_redis.set(keys.alive_key(job_id), b"1", ex=commands.ALIVE_TTL_SECONDS)  # a running job's
     commands.end_heartbeat(clean_redis, job_id)  # the job finished...
     commands.beat(clean_redis, [job_id], None)  # ...while a beat was on its way with it
     assert not clean_redis.exists(keys.alive_key(job_id))

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import json
+import time
 from contextlib import contextmanager
 
 import fakeredis
@@ -12,7 +13,8 @@ from catalog.model_info import BackendSettings
 from workers.backends.base import Backend
 from workers.pieces import Outcome
 from workers.cancel import Cancel
-from protocol.commands import job_state
+from protocol import fairqueue
+from protocol.commands import job_state, renew_web_lease
 from protocol.keys import events_channel, reply_channel
 from protocol.contract import Job, Message, ToolChoice, ToolSpec
 from workers.heartbeat import Heartbeat
@@ -59,13 +61,23 @@ class Flags:
         self.flag = Cancel()
 
     @contextmanager
-    def watch(self, job_id):
+    def watch(self, job_id, taken_at):
         yield self.flag
 
 
-JOB = Job(id="job1", model="m", messages=[Message(role="user", content="hi")])
+JOB = Job(id="job1", model="m", messages=[Message(role="user", content="hi")], web_id="web-1",
+          expires_at=time.time() + 3600)
 TOOL_JOB = JOB.model_copy(update={"tools": [ToolSpec(name="read_file", parameters={
     "type": "object", "properties": {"line": {"type": "integer"}}})]})
+
+
+def run_taken(job: Job, ctx: RunContext, batch=None) -> str:
+    """As a worker's slot runs a job: queued, taken (which starts it), run."""
+    renew_web_lease(ctx.redis, job.web_id)
+    fairqueue.push(ctx.redis, "local", "chat", job, fairqueue.Waiting("alice", 16))
+    taken = fairqueue.take(ctx.redis, "local", ctx.worker_id)
+    assert taken.job == job
+    return run_job(taken.job, ctx, taken.taken_at, batch)
 
 
 def run(backend, flags=None, job=JOB, **settings):
@@ -75,7 +87,7 @@ def run(backend, flags=None, job=JOB, **settings):
     pubsub.get_message()
     ctx = RunContext(redis=redis, backends=OneBackend(backend), aborts=flags or Flags(), worker_id="w",
                      heartbeat=Heartbeat(redis, "w"), **settings)
-    reason = run_job(job, ctx)
+    reason = run_taken(job, ctx)
     events = []
     while (message := pubsub.get_message()) is not None:
         events.append(json.loads(message["data"]))
@@ -102,7 +114,7 @@ def test_a_job_naming_a_reply_channel_has_every_event_published_there():
     pubsub.get_message(), pubsub.get_message()
     ctx = RunContext(redis=redis, backends=OneBackend(ScriptedBackend(["a", "b"])), aborts=Flags(), worker_id="w",
                      heartbeat=Heartbeat(redis, "w"))
-    assert run_job(JOB.model_copy(update={"reply_channel": reply}), ctx) == "stop"
+    assert run_taken(JOB.model_copy(update={"reply_channel": reply}), ctx) == "stop"
     channels = []
     while (message := pubsub.get_message()) is not None:
         channels.append((message["channel"].decode(), json.loads(message["data"])["type"]))
@@ -118,7 +130,7 @@ def test_with_a_batch_the_finished_jobs_writes_wait_for_the_caller():
     ctx = RunContext(redis=redis, backends=OneBackend(ScriptedBackend(["a"])), aborts=Flags(), worker_id="w",
                      heartbeat=Heartbeat(redis, "w"))
     batch = redis.pipeline(transaction=True)
-    assert run_job(JOB, ctx, batch) == "stop"
+    assert run_taken(JOB, ctx, batch) == "stop"
     published = []
     while (message := pubsub.get_message()) is not None:
         published.append(json.loads(message["data"])["type"])
@@ -128,12 +140,13 @@ def test_with_a_batch_the_finished_jobs_writes_wait_for_the_caller():
     assert job_state(redis, JOB.id)["status"] == "finished"
 
 
-def test_a_job_aborted_while_queued_never_starts():
+def test_a_job_aborted_between_its_take_and_its_run_never_reaches_the_backend():
     flags = Flags()
     flags.flag.set()
     backend = ScriptedBackend(["a"])
     reason, events, state = run(backend, flags)
-    assert reason == "aborted" and events == [] and "started_at" not in state
+    assert reason == "aborted" and [e["type"] for e in events] == ["started"]  # the take's
+    assert state["status"] == "finished" and state["reason"] == "aborted"
     assert not backend.closed  # generate() was never called
 
 
@@ -187,32 +200,11 @@ def test_the_backend_gets_the_tool_prompt_and_a_capped_token_limit():
     assert "## read_file" in backend.job.messages[0].content and backend.job.messages[0].role == "system"
 
 
-def test_a_job_is_never_run_twice():
-    redis = fakeredis.FakeRedis()
-    ctx = RunContext(redis=redis, backends=OneBackend(ScriptedBackend(["a"])), aborts=Flags(), worker_id="w1",
-                     heartbeat=Heartbeat(redis, "w1"))
-    assert run_job(JOB, ctx) == "stop"
-    second = ScriptedBackend(["a"])
-    ctx.backends = OneBackend(second)
-    assert run_job(JOB, ctx) == "duplicate" and not second.closed  # never even started
-
-
-def test_a_job_past_its_queue_wait_is_dropped_unrun():
-    import time as clock
-
-    backend = ScriptedBackend(["a"])
-    reason, events, state = run(backend, job=JOB.model_copy(update={"enqueued_at": clock.time() - 10,
-                                                                    "expires_at": clock.time() - 1}))
-    assert reason == "expired" and state["reason"] == "expired" and "started_at" not in state
-    assert events == [{"type": "error", "message": "the job waited 10 s in the queue; dropped unrun", "status": 503,
-                       "retry_after": None}]
-
-
 def test_a_job_of_a_newer_contract_version_is_refused_with_a_clear_error():
     reason, events, state = run(ScriptedBackend(["x"]), job=JOB.model_copy(update={"version": 99}))
     assert reason == "error" and events[-1]["type"] == "error" and events[-1]["status"] == 500
     assert "the job is version 99: the worker must be upgraded" in events[-1]["message"]
-    assert state["status"] == "finished" and "started_at" not in state
+    assert state["status"] == "finished" and state["reason"] == "error"
 
 
 class NoModels(OneBackend):
@@ -227,8 +219,9 @@ def test_a_model_this_workers_registry_lacks_is_answered_at_once_with_a_404():
     pubsub.get_message()
     ctx = RunContext(redis=redis, backends=NoModels(ScriptedBackend([])), aborts=Flags(), worker_id="w1",
                      heartbeat=Heartbeat(redis, "w1"))
-    assert run_job(JOB, ctx) == "error"
-    error = json.loads(pubsub.get_message()["data"])
+    assert run_taken(JOB, ctx) == "error"
+    started, error = (json.loads(pubsub.get_message()["data"]) for _ in range(2))
+    assert started == {"type": "started"}  # the take's; the web process still answers with the 404's status
     assert error == {"type": "error", "status": 404, "retry_after": None, "message":
                      'model "m" is not served by any worker that took the job '
                      "(worker w1 has no such model in its registry)"}
@@ -279,7 +272,7 @@ def run_rounds(backend, toolbox, job=SERVER_JOB, flags=None):
     pubsub.get_message()
     ctx = RunContext(redis=redis, backends=OneBackend(backend, mcp_servers=("tools",)), aborts=flags or Flags(),
                      worker_id="w", heartbeat=Heartbeat(redis, "w"), toolbox=toolbox)
-    reason = run_job(job, ctx)
+    reason = run_taken(job, ctx)
     events = []
     while (message := pubsub.get_message()) is not None:
         events.append(json.loads(message["data"]))
