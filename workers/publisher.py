@@ -53,7 +53,7 @@ class EventPublisher:
         self._wake = threading.Event()
         self._closed = False
         self._failure: Exception | None = None
-        self._yielded_at = 0.0
+        self._yielded_at = time.monotonic()
         self._thread = threading.Thread(target=self._run, name=f"publish-{job_of_channel(channel)[:8]}", daemon=True)
         self._thread.start()
 
@@ -67,8 +67,11 @@ class EventPublisher:
         self._wake.set()
         # Under gevent nothing preempts a producer that does not block (echo, a
         # burst of tokens already read from an upstream): yield to the
-        # publishing greenlet at the first event, then at most once a
-        # millisecond, so a burst goes out in a few messages, not one per token.
+        # publishing greenlet at most once every YIELD_EVERY_SECONDS, so a burst
+        # goes out in a few messages, not one per token. Not at the first event:
+        # a producer that waits for its next token (upstreams, local models)
+        # lets it go out then, and a reply that came whole (a fast upstream's
+        # one read) goes out whole, with the final event: one message, not two.
         # (With threads this is a GIL hint.)
         now = time.monotonic()
         if now - self._yielded_at >= YIELD_EVERY_SECONDS:

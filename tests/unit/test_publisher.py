@@ -100,13 +100,15 @@ def test_drop_discards_what_is_pending():
 
 
 def test_a_redis_failure_reaches_the_runner():
-    redis = fakeredis.FakeRedis()
+    redis, attempted = fakeredis.FakeRedis(), threading.Event()
 
     def broken(*_):
+        attempted.set()
         raise RedisConnectionError("gone")
 
     redis.publish = broken
     publisher = EventPublisher(redis, events_channel("j"))
     publisher.put([TextEvent(text="a")])
+    assert attempted.wait(2)  # the publishing thread tried (not at once: the first event does not yield)
     with pytest.raises(RedisConnectionError):
         publisher.close()
