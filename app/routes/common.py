@@ -9,6 +9,7 @@ from pydantic import BaseModel, ValidationError
 
 from app.auth import current_key
 from app.body import read_json_object
+from app.cork import Cork
 from app.errors import ApiError, ClientGone
 from app.jobs import JobRun, start_job
 from app.services import services
@@ -54,9 +55,17 @@ def check_request_limits(messages: list | None = None, tools: list | None = None
 
 
 def stream_response(run: JobRun, frames: Iterator[bytes], content_type: str) -> Response:
+    cork = Cork(request.environ.get("gunicorn.socket"))
+
     def body() -> Iterator[bytes]:
+        cork.hold()  # the headers wait for the first piece
         try:
-            yield from frames
+            for piece in frames:
+                if run.finished:
+                    cork.hold()  # the last piece waits for the chunked terminator, written after the body
+                yield piece
+                if not run.finished:
+                    cork.release()
         except ClientGone:
             return
 
@@ -64,6 +73,7 @@ def stream_response(run: JobRun, frames: Iterator[bytes], content_type: str) -> 
     response.headers["Cache-Control"] = "no-cache"
     response.headers["X-Accel-Buffering"] = "no"  # keep reverse proxies from buffering the stream
     response.headers["X-Job-Id"] = run.job.id  # for operators (and the benchmark) to find the job
+    response.call_on_close(cork.release)  # gunicorn closes the body after the terminator
     response.call_on_close(run.close)  # runs even if the body was never iterated
     return response
 
