@@ -63,8 +63,10 @@ class EventPublisher:
         if not events:
             return
         with self._lock:
+            idle = not self._pending  # else the publishing thread has yet to take those: it takes these too
             self._pending.extend(events)
-        self._wake.set()
+        if idle:
+            self._wake.set()
         # Under gevent nothing preempts a producer that does not block (echo, a
         # burst of tokens already read from an upstream): yield to the
         # publishing greenlet at most once every YIELD_EVERY_SECONDS, so a burst
