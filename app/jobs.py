@@ -115,6 +115,7 @@ class JobRun:
         stale_after = settings.max_queue_wait_seconds + settings.event_timeout_seconds
         self.job.web_id, self._pool = self._services.lease.ensure_held(redis), pool
         self.job.reply_channel = keys.reply_channel(self.job.web_id, self.job.id)
+        self.job.usage_of = self._waiting.person
         self.job.enqueued_at = time.time()
         self.job.expires_at = self.job.enqueued_at + settings.max_queue_wait_seconds
         ticket = self._services.ticket(self.job, queue, pool)
@@ -234,17 +235,22 @@ class JobRun:
                 send_abort(self._services.redis, self.job.id)
             self._services.relay.forget(self._subscription)
             self._subscription = None
-        if self._admitted:
+        if self._admitted and not self._counted_by_worker():
             redis = self._services.redis
             if not self.started and fairqueue.remove(redis, self._pool, self.job.id):
                 self._record_unrun(redis)
             with batched(redis) as pipe:  # one round trip for both
                 release(pipe, self._waiting.person, self.job.id, self._pool, self.job.web_id)
                 self._record_usage(pipe)
-            self._admitted = False
+        self._admitted = False
         observers, self.observers = self.observers, []
         for observer in observers:
             getattr(observer, "close", lambda: None)()
+
+    def _counted_by_worker(self) -> bool:
+        """Its worker finished it: that freed its place and slot, and counted
+        its usage with the final event (no round trip here)."""
+        return isinstance(self.final, DoneEvent) and self.final.usage_counted
 
     def _record_usage(self, pipe) -> None:
         """The person's usage of the day, and the error list."""
@@ -253,7 +259,7 @@ class JobRun:
             "error" if isinstance(final, ErrorEvent) else "abort"
         used = final.usage if isinstance(final, DoneEvent) else None
         usage.record_request(pipe, person, self.job.model, used.prompt_tokens if used else 0,
-                             used.completion_tokens if used else 0, outcome)
+                             used.completion_tokens if used else 0, outcome, self.job.id)
         if isinstance(final, ErrorEvent):
             usage.record_error(pipe, person, self.job.model, final.message)
 

@@ -159,6 +159,10 @@ class Job(_Strict):
     reply_channel: str = ""
     enqueued_at: float = 0.0
     expires_at: float | None = None  # epoch seconds: not started by then, it is dropped
+    # The person whose usage the worker counts with a finished job's final
+    # write (protocol/usage.py); empty (a web process older than that): the
+    # web process counts it.
+    usage_of: str = ""
 
 
 class Usage(_Strict):
@@ -248,6 +252,7 @@ class DoneEvent(_Strict):
     reason: FinishReason
     usage: Usage = Field(default_factory=Usage)
     timings: Timings = Field(default_factory=Timings)
+    usage_counted: bool = False  # the worker counted the request's usage (Job.usage_of)
 
 
 class ErrorEvent(_Strict):

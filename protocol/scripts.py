@@ -3,7 +3,8 @@ its first use (and again after a Redis restart), one `Script` per name,
 called on whichever client is given; or queued on a pipeline by its SHA, for
 a caller that handles a script Redis does not have yet (NoScriptError in the
 pipeline's results; redis-py's own pipelined scripts would first ask Redis
-whether it has them: a round trip more, each time)."""
+whether it has them: a round trip more, each time), or by its text, for one
+that does not."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -28,3 +29,9 @@ def run_script(redis: Redis, name: str, keys: list[str], args: list) -> object:
 
 def queue_script(pipe: Pipeline, name: str, keys: list[str], args: list) -> None:
     pipe.evalsha(_script(pipe, name).sha, len(keys), *keys, *args)
+
+
+def queue_script_text(pipe: Pipeline, name: str, keys: list[str], args: list) -> None:
+    """EVAL with the script's text: never a NoScriptError (Redis caches the
+    script by its hash; the text costs a few hundred bytes more to send)."""
+    pipe.eval(_script(pipe, name).script, len(keys), *keys, *args)

@@ -3,7 +3,7 @@ process: requests, prompt and completion tokens, errors, aborts. Also the
 last errors and a per-minute series of time to first token and tokens per
 second, for the operator's status page.
 
-Written when a request ends (app/jobs.py), read by the admin endpoints, the
+Written when a request ends (by its worker, else app/jobs.py), read by the admin endpoints, the
 status page, /metrics, the budget check and the admin CLI.
 """
 from __future__ import annotations
@@ -16,7 +16,9 @@ from redis import Redis
 from redis.client import Pipeline
 
 from protocol.commands import batched
+from protocol import keys
 from protocol.keys import ERRORS, series_key, usage_key, usage_tokens_key
+from protocol.scripts import queue_script_text, run_script
 
 SEPARATOR = "\x1f"
 METRICS = ("requests", "prompt_tokens", "completion_tokens", "errors", "aborts")
@@ -36,19 +38,26 @@ def seconds_to_midnight(now: float | None = None) -> int:
 
 
 def record_request(redis: Redis | Pipeline, person: str, model: str, prompt_tokens: int, completion_tokens: int,
-                   outcome: str) -> None:
-    """One request that ran (or was queued): outcome "ok", "error" or "abort"."""
+                   outcome: str, request_id: str) -> None:
+    """One request that ran (or was queued): outcome "ok", "error" or "abort".
+    Counted once per request id, by whichever process sends it first: the
+    worker that finished a request counts it with its final write (the web
+    process then need not), the web process any other (its client left, its
+    worker was lost, it never ran) or, in a race with the worker, the same."""
     day = today()
     counts = {"requests": 1, "prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
               "errors": int(outcome == "error"), "aborts": int(outcome == "abort")}
-    with batched(redis) as pipe:
-        for metric, value in counts.items():
-            if value:
-                pipe.hincrby(usage_key(day), SEPARATOR.join((person, model, metric)), value)
-        if prompt_tokens + completion_tokens:
-            pipe.hincrby(usage_tokens_key(day), person, prompt_tokens + completion_tokens)
-        pipe.expire(usage_key(day), KEEP_DAYS * 86400)
-        pipe.expire(usage_tokens_key(day), KEEP_DAYS * 86400)
+    args: list = [keys.RECORD_TTL_SECONDS, KEEP_DAYS * 86400]
+    for metric, value in counts.items():
+        if value:
+            args += [usage_key(day), SEPARATOR.join((person, model, metric)), value]
+    if prompt_tokens + completion_tokens:
+        args += [usage_tokens_key(day), person, prompt_tokens + completion_tokens]
+    script_keys = [keys.state_key(request_id)]  # its `counted` field
+    if isinstance(redis, Pipeline):
+        queue_script_text(redis, "count_once", script_keys, args)
+    else:
+        run_script(redis, "count_once", script_keys, args)
 
 
 def tokens_today(redis: Redis, person: str) -> int:

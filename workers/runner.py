@@ -24,7 +24,7 @@ from protocol.contract import (
 )
 from protocol.errors import BackendError, SwitchboardError, UnknownModel
 from protocol.metrics import count_job, count_prompt_cache
-from protocol.usage import record_minute
+from protocol.usage import record_minute, record_request
 from workers.abort_watch import AbortWatch
 from workers.agent import ServerTools, Totals
 from workers.backends.base import Backend
@@ -114,9 +114,13 @@ def _finish(job: Job, ctx: RunContext, reason: str, tokens: int = 0, ttft: float
             final: DoneEvent | ErrorEvent | None = None, ran: bool = False, loaded: bool = False,
             waited: float | None = None, tail: list[Event] = (), batch: Pipeline | None = None, **fields) -> str:
     """Everything a finished job leaves in Redis, in one round trip (on
-    `batch` if given, sent by the caller): its last events, its state, the
-    end of its heartbeat, the loaded-model note, the metrics."""
+    `batch` if given, sent by the caller): its usage, its last events, its
+    state, the end of its heartbeat, the loaded-model note, the metrics."""
     pipe = ctx.redis.pipeline(transaction=False) if batch is None else batch
+    if isinstance(final, DoneEvent) and ran and job.usage_of:  # counted here: its web process need not
+        record_request(pipe, job.usage_of, job.model, final.usage.prompt_tokens, final.usage.completion_tokens,
+                       "ok", job.id)
+        final = final.model_copy(update={"usage_counted": True})
     if final is not None:
         for event in tail:
             publish_event(pipe, events_channel_of(job), event)

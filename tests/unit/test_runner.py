@@ -13,7 +13,7 @@ from catalog.model_info import BackendSettings
 from workers.backends.base import Backend
 from workers.pieces import Outcome
 from workers.cancel import Cancel
-from protocol import fairqueue
+from protocol import fairqueue, usage
 from protocol.commands import job_state, renew_web_lease
 from protocol.keys import events_channel, reply_channel
 from protocol.contract import Job, Message, ToolChoice, ToolSpec
@@ -104,6 +104,34 @@ def test_publishes_started_text_and_done():
     assert events[-1]["usage"] == {"prompt_tokens": 3, "completion_tokens": 2, "cached_tokens": None}
     assert events[-1]["timings"]["total_ns"] >= events[-1]["timings"]["eval_ns"] >= 0
     assert reason == "stop" and state["status"] == "finished" and state["reason"] == "stop"
+
+
+@pytest.mark.parametrize("usage_of, counted", [("alice", True), ("", False)],
+                         ids=["its-web-process-asks", "an-older-web-process"])
+def test_a_finished_jobs_usage_is_counted_with_its_final_write_when_its_web_process_asks(usage_of, counted):
+    redis = fakeredis.FakeRedis()
+    pubsub = redis.pubsub()
+    pubsub.subscribe(events_channel(JOB.id))
+    pubsub.get_message()
+    ctx = RunContext(redis=redis, backends=OneBackend(ScriptedBackend(["a", "b"])), aborts=Flags(), worker_id="w",
+                     heartbeat=Heartbeat(redis, "w"))
+    assert run_taken(JOB.model_copy(update={"usage_of": usage_of}), ctx) == "stop"
+    events = []
+    while (message := pubsub.get_message()) is not None:
+        events.append(json.loads(message["data"]))
+    assert events[-1]["type"] == "done" and events[-1]["usage_counted"] is counted
+    assert usage.usage(redis).get("alice", {}).get("m") == ({
+        "requests": 1, "prompt_tokens": 3, "completion_tokens": 2, "errors": 0, "aborts": 0} if counted else None)
+
+
+def test_an_aborted_jobs_usage_is_left_to_its_web_process():
+    """Its client left: the web process counts it (once: protocol/usage.py)."""
+    redis, flags = fakeredis.FakeRedis(), Flags()
+    backend = ScriptedBackend(list("abc"), on_piece=lambda i: i == 1 and flags.flag.set())
+    ctx = RunContext(redis=redis, backends=OneBackend(backend), aborts=flags, worker_id="w",
+                     heartbeat=Heartbeat(redis, "w"))
+    assert run_taken(JOB.model_copy(update={"usage_of": "alice"}), ctx) == "aborted"
+    assert usage.usage(redis) == {}
 
 
 def test_a_job_naming_a_reply_channel_has_every_event_published_there():

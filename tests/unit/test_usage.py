@@ -13,9 +13,9 @@ from scripts.admin import add_key, list_keys, revoke_key, usage_text
 
 
 def test_requests_are_counted_per_person_and_model(clean_redis):
-    usage.record_request(clean_redis, "alice", "echo", 3, 5, "ok")
-    usage.record_request(clean_redis, "alice", "echo", 0, 0, "abort")
-    usage.record_request(clean_redis, "alice", "smol", 2, 0, "error")
+    usage.record_request(clean_redis, "alice", "echo", 3, 5, "ok", "r1")
+    usage.record_request(clean_redis, "alice", "echo", 0, 0, "abort", "r2")
+    usage.record_request(clean_redis, "alice", "smol", 2, 0, "error", "r3")
     report = usage.usage(clean_redis)
     assert report["alice"]["echo"] == {"requests": 2, "prompt_tokens": 3, "completion_tokens": 5, "errors": 0,
                                        "aborts": 1}
@@ -24,6 +24,25 @@ def test_requests_are_counted_per_person_and_model(clean_redis):
     assert lines[1].split() == ["PERSON", "MODEL", "REQUESTS", "PROMPT", "COMPLETION", "ERRORS", "ABORTS"]
     assert [line.split() for line in lines[2:]] == [["alice", "echo", "2", "3", "5", "0", "1"],
                                                     ["alice", "smol", "1", "2", "0", "1", "0"]]
+
+
+def test_a_request_is_counted_once_whoever_sends_it_first(clean_redis):
+    """Its worker's count and its web process's, racing (the client left as it finished)."""
+    pipe = clean_redis.pipeline(transaction=True)  # the worker's final write
+    usage.record_request(pipe, "alice", "echo", 3, 5, "ok", "r1")
+    pipe.execute()
+    usage.record_request(clean_redis, "alice", "echo", 0, 0, "abort", "r1")
+    assert usage.usage(clean_redis)["alice"]["echo"] == {"requests": 1, "prompt_tokens": 3, "completion_tokens": 5,
+                                                         "errors": 0, "aborts": 0}
+    assert usage.tokens_today(clean_redis, "alice") == 8
+    assert 0 < clean_redis.ttl(usage.usage_key(usage.today())) <= usage.KEEP_DAYS * 86400
+
+
+def test_a_count_queued_on_a_pipeline_needs_no_script_loaded_before(clean_redis):
+    clean_redis.script_flush()  # Redis restarted
+    with clean_redis.pipeline(transaction=False) as pipe:
+        usage.record_request(pipe, "bob", "echo", 1, 1, "ok", "r2")
+        assert pipe.execute() == [1]
 
 
 def test_midnight_and_the_day():
