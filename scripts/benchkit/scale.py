@@ -48,6 +48,10 @@ class ScaleSizes:
     levels: tuple[int, ...] = LEVELS
     warmup: float = 3.0
     window: float = 8.0
+    # Each level's ways take turns this many times (a window each), and each
+    # way's windows are added up: on a VM whose speed swings from minute to
+    # minute, a slow spell is shared out instead of landing on one way.
+    rounds: int = 2
     slots: int = 100  # greenlets per upstream worker (the Procfile's default)
     tokens: int = 32
     profile_seconds: float = 8.0
@@ -155,8 +159,22 @@ def level_row(way: str, concurrency: int, results: list[StreamResult], seconds: 
     return row
 
 
-async def measure_way(port: int, model: str, way: str, concurrency: int, sizes: ScaleSizes,
-                      server: Server | None) -> dict:
+@dataclass
+class Window:
+    """What one way measured at one level, over one or more windows."""
+    results: list[StreamResult] = field(default_factory=list)
+    seconds: float = 0.0
+    cpu: dict[str, float] | None = None
+
+    def add(self, results: list[StreamResult], seconds: float, cpu: dict[str, float] | None) -> None:
+        self.results += results
+        self.seconds += seconds
+        if cpu is not None:
+            self.cpu = {name: (self.cpu or {}).get(name, 0.0) + used for name, used in cpu.items()}
+
+
+async def measure_window(port: int, model: str, concurrency: int, sizes: ScaleSizes, server: Server | None,
+                         into: Window) -> None:
     marks: dict[str, dict[str, float]] = {}
 
     def on_window(edge: str) -> None:
@@ -164,7 +182,7 @@ async def measure_way(port: int, model: str, way: str, concurrency: int, sizes: 
             marks[edge] = server.cpu()
     results, seconds = await closed_loop(port, model, concurrency, sizes, on_window)
     cpu = {name: marks["close"][name] - marks["open"][name] for name in marks["open"]} if server else None
-    return level_row(way, concurrency, results, seconds, sizes.tokens, cpu)
+    into.add(results, seconds, cpu)
 
 
 def profile_servers(servers: list[Server], seconds: float) -> dict:
@@ -188,15 +206,22 @@ def run_config(webs: int, workers: int, sizes: ScaleSizes, redis: EmbeddedRedis,
         rows = []
         for concurrency in sizes.levels:
             log(f"8. scale {webs}+{workers}: {concurrency} clients")
-            rows.append(asyncio.run(measure_way(upstream_port, "instant", "direct", concurrency, sizes, None)))
-            for server in servers:
-                rows.append(asyncio.run(measure_way(server.port, "up-instant", server.label, concurrency, sizes,
-                                                    server)))
+            rows += measure_level(concurrency, sizes, upstream_port, servers)
         result = {"webs": webs, "workers": workers, "rows": rows}
         if (webs, workers) == sizes.configs[0] and sizes.profile_seconds:
             log(f"8. scale {webs}+{workers}: profile")
             result["profile"] = profile_servers(servers, sizes.profile_seconds)
         return result
+
+
+def measure_level(concurrency: int, sizes: ScaleSizes, upstream_port: int, servers: list[Server]) -> list[dict]:
+    """Direct, then each tree, taking turns `sizes.rounds` times: a row each."""
+    ways = [("direct", upstream_port, "instant", None)] + [(s.label, s.port, "up-instant", s) for s in servers]
+    windows = {way: Window() for way, *_ in ways}
+    for _ in range(max(sizes.rounds, 1)):
+        for way, port, model, server in ways:
+            asyncio.run(measure_window(port, model, concurrency, sizes, server, windows[way]))
+    return [level_row(way, concurrency, w.results, w.seconds, sizes.tokens, w.cpu) for way, w in windows.items()]
 
 
 def run(sizes: ScaleSizes, before: Path | None, log=print) -> dict:

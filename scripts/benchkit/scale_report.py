@@ -38,14 +38,20 @@ def _profile_table(profiles: dict) -> list[str]:
     return lines
 
 
+def _turns(sizes: dict) -> str:
+    rounds = sizes.get("rounds", 1)  # reports before rounds measured one window per way
+    return f", {rounds} times in turns with the other ways (the windows added up)" if rounds > 1 else ""
+
+
 def scale_lines(scale: dict) -> list[str]:
     env, sizes = scale["environment"], scale["sizes"]
     lines = [f"Run {env['date']} with `{env['command']}` (this section only) on {env['cores']} cores.", "",
              f"Closed loop: each client sends its next request when the last ended. The `instant` upstream, "
              f"{sizes['tokens']} tokens per reply; {sizes['slots']} slots (greenlets) per upstream worker. Each "
-             f"level: {sizes['warmup']:g} s of warm-up, then {sizes['window']:g} s measured; requests/s and time "
-             "to first token count the requests that ended in the window, and CPU per request is the processes' "
-             "CPU time (from /proc, every process of the group) over the window divided by those requests."]
+             f"level: {sizes['warmup']:g} s of warm-up, then {sizes['window']:g} s measured{_turns(sizes)}; "
+             "requests/s and time to first token count the requests that ended in the windows, and CPU per "
+             "request is the processes' CPU time (from /proc, every process of the group) over the windows divided "
+             "by those requests."]
     if scale.get("before"):
         lines += ["", "`before` is the tree before this work (a git worktree of the older commit), run beside "
                   "`after` on its own Redis database; direct, before and after take turns at every level."]

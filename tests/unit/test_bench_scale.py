@@ -1,0 +1,36 @@
+"""The scaling benchmark's bookkeeping: a way's windows taken in turns add up
+to one row (requests, seconds, CPU), and the report says how it was measured."""
+from __future__ import annotations
+
+from scripts.benchkit.client import StreamResult
+from scripts.benchkit.upstream import WORD
+from scripts.benchkit.scale import Window, level_row
+from scripts.benchkit.scale_report import scale_lines
+
+
+def _result() -> StreamResult:
+    return StreamResult(status=200, ttft=0.01, total=0.02, text=" ".join([WORD] * 32))
+
+
+def test_a_ways_windows_add_up_to_one_row():
+    window = Window()
+    window.add([_result()] * 3, 8.0, {"web": 0.01, "worker": 0.02})
+    window.add([_result()] * 5, 8.0, {"web": 0.03, "worker": 0.02})
+    row = level_row("after", 16, window.results, window.seconds, 32, window.cpu)
+    assert row["requests"] == 8 and row["rps"] == 0.5
+    assert row["cpu_ms_per_request"] == {"web": 5.0, "worker": 5.0}
+
+
+def test_the_direct_way_has_no_cpu():
+    window = Window()
+    window.add([_result()], 8.0, None)
+    window.add([_result()], 8.0, None)
+    assert window.cpu is None and "cpu_ms_per_request" not in level_row("direct", 1, window.results, 16.0, 32, None)
+
+
+def test_the_report_says_the_ways_took_turns_and_reads_older_reports():
+    scale = {"environment": {"date": "d", "command": "c", "cores": 2}, "configs": [], "before": None,
+             "sizes": {"tokens": 32, "slots": 100, "warmup": 3.0, "window": 8.0, "rounds": 2}}
+    assert "8 s measured, 2 times in turns with the other ways (the windows added up)" in scale_lines(scale)[2]
+    del scale["sizes"]["rounds"]
+    assert "8 s measured; requests/s" in scale_lines(scale)[2]
