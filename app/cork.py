@@ -3,9 +3,10 @@ kernel holds what gunicorn writes to a corked socket (Linux TCP_CORK) and
 sends it when the cork is pulled.
 
 gunicorn writes a streamed response's headers, each piece and the chunked
-terminator with a send of their own. A send on loopback or a LAN costs the
-sender the delivery (about 0.1 ms each on a 2-core VM, more than framing the
-piece); the client gains nothing from receiving headers without a body. So
+terminator with a send of their own. Each is a segment, and on loopback (a
+reverse proxy on the same host, the benchmark) the sender pays for delivering
+it: about 0.1 ms each on a 2-core VM, more than framing the piece. The client
+gains nothing from receiving headers without a body. So
 the headers wait for the first piece, and the last piece for the terminator:
 a reply that came whole is one send instead of three. Pieces in between go
 out as they are written: no stream is slowed.
