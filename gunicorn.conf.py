@@ -9,5 +9,7 @@ graceful_timeout = settings_from_environment().graceful_timeout_seconds
 
 def post_worker_init(worker):
     from app.shutdown import watch_for_shutdown
+    from settings.collector import tune_garbage_collector
 
     watch_for_shutdown(worker)
+    tune_garbage_collector(settings_from_environment().gc_threshold)  # the app is loaded by now

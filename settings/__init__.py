@@ -74,6 +74,10 @@ class Settings(BaseSettings):
     max_job_tokens: int = _env("SWITCHBOARD_MAX_JOB_TOKENS", 16384, ge=1)
     # How long /api/ps lists a model after a worker last ran it.
     loaded_marker_seconds: int = _env("SWITCHBOARD_LOADED_SECONDS", 300, ge=0)
+    # Both processes: net allocations between the garbage collector's young
+    # passes, after start-up is frozen (settings/collector.py); 0 keeps
+    # Python's defaults.
+    gc_threshold: int = _env("SWITCHBOARD_GC_THRESHOLD", 10000, ge=0)
 
 
 class SettingsError(ValueError):

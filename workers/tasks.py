@@ -23,6 +23,7 @@ from protocol.fairqueue import Taken
 from protocol.queue import TAKE_TASK
 from queue_config import app, send_ticket
 from settings import settings_from_environment
+from settings.collector import tune_garbage_collector
 from workers.abort_watch import AbortWatch
 from workers.heartbeat import Heartbeat
 from workers.instances import BackendInstances
@@ -102,6 +103,7 @@ def _warm_up(**_) -> None:
     """Build the run context at start-up, not on the first job: reading the
     registry describes every model. Prefork children get theirs after fork."""
     _context(os.getpid())
+    tune_garbage_collector(settings_from_environment().gc_threshold)
 
 
 @worker_ready.connect
@@ -115,6 +117,7 @@ def _announce(sender=None, **_) -> None:
     ctx.heartbeat.queues = queues
     ctx.heartbeat.slots = int(getattr(getattr(sender, "controller", None), "concurrency", 0) or 0)
     ctx.heartbeat.start()
+    tune_garbage_collector(settings_from_environment().gc_threshold)  # started: what lives now, lives on
 
 
 @worker_shutting_down.connect
