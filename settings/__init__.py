@@ -74,6 +74,9 @@ class Settings(BaseSettings):
     max_job_tokens: int = _env("SWITCHBOARD_MAX_JOB_TOKENS", 16384, ge=1)
     # How long /api/ps lists a model after a worker last ran it.
     loaded_marker_seconds: int = _env("SWITCHBOARD_LOADED_SECONDS", 300, ge=0)
+    # Worker side: a job's streamed messages at most this far apart (its first
+    # and its last never wait; workers/publisher.py); 0 sends each piece at once.
+    stream_interval_seconds: float = _env("SWITCHBOARD_STREAM_INTERVAL", 0.05, ge=0, le=1)
     # Both processes: net allocations between the garbage collector's young
     # passes, after start-up is frozen (settings/collector.py); 0 keeps
     # Python's defaults.

@@ -6,10 +6,19 @@ makes thousands of tokens a second. One PUBLISH per token caps a worker at
 its Redis round trips, and costs the web process a message, a frame and a
 socket write per token. With this, whatever arrives while one publish is in
 flight goes out as one message, and what is left at the end goes with the
-job's final event. A slow producer (a local model at 60 tokens
-a second) never has more than one event waiting, so each goes out at once:
-merging adds no latency. Text events merge; every other event keeps its own
+job's final event. Text events merge; every other event keeps its own
 message, in order.
+
+And a job's messages go out at most `interval` apart (50 ms by default:
+twenty updates a second, as smooth as a typing effect needs): its first
+goes out at once (the time to first token is untouched), and its final
+event never waits (closing cuts the wait short). Why: under overload a
+worker runs many more jobs than it has cores for, so each job's upstream
+reply reaches it in many small pieces, and without this each piece was a
+message, a relay wake-up, a frame and a client write. At 256 clients on
+one worker that was 10-18 messages a job instead of 4, and it cost a third
+of the throughput (docs/benchmarks-notes.md, capacity). Most clients render
+streamed text no faster than this anyway.
 """
 from __future__ import annotations
 
@@ -20,12 +29,12 @@ from redis import Redis
 
 from protocol.contract import Event, TextEvent, ThinkingEvent, encode_event
 from protocol.keys import job_of_channel
+from settings import Settings
 
-# A producer that never blocks yields this often: its text goes out in
-# messages at most this far apart (a tenth of a screen refresh: nobody sees
-# it; a producer that waits on I/O, as upstreams and local models do between
-# tokens, lets each go out at once).
+# A producer that never blocks yields to the publishing thread this often.
 YIELD_EVERY_SECONDS = 0.01
+# A job's messages at most this far apart, unless the worker's settings say otherwise.
+STREAM_INTERVAL_SECONDS = Settings.model_fields["stream_interval_seconds"].default
 
 
 def merge_texts(events: list[Event]) -> list[Event]:
@@ -45,12 +54,15 @@ class EventPublisher:
     the caller to publish with the job's final event in the same round trip)
     unless told to drop it, and re-raises a failure of the publishing thread."""
 
-    def __init__(self, redis: Redis, channel: str):
+    def __init__(self, redis: Redis, channel: str, interval: float = STREAM_INTERVAL_SECONDS):
         self._redis = redis
         self._channel = channel
+        self._interval = interval
         self._pending: list[Event] = []
         self._lock = threading.Lock()
         self._wake = threading.Event()
+        self._closing = threading.Event()  # cuts the wait between messages short
+        self._published_at = float("-inf")
         self._closed = False
         self._failure: Exception | None = None
         self._yielded_at = time.monotonic()
@@ -84,6 +96,7 @@ class EventPublisher:
         with self._lock:
             left, self._pending = self._pending, []
         self._closed = True
+        self._closing.set()
         self._wake.set()
         self._thread.join()  # a batch taken before is published first: order is kept
         if drop:
@@ -95,16 +108,25 @@ class EventPublisher:
     def _run(self) -> None:
         while True:
             self._wake.wait()
+            self._wait_for_interval()
             self._wake.clear()
             with self._lock:
                 batch, self._pending = self._pending, []
             if batch and self._failure is None:
                 try:
                     self._publish(merge_texts(batch))
+                    self._published_at = time.monotonic()
                 except Exception as error:  # a Redis failure: the runner raises it at its next put
                     self._failure = error
             if self._closed and not self._pending:
                 return
+
+    def _wait_for_interval(self) -> None:
+        """Until `interval` after the last message (what arrives meanwhile
+        joins the batch), or until closing: then close takes what waits."""
+        wait = self._published_at + self._interval - time.monotonic()
+        if wait > 0:
+            self._closing.wait(wait)
 
     def _publish(self, events: list[Event]) -> None:
         if len(events) == 1:

@@ -36,7 +36,7 @@ from workers.pieces import Outcome
 from workers.replies import Replies
 from workers.slots import Slots
 from workers.prompts import is_load_only, resolve_prompt
-from workers.publisher import EventPublisher
+from workers.publisher import STREAM_INTERVAL_SECONDS, EventPublisher
 from workers.toolcalls.emulation import ReplyFilter, ToolPlan, plan_tools
 from workers.toolcalls.grammar import forced_call_grammar
 
@@ -55,6 +55,7 @@ class RunContext:
     max_job_seconds: float = 600.0
     max_job_tokens: int = 16384
     loaded_marker_seconds: int = 300
+    stream_interval_seconds: float = STREAM_INTERVAL_SECONDS
 
 
 def refusal(job: Job, ctx: RunContext) -> ErrorEvent | None:
@@ -214,7 +215,7 @@ def _stream(job: Job, ctx: RunContext, entry: ModelEntry, backend: Backend, abor
     """The model's rounds: one, or more while it calls only server tools.
     What the publisher still holds at the end is left in `tail`."""
     deadline = started + int(ctx.max_job_seconds * 1e9)
-    publisher = EventPublisher(ctx.redis, events_channel_of(job))
+    publisher = EventPublisher(ctx.redis, events_channel_of(job), ctx.stream_interval_seconds)
     server = ServerTools.for_job(job, entry, ctx.toolbox, aborted)
     totals = Totals()
     try:

@@ -58,6 +58,7 @@ def _context(pid: int) -> RunContext:
         max_job_seconds=settings.max_job_seconds,
         max_job_tokens=settings.max_job_tokens,
         loaded_marker_seconds=settings.loaded_marker_seconds,
+        stream_interval_seconds=settings.stream_interval_seconds,
     )
 
 

@@ -1,8 +1,10 @@
 """The worker's event publisher: order kept, adjacent text merged, a slow
-producer's events sent one by one, failures surfaced to the runner."""
+producer's events sent one by one, messages after the first at most an
+interval apart (but never the end), failures surfaced to the runner."""
 from __future__ import annotations
 
 import threading
+import time
 
 import fakeredis
 import pytest
@@ -89,6 +91,32 @@ def test_a_slow_producers_events_go_out_one_by_one():
         message = pubsub.get_message(timeout=2)  # published before the next token exists
         assert decode_event(message["data"]) == TextEvent(text=word)
     publisher.close()
+
+
+def test_after_the_first_message_pieces_wait_for_the_interval_and_go_out_as_one():
+    redis = fakeredis.FakeRedis()
+    pubsub = _listen(redis, "j")
+    publisher = EventPublisher(redis, events_channel("j"), interval=60)
+    publisher.put([TextEvent(text="a")])
+    first = pubsub.get_message(timeout=5)  # the first never waits: the time to first token
+    assert first is not None and decode_event(first["data"]) == TextEvent(text="a")
+    publisher.put([TextEvent(text="b")])
+    publisher.put([TextEvent(text="c")])
+    assert _received(pubsub) == []  # within the interval: nothing yet
+    started = time.monotonic()
+    assert publisher.close() == [TextEvent(text="bc")]  # the end does not wait out the interval
+    assert time.monotonic() - started < 30
+
+
+def test_an_interval_of_zero_sends_each_piece_at_once():
+    redis = fakeredis.FakeRedis()
+    pubsub = _listen(redis, "j")
+    publisher = EventPublisher(redis, events_channel("j"), interval=0)
+    for word in ("a", "b"):
+        publisher.put([TextEvent(text=word)])
+        message = pubsub.get_message(timeout=5)
+        assert message is not None and decode_event(message["data"]) == TextEvent(text=word)
+    assert publisher.close() == []
 
 
 def test_drop_discards_what_is_pending():
