@@ -106,6 +106,11 @@ def end_heartbeat(redis: Redis | Pipeline, job_id: str) -> None:
     redis.delete(keys.alive_key(job_id), keys.abort_key(job_id))
 
 
+def job_taken(redis: Redis, job_id: str) -> bool:
+    """A worker took (so started) the job: its take wrote `taken_at`."""
+    return bool(redis.hexists(keys.state_key(job_id), "taken_at"))
+
+
 def worker_lost(redis: Redis, job_id: str) -> bool:
     """A started job's heartbeat stopped and it did not finish. (A finished
     job's heartbeat ends with its last writes, after its final event: a

@@ -183,6 +183,8 @@ class Timings(_Strict):
 
 
 class StartedEvent(_Strict):
+    """Sent by the take only for a job whose web process did not ask for a
+    quiet start (protocol/fairqueue.py: one older than quiet starts)."""
     type: Literal["started"] = "started"
 
 

@@ -68,7 +68,10 @@ def push(redis: Redis | Pipeline, pool: str, klass: str, job: Job, waiting: Wait
     member = keys.lease_member(job.web_id, job.id)
     fields = {"limit": waiting.limit, "lease": member, "model": job.model,
               "serial": "1" if waiting.serial else "0", "expires": repr(job.expires_at), "web": job.web_id,
-              "enqueued": repr(job.enqueued_at), "events": events_channel_of(job)}
+              "enqueued": repr(job.enqueued_at), "events": events_channel_of(job),
+              # No started event: this web process learns it from the job's first event, or
+              # from its state while it is silent (app/jobs.py). An older one gets the event.
+              "quiet": "1"}
     args = [job.id, job.model_dump_json(), waiting.person, waiting.weight, policy, message, member]
     for name, value in fields.items():
         args += [name, value]

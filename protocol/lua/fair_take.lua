@@ -15,7 +15,7 @@ local alive_ttl, started_event, own_channel_head, own_channel_tail = tonumber(AR
 local idle_here = {}
 for i = 21, #ARGV do idle_here[ARGV[i]] = true end
 local FIELDS = {'person', 'limit', 'lease', 'model', 'serial', 'expires', 'web', 'reserved', 'payload', 'tag', 'ready',
-                'member', 'enqueued', 'events'}
+                'member', 'enqueued', 'events', 'quiet'}
 local forward = nil
 
 local function read(job_id)
@@ -113,9 +113,9 @@ end
 
 -- Started as it is taken (nobody else can take it: it left the queue above):
 -- its claim (who ran it), counted as drained, its first heartbeat, its state, then its
--- started event (after the heartbeat, so the front end finds it alive). A job
--- queued by a web process older than reply channels names no events channel:
--- its own is used.
+-- started event (after the heartbeat, so the front end finds it alive), unless its web
+-- process said it needs none ('quiet': it reads the state instead). A job queued by a
+-- web process older than reply channels names no events channel: its own is used.
 local function start(job)
   local record = p_record .. job.id
   redis.call('SET', record .. ':claim', worker, 'EX', record_ttl)
@@ -126,8 +126,9 @@ local function start(job)
   redis.call('HSET', record .. ':state', 'person', job.person, 'enqueued_at', job.enqueued or '',
              'taken_at', tostring(now), 'status', 'running', 'started_at', ARGV[10], 'worker', worker)
   redis.call('EXPIRE', record .. ':state', record_ttl)
-  local channel = job.events or (own_channel_head .. job.id .. own_channel_tail)
-  redis.call('PUBLISH', channel, started_event)
+  if job.quiet ~= '1' then
+    redis.call('PUBLISH', job.events or (own_channel_head .. job.id .. own_channel_tail), started_event)
+  end
 end
 
 local function take(job)

@@ -65,6 +65,11 @@ def test_a_worker_killed_mid_job_ends_the_stream_with_an_error(env, own_redis):
         worker.stop()
 
 
+def ended(tap: EventsTap) -> list[str]:
+    """The channel of every done event the tap heard."""
+    return [ch for _, ch, data in tap.messages if data.startswith(b'{"type":"done"')]
+
+
 def test_two_workers_share_a_queue_and_no_job_runs_twice(env, own_redis):
     workers = [start_worker(env, concurrency=2) for _ in range(2)]
     web, base = start_web(env)
@@ -80,8 +85,10 @@ def test_two_workers_share_a_queue_and_no_job_runs_twice(env, own_redis):
         for thread in threads:
             thread.join()
         assert results == {i: f"job {i} a b c" for i in range(12)}
-        started = [ch for _, ch, data in tap.messages if data == b'{"type":"started"}']
-        assert len(started) == len(set(started)) == 12  # each job ran exactly once
+        # the tap hears the last events a moment after the clients read them
+        wait_until(lambda: len(ended(tap)) >= 12, what="the tap to hear every job end")
+        started = ended(tap)
+        assert len(started) == len(set(started)) == 12  # each job ran (and ended) exactly once
         import redis
 
         client = redis.Redis.from_url(own_redis.url)

@@ -54,11 +54,12 @@ def gauges(exposition: str) -> dict:
 
 
 def service_order(tap: EventsTap, texts: list[str]) -> list[str]:
-    """The texts, in the order their jobs started."""
+    """The texts, in the order their jobs started: their first events' order,
+    the jobs running one at a time (one slot)."""
     started = {}
     for _, channel, data in tap.messages:
         event = json.loads(data) if data.startswith(b"{") else {}
-        if event.get("type") == "started":
+        if "type" in event:
             started.setdefault(job_of_channel(channel), len(started))
     by_job = {}
     for _, channel, data in tap.messages:

@@ -11,7 +11,7 @@ import uuid
 import pytest
 
 from protocol import fairqueue, keys
-from protocol.commands import ALIVE_TTL_SECONDS, drained_recently, job_state, send_abort
+from protocol.commands import ALIVE_TTL_SECONDS, drained_recently, job_state, job_taken, send_abort
 from protocol.contract import Job, Message
 from protocol.fairqueue import Waiting
 
@@ -208,7 +208,10 @@ def _started_events(redis, channel: str, job_id: str) -> list[dict]:
 def test_the_take_starts_the_job_in_the_same_round_trip(clean_redis, web):
     job_id = queue(clean_redis, web, "alice", replies=True)
     before = time.time()
-    assert _started_events(clean_redis, keys.reply_channel(web, job_id), job_id) == [{"type": "started"}]
+    assert not job_taken(clean_redis, job_id)
+    # This version's web process reads that it started (job_taken) and needs no started event.
+    assert _started_events(clean_redis, keys.reply_channel(web, job_id), job_id) == []
+    assert job_taken(clean_redis, job_id)
     state = job_state(clean_redis, job_id)
     assert (state["status"], state["worker"], state["person"]) == ("running", "worker-a", "alice")
     assert before <= float(state["started_at"]) <= time.time()
@@ -217,9 +220,15 @@ def test_the_take_starts_the_job_in_the_same_round_trip(clean_redis, web):
     assert drained_recently(clean_redis, POOL) == 1  # for Retry-After (protocol/admission.py)
 
 
+def test_a_job_queued_by_a_web_process_older_than_quiet_starts_gets_its_started_event(clean_redis, web):
+    job_id = queue(clean_redis, web, "alice", replies=True)
+    clean_redis.hdel(keys.fair_job_key(job_id), "quiet")  # older web processes wait for the event
+    assert _started_events(clean_redis, keys.reply_channel(web, job_id), job_id) == [{"type": "started"}]
+
+
 def test_a_job_queued_by_a_web_process_older_than_reply_channels_starts_on_its_own_channel(clean_redis, web):
     job_id = queue(clean_redis, web, "alice")
-    clean_redis.hdel(keys.fair_job_key(job_id), "events")  # older web processes stored no events channel
+    clean_redis.hdel(keys.fair_job_key(job_id), "events", "quiet")  # older web processes stored neither
     assert _started_events(clean_redis, keys.events_channel(job_id), job_id) == [{"type": "started"}]
 
 

@@ -72,7 +72,8 @@ TOOL_JOB = JOB.model_copy(update={"tools": [ToolSpec(name="read_file", parameter
 
 
 def run_taken(job: Job, ctx: RunContext, batch=None) -> str:
-    """As a worker's slot runs a job: queued, taken (which starts it), run."""
+    """As a worker's slot runs a job: queued, taken (which starts it, quietly:
+    this version's web process needs no started event), run."""
     renew_web_lease(ctx.redis, job.web_id)
     fairqueue.push(ctx.redis, "local", "chat", job, fairqueue.Waiting("alice", 16))
     taken = fairqueue.take(ctx.redis, "local", ctx.worker_id)
@@ -94,12 +95,12 @@ def run(backend, flags=None, job=JOB, **settings):
     return reason, events, job_state(redis, JOB.id)
 
 
-def test_publishes_started_text_and_done():
+def test_publishes_text_and_done():
     reason, events, state = run(ScriptedBackend(["a", "b"]))
     # Texts that pile up while a publish is in flight go out merged (workers/publisher.py):
     # on a loaded machine "a" and "b" may be one event.
     types = [e["type"] for e in events]
-    assert types in (["started", "text", "text", "done"], ["started", "text", "done"])
+    assert types in (["text", "text", "done"], ["text", "done"])
     assert "".join(e["text"] for e in events if e["type"] == "text") == "ab"
     assert events[-1]["usage"] == {"prompt_tokens": 3, "completion_tokens": 2, "cached_tokens": None}
     assert events[-1]["timings"]["total_ns"] >= events[-1]["timings"]["eval_ns"] >= 0
@@ -147,7 +148,7 @@ def test_a_job_naming_a_reply_channel_has_every_event_published_there():
     while (message := pubsub.get_message()) is not None:
         channels.append((message["channel"].decode(), json.loads(message["data"])["type"]))
     assert {channel for channel, _ in channels} == {reply}
-    assert channels[0][1] == "started" and channels[-1][1] == "done"
+    assert channels[0][1] == "text" and channels[-1][1] == "done"
 
 
 def test_with_a_batch_the_finished_jobs_writes_wait_for_the_caller():
@@ -173,7 +174,7 @@ def test_a_job_aborted_between_its_take_and_its_run_never_reaches_the_backend():
     flags.flag.set()
     backend = ScriptedBackend(["a"])
     reason, events, state = run(backend, flags)
-    assert reason == "aborted" and [e["type"] for e in events] == ["started"]  # the take's
+    assert reason == "aborted" and events == []
     assert state["status"] == "finished" and state["reason"] == "aborted"
     assert not backend.closed  # generate() was never called
 
@@ -208,14 +209,14 @@ def test_failures_become_an_error_event(error, message, status):
 
 def test_wall_time_cap_ends_the_job():
     reason, events, _ = run(ScriptedBackend(["a", "b", "c"]), max_job_seconds=0)
-    assert [e["type"] for e in events] == ["started", "text", "done"] and reason == "length"
+    assert [e["type"] for e in events] == ["text", "done"] and reason == "length"
 
 
 def test_calls_in_the_reply_become_tool_call_events_and_text_after_them_is_dropped():
     pieces = ["Reading. ", '<invoke name="read_file"><parameter name="line">', '10</parameter></invoke>', " Done!"]
     reason, events, state = run(ScriptedBackend(pieces), job=TOOL_JOB)
-    assert [e["type"] for e in events] == ["started", "text", "tool_call", "done"]
-    call = events[2]
+    assert [e["type"] for e in events] == ["text", "tool_call", "done"]
+    call = events[1]
     assert (call["index"], call["name"], call["arguments"]) == (0, "read_file", '{"line": 10}')
     assert call["id"].startswith("call_") and len(call["id"]) == 29
     assert reason == "tool_calls" and events[-1]["reason"] == "tool_calls" and state["reason"] == "tool_calls"
@@ -248,8 +249,7 @@ def test_a_model_this_workers_registry_lacks_is_answered_at_once_with_a_404():
     ctx = RunContext(redis=redis, backends=NoModels(ScriptedBackend([])), aborts=Flags(), worker_id="w1",
                      heartbeat=Heartbeat(redis, "w1"))
     assert run_taken(JOB, ctx) == "error"
-    started, error = (json.loads(pubsub.get_message()["data"]) for _ in range(2))
-    assert started == {"type": "started"}  # the take's; the web process still answers with the 404's status
+    error = json.loads(pubsub.get_message()["data"])  # the web process answers with the 404's status
     assert error == {"type": "error", "status": 404, "retry_after": None, "message":
                      'model "m" is not served by any worker that took the job '
                      "(worker w1 has no such model in its registry)"}
@@ -312,7 +312,7 @@ def test_a_server_call_round_then_the_answer():
     reason, events = run_rounds(backend, toolbox)
     assert reason == "stop" and toolbox.calls == [{"text": "a"}]
     assert [(e["type"], e.get("text") or e.get("phase")) for e in events[:-1]] == [
-        ("started", None), ("text", "Looking. "), ("server_tool", "call"), ("server_tool", "result"),
+        ("text", "Looking. "), ("server_tool", "call"), ("server_tool", "result"),
         ("text", "\n\ndone")]
     assert events[-1]["usage"] == {"prompt_tokens": 6, "completion_tokens": 3, "cached_tokens": None}
     said, result = backend.jobs[1].messages[-2:]
@@ -330,7 +330,7 @@ def test_a_forced_call_made_on_the_server_lets_the_next_round_answer():
 def test_a_job_without_the_server_gets_no_server_tools():
     backend, toolbox = RoundsBackend([[SAY_CALL]]), FakeToolbox()
     reason, events = run_rounds(backend, toolbox, job=JOB)
-    assert reason == "stop" and toolbox.calls == [] and events[1]["text"] == SAY_CALL
+    assert reason == "stop" and toolbox.calls == [] and events[0]["text"] == SAY_CALL
 
 
 def test_cancelled_during_a_server_call():
