@@ -120,7 +120,7 @@ def _scale_sizes(args) -> scale.ScaleSizes:
     if args.quick or args.tiny:
         sizes = scale.ScaleSizes(configs=((1, 1),), levels=(1, 16) if args.tiny else scale.LEVELS,
                                  warmup=0.5 if args.tiny else 1.0, window=1.0 if args.tiny else 3.0,
-                                 rounds=1, profile_seconds=0 if args.tiny else 3.0)
+                                 rounds=1, profile_seconds=0 if args.tiny else 3.0, profile_rounds=1)
     changes = {"configs": args.configs, "slots": args.slots}
     return sizes.__class__(**{**sizes.__dict__, **{k: v for k, v in changes.items() if v is not None}})
 

@@ -96,20 +96,54 @@ def profile_path(endpoints: Endpoints, seconds: float) -> dict:
 def profile_pids(targets: dict[str, int], port: int, seconds: float, model: str = "up-instant") -> dict:
     """py-spy on each named process while one client streams `model`
     through the web process on `port`, one request at a time."""
+    return profile_in_turns({"only": (targets, port)}, seconds, rounds=1, model=model)["only"]
+
+
+def profile_in_turns(ways: dict[str, tuple[dict[str, int], int]], seconds: float, rounds: int = 1,
+                     model: str = "up-instant") -> dict:
+    """profile_pids for several servers (label -> (its processes, its web
+    port)), taking turns `rounds` times for `seconds` each; each
+    process's samples and requests over its turns are added up, so a slow
+    spell of the machine is shared out instead of landing on one server."""
     spy = py_spy()
     if spy is None:
-        return {"error": "py-spy is not installed"}
+        return {label: {"error": "py-spy is not installed"} for label in ways}
     folder = Path(tempfile.mkdtemp(prefix="switchboard-profile-"))
+    requests, errors = dict.fromkeys(ways, 0), {}
+    for turn in range(rounds):
+        for label, (targets, port) in ways.items():
+            got, error = _record(spy, targets, port, seconds, folder / f"{label}-{turn}", model)
+            requests[label] += got
+            errors.update({(label, name): text for name, text in error.items()})
+    results = {}
+    for label, (targets, _) in ways.items():
+        results[label] = {"requests": requests[label]}
+        for name in targets:
+            raws = [folder / f"{label}-{turn}" / f"{name}.txt" for turn in range(rounds)]
+            if not all(raw.exists() for raw in raws):
+                results[label][name] = {"error": errors.get((label, name), "py-spy wrote nothing")}
+                continue
+            joined = folder / f"{label}-{name}.txt"  # raw samples add up line by line
+            joined.write_text("".join(raw.read_text() for raw in raws))
+            results[label][name] = summarize(joined, requests[label])
+    shutil.rmtree(folder, ignore_errors=True)
+    return results
+
+
+def _record(spy: str, targets: dict[str, int], port: int, seconds: float, folder: Path,
+            model: str) -> tuple[int, dict[str, str]]:
+    """py-spy's raw samples of each process into folder/<name>.txt while one
+    client streams; the requests made, and py-spy's errors by process."""
+    folder.mkdir(parents=True)
     spies = {name: subprocess.Popen([spy, "record", "--nonblocking", "-r", str(RATE), "-d", str(int(seconds) + 1),
-                                     "-f", "raw", "-p", str(pid), "-o", str(folder / f"{pid}.txt")],
+                                     "-f", "raw", "-p", str(pid), "-o", str(folder / f"{name}.txt")],
                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
              for name, pid in targets.items()}
     time.sleep(0.5)  # py-spy attaches
     requests = asyncio.run(_requests(port, model, seconds - 0.5))
-    results = {"requests": requests}
+    errors = {}
     for name, spy_process in spies.items():
         _, error = spy_process.communicate(timeout=60)
-        raw = folder / f"{targets[name]}.txt"
-        results[name] = summarize(raw, requests) if raw.exists() else {"error": error.decode()[-500:]}
-    shutil.rmtree(folder, ignore_errors=True)
-    return results
+        if error:
+            errors[name] = error.decode()[-500:]
+    return requests, errors

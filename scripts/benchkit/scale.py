@@ -55,6 +55,7 @@ class ScaleSizes:
     slots: int = 100  # greenlets per upstream worker (the Procfile's default)
     tokens: int = 32
     profile_seconds: float = 8.0
+    profile_rounds: int = 2  # the trees' profiles take turns too, profile_seconds each
 
 
 def cpu_seconds(pids: list[int]) -> float:
@@ -185,14 +186,12 @@ async def measure_window(port: int, model: str, concurrency: int, sizes: ScaleSi
     into.add(results, seconds, cpu)
 
 
-def profile_servers(servers: list[Server], seconds: float) -> dict:
-    """py-spy at one request at a time, as section 1's profile, per tree."""
-    out = {}
-    for server in servers:
-        web_pid = process_tree(server.web.popen.pid)[1]
-        out[server.label] = profile.profile_pids({"web": web_pid, "upstream worker": server.workers[0].popen.pid},
-                                                 server.port, seconds)
-    return out
+def profile_servers(servers: list[Server], seconds: float, rounds: int) -> dict:
+    """py-spy at one request at a time, as section 1's profile, per tree: the
+    trees take turns, `seconds` each, `rounds` times, as the levels' ways do."""
+    ways = {server.label: ({"web": process_tree(server.web.popen.pid)[1],
+                            "upstream worker": server.workers[0].popen.pid}, server.port) for server in servers}
+    return profile.profile_in_turns(ways, seconds, max(rounds, 1))
 
 
 def run_config(webs: int, workers: int, sizes: ScaleSizes, redis: EmbeddedRedis, upstream_port: int,
@@ -210,7 +209,7 @@ def run_config(webs: int, workers: int, sizes: ScaleSizes, redis: EmbeddedRedis,
         result = {"webs": webs, "workers": workers, "rows": rows}
         if (webs, workers) == sizes.configs[0] and sizes.profile_seconds:
             log(f"8. scale {webs}+{workers}: profile")
-            result["profile"] = profile_servers(servers, sizes.profile_seconds)
+            result["profile"] = profile_servers(servers, sizes.profile_seconds, sizes.profile_rounds)
         return result
 
 

@@ -59,6 +59,15 @@ def scale_lines(scale: dict) -> list[str]:
         lines += ["", f"### {config['webs']} web + {config['workers']} upstream worker processes", ""]
         lines += _rows_table(config)
         if config.get("profile"):
-            lines += ["", "py-spy at one request at a time (as section 1), CPU ms per request:", ""]
+            lines += ["", "py-spy at one request at a time (as section 1), CPU ms per request"
+                      f"{_profile_turns(scale['sizes'], len(config['profile']))}:", ""]
             lines += _profile_table(config["profile"])
     return lines
+
+
+def _profile_turns(sizes: dict, trees: int) -> str:
+    """How the profile was taken (reports before profiles took turns say nothing)."""
+    rounds = sizes.get("profile_rounds", 1)
+    if trees < 2 or rounds < 2:
+        return ""
+    return f", {sizes['profile_seconds']:g} s per tree {rounds} times in turns (the samples added up)"
