@@ -16,8 +16,8 @@ event never waits (closing cuts the wait short). Why: under overload a
 worker runs many more jobs than it has cores for, so each job's upstream
 reply reaches it in many small pieces, and without this each piece was a
 message, a relay wake-up, a frame and a client write. At 256 clients on
-one worker that was 10-18 messages a job instead of 4, and it cost a third
-of the throughput (docs/benchmarks-notes.md, capacity). Most clients render
+one worker that was 10-18 messages a job (4.4-7.2 with this), and it cost
+up to a third of the throughput (docs/benchmarks-notes.md, capacity). Most clients render
 streamed text no faster than this anyway.
 """
 from __future__ import annotations
