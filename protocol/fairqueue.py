@@ -170,9 +170,9 @@ def _text(value) -> str:
 def finish(redis: Redis, person: str, lease: str) -> list[str]:
     """A taken job ended: its person's slot is free. Returns the pools where
     that person's jobs were skipped for their limit (each needs a ticket)."""
-    pipe = redis.pipeline(transaction=True)
+    pipe = redis.pipeline(transaction=False)
     _queue_finish(pipe, person, lease)
-    _, blocked, _ = pipe.execute()
+    _, blocked = pipe.execute()
     return sorted(_text(pool) for pool in blocked)
 
 
@@ -180,13 +180,13 @@ def finish_and_take(redis: Redis, person: str, lease: str, pool: str, worker_id:
                     batch: Pipeline | None = None) -> tuple[list[str], Taken]:
     """`finish`, then `take` for a worker that does not track one-at-a-time
     models, in one round trip: the slot of a job that ended takes the next.
-    `batch`: a transaction holding the caller's commands to send first (what
+    `batch`: a pipeline holding the caller's commands to send first (what
     the finished job leaves in Redis: runner.run_job)."""
-    pipe = redis.pipeline(transaction=True) if batch is None else batch
+    pipe = redis.pipeline(transaction=False) if batch is None else batch
     _queue_finish(pipe, person, lease)
     queue_script(pipe, "fair_take", *_take_call(pool, worker_id, "", None))
     taken_at = time.monotonic()
-    *before, _, blocked, _, result = pipe.execute(raise_on_error=False)
+    *before, _, blocked, result = pipe.execute(raise_on_error=False)
     failed = next((r for r in (*before, blocked) if isinstance(r, Exception)), None)
     if failed is not None:
         raise failed
@@ -198,13 +198,16 @@ def finish_and_take(redis: Redis, person: str, lease: str, pool: str, worker_id:
 
 
 def _queue_finish(pipe, person: str, lease: str) -> None:
-    """Free the person's slot and read (and clear) the pools where their
-    jobs were skipped for their limit; in a transaction, so no skip marked
-    meanwhile is lost."""
-    blocked_key = keys.FAIR_BLOCKED_PREFIX + person
+    """Free the person's slot and read and clear, in one command, the pools
+    where their jobs were skipped for their limit: a skip marked meanwhile
+    is read now or stays for the next finish, never lost. (One SPOP needs
+    no MULTI around a read and a delete, so a finished job's batch is a
+    plain pipeline: no QUEUED reply per command.)"""
     pipe.zrem(keys.active_key(person), lease)
-    pipe.smembers(blocked_key)
-    pipe.delete(blocked_key)
+    pipe.spop(keys.FAIR_BLOCKED_PREFIX + person, _ALL_POOLS)
+
+
+_ALL_POOLS = 10_000  # SPOP's count: more than any registry has pools
 
 
 def mark_free(redis: Redis, worker_id: str, models: list[str]) -> None:

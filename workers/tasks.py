@@ -77,7 +77,7 @@ def take(ticket: dict) -> str:
     taken = ctx.slots.take(pool, str(ticket.get("job") or ""))
     while taken.job is not None or taken.malformed:
         # The finished job's writes, its slot's release and the next take: one round trip.
-        batch = ctx.redis.pipeline(transaction=True)
+        batch = ctx.redis.pipeline(transaction=False)
         if taken.malformed:
             _reject(batch, taken)
         else:

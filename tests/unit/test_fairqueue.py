@@ -87,6 +87,12 @@ def test_over_the_limit_a_job_waits_and_runs_when_a_slot_frees(clean_redis, web)
     assert fairqueue.depth(clean_redis, POOL) == 0 and fairqueue.waiting_by_person(clean_redis, POOL) == {}
 
 
+def test_finishing_reads_and_clears_every_pool_the_person_was_skipped_in(clean_redis, web):
+    clean_redis.sadd(keys.FAIR_BLOCKED_PREFIX + "alice", "pool-a", "pool-b")
+    assert fairqueue.finish(clean_redis, "alice", "lease") == ["pool-a", "pool-b"]  # a ticket each
+    assert fairqueue.finish(clean_redis, "alice", "lease") == []  # and only once
+
+
 def test_finishing_and_taking_the_next_in_one_round_trip_frees_the_slot_first(clean_redis, web):
     queue(clean_redis, web, "alice", limit=1)
     queue(clean_redis, web, "alice", limit=1)
@@ -99,11 +105,11 @@ def test_finishing_and_taking_the_next_in_one_round_trip_frees_the_slot_first(cl
     assert clean_redis.zcard(keys.active_key("alice")) == 0
 
 
-def test_finish_and_take_sends_the_finished_jobs_own_writes_first_in_the_same_transaction(clean_redis, web):
+def test_finish_and_take_sends_the_finished_jobs_own_writes_first_in_the_same_round_trip(clean_redis, web):
     queue(clean_redis, web, "alice")
     queue(clean_redis, web, "bob")
     first = fairqueue.take(clean_redis, POOL, "w")
-    batch = clean_redis.pipeline(transaction=True)
+    batch = clean_redis.pipeline(transaction=False)  # as the worker's slot sends it (workers/tasks.py)
     batch.set(keys.state_key("finished-job"), b"its last writes")
     _, following = fairqueue.finish_and_take(clean_redis, first.person, first.lease, POOL, "w", batch)
     assert clean_redis.get(keys.state_key("finished-job")) == b"its last writes" and following.person == "bob"

@@ -158,7 +158,7 @@ def test_with_a_batch_the_finished_jobs_writes_wait_for_the_caller():
     pubsub.get_message()
     ctx = RunContext(redis=redis, backends=OneBackend(ScriptedBackend(["a"])), aborts=Flags(), worker_id="w",
                      heartbeat=Heartbeat(redis, "w"))
-    batch = redis.pipeline(transaction=True)
+    batch = redis.pipeline(transaction=False)
     assert run_taken(JOB, ctx, batch) == "stop"
     published = []
     while (message := pubsub.get_message()) is not None:
