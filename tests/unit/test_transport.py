@@ -217,6 +217,37 @@ def test_a_reply_that_closes_its_connection_is_read_to_its_end(serve):
     response.close()
 
 
+def _chunked(*pieces: bytes) -> bytes:
+    return b"".join(b"%x\r\n%s\r\n" % (len(piece), piece) for piece in pieces) + b"0\r\n\r\n"
+
+
+@pytest.mark.parametrize("pieces", [
+    pytest.param([b"data: 1\n\ndata: 2\n\n"], id="two-events-in-one-chunk"),
+    pytest.param([b"da", b"ta: 1\n", b"\nda", b"ta: 2\n\n"], id="lines-cut-across-chunks"),
+    pytest.param([b"data: 1\r\n\r\ndata: 2\r\n\r\n"], id="crlf"),
+    pytest.param([b"data: 1\n\n", b"data: 2"], id="last-line-unterminated"),
+], )
+def test_a_chunked_bodys_lines_come_whole_however_its_chunks_cut_them(serve, pieces):
+    server = serve(lambda connection, request: connection.sendall(
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n" + _chunked(*pieces)))
+    pool = ConnectionPool(server.url, 5)
+    response = _post(pool)
+    lines = list(response.lines())
+    assert [line for line in lines if line] == ["data: 1", "data: 2"] and lines[:2] == ["data: 1", ""]
+    response.close()
+    response = _post(pool)  # the body was read to its end: the connection is reused
+    assert list(response.lines())[0] == "data: 1" and server.connections == 1
+    response.close()
+
+
+def test_a_line_with_broken_utf8_is_read_with_replacement_characters(serve):
+    server = serve(lambda connection, request: connection.sendall(
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n" + _chunked("data: é".encode()[:-1], b"\n")))
+    response = _post(ConnectionPool(server.url, 5))
+    assert list(response.lines()) == ["data: \N{REPLACEMENT CHARACTER}"]
+    response.close()
+
+
 def test_the_request_is_written_whole_with_its_headers(serve):
     server = serve(lambda connection, request: connection.sendall(OK + b"hello"))
     pool = ConnectionPool(server.url.replace("http://", "http://user:pw@") + "/v1", 5)

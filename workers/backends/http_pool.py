@@ -25,6 +25,7 @@ from urllib.parse import unquote, urlsplit
 # Failures of a connection or of a read, as http.client and the socket raise them.
 HTTP_ERRORS = (OSError, http.client.HTTPException)
 MAX_IDLE = 64  # idle connections kept per upstream (a worker runs up to its slots at once)
+_BLOCK = 65536  # the most a streamed body's read returns at once
 _STALE = (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError, ConnectionAbortedError)
 
 
@@ -45,10 +46,18 @@ class Response:
         self._socket.settimeout(seconds)
 
     def lines(self) -> Iterator[str]:
-        """The body's lines, without their line ends (chunked or not)."""
-        readline = self._raw.readline
-        while line := readline():
-            yield line.decode("utf-8", errors="replace").rstrip("\r\n")
+        """The body's lines, without their line ends (chunked or not), as
+        they arrive. Read a block at a time (at most an HTTP chunk: an SSE
+        event, usually) and split here: http.client's readline peeks and
+        copies in Python for every line, and an SSE stream is two lines an
+        event (0.1 ms of a 32-token reply's CPU)."""
+        read, left = self._raw.read1, b""
+        while block := read(_BLOCK):
+            *complete, left = (left + block).split(b"\n")
+            for line in complete:
+                yield line.decode("utf-8", errors="replace").rstrip("\r")
+        if left:
+            yield left.decode("utf-8", errors="replace").rstrip("\r")
 
     def read(self, limit: int | None = None) -> bytes:
         return self._raw.read(limit)

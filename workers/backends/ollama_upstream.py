@@ -3,11 +3,10 @@ on /api/generate (the request is built by dialects.ollama), streamed as
 NDJSON; its whole tool calls are reassembled into ours."""
 from __future__ import annotations
 
-import json
-
 from dialects import embeddings
 from dialects.ollama import upstream_request
 from protocol.contract import EmbedSpec, Job
+from workers.backends import wire_json
 from workers.backends.http_pool import Response
 from workers.backends.tool_deltas import ToolCallAssembler
 from workers.backends.transport import watched_lines
@@ -35,7 +34,7 @@ class OllamaUpstreamBackend(UpstreamBackend):
             for line in watched_lines(response, self.settings, cancel):
                 if not line.strip():
                     continue
-                last = json.loads(line)
+                last = wire_json.loads(line)
                 if "error" in last:
                     raise mid_stream_error(self.settings, last["error"])
                 message = last.get("message") or {}

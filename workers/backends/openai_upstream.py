@@ -10,6 +10,7 @@ from dialects.openai import upstream_request
 from dialects import embeddings
 from protocol.contract import EmbedSpec, Job
 from protocol.errors import BackendError
+from workers.backends import wire_json
 from workers.backends.http_pool import Response
 from workers.backends.tool_deltas import ToolCallAssembler
 from workers.backends.transport import watched_lines
@@ -30,7 +31,7 @@ def sse_data(lines: Iterator[str]) -> Iterator[dict]:
             _read_to_end(lines)
             return
         if data:
-            yield json.loads(data)
+            yield wire_json.loads(data)
 
 
 def _read_to_end(lines: Iterator[str]) -> None:
