@@ -180,6 +180,41 @@ def test_a_stalled_stream_ends_with_the_idle_timeout(serve):
     assert lines == ["data:1"]
 
 
+def _comments_then_a_token(seconds: float):
+    """An upstream that keeps the stream alive with SSE comments for
+    `seconds` before its first token."""
+    def answer(connection, request):
+        connection.sendall(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n")
+        until = time.monotonic() + seconds
+        while time.monotonic() < until:
+            connection.sendall(_chunk(b": keep-alive\n\n"))
+            time.sleep(0.05)
+        connection.sendall(_chunk(b"data: 1\n\n") + b"0\r\n\r\n")
+    return answer
+
+
+def _chunk(piece: bytes) -> bytes:
+    return b"%x\r\n%s\r\n" % (len(piece), piece)
+
+
+def _watched(server, **timeouts) -> list[str]:
+    settings = UpstreamSettings(base_url=server.url, upstream_model="m", context_length=1, **timeouts)
+    with open_stream(ConnectionPool(server.url, 5), "/v1/x", {}, settings, "m", None) as response:
+        return list(watched_lines(response, settings, None))
+
+
+def test_keep_alive_comments_do_not_put_off_the_first_token_deadline(serve):
+    server = serve(_comments_then_a_token(DELAY * 3))
+    with pytest.raises(BackendError, match=r"sent no token within 0\.3 s") as raised:
+        _watched(server, first_token_timeout=0.3, idle_timeout=0.2)
+    assert raised.value.status == 504
+
+
+def test_a_first_token_slower_than_the_idle_timeout_is_in_time(serve):
+    server = serve(_comments_then_a_token(DELAY))
+    assert "data: 1" in _watched(server, first_token_timeout=DELAY * 5, idle_timeout=0.05)
+
+
 def test_requests_go_through_the_environments_proxy_with_its_credentials(serve, monkeypatch):
     proxy = serve(lambda connection, request: connection.sendall(OK + b"proxy"))
     monkeypatch.setenv("http_proxy", f"http://us%40er:pw@127.0.0.1:{proxy.port}")
