@@ -28,8 +28,8 @@ import time
 from redis import Redis
 
 from protocol.contract import Event, TextEvent, ThinkingEvent, encode_event
-from protocol.keys import job_of_channel
 from settings import Settings
+from workers.lazy_thread import LazyThread
 
 # A producer that never blocks yields to the publishing thread this often.
 YIELD_EVERY_SECONDS = 0.01
@@ -66,8 +66,9 @@ class EventPublisher:
         self._closed = False
         self._failure: Exception | None = None
         self._yielded_at = time.monotonic()
-        self._thread = threading.Thread(target=self._run, name=f"publish-{job_of_channel(channel)[:8]}", daemon=True)
-        self._thread.start()
+        # Started with the first events, and under gevent only once the producer
+        # lets it run: a reply that came whole goes with the final event, and needs none.
+        self._thread = LazyThread(self._run)
 
     def put(self, events: list[Event]) -> None:
         if self._failure is not None:
@@ -79,6 +80,7 @@ class EventPublisher:
             self._pending.extend(events)
         if idle:
             self._wake.set()
+            self._thread.start_soon()
         # Under gevent nothing preempts a producer that does not block (echo, a
         # burst of tokens already read from an upstream): yield to the
         # publishing greenlet at most once every YIELD_EVERY_SECONDS, so a burst
@@ -98,7 +100,7 @@ class EventPublisher:
         self._closed = True
         self._closing.set()
         self._wake.set()
-        self._thread.join()  # a batch taken before is published first: order is kept
+        self._thread.join()  # a batch taken before is published first: order is kept (never started: none was)
         if drop:
             return []
         if self._failure is not None:

@@ -1,0 +1,91 @@
+"""A helper thread that starts only once it is of use (workers/lazy_thread.py),
+with real threads here and under gevent in a process of its own (as the
+upstream workers run), where the publisher of a reply that came whole
+starts none."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+from workers.lazy_thread import LazyThread
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_with_real_threads_it_starts_at_once_and_join_waits_for_it():
+    release, ran = threading.Event(), []
+    thread = LazyThread(lambda: (release.wait(5), ran.append(True)))
+    thread.start_soon()
+    assert thread.started and not ran
+    threading.Timer(0.05, release.set).start()
+    thread.join()
+    assert ran == [True]
+
+
+def test_one_joined_before_it_started_never_runs():
+    ran = []
+    thread = LazyThread(lambda: ran.append(True))
+    thread.join()
+    thread.start_soon()
+    assert not thread.started and ran == []
+
+
+GEVENT_SCRIPT = r"""
+from gevent import monkey; monkey.patch_all()
+import json, gevent
+from protocol.contract import TextEvent
+from workers.lazy_thread import LazyThread
+from workers.publisher import EventPublisher
+
+class Recorder:
+    def __init__(self): self.published = []
+    def publish(self, channel, data): self.published.append(data)
+    def pipeline(self, transaction=False): return self
+    def execute(self): return []
+
+found = {}
+ran = []
+thread = LazyThread(lambda: ran.append(True))
+thread.start_soon()
+found["started_before_yielding"] = thread.started
+thread.join()  # the caller never let it run: it never will
+gevent.sleep(0)
+found["ran_after_join"] = bool(ran)
+
+thread = LazyThread(lambda: ran.append(True))
+thread.start_soon()
+gevent.sleep(0)  # the caller lets others run: now it starts
+thread.join()
+found["ran_once_yielded"] = ran == [True]
+
+whole = EventPublisher(Recorder(), "c", 0.0)
+for word in ("a", "b", "c"):
+    whole.put([TextEvent(text=word)])
+left = whole.close()
+found["whole_reply"] = {"published": len(whole._redis.published), "left": [e.text for e in left],
+                        "thread": whole._thread.started}
+
+paced = EventPublisher(Recorder(), "c", 0.0)
+paced.put([TextEvent(text="first")])
+gevent.sleep(0.01)  # waiting for the next token: the first goes out meanwhile
+paced.put([TextEvent(text="second")])
+left = paced.close()
+found["paced_reply"] = {"published": len(paced._redis.published), "left": [e.text for e in left]}
+print(json.dumps(found))
+"""
+
+
+def test_under_gevent_it_starts_when_the_caller_lets_others_run():
+    result = subprocess.run([sys.executable, "-c", GEVENT_SCRIPT], cwd=ROOT, capture_output=True, text=True,
+                            timeout=60)
+    assert result.returncode == 0, result.stderr
+    found = json.loads(result.stdout.strip().splitlines()[-1])
+    assert found["started_before_yielding"] is False and found["ran_after_join"] is False
+    assert found["ran_once_yielded"] is True
+    # A reply that came whole: no thread, no message; all of it goes with the final event.
+    assert found["whole_reply"] == {"published": 0, "left": ["abc"], "thread": False}
+    # A paced one: its first token went out while the producer waited for the next.
+    assert found["paced_reply"]["published"] >= 1
