@@ -1,42 +1,60 @@
 """Noticing that a client went away, even while its stream is silent.
 
 A failed write only surfaces at the second write after the close, which can
-be seconds away while a job waits in the queue or a long prompt is read. So a
-greenlet peeks at the client socket (gunicorn exposes it as
-environ["gunicorn.socket"]): an empty peek means the peer closed.
+be seconds away while a job waits in the queue or a long prompt is read. So
+the gevent hub watches the client socket (gunicorn exposes it as
+environ["gunicorn.socket"]) for readability: readable with no byte waiting
+means the peer closed. A libev watcher, not a greenlet blocked in a peek:
+one greenlet spawned and killed per request cost about 0.1 ms of the web
+process's CPU (measured); a watcher starts and stops in under a microsecond.
 """
 from __future__ import annotations
 
-import socket
+import fcntl
+import struct
+import termios
 from typing import Callable
 
-import gevent
+from gevent import get_hub
+
+_READ = 1  # libev's EV_READ
 
 
 class DisconnectWatch:
     def __init__(self, environ: dict, on_disconnect: Callable[[], None]):
         self._socket = environ.get("gunicorn.socket")
         self._on_disconnect = on_disconnect
-        self._greenlet = None
+        self._watcher = None
 
     def start(self) -> "DisconnectWatch":
         if self._socket is not None:
-            self._greenlet = gevent.spawn(self._watch)
+            self._watcher = get_hub().loop.io(self._socket.fileno(), _READ)
+            self._watcher.start(self._readable)
         return self
 
     def stop(self) -> None:
-        # Must finish before gunicorn reads the next request on a kept-alive
-        # connection: two greenlets may not read one socket.
-        if self._greenlet is not None and gevent.getcurrent() is not self._greenlet:
-            self._greenlet.kill(block=True)
-        self._greenlet = None
+        """Must be called before gunicorn reads the next request on a
+        kept-alive connection, and before the socket closes (libev must not
+        watch a closed file descriptor, whose number the next one reuses)."""
+        if self._watcher is not None:
+            self._watcher.stop()
+            self._watcher.close()
+            self._watcher = None
 
-    def _watch(self) -> None:
-        try:
-            data = self._socket.recv(1, socket.MSG_PEEK)
-        except OSError:
-            data = b""
-        if data == b"":
+    def _readable(self) -> None:
+        """In the hub (nothing here may block): once readable, the socket
+        tells a close (nothing to read) from more bytes (a pipelined request:
+        a close can no longer be told this way, and a failed write will tell)."""
+        fileno = self._watcher.fd
+        self.stop()
+        if _bytes_waiting(fileno) == 0:
             self._on_disconnect()
-        # Otherwise the client sent more bytes (a pipelined request): we can no
-        # longer tell a close by peeking, and a failed write will tell instead.
+
+
+def _bytes_waiting(fileno: int) -> int:
+    """What a read would return now, without reading it; 0 after the peer's
+    close (or reset)."""
+    try:
+        return struct.unpack("i", fcntl.ioctl(fileno, termios.FIONREAD, b"\0\0\0\0"))[0]
+    except OSError:
+        return 0

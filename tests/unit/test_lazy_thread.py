@@ -4,15 +4,10 @@ upstream workers run), where the publisher of a reply that came whole
 starts none."""
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 import threading
-from pathlib import Path
 
+from tests.unit.under_gevent import run_under_gevent
 from workers.lazy_thread import LazyThread
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_with_real_threads_it_starts_at_once_and_join_waits_for_it():
@@ -34,7 +29,6 @@ def test_one_joined_before_it_started_never_runs():
 
 
 GEVENT_SCRIPT = r"""
-from gevent import monkey; monkey.patch_all()
 import json, gevent
 from protocol.contract import TextEvent
 from workers.lazy_thread import LazyThread
@@ -79,10 +73,7 @@ print(json.dumps(found))
 
 
 def test_under_gevent_it_starts_when_the_caller_lets_others_run():
-    result = subprocess.run([sys.executable, "-c", GEVENT_SCRIPT], cwd=ROOT, capture_output=True, text=True,
-                            timeout=60)
-    assert result.returncode == 0, result.stderr
-    found = json.loads(result.stdout.strip().splitlines()[-1])
+    found = run_under_gevent(GEVENT_SCRIPT)
     assert found["started_before_yielding"] is False and found["ran_after_join"] is False
     assert found["ran_once_yielded"] is True
     # A reply that came whole: no thread, no message; all of it goes with the final event.

@@ -1,0 +1,18 @@
+"""Run a snippet in a Python process of its own, monkey-patched by gevent as
+the web process and the upstream workers are; it prints one JSON object,
+which is returned."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def run_under_gevent(snippet: str) -> dict:
+    script = "from gevent import monkey; monkey.patch_all()\n" + snippet
+    result = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout.strip().splitlines()[-1])
