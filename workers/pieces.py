@@ -3,7 +3,7 @@ text pieces, complete native tool calls, and the outcome it returns."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Generator, Literal, Union
+from typing import Generator, Iterator, Literal, Union
 
 
 @dataclass
@@ -42,3 +42,12 @@ class Thinking:
 
 
 TextGenerator = Generator[Union[str, NativeCall, Thinking], None, Outcome]
+
+
+def flush_texts(texts: list[str]) -> Iterator[str]:
+    """The text pieces collected so far, as one piece (and the list emptied):
+    pieces that arrived together go through the filters and the publisher
+    once."""
+    if texts:
+        yield "".join(texts)
+        texts.clear()

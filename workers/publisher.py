@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import threading
 import time
+from itertools import groupby
 
 from redis import Redis
 
@@ -39,13 +40,14 @@ STREAM_INTERVAL_SECONDS = Settings.model_fields["stream_interval_seconds"].defau
 
 def merge_texts(events: list[Event]) -> list[Event]:
     """Adjacent text events become one (thinking too); the order of
-    everything is kept."""
+    everything is kept. One event per run, its texts joined once."""
     merged: list[Event] = []
-    for event in events:
-        if isinstance(event, (TextEvent, ThinkingEvent)) and merged and type(merged[-1]) is type(event):
-            merged[-1] = type(event)(text=merged[-1].text + event.text)
+    for kind, run in groupby(events, type):
+        if kind is TextEvent or kind is ThinkingEvent:
+            texts = list(run)
+            merged.append(texts[0] if len(texts) == 1 else kind(text="".join(e.text for e in texts)))
         else:
-            merged.append(event)
+            merged.extend(run)
     return merged
 
 

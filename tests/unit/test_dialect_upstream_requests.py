@@ -45,13 +45,13 @@ def test_ollama_chat_converts_tool_calls_and_names_results():
     assert body["tools"][0]["function"]["name"] == "grep"
 
 
-def test_sse_data_reads_the_body_to_its_end_so_the_connection_is_reused():
+def test_sse_payloads_read_the_body_to_its_end_so_the_connection_is_reused():
     consumed = []
 
-    def lines():
-        for line in ['data: {"a": 1}', "", "data: [DONE]", "", ": end"]:
-            consumed.append(line)
-            yield line
+    def arrivals():
+        for lines in [['data: {"a": 1}', "", 'data: {"b": 2}'], ["", "data: [DONE]", ""], [": end"]]:
+            consumed.append(lines)
+            yield lines
 
-    assert list(openai_upstream.sse_data(lines())) == [{"a": 1}]
-    assert consumed[-1] == ": end"
+    assert list(openai_upstream.sse_payloads(arrivals())) == [[{"a": 1}, {"b": 2}], []]
+    assert consumed[-1] == [": end"]

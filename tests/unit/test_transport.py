@@ -13,7 +13,7 @@ import pytest
 from catalog.upstream import UpstreamSettings
 from protocol.errors import BackendError
 from workers.backends.http_pool import ConnectionPool
-from workers.backends.transport import open_stream, watched_lines
+from workers.backends.transport import open_stream, watched_arrivals
 from workers.cancel import Cancel
 
 DELAY = 0.6
@@ -175,8 +175,8 @@ def test_a_stalled_stream_ends_with_the_idle_timeout(serve):
     lines = []
     with pytest.raises(BackendError, match=r"stopped sending tokens for 0\.3 s"):
         with open_stream(ConnectionPool(server.url, 5), "/v1/x", {}, settings, "m", None) as response:
-            for line in watched_lines(response, settings, None):
-                lines.append(line)
+            for arrived in watched_arrivals(response, settings, None):
+                lines += arrived
     assert lines == ["data:1"]
 
 
@@ -193,6 +193,10 @@ def _comments_then_a_token(seconds: float):
     return answer
 
 
+def _lines(arrivals) -> list[str]:
+    return [line for lines in arrivals for line in lines]
+
+
 def _chunk(piece: bytes) -> bytes:
     return b"%x\r\n%s\r\n" % (len(piece), piece)
 
@@ -200,7 +204,7 @@ def _chunk(piece: bytes) -> bytes:
 def _watched(server, **timeouts) -> list[str]:
     settings = UpstreamSettings(base_url=server.url, upstream_model="m", context_length=1, **timeouts)
     with open_stream(ConnectionPool(server.url, 5), "/v1/x", {}, settings, "m", None) as response:
-        return list(watched_lines(response, settings, None))
+        return _lines(watched_arrivals(response, settings, None))
 
 
 def test_keep_alive_comments_do_not_put_off_the_first_token_deadline(serve):
@@ -244,7 +248,7 @@ def test_a_reply_that_closes_its_connection_is_read_to_its_end(serve):
     pool = ConnectionPool(server.url, 5)
     response = _post(pool)
     response.set_read_timeout(2)
-    assert list(response.lines()) == ["data: 1", "", "data: [DONE]", ""]
+    assert _lines(response.arrivals()) == ["data: 1", "", "data: [DONE]", ""]
     response.shut_down()
     response.close()
     response = _post(pool)  # not reused: a new connection
@@ -267,19 +271,75 @@ def test_a_chunked_bodys_lines_come_whole_however_its_chunks_cut_them(serve, pie
         b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n" + _chunked(*pieces)))
     pool = ConnectionPool(server.url, 5)
     response = _post(pool)
-    lines = list(response.lines())
+    lines = _lines(response.arrivals())
     assert [line for line in lines if line] == ["data: 1", "data: 2"] and lines[:2] == ["data: 1", ""]
     response.close()
     response = _post(pool)  # the body was read to its end: the connection is reused
-    assert list(response.lines())[0] == "data: 1" and server.connections == 1
+    assert _lines(response.arrivals())[0] == "data: 1" and server.connections == 1
     response.close()
+
+
+def test_events_that_arrived_together_are_read_together_and_a_later_one_apart(serve):
+    """Each SSE event is a chunk of its own (as upstream servers send them);
+    a read takes every chunk that has arrived, not one."""
+    first_read = threading.Event()
+
+    def bursts(connection, request):
+        connection.sendall(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n" +
+                           b"".join(_chunk(b"data: %d\n\n" % n) for n in range(3)))
+        first_read.wait(5)
+        connection.sendall(_chunk(b"data: 3\n\n") + b"0\r\n\r\n")
+    server = serve(bursts)
+    pool = ConnectionPool(server.url, 5)
+    response = _post(pool)
+    arrivals = []
+    for lines in response.arrivals():
+        arrivals.append(lines)
+        first_read.set()
+    assert arrivals == [["data: 0", "", "data: 1", "", "data: 2", ""], ["data: 3", ""]]
+    response.close()
+    response = _post(pool)  # read to its end by our decoding: the connection is reused
+    assert _lines(response.arrivals())[0] == "data: 0" and server.connections == 1
+    response.close()
+
+
+@pytest.mark.parametrize("ending, reused", [
+    pytest.param(b"0\r\nTrailer-Field: x\r\n\r\n", True, id="trailers"),
+    pytest.param(b"0\r\n\r\nunasked", False, id="bytes-after-the-body"),
+])
+def test_a_chunked_body_read_to_its_end_keeps_its_connection_unless_more_came(serve, ending, reused):
+    server = serve(lambda connection, request: connection.sendall(
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n" + _chunk(b"data: 1\n\n") + ending))
+    pool = ConnectionPool(server.url, 5)
+    for _ in range(2):
+        response = _post(pool)
+        assert _lines(response.arrivals()) == ["data: 1", ""]
+        response.close()
+    assert server.connections == (1 if reused else 2)
+
+
+@pytest.mark.parametrize("body", [
+    pytest.param(b"zz\r\ndata: 1\n\n\r\n0\r\n\r\n", id="a-size-that-is-not-hex"),
+    pytest.param(_chunk(b"data: 1\n\n")[:-2] + b"XX0\r\n\r\n", id="data-without-its-crlf"),
+    pytest.param(_chunk(b"data: 1\n\n"), id="closed-before-the-last-chunk"),
+])
+def test_a_broken_chunked_body_is_a_broken_stream(serve, body):
+    def answer(connection, request):
+        connection.sendall(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n" + body)
+        return "close"
+    server = serve(answer)
+    settings = UpstreamSettings(base_url=server.url, upstream_model="m", context_length=1, idle_timeout=5)
+    with pytest.raises(BackendError, match="broke off the stream") as raised:
+        with open_stream(ConnectionPool(server.url, 5), "/v1/x", {}, settings, "m", None) as response:
+            _lines(watched_arrivals(response, settings, None))
+    assert raised.value.status == 502
 
 
 def test_a_line_with_broken_utf8_is_read_with_replacement_characters(serve):
     server = serve(lambda connection, request: connection.sendall(
         b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n" + _chunked("data: é".encode()[:-1], b"\n")))
     response = _post(ConnectionPool(server.url, 5))
-    assert list(response.lines()) == ["data: \N{REPLACEMENT CHARACTER}"]
+    assert _lines(response.arrivals()) == ["data: \N{REPLACEMENT CHARACTER}"]
     response.close()
 
 

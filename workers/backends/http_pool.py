@@ -1,5 +1,5 @@
 """Keep-alive HTTP/1.1 connections to one upstream server, on the standard
-library's http.client, and a streamed response read line by line.
+library's http.client, and a streamed response read as its lines arrive.
 
 Why not httpx (or urllib3): a worker makes one upstream request per job, and
 the client's own Python is a visible part of a job's CPU. Measured on this
@@ -22,6 +22,8 @@ import urllib.request
 from typing import Callable, Iterator
 from urllib.parse import unquote, urlsplit
 
+from workers.backends.chunked import ChunkedDecoder
+
 # Failures of a connection or of a read, as http.client and the socket raise them.
 HTTP_ERRORS = (OSError, http.client.HTTPException)
 MAX_IDLE = 64  # idle connections kept per upstream (a worker runs up to its slots at once)
@@ -41,28 +43,41 @@ class Response:
         self.headers = raw.headers  # case-insensitive .get
         self.elapsed_before_body = elapsed_before_body
         self._shut = False
+        self._chunks = ChunkedDecoder()  # a chunked body is decoded here, not by http.client
 
     def set_read_timeout(self, seconds: float) -> None:
         self._socket.settimeout(seconds)
 
-    def lines(self, time_left: Callable[[], float] | None = None) -> Iterator[str]:
-        """The body's lines, without their line ends (chunked or not), as
-        they arrive. Read a block at a time (at most an HTTP chunk: an SSE
-        event, usually) and split here: http.client's readline peeks and
-        copies in Python for every line, and an SSE stream is two lines an
-        event (0.1 ms of a 32-token reply's CPU). With `time_left`, each read
-        waits at most the seconds it returns (TimeoutError once none are left)."""
-        read, left = self._raw.read1, b""
+    def arrivals(self, time_left: Callable[[], float] | None = None) -> Iterator[list[str]]:
+        """The body's lines, without their line ends, as they arrive: each
+        item is the lines that one read completed (everything that had
+        arrived: a worker that fell behind takes a burst of tokens at once).
+        Split here: http.client's readline peeks and copies in Python for
+        every line, and an SSE stream is two lines an event. With
+        `time_left`, each read waits at most the seconds it returns
+        (TimeoutError once none are left)."""
+        read, left = (self._read_chunked if self._raw.chunked else self._raw.read1), b""
         while True:
             if time_left is not None:
                 self._wait_at_most(time_left())
             if not (block := read(_BLOCK)):
                 break
             *complete, left = (left + block).split(b"\n")
-            for line in complete:
-                yield line.decode("utf-8", errors="replace").rstrip("\r")
+            if complete:
+                yield [line.decode("utf-8", errors="replace").rstrip("\r") for line in complete]
         if left:
-            yield left.decode("utf-8", errors="replace").rstrip("\r")
+            yield [left.decode("utf-8", errors="replace").rstrip("\r")]
+
+    def _read_chunked(self, size: int) -> bytes:
+        """What has arrived of a chunked body (see chunked.py), after at
+        most one wait; b"" at its end."""
+        while not self._chunks.done:
+            data = self._raw.fp.read1(size)  # what is buffered, else one receive
+            if not data:
+                raise http.client.IncompleteRead(b"")
+            if body := self._chunks.feed(data):
+                return body
+        return b""
 
     def _wait_at_most(self, seconds: float) -> None:
         if seconds <= 0:  # a timeout of 0 would make the socket non-blocking
@@ -79,7 +94,8 @@ class Response:
         shut_down_socket(self._socket)
 
     def close(self) -> None:
-        reusable = self._raw.isclosed() and not self._raw.will_close and not self._shut
+        ended = self._raw.isclosed() or (self._chunks.done and not self._chunks.extra)
+        reusable = ended and not self._raw.will_close and not self._shut
         self._raw.close()
         if reusable:
             self._pool.keep(self._connection)

@@ -9,11 +9,11 @@ from protocol.contract import EmbedSpec, Job
 from workers.backends import wire_json
 from workers.backends.http_pool import Response
 from workers.backends.tool_deltas import ToolCallAssembler
-from workers.backends.transport import watched_lines
+from workers.backends.transport import watched_arrivals
 from workers.backends.upstream import UpstreamBackend
 from workers.backends.upstream_errors import mid_stream_error
 from workers.cancel import Cancel
-from workers.pieces import Outcome, TextGenerator, Thinking
+from workers.pieces import Outcome, TextGenerator, Thinking, flush_texts
 
 
 class OllamaUpstreamBackend(UpstreamBackend):
@@ -29,26 +29,31 @@ class OllamaUpstreamBackend(UpstreamBackend):
         return embeddings.ollama_upstream_vectors(body)
 
     def relay(self, response: Response, cancel: Cancel | None) -> TextGenerator:
+        """The text of the lines that arrived together goes on as one piece."""
         calls, last, count = ToolCallAssembler(), {}, 0
         try:
-            for line in watched_lines(response, self.settings, cancel):
-                if not line.strip():
-                    continue
-                last = wire_json.loads(line)
-                if "error" in last:
-                    raise mid_stream_error(self.settings, last["error"])
-                message = last.get("message") or {}
-                thinking = message.get("thinking") or last.get("thinking")  # /api/chat, or /api/generate
-                if thinking:
-                    count += 1
-                    yield Thinking(thinking)
-                for call in message.get("tool_calls") or []:
-                    calls.add([{"index": count, **call}])  # Ollama sends each call whole
-                    count += 1
-                text = message.get("content") or last.get("response")  # /api/chat, or /api/generate
-                if text:
-                    count += 1
-                    yield text
+            for lines in watched_arrivals(response, self.settings, cancel):
+                texts: list[str] = []
+                for line in lines:
+                    if not line.strip():
+                        continue
+                    last = wire_json.loads(line)
+                    if "error" in last:
+                        raise mid_stream_error(self.settings, last["error"])
+                    message = last.get("message") or {}
+                    thinking = message.get("thinking") or last.get("thinking")  # /api/chat, or /api/generate
+                    if thinking:
+                        count += 1
+                        yield from flush_texts(texts)
+                        yield Thinking(thinking)
+                    for call in message.get("tool_calls") or []:
+                        calls.add([{"index": count, **call}])  # Ollama sends each call whole
+                        count += 1
+                    text = message.get("content") or last.get("response")  # /api/chat, or /api/generate
+                    if text:
+                        count += 1
+                        texts.append(text)
+                yield from flush_texts(texts)
         except ValueError:
             raise mid_stream_error(self.settings, "malformed NDJSON") from None
         for call in calls.calls():

@@ -13,25 +13,30 @@ from protocol.errors import BackendError
 from workers.backends import wire_json
 from workers.backends.http_pool import Response
 from workers.backends.tool_deltas import ToolCallAssembler
-from workers.backends.transport import watched_lines
+from workers.backends.transport import watched_arrivals
 from workers.backends.upstream import UpstreamBackend
 from workers.backends.upstream_errors import mid_stream_error
 from workers.cancel import Cancel
-from workers.pieces import Outcome, TextGenerator, Thinking
+from workers.pieces import Outcome, TextGenerator, Thinking, flush_texts
 
 
-def sse_data(lines: Iterator[str]) -> Iterator[dict]:
-    """The JSON payloads of an SSE stream, up to `data: [DONE]`; comments,
-    `event:` lines and blank lines are skipped."""
-    for line in lines:
-        if not line.startswith("data:"):
-            continue
-        data = line[5:].strip()
-        if data == "[DONE]":
-            _read_to_end(lines)
-            return
-        if data:
-            yield wire_json.loads(data)
+def sse_payloads(arrivals: Iterator[list[str]]) -> Iterator[list[dict]]:
+    """The JSON payloads of an SSE stream, as many at a time as arrived
+    together, up to `data: [DONE]`; comments, `event:` lines and blank
+    lines are skipped."""
+    for lines in arrivals:
+        payloads = []
+        for line in lines:
+            if not line.startswith("data:"):
+                continue
+            data = line[5:].strip()
+            if data == "[DONE]":
+                yield payloads
+                _read_to_end(arrivals)
+                return
+            if data:
+                payloads.append(wire_json.loads(data))
+        yield payloads
 
 
 def _read_to_end(lines: Iterator[str]) -> None:
@@ -58,27 +63,33 @@ class OpenAIUpstreamBackend(UpstreamBackend):
         return embeddings.openai_upstream_vectors(body)
 
     def relay(self, response: Response, cancel: Cancel | None) -> TextGenerator:
+        """The text of the chunks that arrived together goes on as one piece
+        (one pass through the filters and the publisher, not one a token)."""
         calls, usage, finish, pieces = ToolCallAssembler(), {}, "stop", 0
         try:
-            for chunk in sse_data(watched_lines(response, self.settings, cancel)):
-                if "error" in chunk:
-                    raise mid_stream_error(self.settings, json.dumps(chunk["error"]))
-                usage = chunk.get("usage") or usage
-                for choice in chunk.get("choices") or []:
-                    delta = choice.get("delta") or {}
-                    # vLLM's reasoning parsers and DeepSeek say reasoning_content; others reasoning
-                    thinking = delta.get("reasoning_content") or delta.get("reasoning")
-                    if thinking:
-                        pieces += 1
-                        yield Thinking(thinking)
-                    if delta.get("tool_calls"):
-                        calls.add(delta["tool_calls"])
-                        pieces += 1
-                    text = delta.get("content") or choice.get("text")  # chat, or /completions
-                    if text:
-                        pieces += 1
-                        yield text
-                    finish = choice.get("finish_reason") or finish
+            for chunks in sse_payloads(watched_arrivals(response, self.settings, cancel)):
+                texts: list[str] = []
+                for chunk in chunks:
+                    if "error" in chunk:
+                        raise mid_stream_error(self.settings, json.dumps(chunk["error"]))
+                    usage = chunk.get("usage") or usage
+                    for choice in chunk.get("choices") or []:
+                        delta = choice.get("delta") or {}
+                        # vLLM's reasoning parsers and DeepSeek say reasoning_content; others reasoning
+                        thinking = delta.get("reasoning_content") or delta.get("reasoning")
+                        if thinking:
+                            pieces += 1
+                            yield from flush_texts(texts)
+                            yield Thinking(thinking)
+                        if delta.get("tool_calls"):
+                            calls.add(delta["tool_calls"])
+                            pieces += 1
+                        text = delta.get("content") or choice.get("text")  # chat, or /completions
+                        if text:
+                            pieces += 1
+                            texts.append(text)
+                        finish = choice.get("finish_reason") or finish
+                yield from flush_texts(texts)
         except ValueError:
             raise mid_stream_error(self.settings, "malformed SSE data") from None
         for call in calls.calls():

@@ -8,7 +8,7 @@ read a long prompt); idle between tokens. The socket's own timeout is the
 first-token timeout while waiting for the headers (many upstreams, Ollama
 among them, send them only with the first token); while the body streams,
 it is set before every read to the time left until the deadline (see
-watched_lines), and is a backstop for a body read whole. Retries happen only
+watched_arrivals), and is a backstop for a body read whole. Retries happen only
 before anything was relayed (connection failures and 502/503/504), with
 backoff: tokens are never replayed.
 """
@@ -93,23 +93,25 @@ class Deadline:
         return self._at - time.monotonic()
 
 
-def watched_lines(response: Response, settings: UpstreamSettings, cancel: Cancel | None) -> Iterator[str]:
-    """The response's lines, under the first-token and idle timeouts. Each
-    read waits at most until the deadline (the socket's read timeout is set
-    to the time left before every read), so a read that times out is the
-    deadline passing, and no timer runs beside the stream (a watchdog thread
-    per job cost about 0.1 ms of a job's CPU). Ends with the right error when
-    the stream was cut by a timeout, a cancellation or a broken connection."""
+def watched_arrivals(response: Response, settings: UpstreamSettings,
+                     cancel: Cancel | None) -> Iterator[list[str]]:
+    """The response's lines as they arrive (Response.arrivals), under the
+    first-token and idle timeouts. Each read waits at most until the
+    deadline (the socket's read timeout is set to the time left before every
+    read), so a read that times out is the deadline passing, and no timer
+    runs beside the stream (a watchdog thread per job cost about 0.1 ms of a
+    job's CPU). Ends with the right error when the stream was cut by a
+    timeout, a cancellation or a broken connection."""
     # Headers took part of the first-token time; the rest is the deadline's.
     deadline = Deadline(settings.first_token_timeout - response.elapsed_before_body)
     started = False
     try:
-        for line in response.lines(deadline.left):
-            if line.strip() and not line.startswith(":"):  # SSE comments are keep-alives, not tokens
-                started = True
+        for lines in response.arrivals(deadline.left):
+            # SSE comments are keep-alives, not tokens
+            started = started or any(line.strip() and not line.startswith(":") for line in lines)
             if started:
                 deadline.extend(settings.idle_timeout)
-            yield line
+            yield lines
     except TimeoutError:
         if cancel is not None and cancel.is_set():
             raise cancelled() from None
