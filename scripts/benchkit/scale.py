@@ -47,15 +47,17 @@ class ScaleSizes:
     configs: tuple[tuple[int, int], ...] = ((1, 1), (2, 2))
     levels: tuple[int, ...] = LEVELS
     warmup: float = 3.0
-    window: float = 8.0
+    window: float = 4.0
     # Each level's ways take turns this many times (a window each), and each
     # way's windows are added up: on a VM whose speed swings from minute to
-    # minute, a slow spell is shared out instead of landing on one way.
-    rounds: int = 2
+    # minute, a slow spell is shared out instead of landing on one way. Short
+    # turns share it out more evenly: with 2 turns of 8 s, two runs of the same
+    # trees on one VM read 0.40x and 0.54x (docs/benchmarks-notes.md).
+    rounds: int = 4
     slots: int = 100  # greenlets per upstream worker (the Procfile's default)
     tokens: int = 32
-    profile_seconds: float = 8.0
-    profile_rounds: int = 2  # the trees' profiles take turns too, profile_seconds each
+    profile_seconds: float = 4.0
+    profile_rounds: int = 6  # the trees' profiles take turns too, profile_seconds each
 
 
 def cpu_seconds(pids: list[int]) -> float:
