@@ -35,49 +35,43 @@ class ChunkedDecoder:
 
     def feed(self, data: bytes) -> bytes:
         """The body's bytes carried by `data` (and by what came before it
-        that did not make a whole frame yet)."""
-        self._pending += data
-        out: list[bytes] = []
+        that did not make a whole frame yet). Read by position, not by
+        slicing off what was read: a burst of a thousand chunks would copy
+        its rest a thousand times."""
+        buf = self._pending + data if self._pending else data
+        pos, out = 0, []
         while not self.done:
             if self._left:
-                piece = self._pending[:self._left]
+                piece = buf[pos:pos + self._left]
                 if not piece:
                     break
                 out.append(piece)
                 self._left -= len(piece)
-                self._pending = self._pending[len(piece):]
+                pos += len(piece)
                 if self._left:
                     break
                 self._data_ends = True
-            if self._data_ends and not self._end_data():
+            if self._data_ends:
+                if len(buf) - pos < 2:
+                    break
+                if buf[pos:pos + 2] != b"\r\n":
+                    raise ChunkedError("a chunk's data is not followed by CRLF")
+                pos, self._data_ends = pos + 2, False
+            end = buf.find(b"\n", pos)
+            if end < 0:
+                if len(buf) - pos > MAX_LINE:
+                    raise ChunkedError("a chunk size or trailer line is too long")
                 break
-            if not (self._trailer_line() if self._in_trailers else self._size_line()):
-                break
-        if self.done:
-            self.extra, self._pending = self._pending, b""
+            line, pos = buf[pos:end], end + 1
+            if self._in_trailers:
+                self.done = not line.strip(b"\r")  # trailer fields up to a blank line
+            else:
+                self._size(line)
+        rest = buf[pos:]
+        self.extra, self._pending = (rest, b"") if self.done else (b"", rest)
         return b"".join(out)
 
-    def _end_data(self) -> bool:
-        if len(self._pending) < 2:
-            return False
-        if self._pending[:2] != b"\r\n":
-            raise ChunkedError("a chunk's data is not followed by CRLF")
-        self._pending, self._data_ends = self._pending[2:], False
-        return True
-
-    def _line(self) -> bytes | None:
-        end = self._pending.find(b"\n")
-        if end < 0:
-            if len(self._pending) > MAX_LINE:
-                raise ChunkedError("a chunk size or trailer line is too long")
-            return None
-        line, self._pending = self._pending[:end], self._pending[end + 1:]
-        return line
-
-    def _size_line(self) -> bool:
-        line = self._line()
-        if line is None:
-            return False
+    def _size(self, line: bytes) -> None:
         try:
             size = int(line.split(b";", 1)[0], 16)  # int() ignores the CR and spaces around
         except ValueError:
@@ -86,12 +80,3 @@ class ChunkedDecoder:
             raise ChunkedError("a chunk size is negative")
         self._left = size
         self._in_trailers = size == 0
-        return True
-
-    def _trailer_line(self) -> bool:
-        line = self._line()
-        if line is None:
-            return False
-        if not line.strip(b"\r"):
-            self.done = True
-        return True
