@@ -45,8 +45,9 @@ def _turns(sizes: dict) -> str:
 
 def scale_lines(scale: dict) -> list[str]:
     env, sizes = scale["environment"], scale["sizes"]
-    lines = [f"Run {env['date']} with `{env['command']}` (this section only) on "
-             f"{env['cpu'] + ' (' if env.get('cpu') else ''}{env['cores']} cores{')' if env.get('cpu') else ''}.", "",
+    cores = f"{env['cores']} cores"
+    machine = f"{env['cpu']} ({cores})" if env.get("cpu") else cores
+    lines = [f"Run {env['date']} with `{env['command']}` (this section only) on {machine}.", "",
              f"Closed loop: each client sends its next request when the last ended. The `instant` upstream, "
              f"{sizes['tokens']} tokens per reply; {sizes['slots']} slots (greenlets) per upstream worker. Each "
              f"level: {sizes['warmup']:g} s of warm-up, then {sizes['window']:g} s measured{_turns(sizes)}; "

@@ -39,12 +39,12 @@ def sse_payloads(arrivals: Iterator[list[str]]) -> Iterator[list[dict]]:
         yield payloads
 
 
-def _read_to_end(lines: Iterator[str]) -> None:
+def _read_to_end(arrivals: Iterator[list[str]]) -> None:
     """Read the body to its end, normally just the closing chunk: a
     connection whose body was left unread is closed, and a new connection per
     job (TCP handshake, gevent's resolver thread) costs about a millisecond."""
     try:
-        for _ in lines:
+        for _ in arrivals:
             pass
     except BackendError:  # an upstream that never ends its body: the reply is complete anyway
         pass
