@@ -66,6 +66,9 @@ app.conf.update(
     # queue-wait error instead.
     broker_transport_options={"queue_order_strategy": "priority", "ack_emulation": False},
     worker_send_task_events=False,
+    # Celery's consumer, its loop woken when a slot frees (not after its 2 s
+    # wait): see workers/consume.py. Read by workers only.
+    worker_consumer="workers.consume:Consumer",
     broker_pool_limit=BROKER_POOL_LIMIT,
 )
 

@@ -1,0 +1,61 @@
+"""The worker's consume loop: Celery's own, woken the moment a slot frees.
+
+Why: with prefetch disabled (queue_config), once every slot holds a task
+kombu's Redis transport stops its BRPOP, and Celery's loop for green and
+thread pools (`synloop`) waits in `drain_events(timeout=2.0)`, where kombu,
+with no socket left to poll, sleeps up to a second. Nothing ends that wait
+when a slot frees. Under overload a worker's slots take job after job
+themselves (workers/slots.py), but when the fair queue is empty for an
+instant they all end at once, and the jobs queued just after waited up to
+2 s with every slot idle: at 256 clients on 1 web + 1 upstream worker, ten
+such gaps of 1.2 s in a minute cost a sixth of the throughput (measured;
+docs/benchmarks-notes.md). Here, while the slots are full, the loop waits
+for a task to end instead, and goes back to kombu's BRPOP at once.
+
+Prefork workers run Celery's other loop (`asynloop`, with its own event
+hub), which is left as it is.
+"""
+from __future__ import annotations
+
+import socket
+import threading
+
+from celery.signals import task_postrun
+from celery.worker import loops
+from celery.worker.consumer import Consumer as CeleryConsumer
+
+# While the slots are full the loop also looks again this often: a task ends
+# (task_postrun) a moment before Celery counts its slot as free.
+RECHECK_SECONDS = 0.05
+
+_slot_freed = threading.Event()  # gevent's under a gevent pool (patched)
+
+
+@task_postrun.connect
+def _on_task_end(**_) -> None:
+    _slot_freed.set()
+
+
+def woken_drain(drain, can_consume, freed: threading.Event = _slot_freed):
+    """`connection.drain_events` that, while the slots are full, waits for
+    one to free (or the timeout) instead of in kombu's sleep, and then
+    returns as a timeout does: the loop comes round and drains again."""
+    def drain_events(timeout: float | None = None, **kwargs):
+        freed.clear()
+        if can_consume():
+            return drain(timeout=timeout, **kwargs)
+        freed.wait(RECHECK_SECONDS if timeout is None else min(timeout, RECHECK_SECONDS))
+        raise socket.timeout()
+    return drain_events
+
+
+def consume_loop(obj, connection, consumer, blueprint, hub, qos, *args, **kwargs):
+    if hub is not None:
+        return loops.asynloop(obj, connection, consumer, blueprint, hub, qos, *args, **kwargs)
+    connection.drain_events = woken_drain(connection.drain_events, consumer.channel.qos.can_consume)
+    return loops.synloop(obj, connection, consumer, blueprint, hub, qos, *args, **kwargs)
+
+
+class Consumer(CeleryConsumer):
+    """Celery's consumer with the loop above (queue_config: worker_consumer)."""
+    loop = staticmethod(consume_loop)
