@@ -37,6 +37,7 @@ from redis.exceptions import NoScriptError
 from protocol import keys
 from protocol.commands import ALIVE_TTL_SECONDS, events_channel_of
 from protocol.contract import Job, StartedEvent, encode_event
+from protocol.queue import completion_queue
 from protocol.scripts import queue_script, run_script as _run
 
 CLASSES = ("completion", "chat")
@@ -114,19 +115,23 @@ class Taken:
     taken_at: float = 0.0  # time.monotonic() before the take was sent (workers.abort_watch)
 
 
-def take(redis: Redis, pool: str, worker_id: str, want: str = "", idle_serial: list[str] | None = None) -> Taken:
+def take(redis: Redis, pool: str, worker_id: str, want: str = "", idle_serial: list[str] | None = None,
+         going_on: bool = False) -> Taken:
     """The fairest job this worker may run (`want` first, if it may), counted
     as running for its person and started in the same round trip: its claim,
     its count in the pool's drain rate, its first heartbeat, its state and
     its started event. A job whose client left, whose web process died or
     whose time is up is dropped, never taken. `idle_serial`: the
     one-at-a-time models whose copy in this worker is idle (None: the worker
-    does not track them, and takes any job)."""
+    does not track them, and takes any job). `going_on`: the slot goes on
+    from its last job, with no ticket of its own: the job's ticket, left
+    behind, is dropped if there are more tickets than jobs waiting."""
     taken_at = time.monotonic()
-    return _taken(_run(redis, "fair_take", *_take_call(pool, worker_id, want, idle_serial)), taken_at)
+    return _taken(_run(redis, "fair_take", *_take_call(pool, worker_id, want, idle_serial, going_on)), taken_at)
 
 
-def _take_call(pool: str, worker_id: str, want: str, idle_serial: list[str] | None) -> tuple[list[str], list]:
+def _take_call(pool: str, worker_id: str, want: str, idle_serial: list[str] | None,
+               going_on: bool = False) -> tuple[list[str], list]:
     """fair_take.lua's keys and arguments."""
     tracks_free = idle_serial is not None
     now = time.time()
@@ -136,8 +141,16 @@ def _take_call(pool: str, worker_id: str, want: str, idle_serial: list[str] | No
             worker_id, repr(now), want, "1" if tracks_free else "0", repr(now - FREE_FRESH_SECONDS),
             HOLD_SECONDS, pool, keys.RECORD_TTL_SECONDS, ALIVE_TTL_SECONDS, _STARTED, own_channel_head,
             own_channel_tail, *(idle_serial or [])]
+    tickets = [ticket_queue(pool, k) for k in CLASSES] if going_on else []
     return [*(keys.fair_ready_key(pool, k) for k in CLASSES), keys.fair_state_key(pool),
-            keys.fair_waiting_key(pool), keys.queued_key(pool), keys.drained_key(pool, int(now // 10))], args
+            keys.fair_waiting_key(pool), keys.queued_key(pool), keys.drained_key(pool, int(now // 10)),
+            *tickets], args
+
+
+def ticket_queue(pool: str, klass: str) -> str:
+    """The Celery queue (a Redis list: kombu's at priority 0) where a job
+    of this class brings its ticket."""
+    return completion_queue(pool) if klass == "completion" else pool
 
 
 _STARTED = encode_event(StartedEvent())
@@ -184,7 +197,7 @@ def finish_and_take(redis: Redis, person: str, lease: str, pool: str, worker_id:
     the finished job leaves in Redis: runner.run_job)."""
     pipe = redis.pipeline(transaction=False) if batch is None else batch
     _queue_finish(pipe, person, lease)
-    queue_script(pipe, "fair_take", *_take_call(pool, worker_id, "", None))
+    queue_script(pipe, "fair_take", *_take_call(pool, worker_id, "", None, going_on=True))
     taken_at = time.monotonic()
     *before, _, blocked, result = pipe.execute(raise_on_error=False)
     failed = next((r for r in (*before, blocked) if isinstance(r, Exception)), None)

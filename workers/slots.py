@@ -63,13 +63,13 @@ class Slots:
     def _idle(self) -> list[str]:
         return [m for m in self._serial if m not in self._running_serial]
 
-    def take(self, pool: str, want: str = "") -> Taken:
+    def take(self, pool: str, want: str = "", going_on: bool = False) -> Taken:
         if not self._serial:  # nothing to track (an upstream worker's hundred greenlets need no lock)
-            taken = fairqueue.take(self._redis, pool, self.worker_id, want)
+            taken = fairqueue.take(self._redis, pool, self.worker_id, want, going_on=going_on)
         else:
             with self._lock:
                 taken = fairqueue.take(self._redis, pool, self.worker_id, want,
-                                       self._idle() if self.tracks_free else None)
+                                       self._idle() if self.tracks_free else None, going_on)
                 if taken.job is not None and taken.job.model in self._serial:  # runs now: not idle
                     self._running_serial.add(taken.job.model)
         self._forward(pool, taken)
@@ -90,7 +90,7 @@ class Slots:
             batch.execute()
         self._release_serial(taken)
         self._unblock(pool, fairqueue.finish(self._redis, taken.person, taken.lease))
-        return self.take(pool) if take_next else Taken(None)
+        return self.take(pool, going_on=True) if take_next else Taken(None)
 
     def _release_serial(self, taken: Taken) -> None:
         model = taken.job.model if taken.job is not None else ""

@@ -1,10 +1,13 @@
 -- A worker with a free slot takes the fairest job it may run (see protocol/fairqueue.py).
 -- The job taken is started in the same round trip (see `start` below).
 -- KEYS: ready zsets (code completions first, then chat), the pool's state hash, its waiting hash,
---       the admission queue zset, the pool's drained bucket
+--       the admission queue zset, the pool's drained bucket, and for a slot going on from its last
+--       job (no ticket of its own) the Celery queues' lists of the two classes' tickets
 -- ARGV: see fairqueue.take
 local ready_sets = {KEYS[1], KEYS[2]}
 local state, waiting, queued, drained = KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+local ticket_lists = {}
+if #KEYS >= 8 then ticket_lists = {[KEYS[1]] = KEYS[7], [KEYS[2]] = KEYS[8]} end
 local p_job, p_active, p_free, p_affinity, p_lease, p_record, p_reserved, p_blocked =
   ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7], ARGV[8]
 local worker, now, want, tracks_free, fresh_after, hold, pool, record_ttl =
@@ -131,8 +134,22 @@ local function start(job)
   end
 end
 
+-- Each queued job brought a ticket. A slot going on from its last job takes
+-- one without: its ticket stays behind, and under a long overload, with
+-- every slot going on, they piled up by the tens of thousands (each later a
+-- task that finds nothing). One ticket more than the jobs waiting in its
+-- class is dropped: tickets never fall below the jobs waiting, so a free slot
+-- elsewhere still gets one for each.
+local function drop_surplus_ticket(ready)
+  local list = ticket_lists[ready]
+  if list and redis.call('LLEN', list) > redis.call('ZCARD', ready) then
+    redis.call('RPOP', list)
+  end
+end
+
 local function take(job)
   unqueue(job)
+  drop_surplus_ticket(job.ready)
   start(job)
   redis.call('ZADD', p_active .. job.person, now, job.lease)
   redis.call('EXPIRE', p_active .. job.person, 86400)

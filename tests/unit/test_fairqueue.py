@@ -19,11 +19,12 @@ POOL = "local"
 
 
 def queue(redis, web, person, *, model="echo", klass="chat", limit=100, weight=1.0, serial=False,
-          policy="fair", expires_in=60.0, replies: bool = False) -> str:
+          policy="fair", expires_in=60.0, replies: bool = False, pool=POOL, ticket: bool = False) -> str:
     job_id = uuid.uuid4().hex
     job = Job(id=job_id, model=model, messages=[Message(role="user", content=person)], web_id=web,
               expires_at=time.time() + expires_in, reply_channel=keys.reply_channel(web, job_id) if replies else "")
-    fairqueue.push(redis, POOL, klass, job, Waiting(person, limit, weight, serial), policy)
+    fairqueue.push(redis, pool, klass, job, Waiting(person, limit, weight, serial), policy,
+                   ticket=(fairqueue.ticket_queue(pool, klass), f"ticket of {job_id}".encode()) if ticket else None)
     return job.id
 
 
@@ -122,6 +123,58 @@ def test_finish_and_take_loads_the_take_script_into_a_redis_that_lost_it(clean_r
     clean_redis.script_flush()  # as after a Redis restart
     _, following = fairqueue.finish_and_take(clean_redis, first.person, first.lease, POOL, "w")
     assert following.person == "bob" and clean_redis.zcard(keys.active_key(first.person)) == 0
+
+
+@pytest.fixture
+def pool(clean_redis):
+    """A pool of its own: its tickets' lists are Celery queues, which no
+    running worker of the test session consumes."""
+    name = f"tickets-{uuid.uuid4().hex[:8]}"
+    yield name
+    clean_redis.delete(*(fairqueue.ticket_queue(name, klass) for klass in fairqueue.CLASSES))
+
+
+def tickets(redis, pool, klass="chat") -> int:
+    return redis.llen(fairqueue.ticket_queue(pool, klass))
+
+
+def test_a_slot_going_on_drops_the_ticket_its_job_left_behind(clean_redis, web, pool):
+    for person in ("alice", "bob", "carol"):
+        queue(clean_redis, web, person, ticket=True, pool=pool)
+    clean_redis.rpop(fairqueue.ticket_queue(pool, "chat"))  # a worker's BRPOP: its slot takes a job
+    first = fairqueue.take(clean_redis, pool, "w")
+    assert tickets(clean_redis, pool) == 2  # two jobs wait, a ticket each
+    _, following = fairqueue.finish_and_take(clean_redis, first.person, first.lease, pool, "w")
+    assert following.person == "bob" and tickets(clean_redis, pool) == 1  # bob's ticket is no one's now
+    _, last = fairqueue.finish_and_take(clean_redis, following.person, following.lease, pool, "w")
+    assert last.person == "carol" and tickets(clean_redis, pool) == 0
+
+
+def test_tickets_never_fall_below_the_jobs_waiting(clean_redis, web, pool):
+    for person in ("alice", "bob", "carol", "dave"):
+        queue(clean_redis, web, person, ticket=True, pool=pool)
+    for _ in range(3):  # three workers' BRPOPs took tickets; one of them took its job so far
+        clean_redis.rpop(fairqueue.ticket_queue(pool, "chat"))
+    first = fairqueue.take(clean_redis, pool, "w")
+    _, following = fairqueue.finish_and_take(clean_redis, first.person, first.lease, pool, "w")
+    assert following.job is not None and tickets(clean_redis, pool) == 1  # 2 jobs wait, 2 tickets in flight
+
+
+def test_a_slot_going_on_drops_a_ticket_of_the_class_it_took(clean_redis, web, pool):
+    queue(clean_redis, web, "alice", klass="chat", ticket=True, pool=pool)
+    queue(clean_redis, web, "bob", klass="completion", ticket=True, pool=pool)
+    queue(clean_redis, web, "carol", klass="completion", ticket=True, pool=pool)
+    clean_redis.rpop(fairqueue.ticket_queue(pool, "completion"))
+    first = fairqueue.take(clean_redis, pool, "w")
+    _, following = fairqueue.finish_and_take(clean_redis, first.person, first.lease, pool, "w")
+    assert (first.person, following.person) == ("bob", "carol")
+    assert (tickets(clean_redis, pool, "completion"), tickets(clean_redis, pool, "chat")) == (0, 1)
+
+
+def test_a_take_with_a_ticket_of_its_own_leaves_the_others(clean_redis, web, pool):
+    queue(clean_redis, web, "alice", ticket=True, pool=pool)
+    queue(clean_redis, web, "bob", ticket=True, pool=pool)
+    assert fairqueue.take(clean_redis, pool, "w").person == "alice" and tickets(clean_redis, pool) == 2
 
 
 def test_a_running_slot_of_a_dead_web_process_is_freed(clean_redis, web):
