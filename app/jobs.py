@@ -39,7 +39,7 @@ from protocol.contract import (
 )
 from protocol.fairqueue import Waiting
 from protocol.metrics import count_job
-from protocol.queue import completion_queue
+from protocol.queue import ticket_queue
 
 KEEPALIVE = KeepAliveEvent()
 
@@ -53,13 +53,10 @@ def is_code_completion(job: Job) -> bool:
     return job.prompt is not None and bool(job.prompt.raw or job.prompt.suffix)
 
 
-def queue_for(job: Job, entry: ModelEntry) -> str:
-    """Code completions go to the pool's priority queue."""
-    return completion_queue(entry.pool) if is_code_completion(job) else entry.pool
-
-
-def klass_of(queue: str, pool: str) -> str:
-    return "chat" if queue == pool else "completion"
+def klass_of(job: Job) -> str:
+    """Code completions wait in their own class, served first (its tickets
+    on the pool's priority queue: protocol.queue.ticket_queue)."""
+    return "completion" if is_code_completion(job) else "chat"
 
 
 def person(keys_enabled: bool) -> str:
@@ -106,7 +103,7 @@ class JobRun:
         self.final: Event | None = None  # the DoneEvent or ErrorEvent that ended it
         self.client_gone = False
 
-    def start(self, queue: str, pool: str) -> "JobRun":
+    def start(self, klass: str, pool: str) -> "JobRun":
         """The relay listens for the job's events (on its reply channel,
         under this process); then, in one round trip, admission counts the
         job and, if admitted, it is queued: into the pool's fair queue, with
@@ -118,10 +115,10 @@ class JobRun:
         self.job.usage_of = self._waiting.person
         self.job.enqueued_at = time.time()
         self.job.expires_at = self.job.enqueued_at + settings.max_queue_wait_seconds
-        ticket = self._services.ticket(self.job, queue, pool)
+        ticket = self._services.ticket(self.job, ticket_queue(pool, klass), pool)
 
         def queue_job(client) -> None:
-            fairqueue.push(client, pool, klass_of(queue, pool), self.job, self._waiting, settings.queue_policy,
+            fairqueue.push(client, pool, klass, self.job, self._waiting, settings.queue_policy,
                            ticket=ticket, if_admitted=True)
         try:
             subscription = relay.listen(self.job.id, settings.subscribe_timeout_seconds)
@@ -300,7 +297,7 @@ def start_job(job: Job, entry: ModelEntry, stream: bool = False) -> tuple[JobRun
     job.server_tools = [server for server in entry.mcp_servers if current_key().may_use_server(server)]
     run = JobRun(own, job, request.environ, _waiting(own, entry), _admission_limits(own))
     try:
-        run.start(queue_for(job, entry), entry.pool)
+        run.start(klass_of(job), entry.pool)
         if entry.supersede and is_code_completion(job):
             supersede(own.redis, client_identity(own.keys.enabled), entry.name, job)
         events = run.events(keepalive=stream)  # a stream starts at once if the job keeps it waiting

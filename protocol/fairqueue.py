@@ -37,7 +37,7 @@ from redis.exceptions import NoScriptError
 from protocol import keys
 from protocol.commands import ALIVE_TTL_SECONDS, events_channel_of
 from protocol.contract import Job, StartedEvent, encode_event
-from protocol.queue import completion_queue
+from protocol.queue import ticket_queue
 from protocol.scripts import queue_script, run_script as _run
 
 CLASSES = ("completion", "chat")
@@ -145,12 +145,6 @@ def _take_call(pool: str, worker_id: str, want: str, idle_serial: list[str] | No
     return [*(keys.fair_ready_key(pool, k) for k in CLASSES), keys.fair_state_key(pool),
             keys.fair_waiting_key(pool), keys.queued_key(pool), keys.drained_key(pool, int(now // 10)),
             *tickets], args
-
-
-def ticket_queue(pool: str, klass: str) -> str:
-    """The Celery queue (a Redis list: kombu's at priority 0) where a job
-    of this class brings its ticket."""
-    return completion_queue(pool) if klass == "completion" else pool
 
 
 _STARTED = encode_event(StartedEvent())

@@ -13,6 +13,12 @@ def completion_queue(pool: str) -> str:
     return f"{pool}-completion"
 
 
+def ticket_queue(pool: str, klass: str) -> str:
+    """The Celery queue (a Redis list: kombu's at priority 0) where a job of
+    this class ("completion" or "chat") brings its ticket."""
+    return completion_queue(pool) if klass == "completion" else pool
+
+
 def direct_queue(worker_id: str) -> str:
     """A worker's own queue: tickets for a job handed to it (it is idle and
     can run the job's model, or holds the person's prompt cache)."""

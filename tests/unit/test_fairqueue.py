@@ -14,6 +14,7 @@ from protocol import fairqueue, keys
 from protocol.commands import ALIVE_TTL_SECONDS, drained_recently, job_state, job_taken, send_abort
 from protocol.contract import Job, Message
 from protocol.fairqueue import Waiting
+from protocol.queue import ticket_queue
 
 POOL = "local"
 
@@ -24,7 +25,7 @@ def queue(redis, web, person, *, model="echo", klass="chat", limit=100, weight=1
     job = Job(id=job_id, model=model, messages=[Message(role="user", content=person)], web_id=web,
               expires_at=time.time() + expires_in, reply_channel=keys.reply_channel(web, job_id) if replies else "")
     fairqueue.push(redis, pool, klass, job, Waiting(person, limit, weight, serial), policy,
-                   ticket=(fairqueue.ticket_queue(pool, klass), f"ticket of {job_id}".encode()) if ticket else None)
+                   ticket=(ticket_queue(pool, klass), f"ticket of {job_id}".encode()) if ticket else None)
     return job.id
 
 
@@ -131,17 +132,17 @@ def pool(clean_redis):
     running worker of the test session consumes."""
     name = f"tickets-{uuid.uuid4().hex[:8]}"
     yield name
-    clean_redis.delete(*(fairqueue.ticket_queue(name, klass) for klass in fairqueue.CLASSES))
+    clean_redis.delete(*(ticket_queue(name, klass) for klass in fairqueue.CLASSES))
 
 
 def tickets(redis, pool, klass="chat") -> int:
-    return redis.llen(fairqueue.ticket_queue(pool, klass))
+    return redis.llen(ticket_queue(pool, klass))
 
 
 def test_a_slot_going_on_drops_the_ticket_its_job_left_behind(clean_redis, web, pool):
     for person in ("alice", "bob", "carol"):
         queue(clean_redis, web, person, ticket=True, pool=pool)
-    clean_redis.rpop(fairqueue.ticket_queue(pool, "chat"))  # a worker's BRPOP: its slot takes a job
+    clean_redis.rpop(ticket_queue(pool, "chat"))  # a worker's BRPOP: its slot takes a job
     first = fairqueue.take(clean_redis, pool, "w")
     assert tickets(clean_redis, pool) == 2  # two jobs wait, a ticket each
     _, following = fairqueue.finish_and_take(clean_redis, first.person, first.lease, pool, "w")
@@ -154,7 +155,7 @@ def test_tickets_never_fall_below_the_jobs_waiting(clean_redis, web, pool):
     for person in ("alice", "bob", "carol", "dave"):
         queue(clean_redis, web, person, ticket=True, pool=pool)
     for _ in range(3):  # three workers' BRPOPs took tickets; one of them took its job so far
-        clean_redis.rpop(fairqueue.ticket_queue(pool, "chat"))
+        clean_redis.rpop(ticket_queue(pool, "chat"))
     first = fairqueue.take(clean_redis, pool, "w")
     _, following = fairqueue.finish_and_take(clean_redis, first.person, first.lease, pool, "w")
     assert following.job is not None and tickets(clean_redis, pool) == 1  # 2 jobs wait, 2 tickets in flight
@@ -164,7 +165,7 @@ def test_a_slot_going_on_drops_a_ticket_of_the_class_it_took(clean_redis, web, p
     queue(clean_redis, web, "alice", klass="chat", ticket=True, pool=pool)
     queue(clean_redis, web, "bob", klass="completion", ticket=True, pool=pool)
     queue(clean_redis, web, "carol", klass="completion", ticket=True, pool=pool)
-    clean_redis.rpop(fairqueue.ticket_queue(pool, "completion"))
+    clean_redis.rpop(ticket_queue(pool, "completion"))
     first = fairqueue.take(clean_redis, pool, "w")
     _, following = fairqueue.finish_and_take(clean_redis, first.person, first.lease, pool, "w")
     assert (first.person, following.person) == ("bob", "carol")
