@@ -307,7 +307,7 @@ def start_job(job: Job, entry: ModelEntry, stream: bool = False) -> tuple[JobRun
         raise
     if isinstance(first, ErrorEvent):
         run.close()
-        raise ApiError(first.status, first.message, retry_after=first.retry_after)
+        raise first.error()
     if own.settings.conversation_log_dir is not None:
         run.observers.append(ConversationLog(own.settings.conversation_log_dir, {
             "request_id": g.get("request_id"), "key": current_key().name, "path": request.path,

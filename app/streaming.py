@@ -49,10 +49,6 @@ def ndjson(frame: Frame) -> bytes:
     return to_json(frame) + b"\n"
 
 
-def error_of(event: ErrorEvent) -> SwitchboardError:
-    return SwitchboardError(event.message, event.status, retry_after=event.retry_after)
-
-
 def frames(events: Iterable[Event], writer: Writer, observers: tuple[Observer, ...] = ()) -> Iterator[Frame]:
     """The writer's frames for a job's events, from opening to closing; an
     error ends the reply in band."""
@@ -97,7 +93,7 @@ def _frames_of(event: Event, writer: Writer) -> list[Frame]:
     if isinstance(event, DoneEvent):
         return list(writer.finish(event))
     if isinstance(event, ErrorEvent):
-        return list(writer.error(error_of(event)))
+        return list(writer.error(event.error()))
     return []
 
 

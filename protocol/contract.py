@@ -25,6 +25,8 @@ from typing import Annotated, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
+from protocol.errors import PromptTooLong, SwitchboardError
+
 
 CONTRACT_VERSION = 2  # what this code speaks
 EMBED_VERSION = 2  # embedding jobs need a worker that knows them
@@ -93,6 +95,7 @@ class Message(_Strict):
     tool_call_id: str | None = None  # tool messages: the call they answer...
     tool_name: str | None = None  # ...or, from Ollama clients, only its name
     failed: bool = False  # a tool result the client marked as failed
+    thinking: str = ""  # an assistant turn's reasoning, passed back (for a model that thinks)
 
 
 class SamplingOptions(_Strict):
@@ -255,6 +258,9 @@ class DoneEvent(_Strict):
     usage: Usage = Field(default_factory=Usage)
     timings: Timings = Field(default_factory=Timings)
     usage_counted: bool = False  # the worker counted the request's usage (Job.usage_of)
+    # The client's stop sequence that ended the reply (reason "stop"), where
+    # the backend can tell (Anthropic's clients are told which one fired).
+    stop_sequence: str | None = None
 
 
 class ErrorEvent(_Strict):
@@ -262,6 +268,22 @@ class ErrorEvent(_Strict):
     message: str
     status: int = 500
     retry_after: int | None = None  # seconds, when the upstream said so
+    # A prompt over the model's context: its size and the most the model
+    # takes, in tokens (each dialect words this error its own way).
+    prompt_tokens: int | None = None
+    context_tokens: int | None = None
+
+    @classmethod
+    def of(cls, error: SwitchboardError) -> "ErrorEvent":
+        sizes = {"prompt_tokens": error.prompt_tokens, "context_tokens": error.context_tokens} \
+            if isinstance(error, PromptTooLong) else {}
+        return cls(message=error.message, status=error.status, retry_after=error.retry_after, **sizes)
+
+    def error(self) -> SwitchboardError:
+        """The typed error again, on the web side, for the client's dialect to render."""
+        if self.prompt_tokens is not None and self.context_tokens is not None:
+            return PromptTooLong(self.message, self.prompt_tokens, self.context_tokens)
+        return SwitchboardError(self.message, self.status, retry_after=self.retry_after)
 
 
 class KeepAliveEvent(_Strict):

@@ -52,3 +52,15 @@ class BackendError(SwitchboardError):
 
     def __init__(self, message: str, status: int = 500, retry_after: int | None = None):
         super().__init__(message, status, retry_after=retry_after)
+
+
+class PromptTooLong(SwitchboardError):
+    """A prompt over the model's context, in tokens (400). Anthropic's
+    clients compact the conversation on their API's own wording of it, so
+    the numbers travel with the error for each dialect to word."""
+
+    status = 400
+
+    def __init__(self, message: str, prompt_tokens: int, context_tokens: int):
+        super().__init__(message)
+        self.prompt_tokens, self.context_tokens = prompt_tokens, context_tokens

@@ -56,8 +56,10 @@ class Totals:
             self.cached_tokens = (self.cached_tokens or 0) + outcome.cached_tokens
         self.first_token_at = self.first_token_at or first_token_at
 
-    def outcome(self, reason: str) -> Outcome:
-        return Outcome(reason, self.prompt_tokens, self.completion_tokens, self.load_ns, self.cached_tokens)
+    def outcome(self, last: Outcome) -> Outcome:
+        """The job's outcome: every round's counts, the last round's end."""
+        return Outcome(last.reason, self.prompt_tokens, self.completion_tokens, self.load_ns, self.cached_tokens,
+                       last.stop_sequence)
 
 
 @dataclass

@@ -13,6 +13,7 @@ class Outcome:
     completion_tokens: int
     load_ns: int = 0
     cached_tokens: int | None = None  # prompt tokens found evaluated (None: the backend keeps no prompt cache)
+    stop_sequence: str | None = None  # the client's stop sequence that ended it, if the backend can tell
 
 
 @dataclass

@@ -100,10 +100,11 @@ def _run_started(job: Job, ctx: RunContext, aborted: Cancel, batch: Pipeline | N
         if aborted.is_set():  # e.g. an upstream read broken off by the abort itself
             done = DoneEvent(reason="aborted")
         elif isinstance(error, SwitchboardError):
-            return _fail(job, ctx, str(error), error.status, error.retry_after, tail, batch)
+            return _fail(job, ctx, error, tail, batch)
         else:
             log.exception("job %s on model %s failed", job.id, job.model)
-            return _fail(job, ctx, "internal error while generating; see the worker log", 500, tail=tail, batch=batch)
+            return _fail(job, ctx, SwitchboardError("internal error while generating; see the worker log", 500),
+                         tail, batch)
     first_token = (done.timings.load_ns + done.timings.prompt_eval_ns) / 1e9
     ttft = started_wall - job.enqueued_at + first_token if done.usage.completion_tokens else None
     return _finish(job, ctx, done.reason, tokens=done.usage.completion_tokens, ttft=ttft, finished_at=time.time(),
@@ -141,11 +142,10 @@ def _finish(job: Job, ctx: RunContext, reason: str, tokens: int = 0, ttft: float
     return reason
 
 
-def _fail(job: Job, ctx: RunContext, message: str, status: int, retry_after: int | None = None,
-          tail: list[Event] = (), batch: Pipeline | None = None) -> str:
-    error = ErrorEvent(message=message, status=status, retry_after=retry_after)
-    return _finish(job, ctx, "error", final=error, ran=True, error=message, finished_at=time.time(), tail=tail,
-                   batch=batch)
+def _fail(job: Job, ctx: RunContext, error: SwitchboardError, tail: list[Event] = (),
+          batch: Pipeline | None = None) -> str:
+    return _finish(job, ctx, "error", final=ErrorEvent.of(error), ran=True, error=error.message,
+                   finished_at=time.time(), tail=tail, batch=batch)
 
 
 def _note_loaded(pipe, job: Job, ctx: RunContext) -> None:
@@ -239,7 +239,7 @@ def _stream(job: Job, ctx: RunContext, entry: ModelEntry, backend: Backend, abor
         return DoneEvent(reason="aborted")
     reason = "tool_calls" if replies.filter.calls else "step_limit" if plan.step_limited and outcome.reason == "stop" \
         else outcome.reason
-    return _done(reason, totals.outcome(outcome.reason), started, totals.first_token_at)
+    return _done(reason, totals.outcome(outcome), started, totals.first_token_at)
 
 
 def _round(server: ServerTools, ctx: RunContext, plan: ToolPlan, replies: Replies, backend: Backend,
@@ -275,6 +275,7 @@ def _done(reason: str, outcome: Outcome, started: int, first_token_at: int | Non
     first = first_token_at or ended
     return DoneEvent(
         reason=reason,
+        stop_sequence=outcome.stop_sequence if reason == "stop" else None,
         usage=Usage(prompt_tokens=outcome.prompt_tokens, completion_tokens=outcome.completion_tokens,
                     cached_tokens=outcome.cached_tokens),
         timings=Timings(

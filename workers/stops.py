@@ -11,6 +11,7 @@ class StopMatcher:
         self._stops = [s for s in stops if s]
         self._held = ""
         self.stopped = False
+        self.matched: str | None = None  # the stop sequence that ended the text
 
     def feed(self, text: str) -> str:
         """Return the text that is safe to emit; sets `stopped` on a match."""
@@ -19,8 +20,9 @@ class StopMatcher:
         if not self._stops:  # the usual case, once per token
             return text
         buffer = self._held + text
-        cut = self._first_match(buffer)
-        if cut is not None:
+        match = self._first_match(buffer)
+        if match is not None:
+            cut, self.matched = match
             self.stopped = True
             self._held = ""
             return buffer[:cut]
@@ -33,9 +35,10 @@ class StopMatcher:
         held, self._held = self._held, ""
         return "" if self.stopped else held
 
-    def _first_match(self, buffer: str) -> int | None:
-        found = [i for i in (buffer.find(s) for s in self._stops) if i >= 0]
-        return min(found) if found else None
+    def _first_match(self, buffer: str) -> tuple[int, str] | None:
+        """Where the earliest stop sequence starts, and which it is."""
+        found = [(at, stop) for stop in self._stops if (at := buffer.find(stop)) >= 0]
+        return min(found, key=lambda match: match[0]) if found else None
 
     def _partial_suffix_length(self, buffer: str) -> int:
         longest = 0

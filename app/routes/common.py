@@ -17,7 +17,7 @@ from app.streaming import NDJSON_CONTENT_TYPE, SSE_CONTENT_TYPE, ndjson, sse, st
 from catalog.registry import ModelEntry
 from dialects.writer import Frame, Writer
 from protocol.contract import Event, Job
-from protocol.errors import UnknownModel
+from protocol.errors import PromptTooLong, UnknownModel
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -114,9 +114,10 @@ def prompt_characters(job: Job) -> int:
 def check_prompt_size(job: Job, entry: ModelEntry) -> None:
     context = entry.info.context_length
     size, most = prompt_characters(job), context * MAX_CHARACTERS_PER_TOKEN
-    if size > most:
-        raise ApiError(400, f'the prompt is {size} characters: more than the {context}-token context of '
-                            f'"{entry.name}" can hold (at most {most} characters)')
+    if size > most:  # at least size / MAX_CHARACTERS_PER_TOKEN tokens: the number it is refused with
+        raise PromptTooLong(f'the prompt is {size} characters: more than the {context}-token context of '
+                            f'"{entry.name}" can hold (at most {most} characters)',
+                            -(-size // MAX_CHARACTERS_PER_TOKEN), context)
 
 
 def check_job_kind(job: Job, entry: ModelEntry) -> None:

@@ -38,5 +38,17 @@ def test_token_limit():
 
 
 def test_stop_sequence():
-    pieces, outcome = run("one two three", stop=["thr"])
-    assert "".join(pieces) == "one two " and outcome.reason == "stop"
+    pieces, outcome = run("one two three", stop=["thr", "x"])
+    assert "".join(pieces) == "one two " and outcome.reason == "stop" and outcome.stop_sequence == "thr"
+
+
+def test_system_messages_after_the_last_turn_are_passed_over():
+    """Claude Code ends every request with a system message: echo answers
+    the prompt (or the tool results) before it."""
+    backend = EchoBackend("echo", EchoSettings())
+    for turn in ([Message(role="user", content="say hi")],
+                 [Message(role="tool", content="a", tool_call_id="1"), Message(role="tool", content="b", tool_call_id="2")]):
+        job = Job(id="j", model="echo", messages=turn + [Message(role="system", content="reminder")])
+        assert "".join(backend.generate(job)) == "\n".join(m.content for m in turn)
+    alone = Job(id="j", model="echo", messages=[Message(role="system", content="only this")])
+    assert "".join(backend.generate(alone)) == "only this"

@@ -19,7 +19,7 @@ from protocol.keys import events_channel, reply_channel
 from protocol.contract import Job, Message, ToolChoice, ToolSpec
 from workers.heartbeat import Heartbeat
 from catalog.registry import ModelEntry
-from protocol.errors import BackendError, UnknownModel
+from protocol.errors import BackendError, PromptTooLong, UnknownModel
 from workers.mcp.toolbox import ServerTool, ToolResult
 from workers.runner import RunContext, run_job
 
@@ -197,13 +197,16 @@ def test_abort_mid_stream_stops_within_a_token_and_closes_the_backend():
     assert reason == "aborted" and state["reason"] == "aborted" and backend.closed
 
 
-@pytest.mark.parametrize("error, message, status", [
-    (BackendError("prompt too long", 400), "prompt too long", 400),
-    (RuntimeError("secret internals"), "internal error while generating; see the worker log", 500),
-], ids=["backend-error", "crash"])
-def test_failures_become_an_error_event(error, message, status):
+@pytest.mark.parametrize("error, message, status, sizes", [
+    (BackendError("bad format", 400), "bad format", 400, (None, None)),
+    (PromptTooLong("prompt too long", 9000, 8192), "prompt too long", 400, (9000, 8192)),
+    (RuntimeError("secret internals"), "internal error while generating; see the worker log", 500, (None, None)),
+], ids=["backend-error", "prompt-too-long", "crash"])
+def test_failures_become_an_error_event(error, message, status, sizes):
+    """A prompt over the context keeps its sizes, for each dialect to word."""
     reason, events, state = run(ScriptedBackend(["a"], error=error))
-    assert events[-1] == {"type": "error", "message": message, "status": status, "retry_after": None}
+    assert events[-1] == {"type": "error", "message": message, "status": status, "retry_after": None,
+                          "prompt_tokens": sizes[0], "context_tokens": sizes[1]}
     assert reason == "error" and state["reason"] == "error"
 
 
@@ -252,7 +255,7 @@ def test_a_model_this_workers_registry_lacks_is_answered_at_once_with_a_404():
     error = json.loads(pubsub.get_message()["data"])  # the web process answers with the 404's status
     assert error == {"type": "error", "status": 404, "retry_after": None, "message":
                      'model "m" is not served by any worker that took the job '
-                     "(worker w1 has no such model in its registry)"}
+                     "(worker w1 has no such model in its registry)", "prompt_tokens": None, "context_tokens": None}
 
 
 # --- server-side tools: the rounds of one job ---------------------------------------------

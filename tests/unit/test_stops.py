@@ -9,6 +9,18 @@ def run(stops, pieces):
     return "".join(out) + matcher.flush(), matcher.stopped
 
 
+@pytest.mark.parametrize("stops, pieces, matched", [
+    ([], ["a"], None),
+    (["END", "x"], ["ab", "EN", "Dx"], "END"),
+    (["ab", "b"], ["xab"], "ab"),
+], ids=["none", "split", "earliest"])
+def test_the_matcher_tells_which_stop_fired(stops, pieces, matched):
+    matcher = StopMatcher(stops)
+    for piece in pieces:
+        matcher.feed(piece)
+    assert matcher.matched == matched
+
+
 @pytest.mark.parametrize("stops, pieces, expected", [
     ([], ["a", "b"], ("ab", False)),
     (["END"], ["abc", "E", "N", "D", "x"], ("abc", True)),

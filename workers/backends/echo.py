@@ -1,9 +1,9 @@
 """`echo`: a deterministic backend for smoke tests, demos and benchmarks.
 
-It replies with the last message's text exactly as sent (after a round of
-tool results: every result of the round, one per line; for a completion:
-the model input as built, so FIM and template prompts can be seen), one token
-per word (each with its leading whitespace), honouring the token limit and
+It replies with the last turn's text exactly as sent (system messages
+after it passed over; after a round of tool results: every result of the
+round, one per line; for a completion: the model input as built, so FIM and
+template prompts can be seen), one token per word (each with its leading whitespace), honouring the token limit and
 stops. It cannot constrain output, so `format` is not applied.
 
 Its embeddings hash each word to one of `embedding_length` places (a
@@ -49,10 +49,13 @@ def hashed_words(text: str, length: int) -> list[float]:
 
 
 def _last_turn(messages: list[Message]) -> str:
-    results = list(itertools.takewhile(lambda m: m.role == "tool", reversed(messages)))
+    """The last user or tool turn: system messages after it are passed over
+    (Claude Code ends every request with one)."""
+    turns = list(itertools.dropwhile(lambda m: m.role == "system", reversed(messages))) or list(reversed(messages))
+    results = list(itertools.takewhile(lambda m: m.role == "tool", turns))
     if results:
         return "\n".join(m.content for m in reversed(results))
-    return messages[-1].content if messages else ""
+    return turns[0].content if turns else ""
 
 
 class EchoBackend(Backend):
@@ -79,7 +82,7 @@ class EchoBackend(Backend):
             if text:
                 yield text
             if stops.stopped:
-                return Outcome("stop", prompt_tokens, emitted)
+                return Outcome("stop", prompt_tokens, emitted, stop_sequence=stops.matched)
         tail = stops.flush()
         if tail:
             yield tail

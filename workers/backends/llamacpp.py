@@ -15,7 +15,7 @@ import time
 
 from catalog.llamacpp import DEFAULT_SAMPLING, LlamaCppSettings
 from protocol.contract import EmbedSpec, Job, SamplingOptions
-from protocol.errors import BackendError
+from protocol.errors import BackendError, PromptTooLong
 from workers.backends.base import Backend
 from workers.backends.prompt_cache import PromptCache, live_reuse
 from workers.cancel import Cancel
@@ -170,7 +170,8 @@ class LlamaCppBackend(Backend):
         prompt, template_stops = self._prompt_tokens(loaded, job)
         room = loaded.n_ctx - len(prompt)
         if room <= 0:
-            raise BackendError(f"the prompt is {len(prompt)} tokens, more than the context window of {loaded.n_ctx}", 400)
+            raise PromptTooLong(f"the prompt is {len(prompt)} tokens, more than the context window of {loaded.n_ctx}",
+                                len(prompt), loaded.n_ctx)
         limit = min(options.max_tokens or room, room)
         stops = StopMatcher(options.stop + [s for s in template_stops if s])
         utf8 = codecs.getincrementaldecoder("utf-8")(errors="replace")
@@ -200,7 +201,8 @@ class LlamaCppBackend(Backend):
         tail = stops.feed(utf8.decode(b"", final=True)) + stops.flush()
         if tail:
             yield tail
-        return Outcome(reason, len(prompt), count, cached_tokens=reused.tokens)
+        fired = stops.matched if stops.matched in options.stop else None  # the client's, not the template's
+        return Outcome(reason, len(prompt), count, cached_tokens=reused.tokens, stop_sequence=fired)
 
 
 BACKEND = LlamaCppBackend
