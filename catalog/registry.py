@@ -12,6 +12,7 @@ a message naming the entry and the key.
 """
 from __future__ import annotations
 
+import fnmatch
 import tomllib
 from functools import cached_property
 from pathlib import Path
@@ -30,7 +31,7 @@ FimFamily = Literal[tuple(FAMILIES)]  # type: ignore[valid-type]
 
 DEFAULT_REGISTRY = Path(__file__).resolve().parent.parent / "models.toml"
 _COMMON_KEYS = {"backend", "pool", "display_name", "tools", "system", "step_limit", "fim", "supersede",
-                "mcp_servers", "embeddings", "vision", "thinking", "think_tags"}
+                "mcp_servers", "embeddings", "vision", "thinking", "think_tags", "aliases"}
 
 
 class ModelEntry(BaseModel):
@@ -60,7 +61,14 @@ class ModelEntry(BaseModel):
     # A local model that writes its reasoning between these tags: split out
     # into the thinking field (implies thinking).
     think_tags: tuple[str, str] | None = None
+    # Name patterns (fnmatch) it also answers to, for clients that ask for
+    # names of their own (Claude Code's claude-* background calls); listed
+    # only under its real name.
+    aliases: tuple[str, ...] = ()
     settings: BackendSettings
+
+    def answers_to(self, name: str) -> bool:
+        return any(fnmatch.fnmatchcase(name, pattern) for pattern in self.aliases)
 
     @property
     def capabilities(self) -> list[str]:
@@ -150,10 +158,14 @@ class Registry:
         return list(self._entries.values())
 
     def get(self, name: str) -> ModelEntry:
-        """Ollama clients may add or drop the implicit ":latest" tag."""
+        """Ollama clients may add or drop the implicit ":latest" tag; a name
+        no model has goes to the first model with an alias matching it."""
         for candidate in (name, name.removesuffix(":latest"), f"{name}:latest"):
             if candidate in self._entries:
                 return self._entries[candidate]
+        for entry in self._entries.values():
+            if entry.answers_to(name):
+                return entry
         raise UnknownModel(name)
 
     def pools(self) -> set[str]:

@@ -41,6 +41,18 @@ def test_unknown_model():
         load_registry().get("gpt-9")
 
 
+def test_aliases_map_name_patterns_to_a_model_listed_under_its_own_name(tmp_path):
+    registry = load_registry(write(tmp_path, (
+        '[models."small"]\nbackend = "echo"\naliases = ["claude-*-haiku-*", "claude-haiku-*"]\n'
+        '[models."big"]\nbackend = "echo"\naliases = ["claude-*"]\n')))
+    assert registry.get("claude-haiku-4-5-20251001").name == "small"
+    assert registry.get("claude-3-5-haiku-latest").name == "small"  # the first model whose alias matches
+    assert registry.get("claude-opus-4-1").name == "big"
+    assert registry.get("small").name == "small" and registry.names() == ["small", "big"]
+    with pytest.raises(UnknownModel):
+        registry.get("gpt-5")
+
+
 def test_an_upstream_whose_key_variable_is_unset_is_refused_at_start_up(tmp_path, monkeypatch):
     monkeypatch.delenv("GPU_BOX_KEY", raising=False)
     text = ('[models."office-coder"]\nbackend = "openai"\nbase_url = "http://gpu-box:8000/v1"\n'
