@@ -10,13 +10,13 @@ from typing import Callable
 
 import logging
 
-from flask import Flask, Response, jsonify, request
+from flask import Flask, Response, g, jsonify, request
 from pydantic import ValidationError
 from redis.exceptions import RedisError
 from werkzeug.exceptions import HTTPException, RequestEntityTooLarge
 
 from app.services import services
-from dialects import ollama_writer, openai_writer, simple_chat
+from dialects import anthropic_writer, ollama_writer, openai_writer, simple_chat
 from protocol.admission import Busy
 from protocol.errors import SwitchboardError
 from protocol.metrics import count_rejection
@@ -60,15 +60,19 @@ def error_response(error: SwitchboardError, error_body: Callable[[SwitchboardErr
     return response
 
 
-def register_error_handlers(target, error_body: Callable[[SwitchboardError], dict], busy_status: int = 429) -> None:
-    """Errors of a blueprint's (or the app's) routes, in its API's shape."""
+def register_error_handlers(target, error_body: Callable[[SwitchboardError], dict], busy_status: int = 429,
+                            queue_full_status: int | None = None) -> None:
+    """Errors of a blueprint's (or the app's) routes, in its API's shape.
+    Over a limit: `busy_status`, or for a full queue `queue_full_status`
+    where the API has a status of its own for it (Anthropic's 529)."""
     def render(error: SwitchboardError) -> Response:
         return error_response(error, error_body)
 
     def render_busy(busy: Busy) -> Response:
         count_rejection(services().redis, busy.reason)
-        message = OLLAMA_BUSY if busy_status == 503 else busy.message
-        return render(ApiError(busy_status, message, retry_after=busy.retry_after))
+        status = queue_full_status if busy.reason == "queue_full" and queue_full_status else busy_status
+        message = OLLAMA_BUSY if status == 503 else busy.message
+        return render(ApiError(status, message, retry_after=busy.retry_after))
 
     def render_redis_down(error: RedisError) -> Response:
         # Redis down, or every pooled connection busy for 10 s: retryable, and said in the API's shape.
@@ -96,7 +100,14 @@ def error_body_for_path(path: str) -> Callable[[SwitchboardError], dict]:
         return ollama_writer.error_body
     if path.startswith("/chat/"):
         return simple_chat.error_body
+    if path.startswith("/v1/messages"):
+        return anthropic_error_body
     return openai_writer.error_body
+
+
+def anthropic_error_body(error: SwitchboardError) -> dict:
+    """Anthropic's envelope carries the request's id."""
+    return anthropic_writer.error_body(error, g.get("request_id"))
 
 
 def _http_error(error: HTTPException) -> Response:

@@ -48,6 +48,7 @@ def install_request_log(app: Flask, log_prompts: bool) -> None:
         fields = {"request_id": g.get("request_id"), "key": getattr(g.get("api_key"), "name", None),
                   "method": request.method, "path": request.path, "status": response.status_code,
                   "ms": round((time.perf_counter() - g.get("started", time.perf_counter())) * 1000, 1)}
+        fields |= g.get("log_fields", {})  # what a view noted about the request (tools it left out)
         if log_prompts and request.is_json:
             fields["body"] = request.get_json(silent=True)
         log.info("request", extra={"fields": fields})

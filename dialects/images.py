@@ -1,5 +1,6 @@
-"""Images in requests: OpenAI's `image_url` parts (data URLs only) and
-Ollama's `images` (base64), into the job's one form, with their limits.
+"""Images in requests: OpenAI's `image_url` parts (data URLs only),
+Ollama's `images` (base64) and Anthropic's base64 image blocks, into the
+job's one form, with their limits.
 
 No URL is ever fetched: a request must not make the server reach an address
 of its choosing. The MIME type of Ollama's bare base64 is read from the
@@ -42,6 +43,12 @@ def from_base64(data: str, field: str) -> Image:
         return from_url(data, field)
     _decoded_size(data, field)
     return Image(data=data, mime=_sniffed_mime(data))
+
+
+def from_typed_base64(data: str, mime: str | None, field: str) -> Image:
+    """Anthropic: base64 with its media type beside it."""
+    _decoded_size(data, field)
+    return Image(data=data, mime=mime or _sniffed_mime(data))
 
 
 def from_url(url: str, field: str) -> Image:

@@ -3,13 +3,13 @@ from __future__ import annotations
 
 import time
 
-from flask import Blueprint, jsonify
+from flask import Blueprint, jsonify, request as flask_request
 
 from app.errors import register_error_handlers
 from app.jobs import new_job_id
 from app.routes.common import check_request_limits, find_model, parse_body, serve, visible_entries
 from catalog.registry import ModelEntry
-from dialects import embeddings, openai as translate
+from dialects import anthropic_writer, embeddings, openai as translate
 from dialects.openai_schemas import ChatCompletionRequest, CompletionRequest, EmbeddingsRequest
 from dialects.openai_writer import ChatWriter, CompletionWriter, error_body
 
@@ -22,14 +22,29 @@ def _model_object(entry: ModelEntry) -> dict:
     return {"id": entry.name, "object": "model", "created": created, "owned_by": "switchboard"}
 
 
+def _anthropic_model(entry: ModelEntry) -> dict:
+    created = entry.info.modified_at.isoformat().replace("+00:00", "Z")
+    return anthropic_writer.model_object(entry.name, entry.display_name or entry.name, created)
+
+
+def _speaks_anthropic() -> bool:
+    """Anthropic's clients (Claude Code's model discovery) send this header
+    with every request, and read models in their API's shape."""
+    return "anthropic-version" in flask_request.headers
+
+
 @bp.get("/models")
 def models():
-    return jsonify({"object": "list", "data": [_model_object(e) for e in visible_entries()]})
+    entries = visible_entries()
+    if _speaks_anthropic():
+        return jsonify(anthropic_writer.model_page([_anthropic_model(e) for e in entries], flask_request.args))
+    return jsonify({"object": "list", "data": [_model_object(e) for e in entries]})
 
 
 @bp.get("/models/<path:name>")
 def model(name: str):
-    return jsonify(_model_object(find_model(name)))
+    entry = find_model(name)
+    return jsonify(_anthropic_model(entry) if _speaks_anthropic() else _model_object(entry))
 
 
 def _writer(writer_class, prefix: str, request, job_id: str):

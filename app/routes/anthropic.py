@@ -1,0 +1,53 @@
+"""Anthropic's Messages API: /v1/messages (Claude Code, the `anthropic` SDKs).
+
+The base URL is the server root (Claude Code appends /v1/messages); the
+query string (Claude Code's `?beta=true`) and the `anthropic-version` and
+`anthropic-beta` headers are accepted whatever they say. Errors come in
+Anthropic's envelope, a full queue as its 529 overloaded_error.
+"""
+from __future__ import annotations
+
+from flask import Blueprint, g
+
+from app.errors import anthropic_error_body, register_error_handlers
+from app.jobs import new_job_id
+from app.routes.common import check_request_limits, find_model, parse_body, serve, visible_entries
+from catalog.registry import ModelEntry
+from dialects import anthropic as translate
+from dialects.anthropic_schemas import MessagesRequest
+from dialects.anthropic_writer import MessagesWriter
+from protocol.errors import UnknownModel
+
+bp = Blueprint("anthropic", __name__, url_prefix="/v1")
+register_error_handlers(bp, anthropic_error_body, queue_full_status=529)
+
+
+def find_served_model(name: str) -> ModelEntry:
+    """The model (or the one whose aliases match the name); an unknown name
+    is a 404 naming the models the caller may use, since Claude Code asks
+    for claude-* names unless each is mapped."""
+    try:
+        return find_model(name)
+    except UnknownModel:
+        served = ", ".join(entry.name for entry in visible_entries()) or "none"
+        raise UnknownModel(name, f"model: {name} is not served here (served models: {served}; the operator can "
+                                 "map other names to one with aliases in the registry)") from None
+
+
+def note_left_out_tools(request: MessagesRequest) -> None:
+    """Anthropic's server tools (web search, ...) are left out, not refused:
+    the request log names them."""
+    left_out = translate.server_only_tools(request)
+    if left_out:
+        g.log_fields = g.get("log_fields", {}) | {"tools_left_out": left_out}
+
+
+@bp.post("/messages")
+def messages():
+    request = parse_body(MessagesRequest)
+    check_request_limits(request.messages, request.tools)
+    entry = find_served_model(request.model)
+    note_left_out_tools(request)
+    job = translate.messages_to_job(request, new_job_id(), entry.name, entry.capabilities, entry.info.context_length)
+    writer = MessagesWriter(f"msg_{job.id}", entry.name, g.get("request_id"))
+    return serve(job, entry, writer, "sse" if request.stream else None)
