@@ -7,14 +7,26 @@ LITELLM_VENV ?= .venv-litellm
 # A native build of llama.cpp crashes on CPUs that advertise AMX; build portably.
 LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON
 
+# The real agent CLIs the integration tests drive (tests/agents/package.json).
+# npm leaves Claude Code's postinstall to be approved; it only puts the
+# native build of its platform package in place, so it is run here.
+AGENTS := tests/agents
+
 # Debian's chromium and its driver, for the console's browser test (root, or sudo).
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: install install-dev browser run test lint clean
+.PHONY: install install-dev browser agents run test lint clean
 
 install: $(VENV)/.installed
 
-install-dev: $(VENV)/.installed-dev $(LITELLM_VENV)/.installed browser
+install-dev: $(VENV)/.installed-dev $(LITELLM_VENV)/.installed browser agents
+
+agents: $(AGENTS)/node_modules/.installed
+
+$(AGENTS)/node_modules/.installed: $(AGENTS)/package.json
+	npm install --prefix $(AGENTS) --no-audit --no-fund --no-package-lock --loglevel=error
+	cd $(AGENTS)/node_modules/@anthropic-ai/claude-code && node install.cjs
+	touch $@
 
 browser:
 	command -v chromium >/dev/null && command -v chromedriver >/dev/null || \
@@ -51,4 +63,4 @@ test: lint
 	$(PY) -m pytest
 
 clean:
-	rm -rf $(VENV) $(LITELLM_VENV)
+	rm -rf $(VENV) $(LITELLM_VENV) $(AGENTS)/node_modules

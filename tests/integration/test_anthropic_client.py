@@ -10,7 +10,7 @@ import anthropic
 import httpx
 import pytest
 
-from scripts.processes import ROOT, stack_env, start_web
+from tests.integration.conftest import KEY
 from tests.integration.http import post_raw
 
 FIXTURE = Path(__file__).resolve().parent.parent / "fixtures" / "claude-code-messages-request.json"
@@ -23,7 +23,6 @@ READ_TOOL = {"name": "Read", "description": "Read a file",
 CALL_WRITE = ('<invoke name="Write"><parameter name="file_path">/tmp/a.txt</parameter>'
               '<parameter name="content">hello</parameter></invoke>')
 CALL_READ = '<invoke name="Read"><parameter name="file_path">/tmp/b.txt</parameter></invoke>'
-KEY = "alice-anthropic-key"
 
 
 def _user(text: str) -> list[dict]:
@@ -140,18 +139,7 @@ def test_head_probe_and_anthropic_model_list(base_url):
     assert httpx.get(f"{base_url}/v1/models").json()["object"] == "list"  # OpenAI's clients: OpenAI's shape
 
 
-# --- keys on, claude-* names mapped ---------------------------------------------------
-@pytest.fixture(scope="module")
-def keyed_base(stack, redis_url, tmp_path_factory):
-    registry = tmp_path_factory.mktemp("anthropic") / "models.toml"
-    registry.write_text((ROOT / "models.toml").read_text().replace(
-        '[models."echo"]\n', '[models."echo"]\naliases = ["claude-*-haiku-*", "claude-haiku-*"]\n', 1))
-    web, base = start_web(stack_env(redis_url, SWITCHBOARD_API_KEYS=f"alice:{KEY}",
-                                    SWITCHBOARD_MODELS=str(registry)))
-    yield base
-    web.stop()
-
-
+# --- keys on, claude-* names mapped (tests/integration/conftest.py) -------------------
 def test_keys_in_every_place_claude_code_and_the_sdk_put_them(keyed_base, clean_redis):
     with pytest.raises(anthropic.AuthenticationError) as refused:
         anthropic.Anthropic(base_url=keyed_base, api_key="wrong", max_retries=0).messages.create(

@@ -1,0 +1,46 @@
+"""Claude Code itself (npm @anthropic-ai/claude-code, installed by `make
+install-dev` in tests/agents), headless (`claude -p`), against Switchboard:
+a plain answer, and a round of its own tool loop in which the echo model's
+reply calls Claude Code's Write tool, Claude Code writes the file and sends
+the result back, and the answer is that result."""
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.integration.conftest import KEY
+
+CLAUDE = Path(__file__).resolve().parent.parent / "agents" / "node_modules" / ".bin" / "claude"
+
+
+def claude(base: str, prompt: str, workdir: Path, *args: str, key: str = "unused") -> str:
+    """One headless run; its home in the work folder (no settings, no
+    account), nothing sent anywhere but to `base`."""
+    assert CLAUDE.exists(), f"{CLAUDE} is missing: run `make install-dev`"
+    env = {"PATH": os.environ["PATH"], "HOME": str(workdir / "home"), "ANTHROPIC_BASE_URL": base,
+           "ANTHROPIC_API_KEY": key, "ANTHROPIC_MODEL": "echo", "ANTHROPIC_DEFAULT_HAIKU_MODEL": "echo",
+           "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "DISABLE_AUTOUPDATER": "1"}
+    done = subprocess.run([str(CLAUDE), "-p", prompt, *args], cwd=workdir, env=env, capture_output=True, text=True,
+                          timeout=120, stdin=subprocess.DEVNULL)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout
+
+
+def test_a_plain_answer(base_url, tmp_path):
+    assert claude(base_url, "say hi", tmp_path).strip() == "say hi"
+
+
+def test_its_own_tool_loop_writes_a_file(base_url, tmp_path):
+    target = tmp_path / "hello.txt"
+    call = (f'<invoke name="Write"><parameter name="file_path">{target}</parameter>'
+            '<parameter name="content">hello from echo</parameter></invoke>')
+    answer = claude(base_url, call, tmp_path, "--allowedTools", "Write")
+    assert target.read_text() == "hello from echo"
+    assert answer.startswith(f"File created successfully at: {target}")  # the tool's result, echoed back
+
+
+def test_with_a_key_as_claude_code_sends_it(keyed_base, clean_redis, tmp_path):
+    assert claude(keyed_base, "keyed hi", tmp_path, key=KEY).strip() == "keyed hi"
