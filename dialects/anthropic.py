@@ -17,7 +17,7 @@ from dialects.anthropic_schemas import (
     ToolUseBlock,
 )
 from dialects.images import from_typed_base64
-from protocol.contract import IMAGES_VERSION, Image, Job, Message, SamplingOptions, ToolCall, ToolChoice, ToolSpec
+from protocol.contract import COUNT_VERSION, IMAGES_VERSION, Image, Job, Message, SamplingOptions, ToolCall, ToolChoice, ToolSpec
 from protocol.errors import InvalidRequest
 
 # Claude Code's first system block: attribution for Anthropic's billing,
@@ -137,6 +137,15 @@ def to_sampling(request: MessagesRequest, context_length: int) -> SamplingOption
     the prompt leaves."""
     return SamplingOptions(max_tokens=min(request.max_tokens, context_length), temperature=request.temperature,
                            top_p=request.top_p, top_k=request.top_k, stop=list(request.stop_sequences or []))
+
+
+def count_to_job(request: CountTokensRequest, job_id: str, model: str, capabilities) -> Job:
+    """A count_tokens request: the conversation a Messages request would
+    make, counted by the worker without a reply."""
+    messages = conversation(request, capabilities)
+    choice, _ = to_tool_choice(request)
+    return Job(id=job_id, model=model, messages=messages, tools=to_tool_specs(request), tool_choice=choice,
+               count_only=True, version=COUNT_VERSION)
 
 
 def messages_to_job(request: MessagesRequest, job_id: str, model: str, capabilities, context_length: int) -> Job:

@@ -155,6 +155,15 @@ class MessagesWriter(Writer):
                                "stop_sequence": done.stop_sequence, "usage": usage(done)} | reply_extensions(transcript)
 
 
+class TokenCountWriter(Writer):
+    """/v1/messages/count_tokens: the worker's count of the prompt."""
+
+    error_body = staticmethod(error_body)
+
+    def reply(self, transcript: Transcript) -> dict:
+        return {"input_tokens": transcript.done.usage.prompt_tokens}
+
+
 def model_object(name: str, display_name: str, created_at: str) -> dict:
     return {"type": "model", "id": name, "display_name": display_name, "created_at": created_at}
 

@@ -11,7 +11,7 @@ them) and fills fields a writer did not send (an older one) with defaults;
 an event type a reader does not know is skipped. A change that an older
 reader cannot safely ignore bumps `CONTRACT_VERSION`; a job carries the
 lowest version that can run it (chat and completion jobs 1, embedding jobs
-2), and a worker refuses a job of a newer version with a clear error instead
+2, token counts 3), and a worker refuses a job of a newer version with a clear error instead
 of running it wrongly (an older worker would take an embedding job for an
 empty chat).
 """
@@ -28,9 +28,10 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 from protocol.errors import PromptTooLong, SwitchboardError
 
 
-CONTRACT_VERSION = 2  # what this code speaks
+CONTRACT_VERSION = 3  # what this code speaks
 EMBED_VERSION = 2  # embedding jobs need a worker that knows them
 IMAGES_VERSION = 2  # so do images (an older worker would drop them unseen)
+COUNT_VERSION = 3  # so do token counts (an older worker would generate a reply)
 
 
 class _Strict(BaseModel):
@@ -166,6 +167,20 @@ class Job(_Strict):
     # write (protocol/usage.py); empty (a web process older than that): the
     # web process counts it.
     usage_of: str = ""
+    # Only count the prompt's tokens, as the model would get them (Anthropic's
+    # count_tokens): the DoneEvent's usage.prompt_tokens, reason "counted".
+    count_only: bool = False
+
+    def prompt_characters(self) -> int:
+        """How long its input is, in characters: what the model reads of it
+        (for an embedding job, its longest input: each is embedded alone)."""
+        if self.embed is not None:
+            return max((len(text) for text in self.embed.inputs), default=0)
+        spec = self.prompt
+        prompt = len(spec.prompt) + len(spec.suffix) + len(spec.system or "") + len(spec.template or "") if spec else 0
+        messages = sum(len(m.content) + sum(len(c.arguments) for c in m.tool_calls) for m in self.messages)
+        tools = sum(len(t.description) + len(str(t.parameters)) for t in self.tools)
+        return prompt + messages + tools
 
 
 class Usage(_Strict):
@@ -240,7 +255,8 @@ class ServerToolEvent(_Strict):
 # unloaded) the model. A reason is any string on the wire, so a newer
 # worker's reason does not break an older web process (writers map a reason
 # they do not know to "stop").
-FINISH_REASONS = ("stop", "length", "tool_calls", "step_limit", "aborted", "load", "unload", "expired")
+# "counted": a count_only job's prompt was counted.
+FINISH_REASONS = ("stop", "length", "tool_calls", "step_limit", "aborted", "load", "unload", "expired", "counted")
 FinishReason = str
 
 

@@ -120,8 +120,9 @@ def _finish(job: Job, ctx: RunContext, reason: str, tokens: int = 0, ttft: float
     state, the end of its heartbeat, the loaded-model note, the metrics."""
     pipe = ctx.redis.pipeline(transaction=False) if batch is None else batch
     if isinstance(final, DoneEvent) and ran and job.usage_of:  # counted here: its web process need not
-        record_request(pipe, job.usage_of, job.model, final.usage.prompt_tokens, final.usage.completion_tokens,
-                       "ok", job.id)
+        if not job.count_only:  # counting a prompt uses no tokens
+            record_request(pipe, job.usage_of, job.model, final.usage.prompt_tokens, final.usage.completion_tokens,
+                           "ok", job.id)
         final = final.model_copy(update={"usage_counted": True})
     if final is not None:
         for event in tail:
@@ -133,7 +134,7 @@ def _finish(job: Job, ctx: RunContext, reason: str, tokens: int = 0, ttft: float
     if loaded:
         _note_loaded(pipe, job, ctx)
     count_job(pipe, job.model, reason, tokens, ttft)
-    if isinstance(final, DoneEvent) and ran:
+    if isinstance(final, DoneEvent) and ran and not job.count_only:
         record_minute(pipe, ttft, tokens, final.timings.eval_ns / 1e9, waited)
     if isinstance(final, DoneEvent) and final.usage.cached_tokens is not None:
         count_prompt_cache(pipe, job.model, final.usage.cached_tokens, final.usage.prompt_tokens)
@@ -196,6 +197,8 @@ def _generate(job: Job, ctx: RunContext, aborted: Cancel, tail: list[Event]) -> 
             backend.keep_loaded(job.keep_alive)
     try:
         job = resolve_prompt(job, entry.fim, family_stops=backend.reads_prompt)
+        if job.count_only:
+            return _count(job, ctx, entry, backend, aborted, started)
         return _stream(job, ctx, entry, backend, aborted, started, tail)
     finally:
         backend.keep_loaded(job.keep_alive)
@@ -208,6 +211,17 @@ def _embed(job: Job, ctx: RunContext, backend: Backend, aborted: Cancel, started
         return DoneEvent(reason="aborted")
     publish_event(ctx.redis, events_channel_of(job), EmbeddingEvent(vectors=embedded.vectors))
     return _done("stop", Outcome("stop", embedded.prompt_tokens, 0, load_ns=embedded.load_ns), started, None)
+
+
+def _count(job: Job, ctx: RunContext, entry: ModelEntry, backend: Backend, aborted: Cancel,
+           started: int) -> DoneEvent:
+    """The prompt's tokens as the model would get it in the job's first
+    round (tool instructions and server tools included), as that round's
+    usage would report them."""
+    server = ServerTools.for_job(job, entry, ctx.toolbox, aborted)
+    plan = plan_tools(server.job, entry.tools, entry.system, entry.step_limit, server.specs)
+    tokens = backend.count_tokens(_backend_job(server.job, ctx, plan, backend))
+    return _done("counted", Outcome("stop", tokens, 0), started, None)
 
 
 def _stream(job: Job, ctx: RunContext, entry: ModelEntry, backend: Backend, aborted: Cancel,

@@ -14,8 +14,8 @@ from app.jobs import new_job_id
 from app.routes.common import check_request_limits, find_model, parse_body, serve, visible_entries
 from catalog.registry import ModelEntry
 from dialects import anthropic as translate
-from dialects.anthropic_schemas import MessagesRequest
-from dialects.anthropic_writer import MessagesWriter
+from dialects.anthropic_schemas import CountTokensRequest, MessagesRequest
+from dialects.anthropic_writer import MessagesWriter, TokenCountWriter
 from protocol.errors import UnknownModel
 
 bp = Blueprint("anthropic", __name__, url_prefix="/v1")
@@ -51,3 +51,14 @@ def messages():
     job = translate.messages_to_job(request, new_job_id(), entry.name, entry.capabilities, entry.info.context_length)
     writer = MessagesWriter(f"msg_{job.id}", entry.name, g.get("request_id"))
     return serve(job, entry, writer, "sse" if request.stream else None)
+
+
+@bp.post("/messages/count_tokens")
+def count_tokens():
+    """Counted by a worker of the model, with its own tokenizer (the count a
+    reply then reports); an upstream's estimated (Backend.count_tokens)."""
+    request = parse_body(CountTokensRequest)
+    check_request_limits(request.messages, request.tools)
+    entry = find_served_model(request.model)
+    job = translate.count_to_job(request, new_job_id(), entry.name, entry.capabilities)
+    return serve(job, entry, TokenCountWriter(), None)

@@ -101,19 +101,9 @@ def respond(run: JobRun, events: Iterator[Event], writer: Writer, framing: str |
 MAX_CHARACTERS_PER_TOKEN = 64
 
 
-def prompt_characters(job: Job) -> int:
-    if job.embed is not None:  # each input is embedded on its own: the longest counts
-        return max((len(text) for text in job.embed.inputs), default=0)
-    spec = job.prompt
-    prompt = len(spec.prompt) + len(spec.suffix) + len(spec.system or "") + len(spec.template or "") if spec else 0
-    messages = sum(len(m.content) + sum(len(c.arguments) for c in m.tool_calls) for m in job.messages)
-    tools = sum(len(t.description) + len(str(t.parameters)) for t in job.tools)
-    return prompt + messages + tools
-
-
 def check_prompt_size(job: Job, entry: ModelEntry) -> None:
     context = entry.info.context_length
-    size, most = prompt_characters(job), context * MAX_CHARACTERS_PER_TOKEN
+    size, most = job.prompt_characters(), context * MAX_CHARACTERS_PER_TOKEN
     if size > most:  # at least size / MAX_CHARACTERS_PER_TOKEN tokens: the number it is refused with
         raise PromptTooLong(f'the prompt is {size} characters: more than the {context}-token context of '
                             f'"{entry.name}" can hold (at most {most} characters)',

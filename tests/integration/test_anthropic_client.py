@@ -159,3 +159,21 @@ def test_aliases_serve_claude_names_listed_under_the_real_one(keyed_base, clean_
     assert "echo" in listed and not any(name.startswith("claude") for name in listed)
     with pytest.raises(anthropic.NotFoundError):
         client.messages.create(model="claude-opus-4-1", max_tokens=10, messages=_user("x"))
+
+
+# --- count_tokens ---------------------------------------------------------------------
+def test_count_tokens_is_what_the_reply_then_reports(client):
+    conversation = {"system": "be brief", "messages": _user("count these five words"), "tools": [WRITE_TOOL]}
+    counted = client.messages.count_tokens(model="echo", **conversation)
+    replied = client.messages.create(model="echo", max_tokens=50, **conversation)
+    assert counted.input_tokens == replied.usage.input_tokens == 6  # echo counts words: 2 + 4
+
+
+@pytest.mark.slow
+def test_count_tokens_uses_the_local_models_own_tokenizer(client):
+    """smollm2 counts its chat template and the tool instructions the worker
+    adds, as its reply's usage does."""
+    conversation = {"system": "You are terse.", "messages": _user("Name a colour."), "tools": [WRITE_TOOL]}
+    counted = client.messages.count_tokens(model="smollm2:135m", **conversation)
+    replied = client.messages.create(model="smollm2:135m", max_tokens=1, **conversation)
+    assert counted.input_tokens == replied.usage.input_tokens > 100  # the tool instructions are counted too

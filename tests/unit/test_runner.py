@@ -125,6 +125,25 @@ def test_a_finished_jobs_usage_is_counted_with_its_final_write_when_its_web_proc
         "requests": 1, "prompt_tokens": 3, "completion_tokens": 2, "errors": 0, "aborts": 0} if counted else None)
 
 
+def test_a_token_count_generates_nothing_and_uses_no_budget():
+    """count_tokens: the backend's count comes back as the prompt's usage; the
+    person's usage of the day is untouched, and the web process told so."""
+    redis = fakeredis.FakeRedis()
+    pubsub = redis.pubsub()
+    pubsub.subscribe(events_channel(JOB.id))
+    pubsub.get_message()
+    backend = ScriptedBackend(["never"])
+    backend.count_tokens = lambda job: 42
+    ctx = RunContext(redis=redis, backends=OneBackend(backend), aborts=Flags(), worker_id="w",
+                     heartbeat=Heartbeat(redis, "w"))
+    job = JOB.model_copy(update={"usage_of": "alice", "count_only": True, "version": 3})
+    assert run_taken(job, ctx) == "counted"
+    events = [json.loads(message["data"]) for message in iter(pubsub.get_message, None)]
+    assert [e["type"] for e in events] == ["done"]
+    assert events[0]["usage"]["prompt_tokens"] == 42 and events[0]["usage_counted"] is True
+    assert usage.usage(redis) == {}
+
+
 def test_an_aborted_jobs_usage_is_left_to_its_web_process():
     """Its client left: the web process counts it (once: protocol/usage.py)."""
     redis, flags = fakeredis.FakeRedis(), Flags()

@@ -19,6 +19,9 @@ from workers.cancel import Cancel
 from workers.pieces import Embedded, TextGenerator
 
 
+CHARACTERS_PER_TOKEN_ESTIMATE = 4  # OpenAI's rule of thumb for English text and code
+
+
 def too_long(index: int, tokens: int, context: int) -> BackendError:
     """An input over the context, with truncation off."""
     return BackendError(f"input {index} is {tokens} tokens, more than the {context}-token context it is embedded "
@@ -45,6 +48,12 @@ class Backend(ABC):
     def embed(self, spec: EmbedSpec, cancel: Cancel | None = None) -> Embedded:
         """One vector per input, in order (not normalised)."""
         raise BackendError(f'model "{self.model_name}" cannot make embeddings ({self.name} backend)', 400)
+
+    def count_tokens(self, job: Job) -> int:
+        """The job's prompt in tokens, as `generate` would report them. This
+        default (for backends that cannot tokenize: upstreams) estimates a
+        token per 4 characters of the messages and tool definitions."""
+        return -(-job.prompt_characters() // CHARACTERS_PER_TOKEN_ESTIMATE)
 
     def load(self) -> int:
         """Make the model ready (an empty request); nanoseconds spent."""

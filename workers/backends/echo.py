@@ -64,11 +64,9 @@ class EchoBackend(Backend):
     reads_prompt = False  # its "reply" is the client's last message, tool markup included
 
     def generate(self, job: Job, cancel: Cancel | None = None) -> TextGenerator:
-        if job.prompt is not None:  # a completion: the model input, as built
-            prompt_tokens, reply = len(echo_tokens(job.prompt.prompt)), job.prompt.prompt
-        else:
-            prompt_tokens = sum(len(echo_tokens(m.content)) for m in job.messages)
-            reply = _last_turn(job.messages)
+        # a completion's reply: the model input, as built
+        reply = job.prompt.prompt if job.prompt is not None else _last_turn(job.messages)
+        prompt_tokens = self.count_tokens(job)
         limit = job.options.max_tokens
         stops = StopMatcher(job.options.stop)
         emitted = 0
@@ -87,6 +85,11 @@ class EchoBackend(Backend):
         if tail:
             yield tail
         return Outcome("stop", prompt_tokens, emitted)
+
+    def count_tokens(self, job: Job) -> int:
+        """Its "tokens" are words: those of the prompt or the messages, as sent."""
+        texts = [job.prompt.prompt] if job.prompt is not None else [m.content for m in job.messages]
+        return sum(len(echo_tokens(text)) for text in texts)
 
     def embed(self, spec: EmbedSpec, cancel: Cancel | None = None) -> Embedded:
         texts = spec.inputs if spec.tokens is None else [" ".join(map(str, ids)) for ids in spec.tokens]

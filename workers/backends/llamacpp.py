@@ -139,6 +139,13 @@ class LlamaCppBackend(Backend):
             outcome.load_ns = load_ns
             return outcome
 
+    def count_tokens(self, job: Job) -> int:
+        """The prompt through the model's own chat template and tokenizer,
+        exactly as a reply to the job would count it."""
+        with self._lock:
+            self._load(self._context_size(job.options))
+            return len(self._prompt_tokens(self._loaded, job)[0])
+
     def embed(self, spec: EmbedSpec, cancel: Cancel | None = None) -> Embedded:
         from workers.backends.llamacpp_embed import Embedder
 
