@@ -177,3 +177,20 @@ def test_count_tokens_uses_the_local_models_own_tokenizer(client):
     counted = client.messages.count_tokens(model="smollm2:135m", **conversation)
     replied = client.messages.create(model="smollm2:135m", max_tokens=1, **conversation)
     assert counted.input_tokens == replied.usage.input_tokens > 100  # the tool instructions are counted too
+
+
+@pytest.mark.slow
+def test_a_sessions_second_turn_hits_the_prompt_cache_despite_the_billing_line(client):
+    """Claude Code's billing line changes on every request (cch=); it is not
+    part of the prompt, so the second turn starts from the first's state."""
+    def system(cch: str) -> list[dict]:
+        return [{"type": "text", "text": f"x-anthropic-billing-header: cc_version=2.1.332; cch={cch};"},
+                {"type": "text", "text": "You are a coding assistant. " * 20, "cache_control": {"type": "ephemeral"}}]
+    first_turn = _user("Say one word.")
+    first = client.messages.create(model="smollm2:135m", max_tokens=4, system=system("1a2b3"), messages=first_turn,
+                                   extra_body={"temperature": 0})
+    second = client.messages.create(model="smollm2:135m", max_tokens=4, system=system("9f8e7"), extra_body={
+        "temperature": 0}, messages=first_turn + [{"role": "assistant", "content": first.content[0].text},
+                                                  {"role": "user", "content": "And another."}])
+    assert second.usage.cache_read_input_tokens >= first.usage.input_tokens - 8  # all but the reply's tail
+    assert second.usage.input_tokens > first.usage.input_tokens
