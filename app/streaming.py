@@ -18,8 +18,8 @@ from typing import Callable, Iterable, Iterator
 
 from dialects.writer import Comment, Frame, Marker, NamedEvent, Transcript, Writer
 from protocol.contract import (
-    DoneEvent, EmbeddingEvent, ErrorEvent, Event, KeepAliveEvent, ServerToolEvent, TextEvent, ThinkingEvent,
-    ToolCallEvent,
+    DoneEvent, EmbeddingEvent, ErrorEvent, Event, KeepAliveEvent, PromptEvent, ServerToolEvent, TextEvent,
+    ThinkingEvent, ToolCallEvent,
 )
 from protocol.errors import SwitchboardError
 
@@ -81,6 +81,8 @@ def _frames_of(event: Event, writer: Writer) -> list[Frame]:
         return list(writer.keepalive())
     if isinstance(event, TextEvent):
         return list(writer.text(event.text))
+    if isinstance(event, PromptEvent):
+        return list(writer.prompt(event))
     if isinstance(event, ThinkingEvent):
         return list(writer.thinking(event.text))
     if isinstance(event, ToolCallEvent):

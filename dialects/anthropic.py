@@ -153,5 +153,5 @@ def messages_to_job(request: MessagesRequest, job_id: str, model: str, capabilit
     choice, parallel = to_tool_choice(request)
     return Job(id=job_id, model=model, messages=messages, options=to_sampling(request, context_length),
                tools=to_tool_specs(request), tool_choice=choice, parallel_tool_calls=parallel,
-               think=to_think(request, capabilities),
+               think=to_think(request, capabilities), report_prompt=request.stream,  # message_start carries it
                version=IMAGES_VERSION if any(m.images for m in messages) else 1)

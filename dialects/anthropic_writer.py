@@ -14,7 +14,7 @@ import base64
 import hashlib
 
 from dialects.writer import Frame, NamedEvent, Transcript, Writer, reply_extensions, server_tool_comment
-from protocol.contract import DoneEvent, ServerToolEvent, ToolCallEvent, json_object
+from protocol.contract import DoneEvent, PromptEvent, ServerToolEvent, ToolCallEvent, json_object
 from protocol.errors import PromptTooLong, SwitchboardError
 
 _ERROR_TYPES = {
@@ -79,21 +79,34 @@ def _event(kind: str, **fields) -> NamedEvent:
 
 
 class MessagesWriter(Writer):
-    """One message's frames; holds which block is open and its index."""
+    """One message's frames; holds which block is open and its index.
+
+    The opening (message_start) waits for the job's first event: when that
+    is the prompt's size (PromptEvent), the opening carries it, as
+    Anthropic's does; the finish carries the whole usage either way."""
 
     def __init__(self, message_id: str, model: str, request_id: str | None = None):
         self.message = {"id": message_id, "type": "message", "role": "assistant", "model": model}
         self.request_id = request_id
+        self._started = False
         self._index = -1
         self._open: str | None = None  # the type of the block now open
         self._thoughts: list[str] = []  # the open thinking block's text, for its signature
 
-    def opening(self) -> list[Frame]:
+    def _begin(self, prompt: PromptEvent | None = None) -> list[Frame]:
+        if self._started:
+            return []
+        self._started = True
+        counts = usage(None) | ({"input_tokens": prompt.prompt_tokens,
+                                 "cache_read_input_tokens": prompt.cached_tokens or 0} if prompt else {})
         return [_event("message_start", message=self.message | {
-            "content": [], "stop_reason": None, "stop_sequence": None, "usage": usage(None)})]
+            "content": [], "stop_reason": None, "stop_sequence": None, "usage": counts})]
+
+    def prompt(self, event: PromptEvent) -> list[Frame]:
+        return self._begin(event)
 
     def _start(self, block: dict) -> list[Frame]:
-        frames = self._close()
+        frames = self._begin() + self._close()
         self._index += 1
         self._open = block["type"]
         return frames + [_event("content_block_start", index=self._index, content_block=block)]
@@ -128,10 +141,10 @@ class MessagesWriter(Writer):
         return frames + self._close()
 
     def server_tool(self, event: ServerToolEvent) -> list[Frame]:
-        return [server_tool_comment(event)]  # a comment: the SDKs' SSE readers skip it
+        return self._begin() + [server_tool_comment(event)]  # a comment: the SDKs' SSE readers skip it
 
     def finish(self, done: DoneEvent) -> list[Frame]:
-        return self._close() + [
+        return self._begin() + self._close() + [
             _event("message_delta", delta={"stop_reason": stop_reason(done), "stop_sequence": done.stop_sequence},
                    usage=usage(done)),
             _event("message_stop")]
@@ -143,7 +156,7 @@ class MessagesWriter(Writer):
         return error_body(error, self.request_id)
 
     def keepalive(self) -> list[Frame]:
-        return [PING]
+        return self._begin() + [PING]
 
     def reply(self, transcript: Transcript) -> dict:
         done = transcript.done

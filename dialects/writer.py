@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
-from protocol.contract import DoneEvent, EmbeddingEvent, ServerToolEvent, ToolCallEvent
+from protocol.contract import DoneEvent, EmbeddingEvent, PromptEvent, ServerToolEvent, ToolCallEvent
 from protocol.errors import SwitchboardError
 
 
@@ -84,6 +84,9 @@ class Writer:
 
     def opening(self) -> list[Frame]:
         return []
+
+    def prompt(self, event: PromptEvent) -> list[Frame]:
+        return []  # the prompt's size comes with the finish (a dialect that opens with it: Anthropic's)
 
     def text(self, text: str) -> list[Frame]:  # pragma: no cover - abstract
         raise NotImplementedError

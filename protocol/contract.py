@@ -170,6 +170,9 @@ class Job(_Strict):
     # Only count the prompt's tokens, as the model would get them (Anthropic's
     # count_tokens): the DoneEvent's usage.prompt_tokens, reason "counted".
     count_only: bool = False
+    # Publish the prompt's token count as soon as the backend knows it (a
+    # PromptEvent before the reply), for dialects that open a reply with it.
+    report_prompt: bool = False
 
     def prompt_characters(self) -> int:
         """How long its input is, in characters: what the model reads of it
@@ -204,6 +207,16 @@ class StartedEvent(_Strict):
     """Sent by the take only for a job whose web process did not ask for a
     quiet start (protocol/fairqueue.py: one older than quiet starts)."""
     type: Literal["started"] = "started"
+
+
+class PromptEvent(_Strict):
+    """The prompt's tokens, where the backend knows them before the first
+    token (echo, a local model, an Anthropic upstream): sent only for a job
+    that asks (Job.report_prompt)."""
+
+    type: Literal["prompt"] = "prompt"
+    prompt_tokens: int
+    cached_tokens: int | None = None
 
 
 class TextEvent(_Strict):
@@ -317,7 +330,7 @@ class UnknownEvent(_Strict):
 
 
 Event = Annotated[
-    Union[StartedEvent, TextEvent, ThinkingEvent, ToolCallEvent, ServerToolEvent, EmbeddingEvent, DoneEvent,
+    Union[StartedEvent, PromptEvent, TextEvent, ThinkingEvent, ToolCallEvent, ServerToolEvent, EmbeddingEvent, DoneEvent,
           ErrorEvent],
     Field(discriminator="type"),
 ]

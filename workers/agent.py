@@ -47,8 +47,10 @@ class Totals:
     cached_tokens: int | None = None
     load_ns: int = 0
     first_token_at: int | None = None
+    rounds: int = 0
 
     def add(self, outcome: Outcome, first_token_at: int | None) -> None:
+        self.rounds += 1
         self.prompt_tokens += outcome.prompt_tokens
         self.completion_tokens += outcome.completion_tokens
         self.load_ns += outcome.load_ns

@@ -42,7 +42,16 @@ class Thinking:
     text: str
 
 
-TextGenerator = Generator[Union[str, NativeCall, Thinking], None, Outcome]
+@dataclass
+class Prompted:
+    """The prompt's size, yielded before the first token by a backend that
+    knows it then (its Outcome still reports it at the end)."""
+
+    prompt_tokens: int
+    cached_tokens: int | None = None
+
+
+TextGenerator = Generator[Union[str, NativeCall, Thinking, Prompted], None, Outcome]
 
 
 def flush_texts(texts: list[str]) -> Iterator[str]:

@@ -20,7 +20,7 @@ from protocol.commands import (
     FOREVER_SECONDS, end_heartbeat, events_channel_of, forget_loaded, mark_loaded, publish_event, record_state,
 )
 from protocol.contract import (
-    CONTRACT_VERSION, DoneEvent, EmbeddingEvent, ErrorEvent, Event, Job, Timings, Usage,
+    CONTRACT_VERSION, DoneEvent, EmbeddingEvent, ErrorEvent, Event, Job, PromptEvent, Timings, Usage,
 )
 from protocol.errors import BackendError, SwitchboardError, UnknownModel
 from protocol.metrics import count_job, count_prompt_cache
@@ -32,7 +32,7 @@ from workers.cancel import Cancel
 from workers.heartbeat import Heartbeat
 from workers.instances import BackendInstances
 from workers.mcp.toolbox import Toolbox
-from workers.pieces import Outcome
+from workers.pieces import Outcome, Prompted
 from workers.replies import Replies
 from workers.slots import Slots
 from workers.prompts import is_load_only, resolve_prompt
@@ -270,6 +270,10 @@ def _round(server: ServerTools, ctx: RunContext, plan: ToolPlan, replies: Replie
                 break
             if aborted.is_set():
                 return None
+            if isinstance(text, Prompted):  # no token yet: the prompt's size, for the first round's opening
+                if server.job.report_prompt and not totals.rounds:
+                    publisher.put([PromptEvent(prompt_tokens=text.prompt_tokens, cached_tokens=text.cached_tokens)])
+                continue
             first_token_at = first_token_at or time.perf_counter_ns()
             publisher.put(replies.feed(text))
             if time.perf_counter_ns() > deadline:

@@ -57,11 +57,13 @@ def _backend_in_process(backend, tokens: int) -> StreamResult:
     generation = backend.generate(job)
     while True:
         try:
-            pieces.append(next(generation))
+            piece = next(generation)
         except StopIteration as finished:
             result.completion_tokens = finished.value.completion_tokens
             break
-        result.ttft = result.ttft or time.perf_counter() - started
+        if isinstance(piece, str):  # (not the prompt's size, which comes before the first token)
+            pieces.append(piece)
+            result.ttft = result.ttft or time.perf_counter() - started
     result.total, result.text = time.perf_counter() - started, "".join(pieces)
     return result
 

@@ -128,6 +128,9 @@ def test_claude_codes_own_request_streams_the_answer_exactly(base_url):
                                             "content_block_stop", "message_delta", "message_stop"]
     assert events[2][1]["delta"] == {"type": "text_delta", "text": "say hi"}  # the prompt, not the system message
     assert events[4][1]["delta"] == {"stop_reason": "end_turn", "stop_sequence": None}
+    opened_with, ended_with = events[0][1]["message"]["usage"], events[4][1]["usage"]
+    assert opened_with["input_tokens"] == ended_with["input_tokens"] == 31  # message_start knows it (echo: words)
+    assert (opened_with["output_tokens"], ended_with["output_tokens"]) == (0, 2)
 
 
 def test_head_probe_and_anthropic_model_list(base_url):

@@ -11,12 +11,19 @@ from app.streaming import frames, sse
 from dialects.anthropic_writer import MessagesWriter, error_body, model_page, signature, tool_use_id
 from dialects.writer import Transcript
 from protocol.contract import (
-    DoneEvent, ErrorEvent, KeepAliveEvent, ServerToolEvent, TextEvent, ThinkingEvent, ToolCallEvent, Usage,
+    DoneEvent, ErrorEvent, KeepAliveEvent, PromptEvent, ServerToolEvent, TextEvent, ThinkingEvent, ToolCallEvent, Usage,
 )
 from protocol.errors import PromptTooLong, SwitchboardError
 
 CALL = ToolCallEvent(index=0, id="call_abc", name="Write", arguments='{"file_path": "/tmp/a", "content": "x"}')
 DONE = DoneEvent(reason="stop", usage=Usage(prompt_tokens=7, completion_tokens=2, cached_tokens=5))
+
+
+def _opened() -> MessagesWriter:
+    """A writer past its opening (message_start goes with the first event)."""
+    writer = MessagesWriter("msg_1", "m")
+    writer.prompt(PromptEvent(prompt_tokens=1))
+    return writer
 
 
 def _bytes(writer_frames) -> bytes:
@@ -48,6 +55,15 @@ def test_a_text_reply_streams_byte_for_byte_as_anthropic_does():
         b'data: {"type":"message_stop"}\n\n')
 
 
+def test_the_opening_carries_the_prompts_size_when_it_comes_first():
+    prompt = PromptEvent(prompt_tokens=12, cached_tokens=8)
+    start = _stream([prompt, TextEvent(text="x"), DONE]).split(b"\n\n")[0]
+    assert start.endswith(b'"usage":{"input_tokens":12,"cache_creation_input_tokens":0,"cache_read_input_tokens":8,'
+                          b'"output_tokens":0}}}')
+    assert _stream([KeepAliveEvent(), DONE]).split(b"\n\n")[:2] == [  # a ping never comes before the opening
+        _stream([DONE]).split(b"\n\n")[0], b'event: ping\ndata: {"type":"ping"}']
+
+
 def _types(events) -> list[tuple]:
     out = []
     for frame in frames(events, MessagesWriter("msg_1", "m")):
@@ -72,15 +88,14 @@ def test_blocks_open_one_at_a_time_thinking_closes_with_its_signature():
 
 
 def test_a_tool_use_block_starts_empty_and_its_input_follows_as_json():
-    writer = MessagesWriter("msg_1", "m")
-    start, delta, stop = (frame.body for frame in writer.tool_call(CALL))
+    start, delta, stop = (frame.body for frame in _opened().tool_call(CALL))
     assert start["content_block"] == {"type": "tool_use", "id": "toolu_abc", "name": "Write", "input": {}}
     assert json.loads(delta["delta"]["partial_json"]) == {"file_path": "/tmp/a", "content": "x"}
     assert stop == {"type": "content_block_stop", "index": 0}
 
 
 def test_signature_delta_signs_the_whole_thinking_text():
-    writer = MessagesWriter("msg_1", "m")
+    writer = _opened()
     writer.thinking("a")
     writer.thinking("b")
     signed = writer.text("x")[0].body
@@ -95,7 +110,7 @@ def test_signature_delta_signs_the_whole_thinking_text():
     (DoneEvent(reason="stop", stop_sequence="END"), "stop_sequence", "END"),
 ], ids=["stop", "step-limit", "length", "tool-calls", "stop-sequence"])
 def test_stop_reasons(done, reason, sequence):
-    delta = MessagesWriter("msg_1", "m").finish(done)[0].body
+    delta = _opened().finish(done)[0].body
     assert delta["delta"] == {"stop_reason": reason, "stop_sequence": sequence}
 
 
@@ -105,7 +120,7 @@ def test_errors_keepalives_and_server_tools_in_the_stream():
         b'event: error\ndata: {"type":"error","error":{"type":"api_error","message":"worker died"},'
         b'"request_id":"req_1"}']
     tool = ServerToolEvent(phase="call", id="t1", server="time", name="now")
-    assert _bytes(MessagesWriter("m", "m").server_tool(tool)).startswith(b": server_tool {")
+    assert _bytes(_opened().server_tool(tool)).startswith(b": server_tool {")
 
 
 @pytest.mark.parametrize("status, kind", [

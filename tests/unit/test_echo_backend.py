@@ -3,6 +3,7 @@ import pytest
 from catalog.echo import EchoSettings
 from workers.backends.echo import EchoBackend, echo_tokens
 from protocol.contract import Job, Message, SamplingOptions
+from workers.pieces import Prompted
 
 
 def run(text, **options):
@@ -13,7 +14,12 @@ def run(text, **options):
         try:
             pieces.append(next(gen))
         except StopIteration as done:
-            return pieces, done.value
+            assert pieces[0] == Prompted(done.value.prompt_tokens)  # its size first, as the outcome says
+            return pieces[1:], done.value
+
+
+def texts(generation) -> str:
+    return "".join(piece for piece in generation if isinstance(piece, str))
 
 
 @pytest.mark.parametrize("text, tokens", [
@@ -49,6 +55,6 @@ def test_system_messages_after_the_last_turn_are_passed_over():
     for turn in ([Message(role="user", content="say hi")],
                  [Message(role="tool", content="a", tool_call_id="1"), Message(role="tool", content="b", tool_call_id="2")]):
         job = Job(id="j", model="echo", messages=turn + [Message(role="system", content="reminder")])
-        assert "".join(backend.generate(job)) == "\n".join(m.content for m in turn)
+        assert texts(backend.generate(job)) == "\n".join(m.content for m in turn)
     alone = Job(id="j", model="echo", messages=[Message(role="system", content="only this")])
-    assert "".join(backend.generate(alone)) == "only this"
+    assert texts(backend.generate(alone)) == "only this"

@@ -11,7 +11,7 @@ import pytest
 
 from catalog.model_info import BackendSettings
 from workers.backends.base import Backend
-from workers.pieces import Outcome
+from workers.pieces import Outcome, Prompted
 from workers.cancel import Cancel
 from protocol import fairqueue, usage
 from protocol.commands import job_state, renew_web_lease
@@ -123,6 +123,15 @@ def test_a_finished_jobs_usage_is_counted_with_its_final_write_when_its_web_proc
     assert events[-1]["type"] == "done" and events[-1]["usage_counted"] is counted
     assert usage.usage(redis).get("alice", {}).get("m") == ({
         "requests": 1, "prompt_tokens": 3, "completion_tokens": 2, "errors": 0, "aborts": 0} if counted else None)
+
+
+@pytest.mark.parametrize("asked", [True, False], ids=["asked", "not-asked"])
+def test_the_prompts_size_goes_first_only_when_the_job_asks(asked):
+    backend = ScriptedBackend([Prompted(3, 1), "a"])
+    reason, events, _ = run(backend, job=JOB.model_copy(update={"report_prompt": asked}))
+    prompt = [{"type": "prompt", "prompt_tokens": 3, "cached_tokens": 1}] if asked else []
+    assert events[:-1] == prompt + [{"type": "text", "text": "a"}] and reason == "stop"
+    assert events[-1]["usage"]["completion_tokens"] == 2  # (the scripted backend counts its pieces)
 
 
 def test_a_token_count_generates_nothing_and_uses_no_budget():

@@ -21,7 +21,7 @@ from catalog.echo import EchoSettings
 from protocol.contract import EmbedSpec, Job, Message
 from workers.backends.base import Backend, too_long
 from workers.cancel import Cancel
-from workers.pieces import Embedded, Outcome, TextGenerator
+from workers.pieces import Embedded, Outcome, Prompted, TextGenerator
 from workers.stops import StopMatcher
 
 _TOKEN = re.compile(r"\s*\S+|\s+")
@@ -67,6 +67,7 @@ class EchoBackend(Backend):
         # a completion's reply: the model input, as built
         reply = job.prompt.prompt if job.prompt is not None else _last_turn(job.messages)
         prompt_tokens = self.count_tokens(job)
+        yield Prompted(prompt_tokens)
         limit = job.options.max_tokens
         stops = StopMatcher(job.options.stop)
         emitted = 0

@@ -19,7 +19,7 @@ from protocol.errors import BackendError, PromptTooLong
 from workers.backends.base import Backend
 from workers.backends.prompt_cache import PromptCache, live_reuse
 from workers.cancel import Cancel
-from workers.pieces import Embedded, Outcome, TextGenerator
+from workers.pieces import Embedded, Outcome, Prompted, TextGenerator
 from workers.stops import StopMatcher
 
 DEFAULT_KEEP_ALIVE = 300.0
@@ -190,6 +190,7 @@ class LlamaCppBackend(Backend):
                               min_p=sampling["min_p"], repeat_penalty=sampling["repeat_penalty"],
                               grammar=_grammar(job))
         try:
+            yield Prompted(len(prompt), reused.tokens)  # after the grammar: a bad schema is still a 400
             for token in tokens:
                 if llama_cpp.llama_vocab_is_eog(llm._model.vocab, token):
                     reason = "stop"
