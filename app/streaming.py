@@ -84,7 +84,8 @@ def _frames_of(event: Event, writer: Writer) -> list[Frame]:
     if isinstance(event, PromptEvent):
         return list(writer.prompt(event))
     if isinstance(event, ThinkingEvent):
-        return list(writer.thinking(event.text))
+        signed = list(writer.thinking_signature(event.signature)) if event.signature else []
+        return list(writer.thinking(event.text)) + signed
     if isinstance(event, ToolCallEvent):
         return list(writer.tool_call(event))
     if isinstance(event, ServerToolEvent):
@@ -125,6 +126,10 @@ class _Collector(Writer):
 
     def thinking(self, text: str) -> list[Frame]:
         self.transcript.thoughts.append(text)
+        return []
+
+    def thinking_signature(self, signature: str) -> list[Frame]:
+        self.transcript.signature = signature
         return []
 
     def embedding(self, event: EmbeddingEvent) -> None:

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from catalog.echo import EchoSettings
 from catalog.llamacpp import LlamaCppSettings
 from catalog.model_info import BackendSettings
-from catalog.upstream import UpstreamSettings
+from catalog.upstream import AnthropicSettings, UpstreamSettings
 from protocol.errors import UnknownBackend
 
 
@@ -32,6 +32,7 @@ KINDS: dict[str, BackendKind] = {kind.name: kind for kind in (
     BackendKind("llamacpp", LlamaCppSettings, serial=True),
     BackendKind("openai", UpstreamSettings, native_tools=True, passes_images=True, default_pool="upstream"),
     BackendKind("ollama", UpstreamSettings, native_tools=True, passes_images=True, default_pool="upstream"),
+    BackendKind("anthropic", AnthropicSettings, native_tools=True, passes_images=True, default_pool="upstream"),
 )}
 
 

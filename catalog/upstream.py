@@ -1,6 +1,6 @@
-"""Registry settings of the upstream backends (`openai`, `ollama`): where the
-upstream is, the model's name there, the variable holding its key, and the
-timeouts and retries of the transport."""
+"""Registry settings of the upstream backends (`openai`, `ollama`,
+`anthropic`): where the upstream is, the model's name there, the variable
+holding its key, and the timeouts and retries of the transport."""
 from __future__ import annotations
 
 import hashlib
@@ -54,3 +54,14 @@ class UpstreamSettings(BackendSettings):
     def auth_headers(self) -> dict[str, str]:
         key = secret_from_env(self.api_key_env) if self.api_key_env else None
         return self.headers | ({"Authorization": f"Bearer {key}"} if key else {})
+
+
+class AnthropicSettings(UpstreamSettings):
+    """An Anthropic-compatible server (Anthropic's API, or any server of its
+    Messages API): its key goes in x-api-key, with the API version it speaks."""
+
+    anthropic_version: str = "2023-06-01"
+
+    def auth_headers(self) -> dict[str, str]:
+        key = secret_from_env(self.api_key_env) if self.api_key_env else None
+        return self.headers | {"anthropic-version": self.anthropic_version} | ({"x-api-key": key} if key else {})

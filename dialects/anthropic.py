@@ -1,5 +1,7 @@
-"""Anthropic Messages dialect mappings (client side: a /v1/messages request
--> Job).
+"""Anthropic Messages dialect mappings, both directions side by side:
+
+- client side: a /v1/messages (or count_tokens) request -> Job
+- upstream side: a Job -> the request an Anthropic-compatible upstream gets
 
 A conversation's blocks become the job's messages in order: each text block
 a message of its own (as the OpenAI parts are; echo answers the last),
@@ -10,6 +12,7 @@ messages inside `messages` stay where they are.
 """
 from __future__ import annotations
 
+import itertools
 import json
 
 from dialects.anthropic_schemas import (
@@ -17,7 +20,9 @@ from dialects.anthropic_schemas import (
     ToolUseBlock,
 )
 from dialects.images import from_typed_base64
-from protocol.contract import COUNT_VERSION, IMAGES_VERSION, Image, Job, Message, SamplingOptions, ToolCall, ToolChoice, ToolSpec
+from protocol.contract import (
+    COUNT_VERSION, IMAGES_VERSION, Image, Job, Message, SamplingOptions, ToolCall, ToolChoice, ToolSpec, json_object,
+)
 from protocol.errors import InvalidRequest
 
 # Claude Code's first system block: attribution for Anthropic's billing,
@@ -46,14 +51,12 @@ def _tool_result(block: ToolResultBlock, field: str, vision: bool) -> Message:
                    failed=block.is_error)
 
 
-def _grouped(role: str, texts: list[str], calls: list[ToolCall], images: list[Image], thinking: str) -> list[Message]:
+def _grouped(role: str, texts: list[str], last_fields: dict) -> list[Message]:
     """One message per text; the calls, images and thinking go with the last."""
-    if not (texts or calls or images or thinking):
+    if not (texts or any(last_fields.values())):
         return []  # a turn of tool results only
     texts = texts or [""]
-    last = len(texts) - 1
-    return [Message(role=role, content=text, tool_calls=calls if n == last else [],
-                    images=images if n == last else [], thinking=thinking if n == last else "")
+    return [Message(role=role, content=text, **(last_fields if n == len(texts) - 1 else {}))
             for n, text in enumerate(texts)]
 
 
@@ -63,7 +66,7 @@ def to_messages(message: WireMessage, index: int, vision: bool, thinks: bool) ->
     if message.role == "system":
         return [Message(role="system", content="\n\n".join(b.text for b in blocks if isinstance(b, TextBlock)))]
     results: list[Message] = []
-    texts, calls, images, thoughts = [], [], [], []
+    texts, calls, images, thoughts, signatures = [], [], [], [], []
     for n, block in enumerate(blocks):
         if isinstance(block, TextBlock):
             texts.append(block.text)
@@ -75,7 +78,9 @@ def to_messages(message: WireMessage, index: int, vision: bool, thinks: bool) ->
             results.append(_tool_result(block, f"{field}.{n}", vision))
         elif isinstance(block, ThinkingBlock) and thinks:  # passed back to a model that thinks, else dropped
             thoughts.append(block.thinking)
-    return results + _grouped(message.role, texts, calls, images, "".join(thoughts))
+            signatures.append(block.signature)
+    return results + _grouped(message.role, texts, {"tool_calls": calls, "images": images, "thinking": "".join(
+        thoughts), "thinking_signature": signatures[-1] if signatures else ""})
 
 
 def system_text(system: str | list[TextBlock] | None) -> str:
@@ -127,8 +132,16 @@ def to_think(request: MessagesRequest, capabilities) -> bool | str | None:
     if kind == "disabled":
         return False
     if kind == "enabled":
-        return effort or True
+        return effort or budget_level(request.thinking.budget_tokens)
     return effort
+
+
+def budget_level(budget: int | None) -> str | bool:
+    """A thinking budget as the level whose budget it is nearest (see
+    THINKING_BUDGETS, the way back); no budget: thinking on."""
+    if budget is None:
+        return True
+    return "low" if budget < 4096 else "medium" if budget < 16384 else "high"
 
 
 def to_sampling(request: MessagesRequest, context_length: int) -> SamplingOptions:
@@ -139,19 +152,115 @@ def to_sampling(request: MessagesRequest, context_length: int) -> SamplingOption
                            top_p=request.top_p, top_k=request.top_k, stop=list(request.stop_sequences or []))
 
 
-def count_to_job(request: CountTokensRequest, job_id: str, model: str, capabilities) -> Job:
+def count_to_job(request: CountTokensRequest, job_id: str, model: str, capabilities, beta: str = "") -> Job:
     """A count_tokens request: the conversation a Messages request would
     make, counted by the worker without a reply."""
     messages = conversation(request, capabilities)
     choice, _ = to_tool_choice(request)
     return Job(id=job_id, model=model, messages=messages, tools=to_tool_specs(request), tool_choice=choice,
-               count_only=True, version=COUNT_VERSION)
+               count_only=True, anthropic_beta=beta, version=COUNT_VERSION)
 
 
-def messages_to_job(request: MessagesRequest, job_id: str, model: str, capabilities, context_length: int) -> Job:
+def messages_to_job(request: MessagesRequest, job_id: str, model: str, capabilities, context_length: int,
+                    beta: str = "") -> Job:
+    """`beta`: the client's anthropic-beta header, for an Anthropic upstream."""
     messages = conversation(request, capabilities)
     choice, parallel = to_tool_choice(request)
     return Job(id=job_id, model=model, messages=messages, options=to_sampling(request, context_length),
                tools=to_tool_specs(request), tool_choice=choice, parallel_tool_calls=parallel,
                think=to_think(request, capabilities), report_prompt=request.stream,  # message_start carries it
-               version=IMAGES_VERSION if any(m.images for m in messages) else 1)
+               anthropic_beta=beta, version=IMAGES_VERSION if any(m.images for m in messages) else 1)
+
+
+# --- upstream side: Job -> request ---------------------------------------------------
+# Thinking levels onto budgets (Anthropic's least is 1,024; it must stay
+# under max_tokens).
+THINKING_BUDGETS = {True: 8192, "low": 2048, "medium": 8192, "high": 24576}
+MIN_THINKING_BUDGET = 1024
+
+
+def _content(message: Message) -> list[dict]:
+    blocks: list[dict] = []
+    if message.thinking and message.thinking_signature:  # unsigned thinking is refused: it is left out
+        blocks.append({"type": "thinking", "thinking": message.thinking, "signature": message.thinking_signature})
+    if message.content:
+        blocks.append({"type": "text", "text": message.content})
+    blocks += [{"type": "image", "source": {"type": "base64", "media_type": image.mime, "data": image.data}}
+               for image in message.images]
+    blocks += [{"type": "tool_use", "id": call.id, "name": call.name, "input": json_object(call.arguments)}
+               for call in message.tool_calls]
+    return blocks
+
+
+def _wire_tool_result(message: Message, ids_by_name: dict[str, str]) -> dict:
+    """Ollama's clients name the tool instead of the call: the latest call of that name."""
+    call_id = message.tool_call_id or ids_by_name.get(message.tool_name or "", "")
+    content = [{"type": "text", "text": message.content}] if message.content else []
+    content += _content(message.model_copy(update={"content": "", "tool_calls": [], "thinking": ""}))
+    return {"type": "tool_result", "tool_use_id": call_id, "content": content, "is_error": message.failed}
+
+
+def _wire_turns(messages: list[Message]) -> tuple[str, list[dict]]:
+    """The leading system messages as `system`; the rest as turns (tool
+    results in user turns, adjacent turns of one role joined, as the API
+    wants them). Later system messages stay in place, as Claude Code 2.1
+    sends them to Anthropic's API (and to every server it is pointed at)."""
+    lead = len(list(itertools.takewhile(lambda m: m.role == "system", messages)))
+    system = "\n\n".join(m.content for m in messages[:lead])
+    ids_by_name = {call.name: call.id for m in messages for call in m.tool_calls}
+    turns: list[dict] = []
+    for message in messages[lead:]:
+        role = "user" if message.role == "tool" else message.role
+        blocks = [_wire_tool_result(message, ids_by_name)] if message.role == "tool" else _content(message)
+        if turns and turns[-1]["role"] == role:
+            turns[-1]["content"] += blocks
+        elif blocks:
+            turns.append({"role": role, "content": blocks})
+    return system, turns
+
+
+def _wire_tool_choice(job: Job) -> dict:
+    choice = {"auto": {"type": "auto"}, "required": {"type": "any"}, "none": {"type": "none"}}.get(
+        job.tool_choice.mode, {"type": "tool", "name": job.tool_choice.name})
+    return choice | ({"disable_parallel_tool_use": True} if not job.parallel_tool_calls else {})
+
+
+def _wire_thinking(think, max_tokens: int) -> dict | None:
+    budget = min(THINKING_BUDGETS.get(think, 0), max_tokens - 1) if think else 0
+    return {"type": "enabled", "budget_tokens": budget} if budget >= MIN_THINKING_BUDGET else None
+
+
+def _wire_sampling(options: SamplingOptions, thinking: dict | None) -> dict:
+    """With thinking on, Anthropic takes no temperature, top_p or top_k."""
+    if thinking is not None:
+        return {}
+    return {"temperature": min(options.temperature, 1.0) if options.temperature is not None else None,
+            "top_p": options.top_p, "top_k": options.top_k}
+
+
+def upstream_request(job: Job, upstream_model: str) -> tuple[str, dict]:
+    """A chat job as a streamed Messages request. A raw prompt (a code
+    completion, Ollama's raw mode) has no Messages form: refused."""
+    if job.prompt is not None:
+        raise InvalidRequest(f'"{job.model}" is an Anthropic Messages model: it takes chat requests, not raw '
+                             "prompts (fill-in-the-middle, raw mode)")
+    system, turns = _wire_turns(job.messages)
+    max_tokens = job.options.max_tokens or 4096
+    thinking = _wire_thinking(job.think, max_tokens)
+    body = {"model": upstream_model, "messages": turns, "max_tokens": max_tokens, "stream": True,
+            "system": system or None, "stop_sequences": job.options.stop or None, "thinking": thinking,
+            **_wire_sampling(job.options, thinking)}
+    if job.tools:
+        body["tools"] = [{"name": t.name, "description": t.description, "input_schema": t.parameters or {
+            "type": "object"}} for t in job.tools]
+        body["tool_choice"] = _wire_tool_choice(job)
+    if isinstance(job.format, dict):  # structured output: the schema (Anthropic has no bare JSON mode)
+        body["output_config"] = {"format": {"type": "json_schema", "schema": job.format}}
+    return "/v1/messages", {k: v for k, v in body.items() if v is not None}
+
+
+def count_request(job: Job, upstream_model: str) -> tuple[str, dict]:
+    """The same conversation, for the upstream's own count_tokens."""
+    _, body = upstream_request(job, upstream_model)
+    return "/v1/messages/count_tokens", {k: v for k, v in body.items() if k not in (
+        "max_tokens", "stream", "stop_sequences", "temperature", "top_p", "top_k", "output_config")}

@@ -25,6 +25,7 @@ _ERROR_TYPES = {
     413: "request_too_large",
     429: "rate_limit_error",
     500: "api_error",
+    503: "overloaded_error",  # a busy upstream, the queue unavailable for a moment: retry
     504: "timeout_error",
     529: "overloaded_error",
 }
@@ -64,9 +65,10 @@ def tool_use_id(call_id: str) -> str:
 
 
 def signature(thinking: str) -> str:
-    """A thinking block's signature. Anthropic's clients require one and send
-    it back with the block; this server signs nothing (thinking comes back to
-    the model as text), so it is a digest of the text, opaque to clients."""
+    """A thinking block's signature where no Anthropic upstream gave one.
+    Anthropic's clients require one and send it back with the block; other
+    models take thinking back as text, so it is a digest of the text,
+    opaque to clients."""
     return base64.b64encode(hashlib.sha256(thinking.encode()).digest()).decode()
 
 
@@ -92,6 +94,7 @@ class MessagesWriter(Writer):
         self._index = -1
         self._open: str | None = None  # the type of the block now open
         self._thoughts: list[str] = []  # the open thinking block's text, for its signature
+        self._signature: str | None = None  # the upstream's signature of the open thinking block
 
     def _begin(self, prompt: PromptEvent | None = None) -> list[Frame]:
         if self._started:
@@ -116,8 +119,9 @@ class MessagesWriter(Writer):
             return []
         frames = []
         if self._open == "thinking":  # the signature closes a thinking block
-            frames.append(self._delta({"type": "signature_delta", "signature": signature("".join(self._thoughts))}))
-            self._thoughts = []
+            signed = self._signature or signature("".join(self._thoughts))
+            frames.append(self._delta({"type": "signature_delta", "signature": signed}))
+            self._thoughts, self._signature = [], None
         self._open = None
         return frames + [_event("content_block_stop", index=self._index)]
 
@@ -132,6 +136,11 @@ class MessagesWriter(Writer):
         frames = [] if self._open == "thinking" else self._start({"type": "thinking", "thinking": "", "signature": ""})
         self._thoughts.append(text)
         return frames + [self._delta({"type": "thinking_delta", "thinking": text})]
+
+    def thinking_signature(self, signature: str) -> list[Frame]:
+        """An upstream's own signature, sent back as it came (it checks it)."""
+        self._signature = signature
+        return []
 
     def tool_call(self, call: ToolCallEvent) -> list[Frame]:
         """A call arrives whole: its block opens, its input comes as one
@@ -160,8 +169,9 @@ class MessagesWriter(Writer):
 
     def reply(self, transcript: Transcript) -> dict:
         done = transcript.done
-        content = [{"type": "thinking", "thinking": transcript.thinking, "signature": signature(transcript.thinking)}
-                   ] if transcript.thoughts else []
+        signed = transcript.signature or signature(transcript.thinking)
+        content = [{"type": "thinking", "thinking": transcript.thinking, "signature": signed}] if transcript.thoughts \
+            else []
         content += [{"type": "text", "text": transcript.text}] if transcript.text else []
         content += [_tool_use_block(call) for call in transcript.calls]
         return self.message | {"content": content, "stop_reason": stop_reason(done),

@@ -50,6 +50,7 @@ class Transcript:
     server_tools: list[ServerToolEvent] = field(default_factory=list)  # the ended ones
     embedding: EmbeddingEvent | None = None  # an embedding job's vectors
     thoughts: list[str] = field(default_factory=list)  # the model's thinking
+    signature: str | None = None  # its signature, from an Anthropic upstream
 
     @property
     def thinking(self) -> str:
@@ -99,6 +100,9 @@ class Writer:
 
     def thinking(self, text: str) -> list[Frame]:
         return []  # a dialect without a thinking field (OpenAI's completions) drops it
+
+    def thinking_signature(self, signature: str) -> list[Frame]:
+        return []  # only Anthropic's dialect carries the signature an upstream put on its thinking
 
     def embedding(self, event: EmbeddingEvent) -> None:
         """Vectors come only in whole replies (see the JSON framing's collector)."""

@@ -97,6 +97,7 @@ class Message(_Strict):
     tool_name: str | None = None  # ...or, from Ollama clients, only its name
     failed: bool = False  # a tool result the client marked as failed
     thinking: str = ""  # an assistant turn's reasoning, passed back (for a model that thinks)
+    thinking_signature: str = ""  # its signature, from an Anthropic upstream (which needs it back)
 
 
 class SamplingOptions(_Strict):
@@ -173,6 +174,9 @@ class Job(_Strict):
     # Publish the prompt's token count as soon as the backend knows it (a
     # PromptEvent before the reply), for dialects that open a reply with it.
     report_prompt: bool = False
+    # The client's anthropic-beta header, passed on to an Anthropic upstream
+    # (features such as interleaved thinking are asked for by it).
+    anthropic_beta: str = ""
 
     def prompt_characters(self) -> int:
         """How long its input is, in characters: what the model reads of it
@@ -225,10 +229,12 @@ class TextEvent(_Strict):
 
 
 class ThinkingEvent(_Strict):
-    """Reasoning the model wrote before (or between) its answer."""
+    """Reasoning the model wrote before (or between) its answer; an
+    Anthropic upstream signs it at its end (the client sends it back so)."""
 
     type: Literal["thinking"] = "thinking"
     text: str
+    signature: str | None = None
 
 
 class ToolCallEvent(_Strict):

@@ -37,9 +37,11 @@ class NativeCall:
 @dataclass
 class Thinking:
     """Reasoning text: an upstream's thinking field, or a local model's text
-    between its think tags (see workers/thinking.py)."""
+    between its think tags (see workers/thinking.py); an Anthropic upstream
+    signs it at its end."""
 
     text: str
+    signature: str | None = None
 
 
 @dataclass

@@ -45,10 +45,17 @@ def merge_texts(events: list[Event]) -> list[Event]:
     for kind, run in groupby(events, type):
         if kind is TextEvent or kind is ThinkingEvent:
             texts = list(run)
-            merged.append(texts[0] if len(texts) == 1 else kind(text="".join(e.text for e in texts)))
+            merged.append(texts[0] if len(texts) == 1 else _joined(kind, texts))
         else:
             merged.extend(run)
     return merged
+
+
+def _joined(kind: type, events: list) -> Event:
+    text = "".join(e.text for e in events)
+    if kind is ThinkingEvent:  # a signature ends its thinking: the run keeps it
+        return ThinkingEvent(text=text, signature=next((e.signature for e in reversed(events) if e.signature), None))
+    return TextEvent(text=text)
 
 
 class EventPublisher:

@@ -34,7 +34,7 @@ class Replies:
         for item in items:
             if isinstance(item, Thinking):
                 if self._think is not False:
-                    events.append(ThinkingEvent(text=item.text))
+                    events.append(ThinkingEvent(text=item.text, signature=item.signature))
             else:
                 events += self._server.shown(self.filter.feed(item))
         return events

@@ -7,7 +7,7 @@ Anthropic's envelope, a full queue as its 529 overloaded_error.
 """
 from __future__ import annotations
 
-from flask import Blueprint, g
+from flask import Blueprint, g, request as flask_request
 
 from app.errors import anthropic_error_body, register_error_handlers
 from app.jobs import new_job_id
@@ -42,13 +42,19 @@ def note_left_out_tools(request: MessagesRequest) -> None:
         g.log_fields = g.get("log_fields", {}) | {"tools_left_out": left_out}
 
 
+def beta() -> str:
+    """The client's betas, passed on to an Anthropic upstream."""
+    return flask_request.headers.get("anthropic-beta", "")
+
+
 @bp.post("/messages")
 def messages():
     request = parse_body(MessagesRequest)
     check_request_limits(request.messages, request.tools)
     entry = find_served_model(request.model)
     note_left_out_tools(request)
-    job = translate.messages_to_job(request, new_job_id(), entry.name, entry.capabilities, entry.info.context_length)
+    job = translate.messages_to_job(request, new_job_id(), entry.name, entry.capabilities, entry.info.context_length,
+                                    beta())
     writer = MessagesWriter(f"msg_{job.id}", entry.name, g.get("request_id"))
     return serve(job, entry, writer, "sse" if request.stream else None)
 
@@ -60,5 +66,5 @@ def count_tokens():
     request = parse_body(CountTokensRequest)
     check_request_limits(request.messages, request.tools)
     entry = find_served_model(request.model)
-    job = translate.count_to_job(request, new_job_id(), entry.name, entry.capabilities)
+    job = translate.count_to_job(request, new_job_id(), entry.name, entry.capabilities, beta())
     return serve(job, entry, TokenCountWriter(), None)

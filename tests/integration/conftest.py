@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from scripts.embedded_redis import free_port
 from scripts.processes import ROOT, stack_env, start_stack, start_web
+from tests.integration.scripted_upstream import ScriptedUpstream
+from tests.integration.upstream_stack import registry_text, start_llama_server, start_upstream_stack
 
 KEY = "alice-anthropic-key"  # the keyed web process's one key (alice)
 
@@ -33,3 +36,26 @@ def keyed_base(stack, redis_url, tmp_path_factory):
                                     SWITCHBOARD_MODELS=str(registry)))
     yield base
     web.stop()
+
+
+@pytest.fixture(scope="session")
+def upstreams(stack, redis_url, tmp_path_factory):
+    """A Switchboard (web + gevent worker) whose models are upstreams: a
+    real third-party OpenAI server (llama-cpp-python's), the session's own
+    Switchboard (Ollama, OpenAI and Anthropic protocols), and scripted odd
+    upstreams of each protocol. Shared by the upstream tests."""
+    scripted = ScriptedUpstream()
+    llama, llama_url = start_llama_server()
+    registry = tmp_path_factory.mktemp("upstream") / "models.toml"
+    registry.write_text(registry_text(llama_url, scripted.url, stack, free_port()))
+    try:
+        worker, web, base = start_upstream_stack(redis_url, registry)
+    except Exception:
+        llama.stop()
+        scripted.close()
+        raise
+    yield {"base": base, "scripted": scripted, "llama": llama_url, "web": web, "worker": worker}
+    web.stop()
+    worker.stop()
+    llama.stop()
+    scripted.close()

@@ -50,6 +50,8 @@ class ScriptedUpstream:
     def respond(self, handler, model: str) -> None:
         if handler.path.startswith("/api/"):  # the Ollama protocol
             return self._ollama(handler, model)
+        if handler.path.startswith("/v1/messages"):  # Anthropic's
+            return self._anthropic(handler, model)
         if model == "reasoning":  # vLLM with a reasoning parser: reasoning_content deltas, then the answer
             return self._stream(handler, _chunk("Let me see. ", "reasoning_content") + _chunk("Two.", "reasoning_content")
                                 + _chunk("It is 2.") + b"data: [DONE]\n\n")
@@ -80,7 +82,7 @@ class ScriptedUpstream:
         handler.end_headers()
 
     def _status(self, handler, status: int) -> None:
-        extra = {"Retry-After": "7"} if status in (429, 503) else {}
+        extra = {"Retry-After": "7"} if status in (429, 503, 529) else {}
         self._headers(handler, status, extra, "application/json")
         handler.wfile.write(json.dumps({"error": {"message": f"scripted {status}"}}).encode())
 
@@ -106,6 +108,35 @@ class ScriptedUpstream:
         done = {"model": model, "message": {"role": "assistant", "content": ""}, "done": True, "done_reason": "stop",
                 "prompt_eval_count": 3, "eval_count": len(pieces)}
         handler.wfile.write(json.dumps(done).encode() + b"\n")
+
+    def _anthropic(self, handler, model: str) -> None:
+        """Anthropic's Messages stream, byte for byte as its API sends one:
+        a text reply; thinking with its signature ("think"); a tool call
+        whose input comes in pieces ("tool"); an error event after the
+        first text ("error"); its count_tokens."""
+        if handler.path.startswith("/v1/messages/count_tokens"):
+            self._headers(handler, 200, content_type="application/json")
+            handler.wfile.write(b'{"input_tokens":42}')
+            return None
+        if model.startswith("status-"):
+            return self._status(handler, int(model.removeprefix("status-")))
+        kind = model.removeprefix("anthropic-")
+        blocks = {"think": [("thinking", ["Let me see. ", "Two."], "c2lnbmVkLWJ5LXVwc3RyZWFt"), ("text", ["It is 2."], "")],
+                  "tool": [("text", ["Reading."], ""), ("tool_use", ['{"file_pa', 'th": "/a.txt"}'], "")]}.get(
+            kind, [("text", ["Hello", " from upstream"], "")])
+        frames = [_named("message_start", message={
+            "id": "msg_up1", "type": "message", "role": "assistant", "model": model, "content": [],
+            "stop_reason": None, "stop_sequence": None, "usage": {
+                "input_tokens": 5, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 7, "output_tokens": 1}})]
+        for index, (block, pieces, signed) in enumerate(blocks):
+            frames += _anthropic_block(index, block, pieces, signed)
+            if kind == "error":
+                frames.append(_named("error", error={"type": "overloaded_error", "message": "Overloaded"}))
+                return self._stream(handler, b"".join(frames))
+        stop = "tool_use" if kind == "tool" else "end_turn"
+        frames += [_named("message_delta", delta={"stop_reason": stop, "stop_sequence": None},
+                          usage={"output_tokens": 9}), _named("message_stop")]
+        self._stream(handler, b"".join(frames))
 
     def _endless(self, handler, model: str) -> None:
         self._headers(handler, 200)
@@ -144,3 +175,21 @@ def _client_gone(connection: socket.socket, wait: float = 0) -> bool:
 
 def _chunk(text: str, field: str = "content") -> bytes:
     return b"data: " + json.dumps({"choices": [{"index": 0, "delta": {field: text}, "finish_reason": None}]}).encode() + b"\n\n"
+
+
+def _named(kind: str, **fields) -> bytes:
+    return f"event: {kind}\ndata: ".encode() + json.dumps({"type": kind, **fields}).encode() + b"\n\n"
+
+
+def _anthropic_block(index: int, block: str, pieces: list[str], signature: str) -> list[bytes]:
+    start = {"text": {"type": "text", "text": ""}, "thinking": {"type": "thinking", "thinking": "", "signature": ""},
+             "tool_use": {"type": "tool_use", "id": "toolu_up1", "name": "read_file", "input": {}}}[block]
+    delta_of = {"text": lambda p: {"type": "text_delta", "text": p},
+                "thinking": lambda p: {"type": "thinking_delta", "thinking": p},
+                "tool_use": lambda p: {"type": "input_json_delta", "partial_json": p}}[block]
+    frames = [_named("content_block_start", index=index, content_block=start)]
+    frames += [_named("content_block_delta", index=index, delta=delta_of(p)) for p in pieces]
+    if signature:
+        frames.append(_named("content_block_delta", index=index, delta={"type": "signature_delta",
+                                                                         "signature": signature}))
+    return frames + [_named("content_block_stop", index=index)]

@@ -16,12 +16,12 @@ from tests.integration.conftest import KEY
 CLAUDE = Path(__file__).resolve().parent.parent / "agents" / "node_modules" / ".bin" / "claude"
 
 
-def claude(base: str, prompt: str, workdir: Path, *args: str, key: str = "unused") -> str:
+def claude(base: str, prompt: str, workdir: Path, *args: str, key: str = "unused", model: str = "echo") -> str:
     """One headless run; its home in the work folder (no settings, no
     account), nothing sent anywhere but to `base`."""
     assert CLAUDE.exists(), f"{CLAUDE} is missing: run `make install-dev`"
     env = {"PATH": os.environ["PATH"], "HOME": str(workdir / "home"), "ANTHROPIC_BASE_URL": base,
-           "ANTHROPIC_API_KEY": key, "ANTHROPIC_MODEL": "echo", "ANTHROPIC_DEFAULT_HAIKU_MODEL": "echo",
+           "ANTHROPIC_API_KEY": key, "ANTHROPIC_MODEL": model, "ANTHROPIC_DEFAULT_HAIKU_MODEL": model,
            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "DISABLE_AUTOUPDATER": "1"}
     done = subprocess.run([str(CLAUDE), "-p", prompt, *args], cwd=workdir, env=env, capture_output=True, text=True,
                           timeout=120, stdin=subprocess.DEVNULL)

@@ -14,37 +14,16 @@ import ollama
 import openai
 import pytest
 
-from scripts.embedded_redis import free_port
 from tests.integration.events_tap import EventsTap
 from tests.integration.http import DroppableStream, post_raw
-from tests.integration.scripted_upstream import ScriptedUpstream
 from tests.integration.sse_rules import assert_well_formed, parse_sse
 from tests.integration.copilot_client import what_copilot_shows
-from tests.integration.upstream_stack import LLAMA_KEY, registry_text, start_llama_server, start_upstream_stack
+from tests.integration.upstream_stack import LLAMA_KEY
 from workers.backends.echo import hashed_words
 
 TOOLS = [{"type": "function", "function": {"name": "read_file", "parameters": {
     "type": "object", "properties": {"filePath": {"type": "string"}, "line": {"type": "integer"}}}}},
     {"type": "function", "function": {"name": "grep", "parameters": {"type": "object"}}}]
-
-
-@pytest.fixture(scope="module")
-def upstreams(stack, redis_url, tmp_path_factory):
-    scripted = ScriptedUpstream()
-    llama, llama_url = start_llama_server()
-    registry = tmp_path_factory.mktemp("upstream") / "models.toml"
-    registry.write_text(registry_text(llama_url, scripted.url, stack, free_port()))
-    try:
-        worker, web, base = start_upstream_stack(redis_url, registry)
-    except Exception:
-        llama.stop()
-        scripted.close()
-        raise
-    yield {"base": base, "scripted": scripted, "llama": llama_url, "web": web, "worker": worker}
-    web.stop()
-    worker.stop()
-    llama.stop()
-    scripted.close()
 
 
 @pytest.fixture

@@ -62,6 +62,14 @@ def registry_text(llama: str, scripted: str, switchboard: str, closed_port: int)
                         'context_length = 4096\nfirst_token_timeout = 0.5\n' + fast,
         "endless": f'backend = "openai"\nbase_url = "{scripted}/v1"\nupstream_model = "endless"\ncontext_length = 4096\n',
     }
+    for kind, extra in (("text", ""), ("think", "thinking = true\n"), ("tool", 'tools = "native"\n'),
+                        ("error", "")):
+        entries[f"claude-{kind}"] = (f'backend = "anthropic"\nbase_url = "{scripted}"\n'
+                                     f'upstream_model = "anthropic-{kind}"\ncontext_length = 4096\n' + extra)
+    entries["claude-529"] = (f'backend = "anthropic"\nbase_url = "{scripted}"\nupstream_model = "status-529"\n'
+                             'context_length = 4096\n' + fast)
+    entries["claude-sb"] = (f'backend = "anthropic"\nbase_url = "{switchboard}"\nupstream_model = "echo"\n'
+                            'tools = "native"\ncontext_length = 131072\nanthropic_version = "2023-06-01"\n')
     for shape in ("whole", "interleaved", "no-ids", "index0", "text"):
         entries[f"shape-{shape}"] = (f'backend = "openai"\nbase_url = "{scripted}/v1"\nupstream_model = "shape-{shape}"\n'
                                      'tools = "native"\ncontext_length = 4096\n')

@@ -126,7 +126,8 @@ def test_errors_keepalives_and_server_tools_in_the_stream():
 @pytest.mark.parametrize("status, kind", [
     (400, "invalid_request_error"), (401, "authentication_error"), (403, "permission_error"),
     (404, "not_found_error"), (413, "request_too_large"), (429, "rate_limit_error"), (500, "api_error"),
-    (502, "api_error"), (504, "timeout_error"), (529, "overloaded_error"), (409, "invalid_request_error"),
+    (502, "api_error"), (503, "overloaded_error"), (504, "timeout_error"), (529, "overloaded_error"),
+    (409, "invalid_request_error"),
 ])
 def test_error_types_by_status(status, kind):
     assert error_body(SwitchboardError("no", status), "r") == {

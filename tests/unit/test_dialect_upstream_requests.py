@@ -2,7 +2,7 @@
 side of dialects/openai.py and dialects/ollama.py)."""
 from dialects import ollama, openai
 from protocol.contract import Job, Message, PromptSpec, SamplingOptions, ToolCall, ToolSpec
-from workers.backends import openai_upstream
+from workers.backends import sse
 CHAT = Job(id="j", model="m", messages=[Message(role="user", content="hi")],
            options=SamplingOptions(max_tokens=5, stop=["x"], temperature=0.1, top_k=3))
 RAW = Job(id="j", model="m", prompt=PromptSpec(prompt="<PRE> a <SUF>b <MID>", raw=True),
@@ -53,5 +53,5 @@ def test_sse_payloads_read_the_body_to_its_end_so_the_connection_is_reused():
             consumed.append(lines)
             yield lines
 
-    assert list(openai_upstream.sse_payloads(arrivals())) == [[{"a": 1}, {"b": 2}], []]
+    assert list(sse.sse_payloads(arrivals())) == [[{"a": 1}, {"b": 2}], []]
     assert consumed[-1] == [": end"]

@@ -10,7 +10,7 @@ import pytest
 
 from dialects import anthropic as translate
 from dialects.anthropic_schemas import MessagesRequest
-from protocol.contract import Message, ToolCall
+from protocol.contract import Job, Message, PromptSpec, SamplingOptions, ToolCall, ToolSpec
 from protocol.errors import InvalidRequest
 
 FIXTURE = Path(__file__).resolve().parent.parent / "fixtures" / "claude-code-messages-request.json"
@@ -99,11 +99,14 @@ def test_anthropics_server_tools_are_left_out_and_named():
 @pytest.mark.parametrize("thinking, effort, think", [
     (None, None, None),
     ({"type": "disabled"}, None, False),
-    ({"type": "enabled", "budget_tokens": 2048}, None, True),
-    ({"type": "enabled", "budget_tokens": 2048}, "low", "low"),
+    ({"type": "enabled"}, None, True),
+    ({"type": "enabled", "budget_tokens": 2048}, None, "low"),
+    ({"type": "enabled", "budget_tokens": 10000}, None, "medium"),
+    ({"type": "enabled", "budget_tokens": 32000}, "low", "low"),
     ({"type": "adaptive"}, "max", "high"),
     ({"type": "adaptive"}, None, None),
-], ids=["unset", "disabled", "enabled", "enabled-effort", "adaptive-effort", "adaptive"])
+], ids=["unset", "disabled", "enabled", "enabled-2k", "enabled-10k", "enabled-effort", "adaptive-effort",
+        "adaptive"])
 def test_thinking_for_a_model_that_thinks(thinking, effort, think):
     fields = {"thinking": thinking} if thinking else {}
     if effort:
@@ -143,3 +146,54 @@ def test_unknown_blocks_and_fields_are_passed_over():
         {"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search", "input": {}},
         {"type": "text", "text": "y"}]}], context_management={"edits": []}, service_tier="auto")
     assert [(m.role, m.content) for m in job.messages] == [("user", "x"), ("assistant", "y")]
+
+
+# --- upstream side: Job -> an Anthropic-compatible server's request -------------------
+def _upstream(**fields):
+    job = Job(id="j", model="m", options=SamplingOptions(max_tokens=4000), **fields)
+    return translate.upstream_request(job, "claude-x")
+
+
+def test_upstream_request_turns_system_tools_and_results():
+    path, body = _upstream(messages=[
+        Message(role="system", content="Be brief."), Message(role="user", content="read a"),
+        Message(role="assistant", content="", thinking="hmm", thinking_signature="sig",
+                tool_calls=[ToolCall(id="toolu_1", name="read", arguments='{"p": "a"}')]),
+        Message(role="tool", content="A", tool_call_id="toolu_1"),
+        Message(role="tool", content="no", tool_name="read", failed=True),
+        Message(role="user", content="thanks"), Message(role="system", content="reminder")],
+        tools=[ToolSpec(name="read", parameters={"type": "object"})], parallel_tool_calls=False)
+    assert path == "/v1/messages"
+    assert body == {
+        "model": "claude-x", "max_tokens": 4000, "stream": True, "system": "Be brief.",
+        "messages": [
+            {"role": "user", "content": [{"type": "text", "text": "read a"}]},
+            {"role": "assistant", "content": [{"type": "thinking", "thinking": "hmm", "signature": "sig"},
+                                              {"type": "tool_use", "id": "toolu_1", "name": "read", "input": {"p": "a"}}]},
+            {"role": "user", "content": [
+                {"type": "tool_result", "tool_use_id": "toolu_1", "content": [{"type": "text", "text": "A"}],
+                 "is_error": False},
+                {"type": "tool_result", "tool_use_id": "toolu_1", "content": [{"type": "text", "text": "no"}],
+                 "is_error": True},  # Ollama's clients name the tool: its latest call
+                {"type": "text", "text": "thanks"}]},
+            {"role": "system", "content": [{"type": "text", "text": "reminder"}]}],
+        "tools": [{"name": "read", "description": "", "input_schema": {"type": "object"}}],
+        "tool_choice": {"type": "auto", "disable_parallel_tool_use": True}}
+
+
+@pytest.mark.parametrize("think, thinking, sampling", [
+    (None, None, {"temperature": 1.0, "top_k": 5}),
+    ("low", {"type": "enabled", "budget_tokens": 2048}, {}),
+    (True, {"type": "enabled", "budget_tokens": 3999}, {}),  # under max_tokens
+], ids=["off", "low", "on"])
+def test_upstream_thinking_budgets_and_sampling(think, thinking, sampling):
+    job = Job(id="j", model="m", messages=[Message(role="user", content="x")], think=think,
+              options=SamplingOptions(max_tokens=4000, temperature=1.7, top_k=5))
+    _, body = translate.upstream_request(job, "claude-x")
+    assert body.get("thinking") == thinking
+    assert {k: body[k] for k in ("temperature", "top_k") if k in body} == sampling
+
+
+def test_a_raw_prompt_has_no_messages_form():
+    with pytest.raises(InvalidRequest, match="takes chat requests, not raw prompts"):
+        _upstream(prompt=PromptSpec(prompt="def f(", raw=True))

@@ -13,6 +13,7 @@ _RUNTIME_MODULES = {
     "llamacpp": "workers.backends.llamacpp",
     "openai": "workers.backends.openai_upstream",
     "ollama": "workers.backends.ollama_upstream",
+    "anthropic": "workers.backends.anthropic_upstream",
 }
 
 

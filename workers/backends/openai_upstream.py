@@ -4,50 +4,18 @@ hosted API): chat jobs on /chat/completions, raw prompts (FIM, raw mode) on
 from __future__ import annotations
 
 import json
-from typing import Iterator
 
 from dialects.openai import upstream_request
 from dialects import embeddings
 from protocol.contract import EmbedSpec, Job
-from protocol.errors import BackendError
-from workers.backends import wire_json
 from workers.backends.http_pool import Response
+from workers.backends.sse import sse_payloads
 from workers.backends.tool_deltas import ToolCallAssembler
 from workers.backends.transport import watched_arrivals
 from workers.backends.upstream import UpstreamBackend
 from workers.backends.upstream_errors import mid_stream_error
 from workers.cancel import Cancel
 from workers.pieces import Outcome, TextGenerator, Thinking, flush_texts
-
-
-def sse_payloads(arrivals: Iterator[list[str]]) -> Iterator[list[dict]]:
-    """The JSON payloads of an SSE stream, as many at a time as arrived
-    together, up to `data: [DONE]`; comments, `event:` lines and blank
-    lines are skipped."""
-    for lines in arrivals:
-        payloads = []
-        for line in lines:
-            if not line.startswith("data:"):
-                continue
-            data = line[5:].strip()
-            if data == "[DONE]":
-                yield payloads
-                _read_to_end(arrivals)
-                return
-            if data:
-                payloads.append(wire_json.loads(data))
-        yield payloads
-
-
-def _read_to_end(arrivals: Iterator[list[str]]) -> None:
-    """Read the body to its end, normally just the closing chunk: a
-    connection whose body was left unread is closed, and a new connection per
-    job (TCP handshake, gevent's resolver thread) costs about a millisecond."""
-    try:
-        for _ in arrivals:
-            pass
-    except BackendError:  # an upstream that never ends its body: the reply is complete anyway
-        pass
 
 
 class OpenAIUpstreamBackend(UpstreamBackend):

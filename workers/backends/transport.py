@@ -26,7 +26,7 @@ from workers.backends.upstream_errors import cancelled, read_failure, status_err
 from workers.cancel import Cancel
 
 log = logging.getLogger(__name__)
-_RETRYABLE_STATUS = {502, 503, 504}
+_RETRYABLE_STATUS = {502, 503, 504, 529}  # 529: Anthropic's "overloaded"
 USER_AGENT = "switchboard"
 
 
@@ -36,14 +36,14 @@ def new_client(settings: UpstreamSettings) -> ConnectionPool:
 
 @contextmanager
 def open_stream(client: ConnectionPool, path: str, body: dict, settings: UpstreamSettings, model: str,
-                cancel: Cancel | None) -> Iterator[Response]:
+                cancel: Cancel | None, job_headers: dict[str, str] | None = None) -> Iterator[Response]:
     """POST to `path` (under the upstream's base URL) and yield the streaming
     response (status 200), retrying what can be retried; the connection
     closes on exit (or goes back to the pool, its body read) and on
     cancellation, at once, even while waiting for the headers."""
     payload = json.dumps({k: v for k, v in body.items() if k not in settings.drop_params}).encode()
     headers = {"Content-Type": "application/json", "Accept": "*/*", "User-Agent": USER_AGENT,
-               **settings.auth_headers()}
+               **(job_headers or {}), **settings.auth_headers()}
     on_connect = cancel.on_cancel if cancel is not None else (lambda shut_down: None)
     for attempt in range(settings.retries + 1):
         last = attempt == settings.retries

@@ -1,4 +1,4 @@
-"""The base of the upstream backends (OpenAI-compatible, Ollama): one HTTP
+"""The base of the upstream backends (OpenAI-compatible, Ollama, Anthropic): one HTTP
 client per model per worker process. A subclass gives the request (built by
 its dialect's pure mapping, in dialects/) and reads the streamed reply."""
 from __future__ import annotations
@@ -26,6 +26,10 @@ class UpstreamBackend(Backend):
         """The path (under base_url) and body for this job: chat or raw prompt."""
         raise NotImplementedError
 
+    def job_headers(self, job: Job) -> dict[str, str]:
+        """Headers of this job's request beside the configured ones."""
+        return {}
+
     def relay(self, response: Response, cancel: Cancel | None) -> TextGenerator:  # pragma: no cover
         raise NotImplementedError
 
@@ -49,5 +53,6 @@ class UpstreamBackend(Backend):
 
     def generate(self, job: Job, cancel: Cancel | None = None) -> TextGenerator:
         path, body = self.request(job)
-        with open_stream(self._client, path, body, self.settings, self.model_name, cancel) as response:
+        with open_stream(self._client, path, body, self.settings, self.model_name, cancel,
+                         self.job_headers(job)) as response:
             return (yield from self.relay(response, cancel))

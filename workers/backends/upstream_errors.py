@@ -40,7 +40,7 @@ def status_error(response: Response, settings: UpstreamSettings, model: str) -> 
     if status == 404:
         return BackendError(f'model "{model}" was not found at upstream {name} '
                             f'(as "{settings.upstream_model}"): {_upstream_message(response)}', 404)
-    if status in (429, 503):
+    if status in (429, 503, 529):  # 529: Anthropic's "overloaded"
         return BackendError(f"upstream {name} is busy (HTTP {status}); try again later", 503, _retry_after(response))
     if 400 <= status < 500:
         return BackendError(f"upstream {name} rejected the request (HTTP {status}): {_upstream_message(response)}", 400)
