@@ -51,11 +51,16 @@ def stop_reason(done: DoneEvent) -> str:
     return _STOP_REASONS.get(done.reason, "end_turn")
 
 
-def usage(done: DoneEvent | None) -> dict:
-    counts = done.usage if done is not None else None
-    return {"input_tokens": counts.prompt_tokens if counts else 0, "cache_creation_input_tokens": 0,
-            "cache_read_input_tokens": (counts.cached_tokens or 0) if counts else 0,
-            "output_tokens": counts.completion_tokens if counts else 0}
+def usage(prompt_tokens: int = 0, cached_tokens: int | None = None, output_tokens: int = 0) -> dict:
+    """Anthropic's counts: input_tokens are the prompt's tokens not read
+    from the cache (its clients add the three up for the prompt's size)."""
+    cached = cached_tokens or 0
+    return {"input_tokens": prompt_tokens - cached, "cache_creation_input_tokens": 0,
+            "cache_read_input_tokens": cached, "output_tokens": output_tokens}
+
+
+def final_usage(done: DoneEvent) -> dict:
+    return usage(done.usage.prompt_tokens, done.usage.cached_tokens, done.usage.completion_tokens)
 
 
 def tool_use_id(call_id: str) -> str:
@@ -100,8 +105,7 @@ class MessagesWriter(Writer):
         if self._started:
             return []
         self._started = True
-        counts = usage(None) | ({"input_tokens": prompt.prompt_tokens,
-                                 "cache_read_input_tokens": prompt.cached_tokens or 0} if prompt else {})
+        counts = usage(prompt.prompt_tokens, prompt.cached_tokens) if prompt else usage()
         return [_event("message_start", message=self.message | {
             "content": [], "stop_reason": None, "stop_sequence": None, "usage": counts})]
 
@@ -155,7 +159,7 @@ class MessagesWriter(Writer):
     def finish(self, done: DoneEvent) -> list[Frame]:
         return self._begin() + self._close() + [
             _event("message_delta", delta={"stop_reason": stop_reason(done), "stop_sequence": done.stop_sequence},
-                   usage=usage(done)),
+                   usage=final_usage(done)),
             _event("message_stop")]
 
     def error(self, error: SwitchboardError) -> list[Frame]:
@@ -175,7 +179,7 @@ class MessagesWriter(Writer):
         content += [{"type": "text", "text": transcript.text}] if transcript.text else []
         content += [_tool_use_block(call) for call in transcript.calls]
         return self.message | {"content": content, "stop_reason": stop_reason(done),
-                               "stop_sequence": done.stop_sequence, "usage": usage(done)} | reply_extensions(transcript)
+                               "stop_sequence": done.stop_sequence, "usage": final_usage(done)} | reply_extensions(transcript)
 
 
 class TokenCountWriter(Writer):

@@ -50,7 +50,7 @@ def test_a_text_reply_streams_byte_for_byte_as_anthropic_does():
         b'data: {"type":"content_block_stop","index":0}\n\n'
         b'event: message_delta\n'
         b'data: {"type":"message_delta","delta":{"stop_reason":"end_turn","stop_sequence":null},"usage":'
-        b'{"input_tokens":7,"cache_creation_input_tokens":0,"cache_read_input_tokens":5,"output_tokens":2}}\n\n'
+        b'{"input_tokens":2,"cache_creation_input_tokens":0,"cache_read_input_tokens":5,"output_tokens":2}}\n\n'
         b'event: message_stop\n'
         b'data: {"type":"message_stop"}\n\n')
 
@@ -58,7 +58,7 @@ def test_a_text_reply_streams_byte_for_byte_as_anthropic_does():
 def test_the_opening_carries_the_prompts_size_when_it_comes_first():
     prompt = PromptEvent(prompt_tokens=12, cached_tokens=8)
     start = _stream([prompt, TextEvent(text="x"), DONE]).split(b"\n\n")[0]
-    assert start.endswith(b'"usage":{"input_tokens":12,"cache_creation_input_tokens":0,"cache_read_input_tokens":8,'
+    assert start.endswith(b'"usage":{"input_tokens":4,"cache_creation_input_tokens":0,"cache_read_input_tokens":8,'
                           b'"output_tokens":0}}}')
     assert _stream([KeepAliveEvent(), DONE]).split(b"\n\n")[:2] == [  # a ping never comes before the opening
         _stream([DONE]).split(b"\n\n")[0], b'event: ping\ndata: {"type":"ping"}']
