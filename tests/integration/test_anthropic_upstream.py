@@ -1,8 +1,8 @@
 """The `anthropic` upstream kind through the whole path: a scripted server
 speaking Anthropic's stream byte for byte (text, thinking with signatures,
 tool use in pieces, an error mid-stream, a 529), and a chain to a second
-Switchboard's /v1/messages, reached from every client dialect, Claude Code
-included."""
+Switchboard's /v1/messages, reached from every client dialect (Claude
+Code's runs through it: tests/integration/test_claude_code.py)."""
 from __future__ import annotations
 
 import anthropic
@@ -10,7 +10,6 @@ import httpx
 import openai
 import pytest
 
-from tests.integration.test_claude_code import claude
 
 READ = {"type": "function", "function": {"name": "read_file", "parameters": {
     "type": "object", "properties": {"file_path": {"type": "string"}}}}}
@@ -136,12 +135,3 @@ def test_a_chained_switchboard_answers_every_dialect(claude_client, openai_clien
                                                  ).choices[0].message.content == "via openai"
     reply = httpx.post(f"{base}/api/chat", json={"model": "claude-sb", "stream": False, "messages": _user("ollama")})
     assert reply.json()["message"]["content"] == "ollama"
-
-
-def test_claude_code_through_a_chained_anthropic_upstream(base, tmp_path):
-    assert claude(base, "say hi", tmp_path, model="claude-sb").strip() == "say hi"
-    target = tmp_path / "chained.txt"
-    call = (f'<invoke name="Write"><parameter name="file_path">{target}</parameter>'
-            '<parameter name="content">through two hops</parameter></invoke>')
-    answer = claude(base, call, tmp_path, "--allowedTools", "Write", model="claude-sb")
-    assert target.read_text() == "through two hops" and answer.startswith("File created successfully")

@@ -2,7 +2,8 @@
 install-dev` in tests/agents), headless (`claude -p`), against Switchboard:
 a plain answer, and a round of its own tool loop in which the echo model's
 reply calls Claude Code's Write tool, Claude Code writes the file and sends
-the result back, and the answer is that result."""
+the result back, and the answer is that result; on echo, and through each
+upstream kind (OpenAI-compatible, Ollama, Anthropic) chained to echo."""
 from __future__ import annotations
 
 import os
@@ -44,3 +45,17 @@ def test_its_own_tool_loop_writes_a_file(base_url, tmp_path):
 
 def test_with_a_key_as_claude_code_sends_it(keyed_base, clean_redis, tmp_path):
     assert claude(keyed_base, "keyed hi", tmp_path, key=KEY).strip() == "keyed hi"
+
+
+@pytest.mark.parametrize("model", ["up-sb", "up-ollama", "claude-sb"], ids=["openai", "ollama", "anthropic"])
+def test_its_tool_loop_through_each_upstream_kind(upstreams, clean_redis, tmp_path, model):
+    """Upstreams with native tools, each a second hop to the session's
+    Switchboard in its own protocol: the Write call and its result cross
+    both hops."""
+    base = upstreams["base"]
+    assert claude(base, "say hi", tmp_path, model=model).strip() == "say hi"
+    target = tmp_path / f"{model}.txt"
+    call = (f'<invoke name="Write"><parameter name="file_path">{target}</parameter>'
+            '<parameter name="content">through two hops</parameter></invoke>')
+    answer = claude(base, call, tmp_path, "--allowedTools", "Write", model=model)
+    assert target.read_text() == "through two hops" and answer.startswith(f"File created successfully at: {target}")
