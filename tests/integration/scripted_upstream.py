@@ -60,6 +60,9 @@ class ScriptedUpstream:
             return self._stream(handler, (RECORDINGS / f"{arg}.sse").read_bytes())
         if kind == "status":
             return self._status(handler, int(arg))
+        if model == "too-long":  # vLLM's and OpenAI's words
+            return self._refuse(handler, {"error": {"message": "This model's maximum context length is 4096 tokens. "
+                                                               "However, your messages resulted in 5000 tokens."}})
         if model == "flaky" and self.counts[model] == 1:
             return self._status(handler, 503)
         if model == "slow-first":
@@ -85,6 +88,10 @@ class ScriptedUpstream:
         extra = {"Retry-After": "7"} if status in (429, 503, 529) else {}
         self._headers(handler, status, extra, "application/json")
         handler.wfile.write(json.dumps({"error": {"message": f"scripted {status}"}}).encode())
+
+    def _refuse(self, handler, body: dict) -> None:
+        self._headers(handler, 400, content_type="application/json")
+        handler.wfile.write(json.dumps(body).encode())
 
     def _stream(self, handler, data: bytes, stall_after: float = 0) -> None:
         self._headers(handler, 200)
@@ -120,6 +127,9 @@ class ScriptedUpstream:
             return None
         if model.startswith("status-"):
             return self._status(handler, int(model.removeprefix("status-")))
+        if model == "anthropic-too-long":
+            return self._refuse(handler, {"type": "error", "error": {
+                "type": "invalid_request_error", "message": "prompt is too long: 210000 tokens > 200000 maximum"}})
         kind = model.removeprefix("anthropic-")
         blocks = {"think": [("thinking", ["Let me see. ", "Two."], "c2lnbmVkLWJ5LXVwc3RyZWFt"), ("text", ["It is 2."], "")],
                   "tool": [("text", ["Reading."], ""), ("tool_use", ['{"file_pa', 'th": "/a.txt"}'], "")]}.get(

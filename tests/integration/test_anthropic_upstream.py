@@ -122,6 +122,19 @@ def test_a_529_is_a_busy_upstream_in_each_dialect(claude_client, openai_client):
     assert also_busy.value.status_code == 503
 
 
+@pytest.mark.parametrize("model, prompt, context", [("claude-too-long", 210000, 200000), ("up-too-long", 5000, 4096)],
+                         ids=["anthropic-words", "openai-words"])
+def test_an_upstreams_prompt_too_long_is_worded_for_claude_code(claude_client, openai_client, model, prompt, context):
+    """Claude Code compacts its conversation on Anthropic's wording, whichever
+    upstream refused the prompt; OpenAI clients get ours."""
+    with pytest.raises(anthropic.BadRequestError) as refused:
+        claude_client.messages.create(model=model, max_tokens=10, messages=_user("x"))
+    assert refused.value.body["error"]["message"] == f"prompt is too long: {prompt} tokens > {context} maximum"
+    with pytest.raises(openai.BadRequestError) as also:
+        openai_client.chat.completions.create(model=model, messages=_user("x"))
+    assert f"the prompt is {prompt} tokens, more than the context of {context}" in also.value.message
+
+
 def test_count_tokens_asks_the_upstream(claude_client, scripted):
     assert claude_client.messages.count_tokens(model="claude-text", messages=_user("count me")).input_tokens == 42
     assert _last(scripted, "anthropic-text")["path"] == "/v1/messages/count_tokens"

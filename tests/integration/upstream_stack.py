@@ -66,6 +66,10 @@ def registry_text(llama: str, scripted: str, switchboard: str, closed_port: int)
                         ("error", "")):
         entries[f"claude-{kind}"] = (f'backend = "anthropic"\nbase_url = "{scripted}"\n'
                                      f'upstream_model = "anthropic-{kind}"\ncontext_length = 4096\n' + extra)
+    entries["claude-too-long"] = (f'backend = "anthropic"\nbase_url = "{scripted}"\n'
+                                  'upstream_model = "anthropic-too-long"\ncontext_length = 200000\n' + fast)
+    entries["up-too-long"] = (f'backend = "openai"\nbase_url = "{scripted}/v1"\nupstream_model = "too-long"\n'
+                              'context_length = 4096\n' + fast)
     entries["claude-529"] = (f'backend = "anthropic"\nbase_url = "{scripted}"\nupstream_model = "status-529"\n'
                              'context_length = 4096\n' + fast)
     entries["claude-sb"] = (f'backend = "anthropic"\nbase_url = "{switchboard}"\nupstream_model = "echo"\n'

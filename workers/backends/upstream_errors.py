@@ -5,9 +5,10 @@ never by key."""
 from __future__ import annotations
 
 import json
+import re
 
 from catalog.upstream import UpstreamSettings
-from protocol.errors import BackendError
+from protocol.errors import BackendError, PromptTooLong, SwitchboardError
 from workers.backends.http_pool import HTTP_ERRORS, Response
 
 ERROR_BODY_LIMIT = 65536  # bytes of an error reply read for its message
@@ -32,7 +33,26 @@ def _upstream_message(response: Response) -> str:
     return str(message)[:500]
 
 
-def status_error(response: Response, settings: UpstreamSettings, model: str) -> BackendError:
+# An upstream's word for a prompt over its context, with the numbers in it:
+# Anthropic's, and OpenAI's (vLLM and llama.cpp's server say it as OpenAI does).
+_TOO_LONG = (re.compile(r"prompt is too long: (?P<prompt>\d+) tokens > (?P<context>\d+) maximum"),
+             re.compile(r"maximum context length is (?P<context>\d+) tokens\. However, (?:your messages resulted in|"
+                        r"you requested) (?P<prompt>\d+) tokens"))
+
+
+def _too_long(message: str, name: str) -> PromptTooLong | None:
+    """A refusal for a prompt over the context, as our typed error (Claude
+    Code compacts its conversation on it)."""
+    for pattern in _TOO_LONG:
+        found = pattern.search(message)
+        if found:
+            prompt, context = int(found["prompt"]), int(found["context"])
+            return PromptTooLong(f"upstream {name}: the prompt is {prompt} tokens, more than the context of {context}",
+                                 prompt, context)
+    return None
+
+
+def status_error(response: Response, settings: UpstreamSettings, model: str) -> SwitchboardError:
     """An upstream's refusal, as the status our client should see."""
     name, status = settings.upstream_name, response.status_code
     if status in (401, 403):
@@ -43,7 +63,9 @@ def status_error(response: Response, settings: UpstreamSettings, model: str) -> 
     if status in (429, 503, 529):  # 529: Anthropic's "overloaded"
         return BackendError(f"upstream {name} is busy (HTTP {status}); try again later", 503, _retry_after(response))
     if 400 <= status < 500:
-        return BackendError(f"upstream {name} rejected the request (HTTP {status}): {_upstream_message(response)}", 400)
+        message = _upstream_message(response)
+        return _too_long(message, name) or BackendError(f"upstream {name} rejected the request (HTTP {status}): "
+                                                        f"{message}", 400)
     return BackendError(f"upstream {name} failed (HTTP {status})", 502)
 
 
