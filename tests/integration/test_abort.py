@@ -30,9 +30,11 @@ def tap(redis_url, base_url):
     tap.close()
 
 
-@pytest.mark.parametrize("path", ["/api/chat", "/v1/chat/completions"], ids=["ndjson", "sse"])
+@pytest.mark.parametrize("path", ["/api/chat", "/v1/chat/completions", "/v1/messages"],
+                         ids=["ndjson", "sse", "anthropic"])
 def test_dropping_a_stream_stops_the_worker_within_a_token(base_url, redis_client, tap, path):
-    body = chat_body() | ({"stream": True} if path.startswith("/v1") else {})
+    body = chat_body() | ({"stream": True} if path.startswith("/v1") else {}) | (
+        {"max_tokens": 1000} if path == "/v1/messages" else {})
     stream = DroppableStream(base_url, path, body)
     for _ in range(3):
         assert stream.read_line()
