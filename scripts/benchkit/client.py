@@ -53,8 +53,10 @@ def frame_payloads(raw: bytes) -> list[dict]:
 
 
 def text_of(payload: dict) -> str:
-    """The text a frame carries: OpenAI chat/completions chunks, Ollama
-    chat/generate lines, and the simple chat API's lines."""
+    """The text a frame carries: OpenAI chat/completions chunks, Anthropic's
+    text deltas, Ollama chat/generate lines, and the simple chat API's lines."""
+    if payload.get("type") == "content_block_delta":
+        return payload["delta"].get("text") or ""
     choices = payload.get("choices")
     if choices:
         choice = choices[0]
@@ -69,6 +71,8 @@ def tokens_of(payload: dict) -> int | None:
     usage = payload.get("usage")
     if isinstance(usage, dict) and "completion_tokens" in usage:
         return usage["completion_tokens"]
+    if payload.get("type") == "message_delta":  # Anthropic's cumulative usage
+        return usage.get("output_tokens")
     return payload.get("eval_count")
 
 

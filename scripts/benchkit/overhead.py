@@ -1,27 +1,63 @@
 """1. Gateway overhead: the same upstream reached directly, through
 Switchboard's `openai` backend (HTTP, admission, queue, worker, pub/sub,
-relay) and through LiteLLM's proxy, at several concurrency levels.
+relay) and through LiteLLM's proxy, at several concurrency levels; and
+(1b) Anthropic's Messages route, /v1/messages, beside /v1/chat/completions
+on both gateways, over the same OpenAI-compatible upstream.
 
-The three ways take turns in rounds, so that drift in a noisy machine's
-speed is shared between them instead of falling on one. Every reply is
-checked: the expected text, the expected token count, no error.
+The ways take turns in rounds, so that drift in a noisy machine's speed is
+shared between them instead of falling on one. Every reply is checked: the
+expected text, the expected token count, no error.
 """
 from __future__ import annotations
+
+from typing import Callable, NamedTuple
 
 from scripts.benchkit.client import StreamResult, stream
 from scripts.benchkit.stack import LITELLM_KEY, Endpoints
 from scripts.benchkit.stats import run_concurrently, summary
 from scripts.benchkit.upstream import WORD
 
-PATH = "/v1/chat/completions"
+CHAT_PATH, MESSAGES_PATH = "/v1/chat/completions", "/v1/messages"
 MESSAGES = [{"role": "user", "content": "Say something."}]
 
 
-def ways(endpoints: Endpoints) -> dict[str, tuple[int, str, dict]]:
-    """name -> (port, model prefix, headers)."""
-    found = {"direct": (endpoints.upstream_port, "", {}), "switchboard": (endpoints.web_port, "up-", {})}
+class Way(NamedTuple):
+    port: int
+    path: str
+    body: Callable[[str, int], dict]  # (model, tokens) -> request body
+    model_prefix: str = ""
+    headers: dict = {}
+
+
+def chat_body(model: str, tokens: int) -> dict:
+    return {"model": model, "stream": True, "messages": MESSAGES, "max_tokens": tokens,
+            "stream_options": {"include_usage": True}}
+
+
+def messages_body(model: str, tokens: int) -> dict:
+    return {"model": model, "stream": True, "messages": MESSAGES, "max_tokens": tokens}
+
+
+def _litellm_key() -> dict:
+    return {"Authorization": f"Bearer {LITELLM_KEY}"}
+
+
+def ways(endpoints: Endpoints) -> dict[str, Way]:
+    """The chat completions route: directly, through Switchboard, through LiteLLM."""
+    found = {"direct": Way(endpoints.upstream_port, CHAT_PATH, chat_body),
+             "switchboard": Way(endpoints.web_port, CHAT_PATH, chat_body, "up-")}
     if endpoints.litellm_port:
-        found["litellm"] = (endpoints.litellm_port, "up-", {"Authorization": f"Bearer {LITELLM_KEY}"})
+        found["litellm"] = Way(endpoints.litellm_port, CHAT_PATH, chat_body, "up-", _litellm_key())
+    return found
+
+
+def messages_ways(endpoints: Endpoints) -> dict[str, Way]:
+    """Anthropic's route on each gateway, beside Switchboard's chat route."""
+    found = {"direct": Way(endpoints.upstream_port, CHAT_PATH, chat_body),
+             "switchboard chat": Way(endpoints.web_port, CHAT_PATH, chat_body, "up-"),
+             "switchboard messages": Way(endpoints.web_port, MESSAGES_PATH, messages_body, "up-")}
+    if endpoints.litellm_port:
+        found["litellm messages"] = Way(endpoints.litellm_port, MESSAGES_PATH, messages_body, "up-", _litellm_key())
     return found
 
 
@@ -38,23 +74,22 @@ def check(result: StreamResult, tokens: int) -> str | None:
 
 
 async def measure(endpoints: Endpoints, tokens: int, levels: tuple[int, ...], per_level: int,
-                  rounds: int) -> list[dict]:
+                  rounds: int, ways_of: Callable[[Endpoints], dict[str, Way]] = ways) -> list[dict]:
     rows = []
     for variant in ("instant", "paced"):
         for concurrency in levels:
-            rows += await _level(endpoints, variant, concurrency, tokens, per_level, rounds)
+            rows += await _level(ways_of(endpoints), variant, concurrency, tokens, per_level, rounds)
     return rows
 
 
-async def _level(endpoints: Endpoints, variant: str, concurrency: int, tokens: int, per_level: int,
+async def _level(by_name: dict[str, Way], variant: str, concurrency: int, tokens: int, per_level: int,
                  rounds: int) -> list[dict]:
-    results: dict[str, list[StreamResult]] = {name: [] for name in ways(endpoints)}
+    results: dict[str, list[StreamResult]] = {name: [] for name in by_name}
     batch = max(per_level // rounds, concurrency)
     for round_index in range(rounds + 1):  # round 0 warms every path up and is not counted
-        for name, (port, prefix, headers) in ways(endpoints).items():
-            body = {"model": prefix + variant, "stream": True, "messages": MESSAGES, "max_tokens": tokens,
-                    "stream_options": {"include_usage": True}}
-            done = await run_concurrently(lambda: stream(port, PATH, body, headers), concurrency,
+        for name, way in by_name.items():
+            body = way.body(way.model_prefix + variant, tokens)
+            done = await run_concurrently(lambda: stream(way.port, way.path, body, way.headers), concurrency,
                                           batch if round_index else concurrency)
             if round_index:
                 results[name] += done

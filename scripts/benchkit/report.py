@@ -15,8 +15,7 @@ def _ms(summary: dict) -> str:
     return f"{summary['p50']:.1f} / {summary['p95']:.1f} / {summary['p99']:.1f}"
 
 
-def _overhead_tables(results: dict) -> list[str]:
-    overhead = results["overhead"]
+def _overhead_tables(overhead: dict) -> list[str]:
     lines = ["| upstream | c | way | TTFT p50 / p95 / p99 ms | total p50 / p95 / p99 ms | requests | failures |",
              "|---|---:|---|---|---|---:|---:|"]
     for r in overhead["rows"]:
@@ -114,6 +113,11 @@ def _sharing_lines(sharing: dict) -> list[str]:
     return lines
 
 
+MESSAGES_SETUP = ("The same upstream and sizes as section 1, at fewer levels: `POST /v1/messages` (Anthropic's "
+                  "stream, as Claude Code reads it) on Switchboard and on LiteLLM's proxy, beside Switchboard's "
+                  "`/v1/chat/completions`, all over the OpenAI-compatible upstream, in turns.")
+
+
 def markdown(results: dict, chart_name: str) -> str:
     checks = check_all(results)
     env = results["environment"]
@@ -125,7 +129,11 @@ def markdown(results: dict, chart_name: str) -> str:
              f"![benchmark chart]({chart_name})", "", "## Targets", "",
              "| target | measured | met |", "|---|---|---|"]
     lines += [f"| {c.target} | {c.measured} | {'yes' if c.met else '**no**'} |" for c in checks]
-    lines += ["", "## 1. Gateway overhead", "", results["overhead"]["setup"], ""] + _overhead_tables(results)
+    lines += ["", "## 1. Gateway overhead", "", results["overhead"]["setup"], ""]
+    lines += _overhead_tables(results["overhead"])
+    if results.get("messages"):
+        lines += ["", "## 1b. Anthropic's Messages route", "", MESSAGES_SETUP, ""]
+        lines += _overhead_tables(results["messages"])
     lines += ["", "### Where the time of one request goes", ""] + _profile_lines(results)
     lines += ["", "## 2. Local model", "", results["local_setup"], ""] + _local_table(results)
     lines += ["", "## 3-4. Relay capacity and 1,000 streams", ""] + _relay_tables(results)

@@ -41,6 +41,19 @@ def _overhead(results: dict) -> list[Check]:
     return checks
 
 
+def _messages(results: dict) -> list[Check]:
+    """Anthropic's route: below LiteLLM's, at every level measured."""
+    added = {(r["variant"], r["concurrency"], r["way"]): r for r in results.get("messages", {}).get("added", [])}
+    checks = []
+    for (variant, concurrency, way), row in added.items():
+        other = added.get((variant, concurrency, "litellm messages"))
+        if way == "switchboard messages" and other is not None:
+            checks.append(Check(f"/v1/messages added TTFT p50 below LiteLLM's, c={concurrency} ({variant})",
+                                f"{row['ttft_p50']:.2f} vs {other['ttft_p50']:.2f} ms",
+                                row["ttft_p50"] < other["ttft_p50"]))
+    return checks
+
+
 def _local(results: dict) -> list[Check]:
     local = results["local"]
     ours = local["switchboard"]["tokens_per_second"]["p50"]
@@ -137,4 +150,5 @@ def _scale(scale: dict) -> list[Check]:
 
 def check_all(results: dict) -> list[Check]:
     scale = _scale(results["scale"]) if results.get("scale") else []
-    return _overhead(results) + _local(results) + _relay(results) + _abort(results) + _sharing(results) + scale
+    return (_overhead(results) + _messages(results) + _local(results) + _relay(results) + _abort(results)
+            + _sharing(results) + scale)
