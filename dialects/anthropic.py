@@ -127,8 +127,7 @@ def to_think(request: MessagesRequest, capabilities) -> bool | str | None:
     if "thinking" not in capabilities:
         return None
     kind = request.thinking.type if request.thinking else None
-    effort = _EFFORTS.get(request.output_config.effort) if request.output_config and request.output_config.effort \
-        else None
+    effort = _EFFORTS.get(request.output_config.effort) if request.output_config else None
     if kind == "disabled":
         return False
     if kind == "enabled":
