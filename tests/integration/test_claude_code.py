@@ -3,7 +3,8 @@ install-dev` in tests/agents), headless (`claude -p`), against Switchboard:
 a plain answer, and a round of its own tool loop in which the echo model's
 reply calls Claude Code's Write tool, Claude Code writes the file and sends
 the result back, and the answer is that result; on echo, and through each
-upstream kind (OpenAI-compatible, Ollama, Anthropic) chained to echo."""
+upstream kind (OpenAI-compatible, Ollama, Anthropic) chained to echo; and
+on the local model, whose context is too small for Claude Code's tools."""
 from __future__ import annotations
 
 import os
@@ -17,16 +18,17 @@ from tests.integration.conftest import KEY
 CLAUDE = Path(__file__).resolve().parent.parent / "agents" / "node_modules" / ".bin" / "claude"
 
 
-def claude(base: str, prompt: str, workdir: Path, *args: str, key: str = "unused", model: str = "echo") -> str:
+def claude(base: str, prompt: str, workdir: Path, *args: str, key: str = "unused", model: str = "echo",
+           succeeds: bool = True, **env: str) -> str:
     """One headless run; its home in the work folder (no settings, no
-    account), nothing sent anywhere but to `base`."""
+    account), nothing sent anywhere but to `base`. Its output."""
     assert CLAUDE.exists(), f"{CLAUDE} is missing: run `make install-dev`"
     env = {"PATH": os.environ["PATH"], "HOME": str(workdir / "home"), "ANTHROPIC_BASE_URL": base,
            "ANTHROPIC_API_KEY": key, "ANTHROPIC_MODEL": model, "ANTHROPIC_DEFAULT_HAIKU_MODEL": model,
-           "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "DISABLE_AUTOUPDATER": "1"}
+           "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "DISABLE_AUTOUPDATER": "1", **env}
     done = subprocess.run([str(CLAUDE), "-p", prompt, *args], cwd=workdir, env=env, capture_output=True, text=True,
                           timeout=120, stdin=subprocess.DEVNULL)
-    assert done.returncode == 0, done.stdout + done.stderr
+    assert (done.returncode == 0) is succeeds, done.stdout + done.stderr
     return done.stdout
 
 
@@ -41,6 +43,19 @@ def test_its_own_tool_loop_writes_a_file(base_url, tmp_path):
     answer = claude(base_url, call, tmp_path, "--allowedTools", "Write")
     assert target.read_text() == "hello from echo"
     assert answer.startswith(f"File created successfully at: {target}")  # the tool's result, echoed back
+
+
+@pytest.mark.slow
+def test_on_the_local_model(base_url, tmp_path):
+    """smollm2:135m serves an 8K context: with Claude Code's own tools the
+    prompt does not fit, and Claude Code reads Switchboard's 400 as
+    Anthropic's (it tells the size and the limit, as it does before
+    compacting); with no tools it fits, and the model answers."""
+    refused = claude(base_url, "say hi", tmp_path, model="smollm2:135m", succeeds=False)
+    assert "Prompt is too long" in refused and "(limit 8192)" in refused
+    answer = claude(base_url, "Say hello.", tmp_path, "--tools", "", model="smollm2:135m",
+                    CLAUDE_CODE_MAX_OUTPUT_TOKENS="1500")
+    assert answer.strip()
 
 
 def test_with_a_key_as_claude_code_sends_it(keyed_base, clean_redis, tmp_path):
