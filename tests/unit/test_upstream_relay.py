@@ -46,6 +46,16 @@ def test_openai_chunks_that_arrived_together_are_one_piece_and_thinking_keeps_it
     assert outcome == Outcome("stop", 0, 6)  # no usage sent: one token a chunk
 
 
+def test_vllm_names_the_stop_sequence_that_fired():
+    def last(stop_reason) -> list[str]:
+        chunk = {"choices": [{"delta": {}, "finish_reason": "stop", "stop_reason": stop_reason}]}
+        return [f"data: {json.dumps(chunk)}", "", "data: [DONE]", ""]
+    for stop_reason, fired in (("END", "END"), (128009, None), (None, None)):  # a string, a token id, nothing
+        _, outcome = run(OpenAIUpstreamBackend("m", SETTINGS).relay(Arrivals(sse({"content": "a"}) + last(
+            stop_reason)), None))
+        assert outcome.stop_sequence == fired
+
+
 def ndjson(message: dict, **fields) -> str:
     return json.dumps({"message": message, **fields})
 

@@ -33,7 +33,7 @@ class OpenAIUpstreamBackend(UpstreamBackend):
     def relay(self, response: Response, cancel: Cancel | None) -> TextGenerator:
         """The text of the chunks that arrived together goes on as one piece
         (one pass through the filters and the publisher, not one a token)."""
-        calls, usage, finish, pieces = ToolCallAssembler(), {}, "stop", 0
+        calls, usage, finish, pieces, fired = ToolCallAssembler(), {}, "stop", 0, None
         try:
             for chunks in sse_payloads(watched_arrivals(response, self.settings, cancel)):
                 texts: list[str] = []
@@ -57,6 +57,8 @@ class OpenAIUpstreamBackend(UpstreamBackend):
                             pieces += 1
                             texts.append(text)
                         finish = choice.get("finish_reason") or finish
+                        # vLLM names the stop sequence that ended the reply (or a token id: not one of ours)
+                        fired = choice.get("stop_reason") if isinstance(choice.get("stop_reason"), str) else fired
                 yield from flush_texts(texts)
         except ValueError:
             raise mid_stream_error(self.settings, "malformed SSE data") from None
@@ -64,8 +66,8 @@ class OpenAIUpstreamBackend(UpstreamBackend):
             yield call
         # Without usage (an upstream that rejects stream_options), count pieces:
         # OpenAI-compatible servers stream one token per chunk.
-        return Outcome("length" if finish == "length" else "stop",
-                       usage.get("prompt_tokens", 0), usage.get("completion_tokens", pieces))
+        return Outcome("length" if finish == "length" else "stop", usage.get("prompt_tokens", 0),
+                       usage.get("completion_tokens", pieces), stop_sequence=fired if finish == "stop" else None)
 
 
 BACKEND = OpenAIUpstreamBackend
