@@ -18,8 +18,8 @@ from typing import Callable, Iterable, Iterator
 
 from dialects.writer import Comment, Frame, Marker, NamedEvent, Transcript, Writer
 from protocol.contract import (
-    DoneEvent, EmbeddingEvent, ErrorEvent, Event, KeepAliveEvent, PromptEvent, ServerToolEvent, TextEvent,
-    ThinkingEvent, ToolCallEvent,
+    DoneEvent, EmbeddingEvent, ErrorEvent, Event, KeepAliveEvent, PromptEvent, RedactedThinkingEvent, ServerToolEvent,
+    TextEvent, ThinkingEvent, ToolCallEvent,
 )
 from protocol.errors import SwitchboardError
 
@@ -86,6 +86,8 @@ def _frames_of(event: Event, writer: Writer) -> list[Frame]:
     if isinstance(event, ThinkingEvent):
         signed = list(writer.thinking_signature(event.signature)) if event.signature else []
         return list(writer.thinking(event.text)) + signed
+    if isinstance(event, RedactedThinkingEvent):
+        return list(writer.redacted_thinking(event.data))
     if isinstance(event, ToolCallEvent):
         return list(writer.tool_call(event))
     if isinstance(event, ServerToolEvent):
@@ -130,6 +132,10 @@ class _Collector(Writer):
 
     def thinking_signature(self, signature: str) -> list[Frame]:
         self.transcript.signature = signature
+        return []
+
+    def redacted_thinking(self, data: str) -> list[Frame]:
+        self.transcript.redacted.append(data)
         return []
 
     def embedding(self, event: EmbeddingEvent) -> None:

@@ -16,8 +16,8 @@ import itertools
 import json
 
 from dialects.anthropic_schemas import (
-    CountTokensRequest, ImageBlock, Message as WireMessage, MessagesRequest, TextBlock, ThinkingBlock, ToolResultBlock,
-    ToolUseBlock,
+    CountTokensRequest, ImageBlock, Message as WireMessage, MessagesRequest, RedactedThinkingBlock, TextBlock,
+    ThinkingBlock, ToolResultBlock, ToolUseBlock,
 )
 from dialects.images import from_typed_base64
 from protocol.contract import (
@@ -66,7 +66,7 @@ def to_messages(message: WireMessage, index: int, vision: bool, thinks: bool) ->
     if message.role == "system":
         return [Message(role="system", content="\n\n".join(b.text for b in blocks if isinstance(b, TextBlock)))]
     results: list[Message] = []
-    texts, calls, images, thoughts, signatures = [], [], [], [], []
+    texts, calls, images, thoughts, signatures, redacted = [], [], [], [], [], []
     for n, block in enumerate(blocks):
         if isinstance(block, TextBlock):
             texts.append(block.text)
@@ -79,8 +79,10 @@ def to_messages(message: WireMessage, index: int, vision: bool, thinks: bool) ->
         elif isinstance(block, ThinkingBlock) and thinks:  # passed back to a model that thinks, else dropped
             thoughts.append(block.thinking)
             signatures.append(block.signature)
+        elif isinstance(block, RedactedThinkingBlock) and thinks:
+            redacted.append(block.data)
     return results + _grouped(message.role, texts, {"tool_calls": calls, "images": images, "thinking": "".join(
-        thoughts), "thinking_signature": signatures[-1] if signatures else ""})
+        thoughts), "thinking_signature": signatures[-1] if signatures else "", "redacted_thinking": redacted})
 
 
 def system_text(system: str | list[TextBlock] | None) -> str:
@@ -182,6 +184,7 @@ def _content(message: Message) -> list[dict]:
     blocks: list[dict] = []
     if message.thinking and message.thinking_signature:  # unsigned thinking is refused: it is left out
         blocks.append({"type": "thinking", "thinking": message.thinking, "signature": message.thinking_signature})
+    blocks += [{"type": "redacted_thinking", "data": data} for data in message.redacted_thinking]
     if message.content:
         blocks.append({"type": "text", "text": message.content})
     blocks += [{"type": "image", "source": {"type": "base64", "media_type": image.mime, "data": image.data}}
@@ -195,7 +198,8 @@ def _wire_tool_result(message: Message, ids_by_name: dict[str, str]) -> dict:
     """Ollama's clients name the tool instead of the call: the latest call of that name."""
     call_id = message.tool_call_id or ids_by_name.get(message.tool_name or "", "")
     content = [{"type": "text", "text": message.content}] if message.content else []
-    content += _content(message.model_copy(update={"content": "", "tool_calls": [], "thinking": ""}))
+    content += _content(message.model_copy(update={"content": "", "tool_calls": [], "thinking": "",
+                                                   "redacted_thinking": []}))
     return {"type": "tool_result", "tool_use_id": call_id, "content": content, "is_error": message.failed}
 
 

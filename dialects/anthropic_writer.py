@@ -146,6 +146,10 @@ class MessagesWriter(Writer):
         self._signature = signature
         return []
 
+    def redacted_thinking(self, data: str) -> list[Frame]:
+        """A block of its own, whole: no deltas (as Anthropic sends it)."""
+        return self._start({"type": "redacted_thinking", "data": data}) + self._close()
+
     def tool_call(self, call: ToolCallEvent) -> list[Frame]:
         """A call arrives whole: its block opens, its input comes as one
         delta (Anthropic's clients join partial_json pieces), and it closes."""
@@ -176,6 +180,7 @@ class MessagesWriter(Writer):
         signed = transcript.signature or signature(transcript.thinking)
         content = [{"type": "thinking", "thinking": transcript.thinking, "signature": signed}] if transcript.thoughts \
             else []
+        content += [{"type": "redacted_thinking", "data": data} for data in transcript.redacted]
         content += [{"type": "text", "text": transcript.text}] if transcript.text else []
         content += [_tool_use_block(call) for call in transcript.calls]
         return self.message | {"content": content, "stop_reason": stop_reason(done),

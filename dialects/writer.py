@@ -51,6 +51,7 @@ class Transcript:
     embedding: EmbeddingEvent | None = None  # an embedding job's vectors
     thoughts: list[str] = field(default_factory=list)  # the model's thinking
     signature: str | None = None  # its signature, from an Anthropic upstream
+    redacted: list[str] = field(default_factory=list)  # an Anthropic upstream's encrypted thinking
 
     @property
     def thinking(self) -> str:
@@ -103,6 +104,9 @@ class Writer:
 
     def thinking_signature(self, signature: str) -> list[Frame]:
         return []  # only Anthropic's dialect carries the signature an upstream put on its thinking
+
+    def redacted_thinking(self, data: str) -> list[Frame]:
+        return []  # encrypted thinking: only Anthropic's clients can send it back
 
     def embedding(self, event: EmbeddingEvent) -> None:
         """Vectors come only in whole replies (see the JSON framing's collector)."""

@@ -98,6 +98,7 @@ class Message(_Strict):
     failed: bool = False  # a tool result the client marked as failed
     thinking: str = ""  # an assistant turn's reasoning, passed back (for a model that thinks)
     thinking_signature: str = ""  # its signature, from an Anthropic upstream (which needs it back)
+    redacted_thinking: list[str] = Field(default_factory=list)  # an Anthropic upstream's encrypted thinking
 
 
 class SamplingOptions(_Strict):
@@ -237,6 +238,14 @@ class ThinkingEvent(_Strict):
     signature: str | None = None
 
 
+class RedactedThinkingEvent(_Strict):
+    """Thinking an Anthropic upstream sent encrypted (safety systems flagged
+    it): opaque data, for Anthropic's clients to send back as it came."""
+
+    type: Literal["redacted_thinking"] = "redacted_thinking"
+    data: str
+
+
 class ToolCallEvent(_Strict):
     """One complete call parsed from the reply; `index` counts from 0."""
 
@@ -336,8 +345,8 @@ class UnknownEvent(_Strict):
 
 
 Event = Annotated[
-    Union[StartedEvent, PromptEvent, TextEvent, ThinkingEvent, ToolCallEvent, ServerToolEvent, EmbeddingEvent, DoneEvent,
-          ErrorEvent],
+    Union[StartedEvent, PromptEvent, TextEvent, ThinkingEvent, RedactedThinkingEvent, ToolCallEvent, ServerToolEvent,
+          EmbeddingEvent, DoneEvent, ErrorEvent],
     Field(discriminator="type"),
 ]
 EVENT_ADAPTER: TypeAdapter[Event] = TypeAdapter(Event)

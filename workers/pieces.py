@@ -45,6 +45,13 @@ class Thinking:
 
 
 @dataclass
+class RedactedThinking:
+    """An Anthropic upstream's encrypted thinking block (opaque data)."""
+
+    data: str
+
+
+@dataclass
 class Prompted:
     """The prompt's size, yielded before the first token by a backend that
     knows it then (its Outcome still reports it at the end)."""
@@ -53,7 +60,7 @@ class Prompted:
     cached_tokens: int | None = None
 
 
-TextGenerator = Generator[Union[str, NativeCall, Thinking, Prompted], None, Outcome]
+TextGenerator = Generator[Union[str, NativeCall, Thinking, RedactedThinking, Prompted], None, Outcome]
 
 
 def flush_texts(texts: list[str]) -> Iterator[str]:

@@ -3,9 +3,9 @@ upstream's, or a local model's text between its think tags) apart, the rest
 through the tool-call filter and the server-tool rounds' text pass."""
 from __future__ import annotations
 
-from protocol.contract import ThinkingEvent
+from protocol.contract import RedactedThinkingEvent, ThinkingEvent
 from workers.agent import ServerTools
-from workers.pieces import Thinking
+from workers.pieces import RedactedThinking, Thinking
 from workers.thinking import ThinkSplitter
 from workers.toolcalls.emulation import ReplyFilter
 
@@ -35,6 +35,9 @@ class Replies:
             if isinstance(item, Thinking):
                 if self._think is not False:
                     events.append(ThinkingEvent(text=item.text, signature=item.signature))
+            elif isinstance(item, RedactedThinking):
+                if self._think is not False:
+                    events.append(RedactedThinkingEvent(data=item.data))
             else:
                 events += self._server.shown(self.filter.feed(item))
         return events

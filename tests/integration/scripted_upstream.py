@@ -131,7 +131,8 @@ class ScriptedUpstream:
             return self._refuse(handler, {"type": "error", "error": {
                 "type": "invalid_request_error", "message": "prompt is too long: 210000 tokens > 200000 maximum"}})
         kind = model.removeprefix("anthropic-")
-        blocks = {"think": [("thinking", ["Let me see. ", "Two."], "c2lnbmVkLWJ5LXVwc3RyZWFt"), ("text", ["It is 2."], "")],
+        blocks = {"think": [("thinking", ["Let me see. ", "Two."], "c2lnbmVkLWJ5LXVwc3RyZWFt"),
+                            ("redacted_thinking", [], "RW5jcnlwdGVk"), ("text", ["It is 2."], "")],
                   "tool": [("text", ["Reading."], ""), ("tool_use", ['{"file_pa', 'th": "/a.txt"}'], "")]}.get(
             kind, [("text", ["Hello", " from upstream"], "")])
         frames = [_named("message_start", message={
@@ -192,6 +193,10 @@ def _named(kind: str, **fields) -> bytes:
 
 
 def _anthropic_block(index: int, block: str, pieces: list[str], signature: str) -> list[bytes]:
+    """One content block; `signature`: a thinking block's, or a redacted one's data."""
+    if block == "redacted_thinking":  # whole in its start, no deltas
+        return [_named("content_block_start", index=index, content_block={"type": block, "data": signature}),
+                _named("content_block_stop", index=index)]
     start = {"text": {"type": "text", "text": ""}, "thinking": {"type": "thinking", "thinking": "", "signature": ""},
              "tool_use": {"type": "tool_use", "id": "toolu_up1", "name": "read_file", "input": {}}}[block]
     delta_of = {"text": lambda p: {"type": "text_delta", "text": p},

@@ -58,14 +58,15 @@ def test_an_openai_client_reaches_an_anthropic_upstream(openai_client, scripted)
         {"type": "text", "text": "hi"}]}], "max_tokens": 50, "stream": True, "system": "Be brief.", "temperature": 1.0}
 
 
-def test_thinking_keeps_the_upstreams_signature_both_ways(claude_client, scripted):
+def test_thinking_keeps_its_signature_and_redacted_blocks_both_ways(claude_client, scripted):
     with claude_client.messages.stream(model="claude-think", max_tokens=4000, messages=_user("1+1?"),
                                        thinking={"type": "enabled", "budget_tokens": 2048},
                                        extra_headers={"anthropic-beta": "interleaved-thinking-2025-05-14"}) as stream:
         final = stream.get_final_message()
-    thought, answer = final.content
+    thought, redacted, answer = final.content
     assert (thought.type, thought.thinking, thought.signature) == ("thinking", "Let me see. Two.",
                                                                   "c2lnbmVkLWJ5LXVwc3RyZWFt")
+    assert (redacted.type, redacted.data) == ("redacted_thinking", "RW5jcnlwdGVk")
     assert answer.text == "It is 2."
     sent = _last(scripted, "anthropic-think")
     assert sent["body"]["thinking"] == {"type": "enabled", "budget_tokens": 2048}
@@ -73,8 +74,9 @@ def test_thinking_keeps_the_upstreams_signature_both_ways(claude_client, scripte
     claude_client.messages.create(model="claude-think", max_tokens=4000, messages=_user("1+1?") + [
         {"role": "assistant", "content": [block.model_dump() for block in final.content]},
         {"role": "user", "content": "and 2+2?"}], thinking={"type": "enabled", "budget_tokens": 2048})
-    assert _last(scripted, "anthropic-think")["body"]["messages"][1]["content"][0] == {
-        "type": "thinking", "thinking": "Let me see. Two.", "signature": "c2lnbmVkLWJ5LXVwc3RyZWFt"}
+    assert _last(scripted, "anthropic-think")["body"]["messages"][1]["content"][:2] == [
+        {"type": "thinking", "thinking": "Let me see. Two.", "signature": "c2lnbmVkLWJ5LXVwc3RyZWFt"},
+        {"type": "redacted_thinking", "data": "RW5jcnlwdGVk"}]
 
 
 def test_an_openai_client_gets_the_upstreams_thinking_as_reasoning(openai_client):

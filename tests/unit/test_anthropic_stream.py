@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from workers.backends.anthropic_upstream import ErrorInStream, MessageStream
-from workers.pieces import NativeCall, Prompted, Thinking
+from workers.pieces import NativeCall, Prompted, RedactedThinking, Thinking
 
 START = {"type": "message_start", "message": {"usage": {
     "input_tokens": 5, "cache_creation_input_tokens": 2, "cache_read_input_tokens": 7, "output_tokens": 1}}}
@@ -15,6 +15,8 @@ EVENTS = [
     {"type": "content_block_delta", "index": 0, "delta": {"type": "thinking_delta", "thinking": "hm"}},
     {"type": "content_block_delta", "index": 0, "delta": {"type": "signature_delta", "signature": "S"}},
     {"type": "content_block_stop", "index": 0},
+    {"type": "content_block_start", "index": 1, "content_block": {"type": "redacted_thinking", "data": "EnC"}},
+    {"type": "content_block_stop", "index": 1},
     {"type": "ping"},
     {"type": "content_block_start", "index": 1, "content_block": {"type": "text", "text": ""}},
     {"type": "content_block_delta", "index": 1, "delta": {"type": "text_delta", "text": "Hi"}},
@@ -32,7 +34,7 @@ EVENTS = [
 def test_a_whole_message_becomes_our_pieces_and_outcome():
     stream = MessageStream()
     pieces = [piece for event in EVENTS for piece in stream.feed(event)]
-    assert pieces == [Prompted(14, 7), Thinking("hm"), Thinking("", signature="S"), "Hi",
+    assert pieces == [Prompted(14, 7), Thinking("hm"), Thinking("", signature="S"), RedactedThinking("EnC"), "Hi",
                       NativeCall(name="r", arguments='{"a": 1}', id="toolu_1")]
     outcome = stream.outcome()
     assert (outcome.reason, outcome.prompt_tokens, outcome.completion_tokens, outcome.cached_tokens) == (

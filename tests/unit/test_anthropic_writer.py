@@ -154,6 +154,14 @@ def test_the_whole_message_keeps_block_order_and_usage():
                   "output_tokens": 4}}
 
 
+def test_redacted_thinking_is_a_whole_block_of_its_own():
+    frames = [frame.body for frame in _opened().redacted_thinking("EnC")]
+    assert frames == [{"type": "content_block_start", "index": 0, "content_block": {
+        "type": "redacted_thinking", "data": "EnC"}}, {"type": "content_block_stop", "index": 0}]
+    reply = MessagesWriter("msg_1", "m").reply(Transcript(texts=["x"], done=DoneEvent(reason="stop"), redacted=["EnC"]))
+    assert reply["content"] == [{"type": "redacted_thinking", "data": "EnC"}, {"type": "text", "text": "x"}]
+
+
 def test_tool_use_ids_map_one_to_one():
     assert tool_use_id("call_XYZ") == "toolu_XYZ"
     assert tool_use_id("toolu_01A") == "toolu_01A"

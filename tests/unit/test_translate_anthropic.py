@@ -116,9 +116,12 @@ def test_thinking_for_a_model_that_thinks(thinking, effort, think):
 
 def test_thinking_blocks_go_back_only_to_a_model_that_thinks():
     turn = [{"role": "user", "content": "x"}, {"role": "assistant", "content": [
-        {"type": "thinking", "thinking": "hmm", "signature": "sig"}, {"type": "text", "text": "y"}]}]
-    assert _job(CHAT + ["thinking"], messages=turn).messages[1].thinking == "hmm"
-    assert _job(CHAT, messages=turn, thinking={"type": "enabled", "budget_tokens": 1024}).messages[1].thinking == ""
+        {"type": "thinking", "thinking": "hmm", "signature": "sig"}, {"type": "redacted_thinking", "data": "EnC"},
+        {"type": "text", "text": "y"}]}]
+    kept = _job(CHAT + ["thinking"], messages=turn).messages[1]
+    assert (kept.thinking, kept.thinking_signature, kept.redacted_thinking) == ("hmm", "sig", ["EnC"])
+    dropped = _job(CHAT, messages=turn, thinking={"type": "enabled", "budget_tokens": 1024}).messages[1]
+    assert (dropped.thinking, dropped.redacted_thinking) == ("", [])
 
 
 def test_sampling_and_max_tokens_clamped_to_the_context():
@@ -157,7 +160,7 @@ def _upstream(**fields):
 def test_upstream_request_turns_system_tools_and_results():
     path, body = _upstream(messages=[
         Message(role="system", content="Be brief."), Message(role="user", content="read a"),
-        Message(role="assistant", content="", thinking="hmm", thinking_signature="sig",
+        Message(role="assistant", content="", thinking="hmm", thinking_signature="sig", redacted_thinking=["EnC"],
                 tool_calls=[ToolCall(id="toolu_1", name="read", arguments='{"p": "a"}')]),
         Message(role="tool", content="A", tool_call_id="toolu_1"),
         Message(role="tool", content="no", tool_name="read", failed=True),
@@ -169,6 +172,7 @@ def test_upstream_request_turns_system_tools_and_results():
         "messages": [
             {"role": "user", "content": [{"type": "text", "text": "read a"}]},
             {"role": "assistant", "content": [{"type": "thinking", "thinking": "hmm", "signature": "sig"},
+                                              {"type": "redacted_thinking", "data": "EnC"},
                                               {"type": "tool_use", "id": "toolu_1", "name": "read", "input": {"p": "a"}}]},
             {"role": "user", "content": [
                 {"type": "tool_result", "tool_use_id": "toolu_1", "content": [{"type": "text", "text": "A"}],

@@ -16,7 +16,9 @@ from workers.backends.transport import open_stream, watched_arrivals
 from workers.backends.upstream import UpstreamBackend
 from workers.backends.upstream_errors import mid_stream_error
 from workers.cancel import Cancel
-from workers.pieces import Embedded, NativeCall, Outcome, Prompted, TextGenerator, Thinking, flush_texts
+from workers.pieces import (
+    Embedded, NativeCall, Outcome, Prompted, RedactedThinking, TextGenerator, Thinking, flush_texts,
+)
 
 
 class ErrorInStream(Exception):
@@ -42,6 +44,8 @@ class MessageStream:
         if kind == "content_block_start":
             block = event.get("content_block") or {}
             self._call, self._arguments = (block, []) if block.get("type") == "tool_use" else (None, [])
+            if block.get("type") == "redacted_thinking":
+                return [RedactedThinking(block.get("data", ""))]
             return [block["text"]] if block.get("type") == "text" and block.get("text") else []
         if kind == "content_block_delta":
             return self._delta(event.get("delta") or {})
