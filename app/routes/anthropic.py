@@ -11,7 +11,9 @@ from flask import Blueprint, g, request as flask_request
 
 from app.errors import anthropic_error_body, register_error_handlers
 from app.jobs import new_job_id
-from app.routes.common import check_request_limits, find_model, parse_body, serve, visible_entries
+from app.routes.common import (
+    check_request_limits, find_model, note_tools_left_out, parse_body, serve, visible_entries,
+)
 from catalog.registry import ModelEntry
 from dialects import anthropic as translate
 from dialects.anthropic_schemas import CountTokensRequest, MessagesRequest
@@ -34,14 +36,6 @@ def find_served_model(name: str) -> ModelEntry:
                                  "map other names to one with aliases in the registry)") from None
 
 
-def note_left_out_tools(request: MessagesRequest) -> None:
-    """Anthropic's server tools (web search, ...) are left out, not refused:
-    the request log names them."""
-    left_out = translate.server_only_tools(request)
-    if left_out:
-        g.log_fields = g.get("log_fields", {}) | {"tools_left_out": left_out}
-
-
 def beta() -> str:
     """The client's betas, passed on to an Anthropic upstream."""
     return flask_request.headers.get("anthropic-beta", "")
@@ -52,7 +46,7 @@ def messages():
     request = parse_body(MessagesRequest)
     check_request_limits(request.messages, request.tools)
     entry = find_served_model(request.model)
-    note_left_out_tools(request)
+    note_tools_left_out(translate.server_only_tools(request))
     job = translate.messages_to_job(request, new_job_id(), entry.name, entry.capabilities, entry.info.context_length,
                                     beta())
     writer = MessagesWriter(f"msg_{job.id}", entry.name, g.get("request_id"))

@@ -46,6 +46,13 @@ def visible_entries() -> list[ModelEntry]:
     return [e for e in services().registry.entries() if current_key().allows(e.name)]
 
 
+def note_tools_left_out(names: list[str]) -> None:
+    """Tools only the API's own vendor runs (web search, ...) are left out of
+    the job, not refused: the request log names them."""
+    if names:
+        g.log_fields = g.get("log_fields", {}) | {"tools_left_out": names}
+
+
 def check_request_limits(messages: list | None = None, tools: list | None = None) -> None:
     settings = services().settings
     if messages is not None and len(messages) > settings.max_messages:

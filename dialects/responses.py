@@ -1,0 +1,166 @@
+"""OpenAI Responses dialect mappings (client side: a /v1/responses request
+-> Job).
+
+Items become the job's messages in order: `instructions` first as the
+system message, each text part a message of its own (as chat's parts are;
+echo answers the last), `function_call` items as the assistant's calls
+(adjacent ones joined: a parallel round), their outputs as tool messages
+matched by `call_id`, `reasoning` summaries passed back to a model that
+thinks. Custom (freeform) tools, such as Codex's `apply_patch`, are offered
+as tools taking one text `input`; namespaces are unfolded into their tools.
+"""
+from __future__ import annotations
+
+import json
+
+from dialects.images import from_url
+from dialects.responses_schemas import (
+    CustomToolCallItem, CustomToolCallOutputItem, FunctionCallItem, FunctionCallOutputItem, InputImage, InputText,
+    MessageItem, NamedToolChoice, ReasoningItem, Refusal, ResponsesRequest, Tool,
+)
+from protocol.contract import IMAGES_VERSION, Image, Job, Message, SamplingOptions, ToolCall, ToolChoice, ToolSpec
+from protocol.errors import InvalidRequest
+
+# A custom tool's one free-text input, as the model is offered it.
+CUSTOM_TOOL_PARAMETERS = {"type": "object", "properties": {"input": {
+    "type": "string", "description": "the tool's whole input, as free text"}}, "required": ["input"]}
+_EFFORTS = {"none": False, "minimal": "low", "low": "low", "medium": "medium", "high": "high", "xhigh": "high"}
+
+
+# --- tools ------------------------------------------------------------------------------
+def unfolded(tools: list[Tool]) -> list[Tool]:
+    """Namespaces' tools in their place."""
+    return [inner for tool in tools for inner in (unfolded(tool.tools or []) if tool.type == "namespace" else [tool])]
+
+
+def to_tool_specs(request: ResponsesRequest) -> list[ToolSpec]:
+    specs = []
+    for tool in unfolded(request.tools):
+        if tool.type == "function" and tool.name:
+            specs.append(ToolSpec(name=tool.name, description=tool.description or "", parameters=tool.parameters or {}))
+        elif tool.type == "custom" and tool.name:
+            specs.append(ToolSpec(name=tool.name, description=tool.description or "", parameters=CUSTOM_TOOL_PARAMETERS))
+    return specs
+
+
+def custom_tool_names(request: ResponsesRequest) -> frozenset[str]:
+    return frozenset(t.name for t in unfolded(request.tools) if t.type == "custom" and t.name)
+
+
+def server_only_tools(request: ResponsesRequest) -> list[str]:
+    """Tools only OpenAI runs (web search, file search, image generation):
+    left out of the job, named in the request log."""
+    return [tool.name or tool.type for tool in unfolded(request.tools) if tool.type not in ("function", "custom")]
+
+
+def to_tool_choice(request: ResponsesRequest) -> ToolChoice:
+    choice = request.tool_choice
+    if not isinstance(choice, NamedToolChoice):
+        return ToolChoice(mode=choice)
+    if choice.name not in {spec.name for spec in to_tool_specs(request)}:
+        raise InvalidRequest(f"tool_choice.name: {choice.name!r} is not among the tools", param="tool_choice")
+    return ToolChoice(mode="function", name=choice.name)
+
+
+# --- items -> messages ----------------------------------------------------------------
+def _text(part) -> str:
+    return part.refusal if isinstance(part, Refusal) else part.text
+
+
+def _output_text(output) -> str:
+    return output if isinstance(output, str) else "\n".join(_text(p) for p in output if not isinstance(p, InputImage))
+
+
+def _message(item: MessageItem, field: str, vision: bool, thinking: str) -> list[Message]:
+    """One message per text part; the images (and passed-back thinking) go with the last."""
+    parts = [InputText(type="input_text", text=item.content)] if isinstance(item.content, str) else item.content
+    images = [_image(part, f"{field}.content.{n}", vision) for n, part in enumerate(parts)
+              if isinstance(part, InputImage)]
+    texts = [_text(part) for part in parts if not isinstance(part, InputImage)] or [""]
+    role = "system" if item.role == "developer" else item.role
+    last = len(texts) - 1
+    return [Message(role=role, content=text, images=images if n == last else [],
+                    thinking=thinking if n == last and role == "assistant" else "") for n, text in enumerate(texts)]
+
+
+def _image(part: InputImage, field: str, vision: bool) -> Image:
+    if not vision:
+        raise InvalidRequest(f"{field}: this model does not support images", param=field)
+    if not part.image_url:
+        raise InvalidRequest(f"{field}: only images sent inline as a data URL are accepted", param=field)
+    return from_url(part.image_url, field)
+
+
+def _call(item: FunctionCallItem | CustomToolCallItem) -> ToolCall:
+    arguments = item.arguments if isinstance(item, FunctionCallItem) else json.dumps({"input": item.input},
+                                                                                      ensure_ascii=False)
+    return ToolCall(id=item.call_id, name=item.name, arguments=arguments)
+
+
+def to_messages(request: ResponsesRequest, vision: bool, thinks: bool) -> list[Message]:
+    messages = [Message(role="system", content=request.instructions)] if request.instructions else []
+    items = [MessageItem(role="user", content=request.input)] if isinstance(request.input, str) else request.input
+    thinking = ""  # a reasoning item's summary, for the assistant turn after it
+    for n, item in enumerate(items):
+        if isinstance(item, MessageItem):
+            messages += _message(item, f"input.{n}", vision, thinking)
+            thinking = "" if item.role == "assistant" else thinking
+        elif isinstance(item, (FunctionCallItem, CustomToolCallItem)):
+            if messages and messages[-1].role == "assistant" and not messages[-1].tool_call_id:
+                messages[-1] = messages[-1].model_copy(update={"tool_calls": messages[-1].tool_calls + [_call(item)]})
+            else:
+                messages.append(Message(role="assistant", tool_calls=[_call(item)], thinking=thinking))
+            thinking = ""
+        elif isinstance(item, (FunctionCallOutputItem, CustomToolCallOutputItem)):
+            messages.append(Message(role="tool", content=_output_text(item.output), tool_call_id=item.call_id))
+        elif isinstance(item, ReasoningItem) and thinks:
+            thinking += "".join(part.text for part in item.summary)
+    return messages
+
+
+# --- the job --------------------------------------------------------------------------
+def to_format(request: ResponsesRequest):
+    text_format = request.text.format if request.text else None
+    if text_format is None or text_format.type == "text":
+        return None
+    if text_format.type == "json_object":
+        return "json"
+    if not text_format.schema_:
+        raise InvalidRequest("text.format.schema: required for type json_schema", param="text.format.schema")
+    return text_format.schema_
+
+
+def to_think(request: ResponsesRequest, capabilities) -> bool | str | None:
+    """reasoning.effort, for a model that thinks (others ignore it, as
+    OpenAI-compatible servers do: Codex always sends a reasoning field)."""
+    if "thinking" not in capabilities or request.reasoning is None or request.reasoning.effort is None:
+        return None
+    return _EFFORTS[request.reasoning.effort]
+
+
+def responses_to_job(request: ResponsesRequest, job_id: str, model: str, capabilities) -> Job:
+    messages = to_messages(request, "vision" in capabilities, "thinking" in capabilities)
+    if not messages:
+        raise InvalidRequest("input: nothing to answer (no instructions and no input items)", param="input")
+    options = SamplingOptions(max_tokens=request.max_output_tokens, temperature=request.temperature,
+                              top_p=request.top_p)
+    return Job(id=job_id, model=model, messages=messages, options=options, tools=to_tool_specs(request),
+               tool_choice=to_tool_choice(request), parallel_tool_calls=request.parallel_tool_calls,
+               format=to_format(request), think=to_think(request, capabilities),
+               version=IMAGES_VERSION if any(m.images for m in messages) else 1)
+
+
+def request_fields(request: ResponsesRequest) -> dict:
+    """The request's settings as a response object repeats them."""
+    choice = request.tool_choice.model_dump() if isinstance(request.tool_choice, NamedToolChoice) \
+        else request.tool_choice
+    text_format = request.text.format.model_dump(by_alias=True, exclude_none=True) if request.text and \
+        request.text.format else {"type": "text"}
+    return {"instructions": request.instructions, "max_output_tokens": request.max_output_tokens,
+            "parallel_tool_calls": request.parallel_tool_calls, "previous_response_id": None,
+            "reasoning": {"effort": request.reasoning.effort if request.reasoning else None,
+                          "summary": request.reasoning.summary if request.reasoning else None},
+            "store": False, "temperature": request.temperature, "text": {"format": text_format},
+            "tool_choice": choice, "tools": [t.model_dump(exclude_none=True) for t in request.tools],
+            "top_p": request.top_p, "truncation": "disabled", "user": request.user,
+            "metadata": request.metadata or {}}

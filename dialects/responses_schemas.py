@@ -1,0 +1,152 @@
+"""Request bodies of OpenAI's Responses API (fields in the order of its
+docs). Unknown fields are ignored: Codex sends `include`,
+`client_metadata` and betas this server has no use for."""
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal, Union
+
+from pydantic import Discriminator, Field, Tag
+
+from dialects.common import PositiveInt, Request, Temperature, TopP
+
+
+class InputText(Request):
+    type: Literal["input_text", "output_text"]
+    text: str
+
+
+class InputImage(Request):
+    type: Literal["input_image"]
+    image_url: str | None = None
+    file_id: str | None = None
+
+
+class Refusal(Request):
+    type: Literal["refusal"]
+    refusal: str
+
+
+ContentPart = Annotated[Union[InputText, InputImage, Refusal], Field(discriminator="type")]
+
+
+class MessageItem(Request):
+    """A message; the `type` may be left out (the shorthand `{role, content}`)."""
+
+    type: Literal["message"] = "message"
+    role: Literal["user", "system", "developer", "assistant"]
+    content: str | list[ContentPart]
+
+
+class FunctionCallItem(Request):
+    type: Literal["function_call"]
+    call_id: str
+    name: str
+    arguments: str = "{}"
+
+
+class FunctionCallOutputItem(Request):
+    type: Literal["function_call_output"]
+    call_id: str
+    output: str | list[ContentPart] = ""
+
+
+class CustomToolCallItem(Request):
+    type: Literal["custom_tool_call"]
+    call_id: str
+    name: str
+    input: str = ""
+
+
+class CustomToolCallOutputItem(Request):
+    type: Literal["custom_tool_call_output"]
+    call_id: str
+    output: str | list[ContentPart] = ""
+
+
+class SummaryText(Request):
+    type: str = "summary_text"
+    text: str = ""
+
+
+class ReasoningItem(Request):
+    type: Literal["reasoning"]
+    summary: list[SummaryText] = Field(default_factory=list)
+
+
+class OtherItem(Request):
+    """An item this server has no use for (a web search's, a compaction's):
+    passed over."""
+
+    type: str
+
+
+_ITEMS = {"message", "function_call", "function_call_output", "custom_tool_call", "custom_tool_call_output",
+          "reasoning"}
+
+
+def _item_kind(value: Any) -> str:
+    kind = value.get("type", "message") if isinstance(value, dict) else getattr(value, "type", "message")
+    return kind if kind in _ITEMS else "other"
+
+
+InputItem = Annotated[Union[
+    Annotated[MessageItem, Tag("message")], Annotated[FunctionCallItem, Tag("function_call")],
+    Annotated[FunctionCallOutputItem, Tag("function_call_output")],
+    Annotated[CustomToolCallItem, Tag("custom_tool_call")],
+    Annotated[CustomToolCallOutputItem, Tag("custom_tool_call_output")],
+    Annotated[ReasoningItem, Tag("reasoning")], Annotated[OtherItem, Tag("other")],
+], Discriminator(_item_kind)]
+
+
+class Tool(Request):
+    """A function tool (flat: name and parameters beside the type), a
+    `custom` (freeform) tool taking one text input, a `namespace` of tools,
+    or a tool the server cannot run (`web_search`, ...)."""
+
+    type: str
+    name: str | None = None
+    description: str | None = None
+    parameters: dict | None = None
+    strict: bool | None = None
+    tools: list["Tool"] | None = None  # a namespace's
+
+
+class NamedToolChoice(Request):
+    type: Literal["function", "custom"]
+    name: str
+
+
+class TextFormat(Request):
+    type: Literal["text", "json_object", "json_schema"] = "text"
+    name: str | None = None
+    schema_: dict | None = Field(default=None, alias="schema")
+    strict: bool | None = None
+
+
+class TextOptions(Request):
+    format: TextFormat | None = None
+
+
+class Reasoning(Request):
+    effort: Literal["none", "minimal", "low", "medium", "high", "xhigh"] | None = None
+    summary: str | None = None
+
+
+class ResponsesRequest(Request):
+    model: str = Field(min_length=1)
+    input: str | list[InputItem] = ""
+    instructions: str | None = None
+    max_output_tokens: PositiveInt | None = None
+    metadata: dict[str, str] | None = None
+    parallel_tool_calls: bool = True
+    previous_response_id: str | None = None
+    prompt_cache_key: str | None = None
+    reasoning: Reasoning | None = None
+    store: bool = True
+    stream: bool = False
+    temperature: Temperature | None = None
+    text: TextOptions | None = None
+    tool_choice: Literal["none", "auto", "required"] | NamedToolChoice = "auto"
+    tools: list[Tool] = Field(default_factory=list)
+    top_p: TopP | None = None
+    user: str | None = None

@@ -1,0 +1,104 @@
+"""The official openai SDK against /v1/responses (what Codex, the Agents SDK
+and `client.responses.create` speak), and the exact event sequence of a
+stream, with Codex's own first request (shared fixture)."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import openai
+import pytest
+
+from tests.integration.http import post_raw
+
+FIXTURE = Path(__file__).resolve().parent.parent / "fixtures" / "codex-responses-request.json"
+SHELL = {"type": "function", "name": "exec_command", "description": "Run a command",
+         "parameters": {"type": "object", "properties": {"cmd": {"type": "string"}}, "required": ["cmd"]}}
+READ = {"type": "function", "name": "read_file", "parameters": {"type": "object", "properties": {
+    "path": {"type": "string"}}}}
+CALL_SHELL = '<invoke name="exec_command"><parameter name="cmd">ls -la</parameter></invoke>'
+CALL_READ = '<invoke name="read_file"><parameter name="path">a.txt</parameter></invoke>'
+
+
+@pytest.fixture
+def client(base_url):
+    return openai.OpenAI(base_url=f"{base_url}/v1", api_key="unused", max_retries=0)
+
+
+def test_create_answers_with_a_response(client):
+    response = client.responses.create(model="echo", input="hello there", instructions="Be brief.")
+    assert response.id.startswith("resp_") and response.object == "response" and response.status == "completed"
+    assert response.output_text == "hello there"
+    assert [item.type for item in response.output] == ["message"]
+    usage = response.usage
+    assert (usage.input_tokens, usage.output_tokens, usage.total_tokens) == (4, 2, 6)
+
+
+def test_stream_events_and_final_response(client):
+    with client.responses.stream(model="echo", input="one two three") as stream:
+        kinds = [event.type for event in stream]
+        final = stream.get_final_response()
+    assert kinds[:2] == ["response.created", "response.in_progress"] and kinds[-1] == "response.completed"
+    assert kinds.count("response.output_text.delta") >= 1 and final.output_text == "one two three"
+
+
+def test_a_function_call_round_trip(client):
+    first = client.responses.create(model="echo", input=f"List the files. {CALL_SHELL}", tools=[SHELL])
+    call = next(item for item in first.output if item.type == "function_call")
+    assert (call.name, json.loads(call.arguments)) == ("exec_command", {"cmd": "ls -la"})
+    assert call.call_id.startswith("call_") and first.status == "completed"
+    second = client.responses.create(model="echo", tools=[SHELL], input=[
+        {"role": "user", "content": f"List the files. {CALL_SHELL}"},
+        {"type": "function_call", "call_id": call.call_id, "name": call.name, "arguments": call.arguments},
+        {"type": "function_call_output", "call_id": call.call_id, "output": "a.txt\nb.txt"}])
+    assert second.output_text == "a.txt\nb.txt"
+
+
+def test_parallel_calls_and_one_at_a_time(client):
+    both = client.responses.create(model="echo", input=CALL_SHELL + CALL_READ, tools=[SHELL, READ])
+    assert [item.name for item in both.output if item.type == "function_call"] == ["exec_command", "read_file"]
+    one = client.responses.create(model="echo", input=CALL_SHELL + CALL_READ, tools=[SHELL, READ],
+                                  parallel_tool_calls=False)
+    assert [item.name for item in one.output if item.type == "function_call"] == ["exec_command"]
+
+
+def test_a_custom_tool_is_called_with_its_text_input(client):
+    patch = {"type": "custom", "name": "apply_patch", "description": "Apply a patch"}
+    call = ('<invoke name="apply_patch"><parameter name="input">*** Begin Patch\n*** End Patch</parameter>'
+            '</invoke>')
+    response = client.responses.create(model="echo", input=call, tools=[patch])
+    item = next(item for item in response.output if item.type == "custom_tool_call")
+    assert (item.name, item.input) == ("apply_patch", "*** Begin Patch\n*** End Patch")
+
+
+def test_max_output_tokens_makes_it_incomplete(client):
+    response = client.responses.create(model="echo", input="one two three four", max_output_tokens=2)
+    assert response.status == "incomplete" and response.incomplete_details.reason == "max_output_tokens"
+    assert response.output_text == "one two"
+
+
+def test_errors_are_typed_sdk_exceptions(client):
+    with pytest.raises(openai.NotFoundError):
+        client.responses.create(model="nope", input="x")
+    with pytest.raises(openai.BadRequestError) as refused:
+        client.responses.create(model="echo", input="x", previous_response_id="resp_123")
+    assert "previous_response_id" in refused.value.message
+
+
+def test_codexs_own_request_streams_the_exact_sequence(base_url):
+    """Every frame an `event:` and a `data:` of that type with a rising
+    sequence_number, LF only, one terminal event, no [DONE]."""
+    request = json.loads(FIXTURE.read_text())
+    status, headers, raw = post_raw(base_url, request["path"], request["body"])
+    assert status == 200 and headers["Content-Type"].startswith("text/event-stream")
+    assert b"\r" not in raw and b"[DONE]" not in raw
+    frames = [frame.split(b"\n") for frame in raw.split(b"\n\n")[:-1]]
+    assert all(len(f) == 2 and f[0].startswith(b"event: ") and f[1].startswith(b"data: {") for f in frames)
+    events = [json.loads(f[1].removeprefix(b"data: ")) for f in frames]
+    assert [e["type"] for e in events] == [f[0].removeprefix(b"event: ").decode() for f in frames]
+    assert [e["sequence_number"] for e in events] == list(range(len(events)))
+    assert [e["type"] for e in events] == [
+        "response.created", "response.in_progress", "response.output_item.added", "response.content_part.added",
+        "response.output_text.delta", "response.output_text.done", "response.content_part.done",
+        "response.output_item.done", "response.completed"]
+    assert events[4]["delta"] == "say hi" and events[-1]["response"]["output"][0]["content"][0]["text"] == "say hi"

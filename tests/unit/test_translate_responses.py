@@ -1,0 +1,90 @@
+"""Responses requests -> the internal Job: Codex's own first request (the
+shared fixture), items in order, tools of every kind, choices and limits."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from dialects import responses as translate
+from dialects.responses_schemas import ResponsesRequest
+from protocol.contract import Message, ToolCall
+from protocol.errors import InvalidRequest
+
+FIXTURE = Path(__file__).resolve().parent.parent / "fixtures" / "codex-responses-request.json"
+CHAT = ["completion", "tools"]
+
+
+def _request(**fields) -> ResponsesRequest:
+    return ResponsesRequest.model_validate({"model": "m"} | fields)
+
+
+def _job(capabilities=CHAT, **fields):
+    return translate.responses_to_job(_request(**fields), "j", "m", capabilities)
+
+
+def test_codexs_first_request():
+    request = ResponsesRequest.model_validate(json.loads(FIXTURE.read_text())["body"])
+    job = translate.responses_to_job(request, "j", "echo", CHAT)
+    assert [m.role for m in job.messages] == ["system", "system", "system", "user", "user"]  # developer: system
+    assert job.messages[-1].content == "say hi"
+    names = [t.name for t in job.tools]
+    assert names[:2] == ["exec_command", "write_stdin"] and "close_agent" in names  # the namespace unfolded
+    assert translate.server_only_tools(request) == ["web_search"]
+    assert job.think is None and job.parallel_tool_calls is True
+
+
+def test_items_in_order_with_a_parallel_round():
+    job = _job(instructions="Be brief.", input=[
+        {"role": "user", "content": "go"},
+        {"type": "reasoning", "summary": [{"type": "summary_text", "text": "plan"}]},
+        {"type": "function_call", "call_id": "c1", "name": "a", "arguments": '{"x": 1}'},
+        {"type": "function_call", "call_id": "c2", "name": "b", "arguments": "{}"},
+        {"type": "function_call_output", "call_id": "c1", "output": "A"},
+        {"type": "function_call_output", "call_id": "c2", "output": [{"type": "input_text", "text": "B"}]},
+        {"type": "custom_tool_call", "call_id": "c3", "name": "apply_patch", "input": "*** Begin"},
+        {"type": "custom_tool_call_output", "call_id": "c3", "output": "done"},
+        {"type": "web_search_call", "id": "ws_1", "status": "completed"}])
+    assert job.messages == [
+        Message(role="system", content="Be brief."), Message(role="user", content="go"),
+        Message(role="assistant", tool_calls=[ToolCall(id="c1", name="a", arguments='{"x": 1}'),
+                                              ToolCall(id="c2", name="b", arguments="{}")]),
+        Message(role="tool", content="A", tool_call_id="c1"), Message(role="tool", content="B", tool_call_id="c2"),
+        Message(role="assistant", tool_calls=[ToolCall(id="c3", name="apply_patch",
+                                                       arguments='{"input": "*** Begin"}')]),
+        Message(role="tool", content="done", tool_call_id="c3")]
+
+
+def test_reasoning_goes_back_only_to_a_model_that_thinks():
+    items = [{"role": "user", "content": "x"}, {"type": "reasoning", "summary": [{"text": "plan"}]},
+             {"role": "assistant", "content": [{"type": "output_text", "text": "y"}]}]
+    assert _job(CHAT + ["thinking"], input=items).messages[-1].thinking == "plan"
+    assert _job(input=items).messages[-1].thinking == ""
+
+
+def test_tools_choices_and_limits():
+    job = _job(input="x", tools=[{"type": "custom", "name": "apply_patch"}, {"type": "file_search"}],
+               tool_choice={"type": "custom", "name": "apply_patch"}, max_output_tokens=50, temperature=0.5,
+               text={"format": {"type": "json_schema", "name": "o", "schema": {"type": "object"}}})
+    assert [t.name for t in job.tools] == ["apply_patch"]
+    assert job.tools[0].parameters == translate.CUSTOM_TOOL_PARAMETERS
+    assert (job.tool_choice.mode, job.tool_choice.name) == ("function", "apply_patch")
+    assert (job.options.max_tokens, job.options.temperature, job.format) == (50, 0.5, {"type": "object"})
+    with pytest.raises(InvalidRequest, match="tool_choice.name: 'nope' is not among the tools"):
+        _job(input="x", tool_choice={"type": "function", "name": "nope"})
+
+
+@pytest.mark.parametrize("effort, think", [("none", False), ("minimal", "low"), ("high", "high"), ("xhigh", "high")])
+def test_reasoning_effort_for_a_model_that_thinks(effort, think):
+    assert _job(CHAT + ["thinking"], input="x", reasoning={"effort": effort}).think == think
+    assert _job(input="x", reasoning={"effort": effort}).think is None
+
+
+def test_images_need_vision_and_a_data_url():
+    image = {"role": "user", "content": [{"type": "input_text", "text": "what?"},
+                                         {"type": "input_image", "image_url": "https://example.com/a.png"}]}
+    with pytest.raises(InvalidRequest, match="does not support images"):
+        _job(input=[image])
+    with pytest.raises(InvalidRequest, match="remote image URLs are not fetched"):
+        _job(CHAT + ["vision"], input=[image])
