@@ -1,0 +1,60 @@
+"""Codex itself (npm @openai/codex, installed by `make install-dev` in
+tests/agents), headless (`codex exec`), against Switchboard's Responses
+API: a plain answer, and a round of its own tool loop in which the echo
+model's reply calls Codex's shell tool (exec_command), Codex runs the
+command (it writes a file) and sends the output back, and the answer is
+that output; on echo, through a chained OpenAI-compatible upstream, and
+with a key."""
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.integration.conftest import KEY
+
+CODEX = Path(__file__).resolve().parent.parent / "agents" / "node_modules" / ".bin" / "codex"
+
+
+def codex(base: str, prompt: str, workdir: Path, *args: str, model: str = "echo", key: str | None = None) -> str:
+    """One headless run with a provider of its own (config.toml in its home);
+    the key, if any, from the variable the provider names. Its output."""
+    assert CODEX.exists(), f"{CODEX} is missing: run `make install-dev`"
+    home = workdir / "codex-home"
+    home.mkdir(exist_ok=True)
+    (home / "config.toml").write_text(
+        f'model = "{model}"\nmodel_provider = "switchboard"\n\n[model_providers.switchboard]\nname = "Switchboard"\n'
+        f'base_url = "{base}/v1"\nwire_api = "responses"\n' + ('env_key = "SWITCHBOARD_KEY"\n' if key else ""))
+    env = {"PATH": os.environ["PATH"], "HOME": str(home), "CODEX_HOME": str(home)} | (
+        {"SWITCHBOARD_KEY": key} if key else {})
+    done = subprocess.run([str(CODEX), "exec", prompt, "--skip-git-repo-check", *args], cwd=workdir, env=env,
+                          capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout
+
+
+def shell_round(base: str, workdir: Path, **options) -> None:
+    call = '<invoke name="exec_command"><parameter name="cmd">echo hello-from-codex > made.txt</parameter></invoke>'
+    answer = codex(base, call, workdir, "--sandbox", "workspace-write", **options)
+    assert (workdir / "made.txt").read_text() == "hello-from-codex\n"
+    assert "Process exited with code 0" in answer  # the command's output, echoed back
+
+
+def test_a_plain_answer(base_url, tmp_path):
+    assert codex(base_url, "say hi", tmp_path).strip() == "say hi"
+
+
+def test_its_own_tool_loop_runs_a_command(base_url, tmp_path):
+    shell_round(base_url, tmp_path)
+
+
+def test_with_a_key(keyed_base, clean_redis, tmp_path):
+    assert codex(keyed_base, "keyed hi", tmp_path, key=KEY).strip() == "keyed hi"
+
+
+def test_through_a_chained_openai_upstream(upstreams, clean_redis, tmp_path):
+    base = upstreams["base"]
+    assert codex(base, "say hi", tmp_path, model="up-sb").strip() == "say hi"
+    shell_round(base, tmp_path, model="up-sb")
