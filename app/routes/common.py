@@ -8,7 +8,7 @@ from flask import Response, g, jsonify, request
 from pydantic import BaseModel, ValidationError
 
 from app.auth import current_key
-from app.body import read_json_object
+from app.body import decoded, read_json_object
 from app.cork import Cork
 from app.errors import ApiError, ClientGone
 from app.jobs import JobRun, start_job
@@ -23,7 +23,8 @@ M = TypeVar("M", bound=BaseModel)
 
 
 def parse_body(model: type[M]) -> M:
-    body = read_json_object(request.get_data())
+    raw = decoded(request.get_data(), request.headers.get("Content-Encoding"), services().settings.max_body_bytes)
+    body = read_json_object(raw)
     g.request_body = body  # for the (opt-in) conversation log
     try:
         return model.model_validate(body)

@@ -3,11 +3,14 @@ and `client.responses.create` speak), and the exact event sequence of a
 stream, with Codex's own first request (shared fixture)."""
 from __future__ import annotations
 
+import http.client
 import json
 from pathlib import Path
+from urllib.parse import urlparse
 
 import openai
 import pytest
+import zstandard
 
 from tests.integration.http import post_raw
 
@@ -102,3 +105,17 @@ def test_codexs_own_request_streams_the_exact_sequence(base_url):
         "response.output_text.delta", "response.output_text.done", "response.content_part.done",
         "response.output_item.done", "response.completed"]
     assert events[4]["delta"] == "say hi" and events[-1]["response"]["output"][0]["content"][0]["text"] == "say hi"
+
+
+def test_a_zstd_compressed_body_as_codex_sends_it(base_url):
+    url = urlparse(base_url)
+    body = zstandard.ZstdCompressor().compress(json.dumps({"model": "echo", "input": "packed hi"}).encode())
+    connection = http.client.HTTPConnection(url.hostname, url.port, timeout=30)
+    try:
+        connection.request("POST", "/v1/responses", body=body, headers={
+            "Content-Type": "application/json", "Content-Encoding": "zstd"})
+        reply = connection.getresponse()
+        assert reply.status == 200
+        assert json.loads(reply.read())["output"][0]["content"][0]["text"] == "packed hi"
+    finally:
+        connection.close()
