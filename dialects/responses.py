@@ -14,9 +14,11 @@ from __future__ import annotations
 import json
 
 from dialects.images import from_url
+from pydantic import TypeAdapter
+
 from dialects.responses_schemas import (
-    CustomToolCallItem, CustomToolCallOutputItem, FunctionCallItem, FunctionCallOutputItem, InputImage, InputText,
-    MessageItem, NamedToolChoice, ReasoningItem, Refusal, ResponsesRequest, Tool,
+    CustomToolCallItem, CustomToolCallOutputItem, FunctionCallItem, FunctionCallOutputItem, InputImage, InputItem,
+    InputText, MessageItem, NamedToolChoice, ReasoningItem, Refusal, ResponsesRequest, Tool,
 )
 from protocol.contract import IMAGES_VERSION, Image, Job, Message, SamplingOptions, ToolCall, ToolChoice, ToolSpec
 from protocol.errors import InvalidRequest
@@ -157,10 +159,27 @@ def request_fields(request: ResponsesRequest) -> dict:
     text_format = request.text.format.model_dump(by_alias=True, exclude_none=True) if request.text and \
         request.text.format else {"type": "text"}
     return {"instructions": request.instructions, "max_output_tokens": request.max_output_tokens,
-            "parallel_tool_calls": request.parallel_tool_calls, "previous_response_id": None,
+            "parallel_tool_calls": request.parallel_tool_calls, "previous_response_id": request.previous_response_id,
             "reasoning": {"effort": request.reasoning.effort if request.reasoning else None,
                           "summary": request.reasoning.summary if request.reasoning else None},
-            "store": False, "temperature": request.temperature, "text": {"format": text_format},
+            "store": request.store, "temperature": request.temperature, "text": {"format": text_format},
             "tool_choice": choice, "tools": [t.model_dump(exclude_none=True) for t in request.tools],
             "top_p": request.top_p, "truncation": "disabled", "user": request.user,
             "metadata": request.metadata or {}}
+
+
+# --- stored responses ----------------------------------------------------------------
+_ITEMS = TypeAdapter(list[InputItem])
+
+
+def input_items(request: ResponsesRequest) -> list[dict]:
+    """The request's own input, as items (what a stored response keeps)."""
+    if isinstance(request.input, str):
+        return [{"type": "message", "role": "user", "content": request.input}]
+    return [item.model_dump(by_alias=True, exclude_none=True) for item in request.input]
+
+
+def continued(request: ResponsesRequest, earlier: list[dict]) -> ResponsesRequest:
+    """The request with the stored conversation before its own input (a
+    response's output items are input items as they are)."""
+    return request.model_copy(update={"input": _ITEMS.validate_python(earlier + input_items(request))})

@@ -11,6 +11,8 @@ type and a rising `sequence_number`; there is no `[DONE]`.
 """
 from __future__ import annotations
 
+from typing import Callable
+
 from dialects import openai_writer
 from dialects.writer import Frame, NamedEvent, Transcript, Writer, server_tool_comment
 from protocol.contract import DoneEvent, ServerToolEvent, ToolCallEvent, json_object
@@ -72,11 +74,12 @@ class ResponsesWriter(Writer):
     """One response's events; holds the output so far and the open item."""
 
     def __init__(self, response_id: str, model: str, created_at: int, fields: dict,
-                 custom_tools: frozenset[str] = frozenset()):
+                 custom_tools: frozenset[str] = frozenset(), on_final: Callable[[dict], None] | None = None):
         self.response = {"id": response_id, "object": "response", "created_at": created_at, "status": "in_progress",
                          "error": None, "incomplete_details": None, "model": model, "output": [], "usage": None,
                          **fields}
         self.custom_tools = custom_tools
+        self.on_final = on_final  # given the finished response (to store it)
         self._sequence = 0
         self._open: dict | None = None  # the item being streamed: its kind, id, index, text
         self._items = 0
@@ -183,8 +186,11 @@ class ResponsesWriter(Writer):
 
     def _final(self, done: DoneEvent) -> dict:
         incomplete = done.reason == "length"
-        return self._snapshot(status="incomplete" if incomplete else "completed", usage=usage(done),
-                              incomplete_details={"reason": "max_output_tokens"} if incomplete else None)
+        final = self._snapshot(status="incomplete" if incomplete else "completed", usage=usage(done),
+                               incomplete_details={"reason": "max_output_tokens"} if incomplete else None)
+        if self.on_final is not None:
+            self.on_final(final)
+        return final
 
     def error(self, error: SwitchboardError) -> list[Frame]:
         failed = self._snapshot(status="failed", error={"code": error_code(error), "message": error_message(error)})

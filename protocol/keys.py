@@ -162,6 +162,11 @@ TOOL_CALLS = f"{PREFIX}:metrics:tool_calls"  # field "server\x1ftool\x1fstatus"
 ERRORS = f"{PREFIX}:errors"  # the last errors, newest first (a capped list of JSON)
 
 
+def stored_response_key(response_id: str) -> str:
+    """A stored Responses API response: its owner, input, output and the one it continued."""
+    return f"{PREFIX}:response:{response_id}"
+
+
 def usage_key(day: str) -> str:
     """A day's usage (UTC date): field "person\x1fmodel\x1fmetric"."""
     return f"{PREFIX}:usage:{day}"

@@ -69,6 +69,8 @@ class Settings(BaseSettings):
     # How long a finished job's state (and an unrun job's abort mark) is kept
     # in Redis; at least the queue wait.
     record_seconds: int = _env("SWITCHBOARD_RECORD_SECONDS", 600, ge=1)
+    # How long a stored response (/v1/responses with store: true) is kept.
+    responses_ttl_seconds: int = _env("SWITCHBOARD_RESPONSES_TTL", 86400, ge=1)
     # Worker side: caps on one job, whatever it asks for.
     max_job_seconds: float = _env("SWITCHBOARD_MAX_JOB_SECONDS", 600.0, gt=0)
     max_job_tokens: int = _env("SWITCHBOARD_MAX_JOB_TOKENS", 16384, ge=1)

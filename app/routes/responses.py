@@ -1,39 +1,66 @@
 """OpenAI's Responses API: POST /v1/responses (Codex, the OpenAI Agents SDK,
-`client.responses.create`).
+`client.responses.create`), and the stored responses: GET and DELETE
+/v1/responses/{id}.
 
-Nothing is stored yet: a response is answered as `store: false` (what Codex
-sends, with the whole history each turn), and `previous_response_id` is
-refused, saying so. Errors before the stream are OpenAI's error object;
-after it, a `response.failed` event.
+A response is stored when the request says `store: true` (OpenAI's
+default; Codex sends `store: false` and the whole history each turn), for
+its creator only (app/stored_responses.py). Errors before the stream are
+OpenAI's error object; after it, a `response.failed` event.
 """
 from __future__ import annotations
 
 import time
 
-from flask import Blueprint
+from flask import Blueprint, jsonify
 
+from app import stored_responses
 from app.errors import register_error_handlers
-from app.jobs import new_job_id
+from app.jobs import new_job_id, person
 from app.routes.common import check_request_limits, find_model, note_tools_left_out, parse_body, serve
+from app.services import services
 from dialects import responses as translate
 from dialects.responses_schemas import ResponsesRequest
 from dialects.responses_writer import ResponsesWriter, error_body
-from protocol.errors import InvalidRequest
 
 bp = Blueprint("responses", __name__, url_prefix="/v1")
 register_error_handlers(bp, error_body)
 
 
+def _owner() -> str:
+    return person(services().keys.enabled)
+
+
+def _storing(request: ResponsesRequest):
+    """What the writer calls with the finished response, if it is to be kept."""
+    if not request.store:
+        return None
+    own, owner, items = services(), _owner(), translate.input_items(request)
+    return lambda response: stored_responses.save(own.redis, owner, response, items, request.previous_response_id,
+                                                  own.settings.responses_ttl_seconds)
+
+
 @bp.post("/responses")
 def responses():
     request = parse_body(ResponsesRequest)
-    if request.previous_response_id:
-        raise InvalidRequest("previous_response_id: this server keeps no responses yet; send the whole "
-                             "conversation in input (as Codex does with store: false)", param="previous_response_id")
-    check_request_limits(request.input if isinstance(request.input, list) else None, translate.unfolded(request.tools))
     entry = find_model(request.model)
+    on_final = _storing(request)  # (its own input: the stored history is not kept twice)
+    if request.previous_response_id:
+        request = translate.continued(request, stored_responses.history(
+            services().redis, _owner(), request.previous_response_id))
+    check_request_limits(request.input if isinstance(request.input, list) else None, translate.unfolded(request.tools))
     note_tools_left_out(translate.server_only_tools(request))
     job = translate.responses_to_job(request, new_job_id(), entry.name, entry.capabilities)
     writer = ResponsesWriter(f"resp_{job.id}", request.model, int(time.time()), translate.request_fields(request),
-                             translate.custom_tool_names(request))
+                             translate.custom_tool_names(request), on_final)
     return serve(job, entry, writer, "sse" if request.stream else None)
+
+
+@bp.get("/responses/<response_id>")
+def stored(response_id: str):
+    return jsonify(stored_responses.load(services().redis, _owner(), response_id))
+
+
+@bp.delete("/responses/<response_id>")
+def delete(response_id: str):
+    stored_responses.delete(services().redis, _owner(), response_id)
+    return jsonify({"id": response_id, "object": "response", "deleted": True})

@@ -9,7 +9,8 @@ from scripts.processes import ROOT, stack_env, start_stack, start_web
 from tests.integration.scripted_upstream import ScriptedUpstream
 from tests.integration.upstream_stack import registry_text, start_llama_server, start_upstream_stack
 
-KEY = "alice-anthropic-key"  # the keyed web process's one key (alice)
+KEY = "alice-anthropic-key"  # the keyed web process's keys: alice's...
+OTHER_KEY = "bob-other-key"  # ...and bob's
 
 
 @pytest.fixture(scope="session")
@@ -32,7 +33,7 @@ def keyed_base(stack, redis_url, tmp_path_factory):
     registry = tmp_path_factory.mktemp("keyed") / "models.toml"
     registry.write_text((ROOT / "models.toml").read_text().replace(
         '[models."echo"]\n', '[models."echo"]\naliases = ["claude-*-haiku-*", "claude-haiku-*"]\n', 1))
-    web, base = start_web(stack_env(redis_url, SWITCHBOARD_API_KEYS=f"alice:{KEY}",
+    web, base = start_web(stack_env(redis_url, SWITCHBOARD_API_KEYS=f"alice:{KEY},bob:{OTHER_KEY}",
                                     SWITCHBOARD_MODELS=str(registry)))
     yield base
     web.stop()

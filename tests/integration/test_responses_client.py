@@ -12,6 +12,7 @@ import openai
 import pytest
 import zstandard
 
+from tests.integration.conftest import KEY, OTHER_KEY
 from tests.integration.http import post_raw
 
 FIXTURE = Path(__file__).resolve().parent.parent / "fixtures" / "codex-responses-request.json"
@@ -83,9 +84,9 @@ def test_max_output_tokens_makes_it_incomplete(client):
 def test_errors_are_typed_sdk_exceptions(client):
     with pytest.raises(openai.NotFoundError):
         client.responses.create(model="nope", input="x")
-    with pytest.raises(openai.BadRequestError) as refused:
+    with pytest.raises(openai.NotFoundError) as unknown:
         client.responses.create(model="echo", input="x", previous_response_id="resp_123")
-    assert "previous_response_id" in refused.value.message
+    assert unknown.value.body["message"] == "Response with id 'resp_123' not found."
 
 
 def test_codexs_own_request_streams_the_exact_sequence(base_url):
@@ -119,3 +120,35 @@ def test_a_zstd_compressed_body_as_codex_sends_it(base_url):
         assert json.loads(reply.read())["output"][0]["content"][0]["text"] == "packed hi"
     finally:
         connection.close()
+
+
+
+# --- stored responses -----------------------------------------------------------------
+def test_a_stored_response_is_read_continued_and_deleted(client):
+    first = client.responses.create(model="echo", input="first turn")
+    assert first.store is True and client.responses.retrieve(first.id).output_text == "first turn"
+    second = client.responses.create(model="echo", input="second turn", previous_response_id=first.id)
+    assert second.output_text == "second turn" and second.previous_response_id == first.id
+    assert second.usage.input_tokens == 6  # the stored turns are sent again: first (2 + 2), then this one (2)
+    third = client.responses.create(model="echo", input="third", previous_response_id=second.id, store=False)
+    assert third.usage.input_tokens == 9
+    with pytest.raises(openai.NotFoundError):
+        client.responses.retrieve(third.id)  # store: false keeps nothing
+    client.responses.delete(first.id)
+    with pytest.raises(openai.NotFoundError):
+        client.responses.retrieve(first.id)
+    with pytest.raises(openai.NotFoundError):  # its continuation's history is gone with it
+        client.responses.create(model="echo", input="more", previous_response_id=second.id)
+
+
+def test_stored_responses_are_private_to_their_key(keyed_base, clean_redis):
+    alice = openai.OpenAI(base_url=f"{keyed_base}/v1", api_key=KEY, max_retries=0)
+    bob = openai.OpenAI(base_url=f"{keyed_base}/v1", api_key=OTHER_KEY, max_retries=0)
+    mine = alice.responses.create(model="echo", input="alice's secret")
+    assert alice.responses.retrieve(mine.id).output_text == "alice's secret"
+    for attempt in (lambda: bob.responses.retrieve(mine.id), lambda: bob.responses.delete(mine.id),
+                    lambda: bob.responses.create(model="echo", input="x", previous_response_id=mine.id)):
+        with pytest.raises(openai.NotFoundError) as hidden:
+            attempt()
+        assert hidden.value.body["message"] == f"Response with id '{mine.id}' not found."
+    assert alice.responses.retrieve(mine.id).output_text == "alice's secret"  # bob's delete did nothing
