@@ -35,7 +35,7 @@ class Sizes:
     upstream_tokens: int = 32
     upstream_rate: float = 200.0
     levels: tuple[int, ...] = (1, 16, 64)
-    messages_levels: tuple[int, ...] = (1, 64)
+    route_levels: tuple[int, ...] = (1, 64)  # sections 1b and 1c
     per_level: int = 200
     rounds: int = 4
     local_tokens: int = 128
@@ -58,7 +58,8 @@ class Sizes:
 QUICK = Sizes(levels=(1, 16, 64), per_level=20, rounds=2, local_tokens=32, local_rounds=2, relay_levels=(1, 10, 100),
               relay_tokens=500, streams=300, stream_tokens=10, aborts=10, probes=20, background=60,
               profile_seconds=4.0, fair_a_jobs=100, fair_b_jobs=10, cache_rounds=2)
-TINY = Sizes(upstream_tokens=8, levels=(1, 4), messages_levels=(1, 4), per_level=4, rounds=1, local_tokens=8, local_rounds=1,
+TINY = Sizes(upstream_tokens=8, levels=(1, 4), route_levels=(1, 4), per_level=4, rounds=1, local_tokens=8,
+             local_rounds=1,
              relay_levels=(1, 4), relay_tokens=50, streams=20, stream_tokens=4, aborts=3, probes=3, background=5,
              profile_seconds=2.0, fair_a_jobs=20, fair_b_jobs=4, burst=16, cache_rounds=1, file_chars=1200)
 
@@ -80,10 +81,11 @@ def run(sizes: Sizes, command: str, log=print) -> dict:
             f"Upstream: {sizes.upstream_tokens} tokens per reply, `paced` at {sizes.upstream_rate:g} tokens/s or "
             f"`instant` (all at once). {sizes.per_level} requests per way and level after a warm-up, in "
             f"{sizes.rounds} rounds taking turns; a new connection per request for every way.")}
-        log("1b. Anthropic's Messages route")
-        rows = asyncio.run(overhead.measure(endpoints, sizes.upstream_tokens, sizes.messages_levels, sizes.per_level,
-                                            sizes.rounds, overhead.messages_ways))
-        results["messages"] = {"rows": rows, "added": overhead.added(rows)}
+        for route, ways_of in overhead.ROUTES.items():
+            log(f"1b-c. the {route} route")
+            rows = asyncio.run(overhead.measure(endpoints, sizes.upstream_tokens, sizes.route_levels, sizes.per_level,
+                                                sizes.rounds, ways_of))
+            results[route] = {"rows": rows, "added": overhead.added(rows)}
         log("profile of the c=1 path")
         results["profile"] = profile.profile_path(endpoints, sizes.profile_seconds)
         results["celery_floor"] = celery_floor.measure(endpoints.redis_url, sizes.probes)

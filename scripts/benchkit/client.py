@@ -55,8 +55,11 @@ def frame_payloads(raw: bytes) -> list[dict]:
 def text_of(payload: dict) -> str:
     """The text a frame carries: OpenAI chat/completions chunks, Anthropic's
     text deltas, Ollama chat/generate lines, and the simple chat API's lines."""
-    if payload.get("type") == "content_block_delta":
+    kind = payload.get("type") or ""
+    if kind == "content_block_delta":
         return payload["delta"].get("text") or ""
+    if kind.startswith("response."):  # OpenAI's Responses (its `response` is no Ollama text)
+        return payload["delta"] if kind == "response.output_text.delta" else ""
     choices = payload.get("choices")
     if choices:
         choice = choices[0]
@@ -73,6 +76,8 @@ def tokens_of(payload: dict) -> int | None:
         return usage["completion_tokens"]
     if payload.get("type") == "message_delta":  # Anthropic's cumulative usage
         return usage.get("output_tokens")
+    if payload.get("type") in ("response.completed", "response.incomplete"):
+        return ((payload["response"].get("usage")) or {}).get("output_tokens")
     return payload.get("eval_count")
 
 

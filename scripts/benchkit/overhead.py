@@ -1,8 +1,9 @@
 """1. Gateway overhead: the same upstream reached directly, through
 Switchboard's `openai` backend (HTTP, admission, queue, worker, pub/sub,
-relay) and through LiteLLM's proxy, at several concurrency levels; and
-(1b) Anthropic's Messages route, /v1/messages, beside /v1/chat/completions
-on both gateways, over the same OpenAI-compatible upstream.
+relay) and through LiteLLM's proxy, at several concurrency levels; and the
+agents' routes, Anthropic's /v1/messages (1b) and OpenAI's /v1/responses
+(1c), beside /v1/chat/completions on both gateways, over the same
+OpenAI-compatible upstream.
 
 The ways take turns in rounds, so that drift in a noisy machine's speed is
 shared between them instead of falling on one. Every reply is checked: the
@@ -17,7 +18,7 @@ from scripts.benchkit.stack import LITELLM_KEY, Endpoints
 from scripts.benchkit.stats import run_concurrently, summary
 from scripts.benchkit.upstream import WORD
 
-CHAT_PATH, MESSAGES_PATH = "/v1/chat/completions", "/v1/messages"
+CHAT_PATH, MESSAGES_PATH, RESPONSES_PATH = "/v1/chat/completions", "/v1/messages", "/v1/responses"
 MESSAGES = [{"role": "user", "content": "Say something."}]
 
 
@@ -36,6 +37,10 @@ def chat_body(model: str, tokens: int) -> dict:
 
 def messages_body(model: str, tokens: int) -> dict:
     return {"model": model, "stream": True, "messages": MESSAGES, "max_tokens": tokens}
+
+
+def responses_body(model: str, tokens: int) -> dict:
+    return {"model": model, "stream": True, "input": MESSAGES, "max_output_tokens": tokens, "store": False}
 
 
 def _litellm_key() -> dict:
@@ -58,6 +63,17 @@ def messages_ways(endpoints: Endpoints) -> dict[str, Way]:
              "switchboard messages": Way(endpoints.web_port, MESSAGES_PATH, messages_body, "up-")}
     if endpoints.litellm_port:
         found["litellm messages"] = Way(endpoints.litellm_port, MESSAGES_PATH, messages_body, "up-", _litellm_key())
+    return found
+
+
+def responses_ways(endpoints: Endpoints) -> dict[str, Way]:
+    """OpenAI's Responses route on each gateway, beside Switchboard's chat route."""
+    found = {"direct": Way(endpoints.upstream_port, CHAT_PATH, chat_body),
+             "switchboard chat": Way(endpoints.web_port, CHAT_PATH, chat_body, "up-"),
+             "switchboard responses": Way(endpoints.web_port, RESPONSES_PATH, responses_body, "up-")}
+    if endpoints.litellm_port:
+        found["litellm responses"] = Way(endpoints.litellm_port, RESPONSES_PATH, responses_body, "bridged-",
+                                         _litellm_key())
     return found
 
 
@@ -116,3 +132,7 @@ def added(rows: list[dict]) -> list[dict]:
                     **{f"ttft_{q}": row["ttft"][q] - base["ttft"][q] for q in ("p50", "p95", "p99")},
                     **{f"total_{q}": row["total"][q] - base["total"][q] for q in ("p50", "p95", "p99")}})
     return out
+
+
+# The agents' routes measured beside chat (sections 1b, 1c): results key -> ways.
+ROUTES = {"messages": messages_ways, "responses": responses_ways}

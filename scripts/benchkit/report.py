@@ -113,9 +113,16 @@ def _sharing_lines(sharing: dict) -> list[str]:
     return lines
 
 
-MESSAGES_SETUP = ("The same upstream and sizes as section 1, at fewer levels: `POST /v1/messages` (Anthropic's "
-                  "stream, as Claude Code reads it) on Switchboard and on LiteLLM's proxy, beside Switchboard's "
-                  "`/v1/chat/completions`, all over the OpenAI-compatible upstream, in turns.")
+_ROUTE_SETUP = ("The same upstream and sizes as section 1, at fewer levels: `POST {path}` ({what}) on Switchboard "
+                "and on LiteLLM's proxy, beside Switchboard's `/v1/chat/completions`, all over the OpenAI-compatible "
+                "upstream, in turns.")
+ROUTE_SECTIONS = {  # results key -> heading, setup
+    "messages": ("1b. Anthropic's Messages route", _ROUTE_SETUP.format(
+        path="/v1/messages", what="Anthropic's stream, as Claude Code reads it")),
+    "responses": ("1c. OpenAI's Responses route", _ROUTE_SETUP.format(
+        path="/v1/responses", what="OpenAI's Responses stream, as Codex reads it; LiteLLM's bridge to chat "
+                                    "completions, since the upstream has no Responses API")),
+}
 
 
 def markdown(results: dict, chart_name: str) -> str:
@@ -131,9 +138,9 @@ def markdown(results: dict, chart_name: str) -> str:
     lines += [f"| {c.target} | {c.measured} | {'yes' if c.met else '**no**'} |" for c in checks]
     lines += ["", "## 1. Gateway overhead", "", results["overhead"]["setup"], ""]
     lines += _overhead_tables(results["overhead"])
-    if results.get("messages"):
-        lines += ["", "## 1b. Anthropic's Messages route", "", MESSAGES_SETUP, ""]
-        lines += _overhead_tables(results["messages"])
+    for route, (heading, setup) in ROUTE_SECTIONS.items():
+        if results.get(route):
+            lines += ["", f"## {heading}", "", setup, ""] + _overhead_tables(results[route])
     lines += ["", "### Where the time of one request goes", ""] + _profile_lines(results)
     lines += ["", "## 2. Local model", "", results["local_setup"], ""] + _local_table(results)
     lines += ["", "## 3-4. Relay capacity and 1,000 streams", ""] + _relay_tables(results)

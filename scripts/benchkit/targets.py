@@ -41,16 +41,18 @@ def _overhead(results: dict) -> list[Check]:
     return checks
 
 
-def _messages(results: dict) -> list[Check]:
-    """Anthropic's route: below LiteLLM's, at every level measured."""
-    added = {(r["variant"], r["concurrency"], r["way"]): r for r in results.get("messages", {}).get("added", [])}
+def _routes(results: dict) -> list[Check]:
+    """The agents' routes (Anthropic's messages, OpenAI's responses): below
+    LiteLLM's own, at every level measured."""
     checks = []
-    for (variant, concurrency, way), row in added.items():
-        other = added.get((variant, concurrency, "litellm messages"))
-        if way == "switchboard messages" and other is not None:
-            checks.append(Check(f"/v1/messages added TTFT p50 below LiteLLM's, c={concurrency} ({variant})",
-                                f"{row['ttft_p50']:.2f} vs {other['ttft_p50']:.2f} ms",
-                                row["ttft_p50"] < other["ttft_p50"]))
+    for route in ("messages", "responses"):
+        added = {(r["variant"], r["concurrency"], r["way"]): r for r in results.get(route, {}).get("added", [])}
+        for (variant, concurrency, way), row in added.items():
+            other = added.get((variant, concurrency, f"litellm {route}"))
+            if way == f"switchboard {route}" and other is not None:
+                checks.append(Check(f"/v1/{route} added TTFT p50 below LiteLLM's, c={concurrency} ({variant})",
+                                    f"{row['ttft_p50']:.2f} vs {other['ttft_p50']:.2f} ms",
+                                    row["ttft_p50"] < other["ttft_p50"]))
     return checks
 
 
@@ -150,5 +152,5 @@ def _scale(scale: dict) -> list[Check]:
 
 def check_all(results: dict) -> list[Check]:
     scale = _scale(results["scale"]) if results.get("scale") else []
-    return (_overhead(results) + _messages(results) + _local(results) + _relay(results) + _abort(results)
+    return (_overhead(results) + _routes(results) + _local(results) + _relay(results) + _abort(results)
             + _sharing(results) + scale)
