@@ -3,7 +3,7 @@ tests/agents), headless (`codex exec`), against Switchboard's Responses
 API: a plain answer, and a round of its own tool loop in which the echo
 model's reply calls Codex's shell tool (exec_command), Codex runs the
 command (it writes a file) and sends the output back, and the answer is
-that output; on echo, through a chained OpenAI-compatible upstream, and
+that output; on echo, through each upstream kind chained to echo, and
 with a key."""
 from __future__ import annotations
 
@@ -54,7 +54,11 @@ def test_with_a_key(keyed_base, clean_redis, tmp_path):
     assert codex(keyed_base, "keyed hi", tmp_path, key=KEY).strip() == "keyed hi"
 
 
-def test_through_a_chained_openai_upstream(upstreams, clean_redis, tmp_path):
+@pytest.mark.parametrize("model", ["up-sb", "up-ollama", "claude-sb"], ids=["openai", "ollama", "anthropic"])
+def test_through_each_upstream_kind(upstreams, clean_redis, tmp_path, model):
+    """Upstreams with native tools, each a second hop to the session's
+    Switchboard in its own protocol: the shell call and its output cross
+    both hops."""
     base = upstreams["base"]
-    assert codex(base, "say hi", tmp_path, model="up-sb").strip() == "say hi"
-    shell_round(base, tmp_path, model="up-sb")
+    assert codex(base, "say hi", tmp_path, model=model).strip() == "say hi"
+    shell_round(base, tmp_path, model=model)
