@@ -18,7 +18,8 @@ from pydantic import TypeAdapter
 
 from dialects.responses_schemas import (
     CustomToolCallItem, CustomToolCallOutputItem, FunctionCallItem, FunctionCallOutputItem, InputImage, InputItem,
-    InputText, MessageItem, NamedToolChoice, ReasoningItem, Refusal, ResponsesRequest, Tool,
+    InputText, LocalShellCallItem, LocalShellCallOutputItem, MessageItem, NamedToolChoice, ReasoningItem, Refusal,
+    ResponsesRequest, Tool,
 )
 from protocol.contract import IMAGES_VERSION, Image, Job, Message, SamplingOptions, ToolCall, ToolChoice, ToolSpec
 from protocol.errors import InvalidRequest
@@ -26,6 +27,7 @@ from protocol.errors import InvalidRequest
 # A custom tool's one free-text input, as the model is offered it.
 CUSTOM_TOOL_PARAMETERS = {"type": "object", "properties": {"input": {
     "type": "string", "description": "the tool's whole input, as free text"}}, "required": ["input"]}
+LOCAL_SHELL = "local_shell"  # the name a local shell call goes by in the conversation
 _EFFORTS = {"none": False, "minimal": "low", "low": "low", "medium": "medium", "high": "high", "xhigh": "high"}
 
 
@@ -41,7 +43,8 @@ def to_tool_specs(request: ResponsesRequest) -> list[ToolSpec]:
         if tool.type == "function" and tool.name:
             specs.append(ToolSpec(name=tool.name, description=tool.description or "", parameters=tool.parameters or {}))
         elif tool.type == "custom" and tool.name:
-            specs.append(ToolSpec(name=tool.name, description=tool.description or "", parameters=CUSTOM_TOOL_PARAMETERS))
+            specs.append(ToolSpec(name=tool.name, description=tool.description or "",
+                                  parameters=CUSTOM_TOOL_PARAMETERS))
     return specs
 
 
@@ -93,10 +96,15 @@ def _image(part: InputImage, field: str, vision: bool) -> Image:
     return from_url(part.image_url, field)
 
 
-def _call(item: FunctionCallItem | CustomToolCallItem) -> ToolCall:
-    arguments = item.arguments if isinstance(item, FunctionCallItem) else json.dumps({"input": item.input},
-                                                                                      ensure_ascii=False)
-    return ToolCall(id=item.call_id, name=item.name, arguments=arguments)
+def _call(item: FunctionCallItem | CustomToolCallItem | LocalShellCallItem) -> ToolCall:
+    """The call as the model sees calls: a name and JSON arguments (a custom
+    tool's text as its `input`, a local shell call's action as they are)."""
+    if isinstance(item, FunctionCallItem):
+        return ToolCall(id=item.call_id, name=item.name, arguments=item.arguments)
+    if isinstance(item, CustomToolCallItem):
+        return ToolCall(id=item.call_id, name=item.name,
+                        arguments=json.dumps({"input": item.input}, ensure_ascii=False))
+    return ToolCall(id=item.call_id, name=LOCAL_SHELL, arguments=json.dumps(item.action, ensure_ascii=False))
 
 
 def to_messages(request: ResponsesRequest, vision: bool, thinks: bool) -> list[Message]:
@@ -107,13 +115,13 @@ def to_messages(request: ResponsesRequest, vision: bool, thinks: bool) -> list[M
         if isinstance(item, MessageItem):
             messages += _message(item, f"input.{n}", vision, thinking)
             thinking = "" if item.role == "assistant" else thinking
-        elif isinstance(item, (FunctionCallItem, CustomToolCallItem)):
+        elif isinstance(item, (FunctionCallItem, CustomToolCallItem, LocalShellCallItem)):
             if messages and messages[-1].role == "assistant" and not messages[-1].tool_call_id:
                 messages[-1] = messages[-1].model_copy(update={"tool_calls": messages[-1].tool_calls + [_call(item)]})
             else:
                 messages.append(Message(role="assistant", tool_calls=[_call(item)], thinking=thinking))
             thinking = ""
-        elif isinstance(item, (FunctionCallOutputItem, CustomToolCallOutputItem)):
+        elif isinstance(item, (FunctionCallOutputItem, CustomToolCallOutputItem, LocalShellCallOutputItem)):
             messages.append(Message(role="tool", content=_output_text(item.output), tool_call_id=item.call_id))
         elif isinstance(item, ReasoningItem) and thinks:
             thinking += "".join(part.text for part in item.summary)

@@ -63,6 +63,20 @@ class CustomToolCallOutputItem(Request):
     output: str | list[ContentPart] = ""
 
 
+class LocalShellCallItem(Request):
+    """Codex's older shell tool: a call whose `action` is the command."""
+
+    type: Literal["local_shell_call"]
+    call_id: str
+    action: dict = Field(default_factory=dict)
+
+
+class LocalShellCallOutputItem(Request):
+    type: Literal["local_shell_call_output"]
+    call_id: str
+    output: str = ""
+
+
 class SummaryText(Request):
     type: str = "summary_text"
     text: str = ""
@@ -81,7 +95,7 @@ class OtherItem(Request):
 
 
 _ITEMS = {"message", "function_call", "function_call_output", "custom_tool_call", "custom_tool_call_output",
-          "reasoning"}
+          "local_shell_call", "local_shell_call_output", "reasoning"}
 
 
 def _item_kind(value: Any) -> str:
@@ -94,6 +108,8 @@ InputItem = Annotated[Union[
     Annotated[FunctionCallOutputItem, Tag("function_call_output")],
     Annotated[CustomToolCallItem, Tag("custom_tool_call")],
     Annotated[CustomToolCallOutputItem, Tag("custom_tool_call_output")],
+    Annotated[LocalShellCallItem, Tag("local_shell_call")],
+    Annotated[LocalShellCallOutputItem, Tag("local_shell_call_output")],
     Annotated[ReasoningItem, Tag("reasoning")], Annotated[OtherItem, Tag("other")],
 ], Discriminator(_item_kind)]
 

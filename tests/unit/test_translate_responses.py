@@ -45,6 +45,9 @@ def test_items_in_order_with_a_parallel_round():
         {"type": "function_call_output", "call_id": "c2", "output": [{"type": "input_text", "text": "B"}]},
         {"type": "custom_tool_call", "call_id": "c3", "name": "apply_patch", "input": "*** Begin"},
         {"type": "custom_tool_call_output", "call_id": "c3", "output": "done"},
+        {"type": "local_shell_call", "call_id": "c4", "status": "completed",
+         "action": {"type": "exec", "command": ["ls"]}},
+        {"type": "local_shell_call_output", "call_id": "c4", "output": "a.txt"},
         {"type": "web_search_call", "id": "ws_1", "status": "completed"}])
     assert job.messages == [
         Message(role="system", content="Be brief."), Message(role="user", content="go"),
@@ -53,7 +56,10 @@ def test_items_in_order_with_a_parallel_round():
         Message(role="tool", content="A", tool_call_id="c1"), Message(role="tool", content="B", tool_call_id="c2"),
         Message(role="assistant", tool_calls=[ToolCall(id="c3", name="apply_patch",
                                                        arguments='{"input": "*** Begin"}')]),
-        Message(role="tool", content="done", tool_call_id="c3")]
+        Message(role="tool", content="done", tool_call_id="c3"),
+        Message(role="assistant", tool_calls=[ToolCall(id="c4", name="local_shell",
+                                                       arguments='{"type": "exec", "command": ["ls"]}')]),
+        Message(role="tool", content="a.txt", tool_call_id="c4")]
 
 
 def test_reasoning_goes_back_only_to_a_model_that_thinks():
