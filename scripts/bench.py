@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import json
 import os
 import platform
@@ -81,11 +82,11 @@ def run(sizes: Sizes, command: str, log=print) -> dict:
             f"Upstream: {sizes.upstream_tokens} tokens per reply, `paced` at {sizes.upstream_rate:g} tokens/s or "
             f"`instant` (all at once). {sizes.per_level} requests per way and level after a warm-up, in "
             f"{sizes.rounds} rounds taking turns; a new connection per request for every way.")}
-        for route, ways_of in overhead.ROUTES.items():
-            log(f"1b-c. the {route} route")
+        for name, route in overhead.ROUTES.items():
+            log(f"1b-c. the {name} route")
             rows = asyncio.run(overhead.measure(endpoints, sizes.upstream_tokens, sizes.route_levels, sizes.per_level,
-                                                sizes.rounds, ways_of))
-            results[route] = {"rows": rows, "added": overhead.added(rows)}
+                                                sizes.rounds, functools.partial(route.ways, name)))
+            results[name] = {"rows": rows, "added": overhead.added(rows)}
         log("profile of the c=1 path")
         results["profile"] = profile.profile_path(endpoints, sizes.profile_seconds)
         results["celery_floor"] = celery_floor.measure(endpoints.redis_url, sizes.probes)

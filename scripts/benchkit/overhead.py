@@ -56,25 +56,21 @@ def ways(endpoints: Endpoints) -> dict[str, Way]:
     return found
 
 
-def messages_ways(endpoints: Endpoints) -> dict[str, Way]:
-    """Anthropic's route on each gateway, beside Switchboard's chat route."""
-    found = {"direct": Way(endpoints.upstream_port, CHAT_PATH, chat_body),
-             "switchboard chat": Way(endpoints.web_port, CHAT_PATH, chat_body, "up-"),
-             "switchboard messages": Way(endpoints.web_port, MESSAGES_PATH, messages_body, "up-")}
-    if endpoints.litellm_port:
-        found["litellm messages"] = Way(endpoints.litellm_port, MESSAGES_PATH, messages_body, "up-", _litellm_key())
-    return found
+class Route(NamedTuple):
+    """One of the agents' routes, measured beside Switchboard's chat route."""
 
+    path: str
+    body: Callable[[str, int], dict]
+    litellm_prefix: str  # LiteLLM's deployments that reach the upstream by chat completions
 
-def responses_ways(endpoints: Endpoints) -> dict[str, Way]:
-    """OpenAI's Responses route on each gateway, beside Switchboard's chat route."""
-    found = {"direct": Way(endpoints.upstream_port, CHAT_PATH, chat_body),
-             "switchboard chat": Way(endpoints.web_port, CHAT_PATH, chat_body, "up-"),
-             "switchboard responses": Way(endpoints.web_port, RESPONSES_PATH, responses_body, "up-")}
-    if endpoints.litellm_port:
-        found["litellm responses"] = Way(endpoints.litellm_port, RESPONSES_PATH, responses_body, "bridged-",
-                                         _litellm_key())
-    return found
+    def ways(self, name: str, endpoints: Endpoints) -> dict[str, Way]:
+        found = {"direct": Way(endpoints.upstream_port, CHAT_PATH, chat_body),
+                 "switchboard chat": Way(endpoints.web_port, CHAT_PATH, chat_body, "up-"),
+                 f"switchboard {name}": Way(endpoints.web_port, self.path, self.body, "up-")}
+        if endpoints.litellm_port:
+            found[f"litellm {name}"] = Way(endpoints.litellm_port, self.path, self.body, self.litellm_prefix,
+                                           _litellm_key())
+        return found
 
 
 def check(result: StreamResult, tokens: int) -> str | None:
@@ -134,5 +130,8 @@ def added(rows: list[dict]) -> list[dict]:
     return out
 
 
-# The agents' routes measured beside chat (sections 1b, 1c): results key -> ways.
-ROUTES = {"messages": messages_ways, "responses": responses_ways}
+# The agents' routes (sections 1b, 1c), by their results' key. LiteLLM's own
+# bridged-* deployments for Responses: its up-* ones would call the upstream's
+# Responses API (scripts/benchkit/stack.py).
+ROUTES = {"messages": Route(MESSAGES_PATH, messages_body, "up-"),
+          "responses": Route(RESPONSES_PATH, responses_body, "bridged-")}

@@ -51,7 +51,8 @@ class MessageStream:
             return self._delta(event.get("delta") or {})
         if kind == "content_block_stop" and self._call is not None:
             call, self._call = self._call, None
-            return [NativeCall(name=call.get("name", ""), arguments="".join(self._arguments) or "{}", id=call.get("id"))]
+            arguments = "".join(self._arguments) or "{}"
+            return [NativeCall(name=call.get("name", ""), arguments=arguments, id=call.get("id"))]
         if kind == "message_delta":
             self.usage |= {k: v for k, v in (event.get("usage") or {}).items() if v is not None}  # cumulative
             delta = event.get("delta") or {}
