@@ -19,7 +19,7 @@ from dialects.anthropic_schemas import (
     CountTokensRequest, ImageBlock, Message as WireMessage, MessagesRequest, RedactedThinkingBlock, TextBlock,
     ThinkingBlock, ToolResultBlock, ToolUseBlock,
 )
-from dialects.images import from_typed_base64
+from dialects.images import check_vision, from_typed_base64
 from protocol.contract import (
     COUNT_VERSION, IMAGES_VERSION, Image, Job, Message, SamplingOptions, ToolCall, ToolChoice, ToolSpec, json_object,
 )
@@ -34,8 +34,7 @@ _EFFORTS = {"low": "low", "medium": "medium", "high": "high", "max": "high"}  # 
 
 # --- blocks -> messages ---------------------------------------------------------------
 def _image(block: ImageBlock, field: str, vision: bool) -> Image:
-    if not vision:
-        raise InvalidRequest(f"{field}: this model does not support images", param=field)
+    check_vision(vision, field)
     if block.source.type != "base64" or not block.source.data:
         raise InvalidRequest(f"{field}: only base64 image sources are accepted (this server fetches no URL and "
                              f"keeps no files); send the image as source.type \"base64\"", param=field)

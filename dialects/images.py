@@ -45,6 +45,12 @@ def from_base64(data: str, field: str) -> Image:
     return Image(data=data, mime=_sniffed_mime(data))
 
 
+def check_vision(vision: bool, field: str) -> None:
+    """An image for a model without the vision capability: refused, saying so."""
+    if not vision:
+        raise InvalidRequest(f"{field}: this model does not support images", param=field)
+
+
 def from_typed_base64(data: str, mime: str | None, field: str) -> Image:
     """Anthropic: base64 with its media type beside it."""
     _decoded_size(data, field)

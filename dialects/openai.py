@@ -9,7 +9,7 @@ pair of functions each, so a new field is one change here.
 from __future__ import annotations
 
 from dialects.common import stop_list
-from dialects.images import from_url
+from dialects.images import check_vision, from_url
 from dialects.openai_schemas import (
     ChatCompletionRequest, CompletionRequest, ImagePart, Message as WireMessage, NamedToolChoice, ResponseFormat,
     TextPart,
@@ -65,9 +65,8 @@ def content_texts(message: WireMessage) -> list[str]:
 
 def content_images(message: WireMessage, index: int, vision: bool) -> list[Image]:
     parts = [p for p in message.content or [] if isinstance(p, ImagePart)] if isinstance(message.content, list) else []
-    if parts and not vision:
-        raise InvalidRequest(f"messages.{index}.content: this model does not support images",
-                             param=f"messages.{index}.content")
+    if parts:
+        check_vision(vision, f"messages.{index}.content")
     urls = [part.image_url.get("url", "") if isinstance(part.image_url, dict) else part.image_url for part in parts]
     return [from_url(url, f"messages.{index}.content") for url in urls]
 

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import json
 
-from dialects.images import from_url
 from pydantic import TypeAdapter
 
+from dialects.images import check_vision, from_url
 from dialects.responses_schemas import (
     CustomToolCallItem, CustomToolCallOutputItem, FunctionCallItem, FunctionCallOutputItem, InputImage, InputItem,
     InputText, LocalShellCallItem, LocalShellCallOutputItem, MessageItem, NamedToolChoice, ReasoningItem, Refusal,
@@ -89,8 +89,7 @@ def _message(item: MessageItem, field: str, vision: bool, thinking: str) -> list
 
 
 def _image(part: InputImage, field: str, vision: bool) -> Image:
-    if not vision:
-        raise InvalidRequest(f"{field}: this model does not support images", param=field)
+    check_vision(vision, field)
     if not part.image_url:
         raise InvalidRequest(f"{field}: only images sent inline as a data URL are accepted", param=field)
     return from_url(part.image_url, field)

@@ -52,12 +52,12 @@ def _suffix(call_id: str) -> str:
     return call_id.removeprefix("call_")
 
 
-def call_item(call: ToolCallEvent, custom: bool, status: str = "completed") -> dict:
+def call_item(call: ToolCallEvent, custom: bool) -> dict:
     """A function call, or a custom tool's call with its one text input."""
     if custom:
-        return {"type": "custom_tool_call", "id": f"ctc_{_suffix(call.id)}", "status": status, "call_id": call.id,
-                "name": call.name, "input": str(json_object(call.arguments).get("input", ""))}
-    return {"type": "function_call", "id": f"fc_{_suffix(call.id)}", "status": status, "call_id": call.id,
+        return {"type": "custom_tool_call", "id": f"ctc_{_suffix(call.id)}", "status": "completed",
+                "call_id": call.id, "name": call.name, "input": str(json_object(call.arguments).get("input", ""))}
+    return {"type": "function_call", "id": f"fc_{_suffix(call.id)}", "status": "completed", "call_id": call.id,
             "name": call.name, "arguments": call.arguments}
 
 
