@@ -107,7 +107,7 @@ def chat_to_job(request: ChatCompletionRequest, job_id: str, model: str, capabil
                options=to_sampling(request, request.max_completion_tokens or request.max_tokens),
                tools=to_tool_specs(request.tools), tool_choice=to_tool_choice(request),
                parallel_tool_calls=request.parallel_tool_calls is not False, format=to_format(request.response_format),
-               think=to_think(request.reasoning_effort, capabilities),
+               think=to_think(request.reasoning_effort, capabilities), cache_key=request.prompt_cache_key or "",
                version=IMAGES_VERSION if any(m.images for m in messages) else 1)
 
 

@@ -85,6 +85,7 @@ class ChatCompletionRequest(Request):
     tool_choice: Literal["none", "auto", "required"] | NamedToolChoice | None = None
     parallel_tool_calls: bool | None = None
     reasoning_effort: Literal["none", "minimal", "low", "medium", "high"] | None = None
+    prompt_cache_key: str | None = None  # routes prompts sharing a prefix to one cache
     user: str | None = None
 
 

@@ -156,7 +156,7 @@ def responses_to_job(request: ResponsesRequest, job_id: str, model: str, capabil
     return Job(id=job_id, model=model, messages=messages, options=options, tools=to_tool_specs(request),
                tool_choice=to_tool_choice(request), parallel_tool_calls=request.parallel_tool_calls,
                format=to_format(request), think=to_think(request, capabilities),
-               version=IMAGES_VERSION if any(m.images for m in messages) else 1)
+               cache_key=request.prompt_cache_key or "", version=IMAGES_VERSION if any(m.images for m in messages) else 1)
 
 
 def request_fields(request: ResponsesRequest) -> dict:
@@ -172,7 +172,7 @@ def request_fields(request: ResponsesRequest) -> dict:
             "store": request.store, "temperature": request.temperature, "text": {"format": text_format},
             "tool_choice": choice, "tools": [t.model_dump(exclude_none=True) for t in request.tools],
             "top_p": request.top_p, "truncation": "disabled", "user": request.user,
-            "metadata": request.metadata or {}}
+            "metadata": request.metadata or {}, "prompt_cache_key": request.prompt_cache_key}
 
 
 # --- stored responses ----------------------------------------------------------------

@@ -178,6 +178,10 @@ class Job(_Strict):
     # The client's anthropic-beta header, passed on to an Anthropic upstream
     # (features such as interleaved thinking are asked for by it).
     anthropic_beta: str = ""
+    # A client's name for prompts that share a prefix (OpenAI's
+    # prompt_cache_key): such jobs go to the worker whose cache holds the
+    # last one, whoever sends them; empty: the person's own last job's worker.
+    cache_key: str = ""
 
     def prompt_characters(self) -> int:
         """How long its input is, in characters: what the model reads of it

@@ -17,7 +17,8 @@ ends). Models that run one job at a time per worker (llama.cpp: one context
 per process) are taken only by a worker whose copy is idle; a worker that
 cannot run one hands it to a worker that can (a direct ticket), preferring
 the worker that ran the same person's previous job on that model (its prompt
-cache holds their prefix), and never waiting for a busy worker for the
+cache holds their prefix; jobs naming a cache key follow that key instead
+of their person), and never waiting for a busy worker for the
 cache's sake.
 
 Jobs whose client left, whose web process died or whose time is up are
@@ -25,6 +26,7 @@ dropped by whoever meets them first.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import time
 from dataclasses import dataclass, replace
@@ -72,7 +74,7 @@ def push(redis: Redis | Pipeline, pool: str, klass: str, job: Job, waiting: Wait
               "enqueued": repr(job.enqueued_at), "events": events_channel_of(job),
               # No started event: this web process learns it from the job's first event, or
               # from its state while it is silent (app/jobs.py). An older one gets the event.
-              "quiet": "1"}
+              "quiet": "1", "affinity": affinity_of(job, waiting.person)}
     args = [job.id, job.model_dump_json(), waiting.person, waiting.weight, policy, message, member]
     for name, value in fields.items():
         args += [name, value]
@@ -224,9 +226,19 @@ def mark_free(redis: Redis, worker_id: str, models: list[str]) -> None:
                                       *models])
 
 
-def remember_affinity(redis: Redis, model: str, person: str, worker_id: str) -> None:
-    """The worker now holds the person's prompt for the model in its cache."""
-    redis.set(keys.affinity_key(model, person), worker_id, ex=AFFINITY_SECONDS)
+def affinity_of(job: Job, person: str) -> str:
+    """Whose prompts a job's prefix is shared with: its cache key's (hashed,
+    so a client's string of any length makes a short Redis key), else its
+    person's."""
+    if not job.cache_key:
+        return person
+    return "cache:" + hashlib.sha256(job.cache_key.encode()).hexdigest()[:32]
+
+
+def remember_affinity(redis: Redis, model: str, affinity: str, worker_id: str) -> None:
+    """The worker now holds the prompt of the person or cache key (affinity_of)
+    for the model in its cache."""
+    redis.set(keys.affinity_key(model, affinity), worker_id, ex=AFFINITY_SECONDS)
 
 
 def depth(redis: Redis, pool: str) -> int:

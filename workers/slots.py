@@ -97,7 +97,8 @@ class Slots:
         with self._lock:
             if model in self._running_serial:
                 self._running_serial.discard(model)
-                fairqueue.remember_affinity(self._redis, model, taken.person, self.worker_id)
+                fairqueue.remember_affinity(self._redis, model, fairqueue.affinity_of(taken.job, taken.person),
+                                             self.worker_id)
                 if self.tracks_free:
                     fairqueue.mark_free(self._redis, self.worker_id, self._idle())
 

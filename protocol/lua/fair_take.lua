@@ -18,7 +18,7 @@ local alive_ttl, started_event, own_channel_head, own_channel_tail = tonumber(AR
 local idle_here = {}
 for i = 21, #ARGV do idle_here[ARGV[i]] = true end
 local FIELDS = {'person', 'limit', 'lease', 'model', 'serial', 'expires', 'web', 'reserved', 'payload', 'tag', 'ready',
-                'member', 'enqueued', 'events', 'quiet'}
+                'member', 'enqueued', 'events', 'quiet', 'affinity'}
 local forward = nil
 
 local function read(job_id)
@@ -105,8 +105,8 @@ local function verdict(job)
     end
     return 'skip'
   end
-  -- ... and the worker holding the person's prompt cache gets the job if it is free.
-  local affine = redis.call('GET', p_affinity .. job.model .. ':' .. job.person)
+  -- ... and the worker holding the person's (or the cache key's) prompt gets the job if it is free.
+  local affine = redis.call('GET', p_affinity .. job.model .. ':' .. (job.affinity or job.person))
   if affine and affine ~= worker and not forward and is_free(job.model, affine) then
     reserve(job, affine)
     return 'skip'

@@ -25,10 +25,11 @@ def test_openai_request_to_job(copilot_fixture):
 def test_openai_developer_role_and_limits():
     request = ChatCompletionRequest.model_validate({
         "model": "m", "messages": [{"role": "developer", "content": "d"}, {"role": "user", "content": None}],
-        "max_tokens": 5, "max_completion_tokens": 7, "stop": "END"})
+        "max_tokens": 5, "max_completion_tokens": 7, "stop": "END", "prompt_cache_key": "team-prompt"})
     job = openai.chat_to_job(request, "id", "m")
     assert [(m.role, m.content) for m in job.messages] == [("system", "d"), ("user", "")]
     assert job.options.max_tokens == 7 and job.options.stop == ["END"]
+    assert job.cache_key == "team-prompt"
 
 
 def test_openai_chunks_and_completion():

@@ -20,10 +20,12 @@ POOL = "local"
 
 
 def queue(redis, web, person, *, model="echo", klass="chat", limit=100, weight=1.0, serial=False,
-          policy="fair", expires_in=60.0, replies: bool = False, pool=POOL, ticket: bool = False) -> str:
+          policy="fair", expires_in=60.0, replies: bool = False, pool=POOL, ticket: bool = False,
+          cache_key: str = "") -> str:
     job_id = uuid.uuid4().hex
     job = Job(id=job_id, model=model, messages=[Message(role="user", content=person)], web_id=web,
-              expires_at=time.time() + expires_in, reply_channel=keys.reply_channel(web, job_id) if replies else "")
+              expires_at=time.time() + expires_in, reply_channel=keys.reply_channel(web, job_id) if replies else "",
+              cache_key=cache_key)
     fairqueue.push(redis, pool, klass, job, Waiting(person, limit, weight, serial), policy,
                    ticket=(ticket_queue(pool, klass), f"ticket of {job_id}".encode()) if ticket else None)
     return job.id
@@ -226,6 +228,23 @@ def test_the_person_goes_to_the_worker_holding_their_prefix_when_it_is_idle(clea
     other = fairqueue.take(clean_redis, POOL, "w1", idle_serial=["smol"])
     assert other.job is None and (other.forward_to, other.forward_job) == ("w2", job_id)
     assert fairqueue.take(clean_redis, POOL, "w2", want=job_id, idle_serial=["smol"]).job.id == job_id
+
+
+def test_a_cache_key_goes_to_the_worker_holding_its_prefix_whoever_sends_it(clean_redis, web):
+    keyed = Job(id="x", model="smol", cache_key="repo-prompt-v1")
+    fairqueue.remember_affinity(clean_redis, "smol", fairqueue.affinity_of(keyed, "alice"), "w2")
+    fairqueue.remember_affinity(clean_redis, "smol", "bob", "w3")  # bob's own last job ran on w3
+    fairqueue.mark_free(clean_redis, "w2", ["smol"])
+    fairqueue.mark_free(clean_redis, "w3", ["smol"])
+    job_id = queue(clean_redis, web, "bob", model="smol", serial=True, cache_key="repo-prompt-v1")
+    other = fairqueue.take(clean_redis, POOL, "w1", idle_serial=["smol"])
+    assert (other.forward_to, other.forward_job) == ("w2", job_id)
+
+
+def test_a_cache_key_of_any_length_makes_a_short_affinity_name():
+    name = fairqueue.affinity_of(Job(id="x", model="smol", cache_key="k" * 100_000), "alice")
+    assert name.startswith("cache:") and len(name) < 64
+    assert fairqueue.affinity_of(Job(id="x", model="smol"), "alice") == "alice"
 
 
 def test_but_not_when_that_worker_is_busy(clean_redis, web):

@@ -22,9 +22,9 @@ def registry() -> Registry:
                      "echo": parse_entry("echo", {"backend": "echo"})})
 
 
-def queue(redis, web, person, model, pool="local", limit=16, serial=True, ticket=False) -> str:
+def queue(redis, web, person, model, pool="local", limit=16, serial=True, ticket=False, cache_key="") -> str:
     job = Job(id=uuid.uuid4().hex, model=model, messages=[Message(role="user", content="hi")], web_id=web,
-              expires_at=time.time() + 60)
+              expires_at=time.time() + 60, cache_key=cache_key)
     fairqueue.push(redis, pool, "chat", job, Waiting(person, limit, serial=serial),
                    ticket=(pool, job.id.encode()) if ticket else None)
     return job.id
@@ -49,6 +49,15 @@ def test_a_one_at_a_time_model_runs_one_job_per_worker_and_is_published_idle_aga
     assert clean_redis.zscore(keys.FAIR_FREE_PREFIX + "smol", "w1") is not None
     assert clean_redis.get(keys.affinity_key("smol", "alice")) == b"w1"
     assert own.take("local").person == "bob"
+
+
+def test_a_job_with_a_cache_key_leaves_its_affinity_to_the_key_not_the_person(clean_redis, web):
+    own = slots(clean_redis, [])
+    queue(clean_redis, web, "alice", "smol", cache_key="shared-system-prompt")
+    own.finish("local", own.take("local"))
+    keyed = Job(id="x", model="smol", cache_key="shared-system-prompt")
+    assert clean_redis.get(keys.affinity_key("smol", fairqueue.affinity_of(keyed, "alice"))) == b"w1"
+    assert clean_redis.get(keys.affinity_key("smol", "alice")) is None
 
 
 def test_a_job_skipped_elsewhere_for_its_persons_limit_gets_a_ticket_when_a_slot_frees(clean_redis, web):

@@ -33,6 +33,7 @@ def test_codexs_first_request():
     assert names[:2] == ["exec_command", "write_stdin"] and "close_agent" in names  # the namespace unfolded
     assert translate.server_only_tools(request) == ["web_search"]
     assert job.think is None and job.parallel_tool_calls is True
+    assert job.cache_key == "01a21544-bf12-7261-a3b8-7d71bb8cfd4f"  # Codex's conversation: one cache
 
 
 def test_items_in_order_with_a_parallel_round():
