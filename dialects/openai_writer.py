@@ -29,6 +29,8 @@ def usage(done: DoneEvent) -> dict:
     counts = {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
     if done.usage.cached_tokens is not None:  # OpenAI's field for prompt tokens served from its cache
         counts["prompt_tokens_details"] = {"cached_tokens": done.usage.cached_tokens}
+    if done.usage.reasoning_tokens:
+        counts["completion_tokens_details"] = {"reasoning_tokens": done.usage.reasoning_tokens}
     return counts
 
 

@@ -44,7 +44,7 @@ def error_body(error: SwitchboardError) -> dict:
 def usage(done: DoneEvent) -> dict:
     prompt, completion = done.usage.prompt_tokens, done.usage.completion_tokens
     return {"input_tokens": prompt, "input_tokens_details": {"cached_tokens": done.usage.cached_tokens or 0},
-            "output_tokens": completion, "output_tokens_details": {"reasoning_tokens": 0},
+            "output_tokens": completion, "output_tokens_details": {"reasoning_tokens": done.usage.reasoning_tokens},
             "total_tokens": prompt + completion}
 
 

@@ -201,6 +201,8 @@ class Usage(_Strict):
     # Prompt tokens found already evaluated (a local model's prompt cache);
     # None when the backend keeps no cache.
     cached_tokens: int | None = None
+    # Of completion_tokens, those spent thinking.
+    reasoning_tokens: int = 0
 
 
 class Timings(_Strict):

@@ -45,14 +45,17 @@ class Totals:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cached_tokens: int | None = None
+    reasoning_tokens: int = 0
     load_ns: int = 0
     first_token_at: int | None = None
     rounds: int = 0
 
     def add(self, outcome: Outcome, first_token_at: int | None) -> None:
+        """A round's counts (its reasoning tokens known by now: see runner)."""
         self.rounds += 1
         self.prompt_tokens += outcome.prompt_tokens
         self.completion_tokens += outcome.completion_tokens
+        self.reasoning_tokens += outcome.reasoning_tokens or 0
         self.load_ns += outcome.load_ns
         if outcome.cached_tokens is not None:
             self.cached_tokens = (self.cached_tokens or 0) + outcome.cached_tokens
@@ -61,7 +64,7 @@ class Totals:
     def outcome(self, last: Outcome) -> Outcome:
         """The job's outcome: every round's counts, the last round's end."""
         return Outcome(last.reason, self.prompt_tokens, self.completion_tokens, self.load_ns, self.cached_tokens,
-                       last.stop_sequence)
+                       last.stop_sequence, self.reasoning_tokens)
 
 
 @dataclass

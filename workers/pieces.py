@@ -14,6 +14,7 @@ class Outcome:
     load_ns: int = 0
     cached_tokens: int | None = None  # prompt tokens found evaluated (None: the backend keeps no prompt cache)
     stop_sequence: str | None = None  # the client's stop sequence that ended it, if the backend can tell
+    reasoning_tokens: int | None = None  # of completion_tokens, spent thinking (None: the backend cannot tell)
 
 
 @dataclass

@@ -18,6 +18,7 @@ class Replies:
     def __init__(self, filter: ReplyFilter, server: ServerTools, think_tags: tuple[str, str] | None, think):
         self.filter, self._server, self._think = filter, server, think
         self._splitter = ThinkSplitter(*think_tags) if think_tags else None
+        self.thinking = ""  # the round's thinking, shown or not: its tokens count as reasoning
 
     def feed(self, piece) -> list:
         if self._splitter is None and isinstance(piece, str):  # the usual piece: no detour
@@ -33,6 +34,7 @@ class Replies:
         events = []
         for item in items:
             if isinstance(item, Thinking):
+                self.thinking += item.text
                 if self._think is not False:
                     events.append(ThinkingEvent(text=item.text, signature=item.signature))
             elif isinstance(item, RedactedThinking):

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from redis import Redis
 from redis.client import Pipeline
@@ -284,6 +284,8 @@ def _round(server: ServerTools, ctx: RunContext, plan: ToolPlan, replies: Replie
             publisher.put(replies.finish())  # held-back text, calls completed at the end
     finally:
         pieces.close()  # stops the backend (llama.cpp, an upstream socket) at once
+    if outcome.reasoning_tokens is None and replies.thinking:  # counted here when the backend cannot tell
+        outcome = replace(outcome, reasoning_tokens=backend.count_text(replies.thinking))
     totals.add(outcome, first_token_at)
     return outcome
 
@@ -295,7 +297,7 @@ def _done(reason: str, outcome: Outcome, started: int, first_token_at: int | Non
         reason=reason,
         stop_sequence=outcome.stop_sequence if reason == "stop" else None,
         usage=Usage(prompt_tokens=outcome.prompt_tokens, completion_tokens=outcome.completion_tokens,
-                    cached_tokens=outcome.cached_tokens),
+                    cached_tokens=outcome.cached_tokens, reasoning_tokens=outcome.reasoning_tokens or 0),
         timings=Timings(
             load_ns=outcome.load_ns,
             prompt_eval_ns=max(first - started - outcome.load_ns, 0),

@@ -52,9 +52,11 @@ class ScriptedUpstream:
             return self._ollama(handler, model)
         if handler.path.startswith("/v1/messages"):  # Anthropic's
             return self._anthropic(handler, model)
-        if model == "reasoning":  # vLLM with a reasoning parser: reasoning_content deltas, then the answer
+        if model == "reasoning":  # vLLM with a reasoning parser: reasoning_content deltas, the answer, usage
+            usage = {"prompt_tokens": 4, "completion_tokens": 5, "completion_tokens_details": {"reasoning_tokens": 2}}
             return self._stream(handler, _chunk("Let me see. ", "reasoning_content") + _chunk("Two.", "reasoning_content")
-                                + _chunk("It is 2.") + b"data: [DONE]\n\n")
+                                + _chunk("It is 2.") + b"data: " + json.dumps({"choices": [], "usage": usage}).encode()
+                                + b"\n\n" + b"data: [DONE]\n\n")
         kind, _, arg = model.partition("-")
         if kind == "shape":
             return self._stream(handler, (RECORDINGS / f"{arg}.sse").read_bytes())

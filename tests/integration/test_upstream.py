@@ -363,6 +363,20 @@ def test_thinking_reaches_an_openai_client(client, model):
     assert whole.choices[0].message.model_extra["reasoning_content"] == "Let me see. Two."
 
 
+@pytest.mark.parametrize("model, reasoning", [("reasoner", 2), ("reasoner-ollama", 4), ("think-tags", 3)],
+                         ids=["upstreams-count", "estimated", "echo-words"])
+def test_thinking_is_counted_as_reasoning_tokens(client, model, reasoning):
+    """The upstream's own count where it gives one; else the thinking's text
+    by the backend's count ("Let me see. Two.": 16 characters, at 4 a token;
+    echo's tokens are words: "First, read it.")."""
+    text = "<think>First, read it.</think>The answer." if model == "think-tags" else "1+1?"
+    response = client.responses.create(model=model, input=text)
+    assert response.usage.output_tokens_details.reasoning_tokens == reasoning
+    assert response.output[0].type == "reasoning"
+    chat = client.chat.completions.create(model=model, messages=user(text))
+    assert chat.usage.completion_tokens_details.reasoning_tokens == reasoning
+
+
 def test_think_levels_and_false_go_upstream(base, client, upstreams):
     client.chat.completions.create(model="reasoner", messages=user("x"), reasoning_effort="low")
     assert last_request(upstreams, "/v1/chat")["reasoning_effort"] == "low"

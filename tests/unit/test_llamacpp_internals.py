@@ -13,6 +13,7 @@ from llama_cpp.llama_chat_format import Jinja2ChatFormatter
 from llama_cpp.llama_grammar import JSON_GBNF, LlamaGrammar
 
 from catalog.llamacpp import smollm2_gguf
+from protocol.contract import Job, Message
 
 
 @pytest.fixture(scope="module")
@@ -90,3 +91,14 @@ def test_a_restored_prompt_state_continues_exactly_as_a_fresh_evaluation(llm):
     assert reuse.restored and reuse.tokens >= len(alice) and cache.size_bytes > 0
     assert greedy(llm, alice + llm.tokenize(b"    return", add_bos=False)) == expected
     assert llm._requires_eval is False  # the internal flag prompt_cache sets: still the name llama-cpp-python reads
+
+
+def test_the_backend_counts_a_text_with_the_models_tokenizer(llm):
+    from catalog.llamacpp import LlamaCppSettings
+    from workers.backends.llamacpp import LlamaCppBackend
+
+    backend = LlamaCppBackend("smol", LlamaCppSettings(n_ctx=256, prompt_cache_mb=0))
+    text = "Let me think: the user wants three colours."
+    assert backend.count_text(text) == -(-len(text) // 4)  # not loaded: the estimate
+    backend.count_tokens(Job(id="j", model="smol", messages=[Message(role="user", content="hi")]))  # loads it
+    assert backend.count_text(text) == len(llm.tokenize(text.encode(), add_bos=False, special=False)) != -(-len(text) // 4)

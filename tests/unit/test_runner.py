@@ -5,13 +5,14 @@ import concurrent.futures
 import json
 import time
 from contextlib import contextmanager
+from dataclasses import replace
 
 import fakeredis
 import pytest
 
 from catalog.model_info import BackendSettings
 from workers.backends.base import Backend
-from workers.pieces import Outcome, Prompted
+from workers.pieces import Outcome, Prompted, Thinking
 from workers.cancel import Cancel
 from protocol import fairqueue, usage
 from protocol.commands import job_state, renew_web_lease
@@ -102,9 +103,27 @@ def test_publishes_text_and_done():
     types = [e["type"] for e in events]
     assert types in (["text", "text", "done"], ["text", "done"])
     assert "".join(e["text"] for e in events if e["type"] == "text") == "ab"
-    assert events[-1]["usage"] == {"prompt_tokens": 3, "completion_tokens": 2, "cached_tokens": None}
+    assert events[-1]["usage"] == {"prompt_tokens": 3, "completion_tokens": 2, "cached_tokens": None,
+                                   "reasoning_tokens": 0}
     assert events[-1]["timings"]["total_ns"] >= events[-1]["timings"]["eval_ns"] >= 0
     assert reason == "stop" and state["status"] == "finished" and state["reason"] == "stop"
+
+
+@pytest.mark.parametrize("think", [None, False], ids=["shown", "hidden"])
+def test_thinking_counts_as_reasoning_tokens_shown_or_not(think):
+    backend = ScriptedBackend([Thinking("weigh it up"), "4"])  # 11 characters: 3 tokens by the estimate
+    _, events, _ = run(backend, job=JOB.model_copy(update={"think": think}))
+    assert events[-1]["usage"]["reasoning_tokens"] == 3
+    assert any(e["type"] == "thinking" for e in events) is (think is None)
+
+
+def test_a_backends_own_reasoning_count_is_kept():
+    class Counted(ScriptedBackend):
+        def generate(self, job, cancel=None):
+            outcome = yield from super().generate(job, cancel)
+            return replace(outcome, reasoning_tokens=7)
+    _, events, _ = run(Counted([Thinking("weigh it up"), "4"]))
+    assert events[-1]["usage"]["reasoning_tokens"] == 7
 
 
 @pytest.mark.parametrize("usage_of, counted", [("alice", True), ("", False)],
@@ -345,7 +364,8 @@ def test_a_server_call_round_then_the_answer():
     assert [(e["type"], e.get("text") or e.get("phase")) for e in events[:-1]] == [
         ("text", "Looking. "), ("server_tool", "call"), ("server_tool", "result"),
         ("text", "\n\ndone")]
-    assert events[-1]["usage"] == {"prompt_tokens": 6, "completion_tokens": 3, "cached_tokens": None}
+    assert events[-1]["usage"] == {"prompt_tokens": 6, "completion_tokens": 3, "cached_tokens": None,
+                                   "reasoning_tokens": 0}
     said, result = backend.jobs[1].messages[-2:]
     assert said.role == "assistant" and said.content == "Looking. " and said.tool_calls[0].name == "say"
     assert result.role == "tool" and result.content == "said a" and result.tool_call_id == said.tool_calls[0].id

@@ -55,6 +55,11 @@ class Backend(ABC):
         token per 4 characters of the messages and tool definitions."""
         return -(-job.prompt_characters() // CHARACTERS_PER_TOKEN_ESTIMATE)
 
+    def count_text(self, text: str) -> int:
+        """A text's tokens, as this backend's model would count them (this
+        default estimates, at the same rate as count_tokens)."""
+        return -(-len(text) // CHARACTERS_PER_TOKEN_ESTIMATE)
+
     def load(self) -> int:
         """Make the model ready (an empty request); nanoseconds spent."""
         return 0

@@ -92,6 +92,9 @@ class EchoBackend(Backend):
         texts = [job.prompt.prompt] if job.prompt is not None else [m.content for m in job.messages]
         return sum(len(echo_tokens(text)) for text in texts)
 
+    def count_text(self, text: str) -> int:
+        return len(echo_tokens(text))
+
     def embed(self, spec: EmbedSpec, cancel: Cancel | None = None) -> Embedded:
         texts = spec.inputs if spec.tokens is None else [" ".join(map(str, ids)) for ids in spec.tokens]
         counts = [len(echo_tokens(text)) for text in texts]

@@ -146,6 +146,14 @@ class LlamaCppBackend(Backend):
             self._load(self._context_size(job.options))
             return len(self._prompt_tokens(self._loaded, job)[0])
 
+    def count_text(self, text: str) -> int:
+        """Its tokens by the model's own tokenizer (an estimate if the model
+        was unloaded meanwhile: this is asked just after a reply)."""
+        with self._lock:
+            if self._loaded is None:
+                return super().count_text(text)
+            return len(self._loaded.llm.tokenize(text.encode(), add_bos=False, special=False))
+
     def embed(self, spec: EmbedSpec, cancel: Cancel | None = None) -> Embedded:
         from workers.backends.llamacpp_embed import Embedder
 

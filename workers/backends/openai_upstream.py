@@ -66,8 +66,10 @@ class OpenAIUpstreamBackend(UpstreamBackend):
             yield call
         # Without usage (an upstream that rejects stream_options), count pieces:
         # OpenAI-compatible servers stream one token per chunk.
+        details = usage.get("completion_tokens_details") or {}
         return Outcome("length" if finish == "length" else "stop", usage.get("prompt_tokens", 0),
-                       usage.get("completion_tokens", pieces), stop_sequence=fired if finish == "stop" else None)
+                       usage.get("completion_tokens", pieces), stop_sequence=fired if finish == "stop" else None,
+                       reasoning_tokens=details.get("reasoning_tokens"))
 
 
 BACKEND = OpenAIUpstreamBackend
