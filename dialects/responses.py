@@ -156,7 +156,8 @@ def responses_to_job(request: ResponsesRequest, job_id: str, model: str, capabil
     return Job(id=job_id, model=model, messages=messages, options=options, tools=to_tool_specs(request),
                tool_choice=to_tool_choice(request), parallel_tool_calls=request.parallel_tool_calls,
                format=to_format(request), think=to_think(request, capabilities),
-               cache_key=request.prompt_cache_key or "", version=IMAGES_VERSION if any(m.images for m in messages) else 1)
+               cache_key=request.prompt_cache_key or "",
+               version=IMAGES_VERSION if any(m.images for m in messages) else 1)
 
 
 def request_fields(request: ResponsesRequest) -> dict:
