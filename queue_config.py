@@ -47,7 +47,7 @@ app.conf.update(
     # Acknowledged when a worker takes the job, not after it ran. A job is bound
     # to a live client stream: if its worker dies the client gets an error at
     # once (heartbeats), so redelivering it later could only run it for nobody
-    # (runner.py's claim refuses that anyway). And late acks hit a Celery/kombu
+    # (the take drops a job whose client left). And late acks hit a Celery/kombu
     # defect: a job finishing while Redis is down acks on the dead connection,
     # and the worker never consumes again after Redis returns.
     task_acks_late=False,

@@ -34,7 +34,7 @@ from protocol import fairqueue, keys, usage
 from protocol.admission import admit, release
 from protocol.commands import batched, job_taken, record_state, send_abort, supersede, worker_lost
 from protocol.contract import (
-    DoneEvent, ErrorEvent, Event, Job, KeepAliveEvent, StartedEvent, TextEvent, UnknownEvent, decode_event,
+    DoneEvent, ErrorEvent, Event, Job, KeepAliveEvent, TextEvent, UnknownEvent, decode_event,
     encode_event, is_text_payload,
 )
 from protocol.fairqueue import Waiting
@@ -165,7 +165,7 @@ class JobRun:
         settings, redis = self._services.settings, self._services.redis
         now = time.monotonic()
         idle = now - self._last_event
-        if not self.started:  # a quiet start (fairqueue.push): its state says
+        if not self.started:  # no event yet: its state says whether a worker took it
             self.started = job_taken(redis, self.job.id)
         if not self.started and time.time() > self.job.expires_at + 1:
             return ErrorEvent(message=f"no worker started the job within {settings.max_queue_wait_seconds:g} s",
@@ -201,9 +201,6 @@ class JobRun:
         already waiting are merged into one (one frame, one write)."""
         while not self.finished:
             event = self.next_event(keepalive)
-            if isinstance(event, StartedEvent):  # from a worker older than quiet starts
-                self.started = True
-                continue
             if not isinstance(event, (KeepAliveEvent, ErrorEvent)):  # errors may be this process's own
                 self.started = True  # its worker sent it, so its worker had started it
             if isinstance(event, UnknownEvent):  # a newer worker's event: nothing this version shows

@@ -8,11 +8,6 @@ unsubscribe per job, no waiting for a confirmation), and a reader greenlet
 hands each message to the queue of the stream waiting on that job. Events of
 a job nobody here waits for (its stream ended) are dropped.
 
-It also listens to jobs' own channels, where a worker older than reply
-channels publishes: during a rolling deploy, a job such a worker runs still
-reaches its stream (and the few events, sent to every web process, are
-dropped by those not waiting for them).
-
 Requires gevent (gunicorn's gevent worker class patches the socket module).
 """
 from __future__ import annotations
@@ -26,7 +21,7 @@ from gevent.queue import Queue
 from redis import Redis
 from redis.exceptions import RedisError
 
-from protocol.keys import events_channel, job_of_channel, reply_pattern
+from protocol.keys import job_of_channel, reply_pattern
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +50,7 @@ class Relay:
         self._reader = None
         self._listening = Event()
         self._start_lock = Semaphore()
-        self._patterns = (reply_pattern(web_id), events_channel("*"))
+        self._patterns = (reply_pattern(web_id),)
 
     @property
     def stream_count(self) -> int:

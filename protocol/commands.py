@@ -47,12 +47,6 @@ def batched(redis: Redis | Pipeline) -> Iterator[Pipeline]:
 
 
 # --- events and aborts ---------------------------------------------------------------
-def events_channel_of(job: Job) -> str:
-    """Where a worker publishes the job's events: the reply channel its web
-    process listens to, or (a job queued by an older web process) its own."""
-    return job.reply_channel or keys.events_channel(job.id)
-
-
 def publish_event(redis: Redis | Pipeline, channel: str, event: Event) -> None:
     redis.publish(channel, encode_event(event))
 
@@ -72,15 +66,13 @@ def is_aborted(redis: Redis, job_id: str) -> bool:
 def supersede(redis: Redis, client: str, model: str, job: Job) -> str | None:
     """Make the job the client's latest completion for the model; abort the
     previous one (its stream ends with an error). Returns the previous id."""
-    channel = events_channel_of(job)
-    # The key holds the job's events channel (the job id is in its name), so
+    channel = job.reply_channel
+    # The key holds the job's reply channel (the job id is in its name), so
     # whichever web process relays the previous job hears the error.
     previous = redis.set(keys.latest_completion_key(client, model), channel, ex=keys.RECORD_TTL_SECONDS, get=True)
     if previous is None or previous.decode() == channel:
         return None
     previous_channel = previous.decode()
-    if ":job:" not in previous_channel:  # a job id, set by a web process older than reply channels
-        previous_channel = keys.events_channel(previous_channel)
     previous_id = keys.job_of_channel(previous_channel)
     publish_event(redis, previous_channel, ErrorEvent(message="superseded by a newer completion request", status=409))
     send_abort(redis, previous_id)
@@ -101,8 +93,7 @@ def job_state(redis: Redis, job_id: str) -> dict[str, str]:
 
 def end_heartbeat(redis: Redis | Pipeline, job_id: str) -> None:
     """With a finished job's last writes, after its state (see worker_lost);
-    its abort mark goes too (nothing reads it once the job finished; the
-    claim stays, so a redelivery is never run)."""
+    its abort mark goes too (nothing reads it once the job finished)."""
     redis.delete(keys.alive_key(job_id), keys.abort_key(job_id))
 
 

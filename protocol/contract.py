@@ -2,18 +2,21 @@
 
 A job does not know which API its request came from: the front end translates
 every dialect into a `Job`, and translates the `Event`s back. Jobs travel as
-JSON in the Celery message; events as JSON on the job's Redis pub/sub channel
-(see `protocol.commands`).
+JSON in the fair queue (protocol/fairqueue.py); events as JSON on the job's
+reply channel (see `protocol.commands`).
 
-Rolling deploys run old and new processes side by side, so both directions
-are tolerant: a reader ignores fields it does not know (a newer writer added
-them) and fills fields a writer did not send (an older one) with defaults;
-an event type a reader does not know is skipped. A change that an older
-reader cannot safely ignore bumps `CONTRACT_VERSION`; a job carries the
-lowest version that can run it (chat and completion jobs 1, embedding jobs
-2, token counts 3), and a worker refuses a job of a newer version with a clear error instead
-of running it wrongly (an older worker would take an embedding job for an
-empty chat).
+Compatibility policy: a rolling deploy runs this release's processes beside
+the previous release's, never an older one's: this web process with the
+previous release's workers, and the previous release's web processes with
+these workers. `PREVIOUS_RELEASE` names that release (a commit of this
+repository); tests/integration/test_rolling_deploy.py runs each half of it
+against the other half of this one. Code for releases before it is removed.
+Both directions are tolerant: a reader ignores fields it does not know (the
+newer side added them) and fills fields the other side did not send with
+defaults; an event type a reader does not know is skipped. A change that the
+previous release cannot safely ignore bumps `CONTRACT_VERSION`; a job carries
+the lowest version that can run it, and a worker refuses a job of a newer
+version with a clear error instead of running it wrongly.
 """
 from __future__ import annotations
 
@@ -29,6 +32,9 @@ from protocol.errors import PromptTooLong, SwitchboardError
 
 
 CONTRACT_VERSION = 3  # what this code speaks
+# The release this one must run beside during a rolling deploy (see above):
+# the main branch as it last landed. Moved on when this release has landed.
+PREVIOUS_RELEASE = "37b3faa"
 EMBED_VERSION = 2  # embedding jobs need a worker that knows them
 IMAGES_VERSION = 2  # so do images (an older worker would drop them unseen)
 COUNT_VERSION = 3  # so do token counts (an older worker would generate a reply)
@@ -160,14 +166,11 @@ class Job(_Strict):
     # process; a worker still offers only servers its model lists).
     server_tools: list[str] = Field(default_factory=list)
     web_id: str = ""  # the web process holding the job: workers abort it when that process is gone
-    # Where its events go (protocol.keys.reply_channel); empty (a web process
-    # older than reply channels): the job's own channel.
-    reply_channel: str = ""
+    reply_channel: str = ""  # where its events go (protocol.keys.reply_channel)
     enqueued_at: float = 0.0
     expires_at: float | None = None  # epoch seconds: not started by then, it is dropped
     # The person whose usage the worker counts with a finished job's final
-    # write (protocol/usage.py); empty (a web process older than that): the
-    # web process counts it.
+    # write (protocol/usage.py); its web process counts an unfinished one's.
     usage_of: str = ""
     # Only count the prompt's tokens, as the model would get them (Anthropic's
     # count_tokens): the DoneEvent's usage.prompt_tokens, reason "counted".
@@ -212,12 +215,6 @@ class Timings(_Strict):
     prompt_eval_ns: int = 0
     eval_ns: int = 0
     total_ns: int = 0
-
-
-class StartedEvent(_Strict):
-    """Sent by the take only for a job whose web process did not ask for a
-    quiet start (protocol/fairqueue.py: one older than quiet starts)."""
-    type: Literal["started"] = "started"
 
 
 class PromptEvent(_Strict):
@@ -351,7 +348,7 @@ class UnknownEvent(_Strict):
 
 
 Event = Annotated[
-    Union[StartedEvent, PromptEvent, TextEvent, ThinkingEvent, RedactedThinkingEvent, ToolCallEvent, ServerToolEvent,
+    Union[PromptEvent, TextEvent, ThinkingEvent, RedactedThinkingEvent, ToolCallEvent, ServerToolEvent,
           EmbeddingEvent, DoneEvent, ErrorEvent],
     Field(discriminator="type"),
 ]

@@ -37,8 +37,8 @@ from redis.client import Pipeline
 from redis.exceptions import NoScriptError
 
 from protocol import keys
-from protocol.commands import ALIVE_TTL_SECONDS, events_channel_of
-from protocol.contract import Job, StartedEvent, encode_event
+from protocol.commands import ALIVE_TTL_SECONDS
+from protocol.contract import Job
 from protocol.queue import ticket_queue
 from protocol.scripts import queue_script, run_script as _run
 
@@ -71,10 +71,7 @@ def push(redis: Redis | Pipeline, pool: str, klass: str, job: Job, waiting: Wait
     member = keys.lease_member(job.web_id, job.id)
     fields = {"limit": waiting.limit, "lease": member, "model": job.model,
               "serial": "1" if waiting.serial else "0", "expires": repr(job.expires_at), "web": job.web_id,
-              "enqueued": repr(job.enqueued_at), "events": events_channel_of(job),
-              # No started event: this web process learns it from the job's first event, or
-              # from its state while it is silent (app/jobs.py). An older one gets the event.
-              "quiet": "1", "affinity": affinity_of(job, waiting.person)}
+              "enqueued": repr(job.enqueued_at), "affinity": affinity_of(job, waiting.person)}
     args = [job.id, job.model_dump_json(), waiting.person, waiting.weight, policy, message, member]
     for name, value in fields.items():
         args += [name, value]
@@ -120,9 +117,8 @@ class Taken:
 def take(redis: Redis, pool: str, worker_id: str, want: str = "", idle_serial: list[str] | None = None,
          going_on: bool = False) -> Taken:
     """The fairest job this worker may run (`want` first, if it may), counted
-    as running for its person and started in the same round trip: its claim,
-    its count in the pool's drain rate, its first heartbeat, its state and
-    its started event. A job whose client left, whose web process died or
+    as running for its person and started in the same round trip: its count
+    in the pool's drain rate, its first heartbeat and its state. A job whose client left, whose web process died or
     whose time is up is dropped, never taken. `idle_serial`: the
     one-at-a-time models whose copy in this worker is idle (None: the worker
     does not track them, and takes any job). `going_on`: the slot goes on
@@ -137,19 +133,14 @@ def _take_call(pool: str, worker_id: str, want: str, idle_serial: list[str] | No
     """fair_take.lua's keys and arguments."""
     tracks_free = idle_serial is not None
     now = time.time()
-    own_channel_head, own_channel_tail = keys.events_channel("\0").split("\0")
     args = [keys.FAIR_JOB_PREFIX, keys.ACTIVE_PREFIX, keys.FAIR_FREE_PREFIX, keys.FAIR_AFFINITY_PREFIX,
             keys.WEB_LEASE_PREFIX, keys.JOB_PREFIX, keys.FAIR_RESERVED_PREFIX, keys.FAIR_BLOCKED_PREFIX,
             worker_id, repr(now), want, "1" if tracks_free else "0", repr(now - FREE_FRESH_SECONDS),
-            HOLD_SECONDS, pool, keys.RECORD_TTL_SECONDS, ALIVE_TTL_SECONDS, _STARTED, own_channel_head,
-            own_channel_tail, *(idle_serial or [])]
+            HOLD_SECONDS, pool, keys.RECORD_TTL_SECONDS, ALIVE_TTL_SECONDS, *(idle_serial or [])]
     tickets = [ticket_queue(pool, k) for k in CLASSES] if going_on else []
     return [*(keys.fair_ready_key(pool, k) for k in CLASSES), keys.fair_state_key(pool),
             keys.fair_waiting_key(pool), keys.queued_key(pool), keys.drained_key(pool, int(now // 10)),
             *tickets], args
-
-
-_STARTED = encode_event(StartedEvent())
 
 
 def _taken(result: list, taken_at: float) -> Taken:

@@ -2,7 +2,7 @@
 one change, and an operator can read here what Switchboard keeps in Redis.
 
 Per job: `events` (pub/sub: under the web process that relays it, see
-`reply_channel`), `abort`, `state`, `alive`, `claim`.
+`reply_channel`), `abort`, `state`, `alive`.
 Per person: `rpm` (admission), `active` (running jobs). Per pool: `queued`
 (admitted, not yet taken: the queue bound), `drained` (Retry-After), and the
 fair queue `fq:*` (the waiting jobs themselves, in the order workers take
@@ -15,8 +15,8 @@ from __future__ import annotations
 from urllib.parse import urlparse
 
 PREFIX = "switchboard"
-# How long per-job records (a finished job's state; abort marks and claims of
-# jobs never run) are kept: SWITCHBOARD_RECORD_SECONDS, set by `configure`.
+# How long per-job records (a finished job's state; abort marks of jobs never
+# run) are kept: SWITCHBOARD_RECORD_SECONDS, set by `configure`.
 RECORD_TTL_SECONDS = 600
 
 # --- pub/sub channels ---------------------------------------------------------------
@@ -45,13 +45,6 @@ def abort_channel(prefix: str | None = None) -> str:
     return f"{prefix or _channels}:abort"
 
 
-def events_channel(job_id: str, prefix: str | None = None) -> str:
-    """A job's own channel: where a worker publishes the events of a job that
-    names no reply channel (one queued by a web process older than reply
-    channels)."""
-    return f"{prefix or _channels}:job:{job_id}:events"
-
-
 def reply_channel(web_id: str, job_id: str) -> str:
     """Where a worker publishes a job's events: a channel under the web
     process relaying it, which listens to all of them with one pattern
@@ -64,17 +57,17 @@ def reply_pattern(web_id: str) -> str:
 
 
 def job_of_channel(channel: str) -> str:
-    """The job id in an events channel's name (its own, or a reply channel)."""
+    """The job id in a reply channel's name."""
     return channel.split(":job:", 1)[1].split(":", 1)[0]
 
 
 def events_channel_pattern(prefix: str | None = None) -> str:
-    """Every job's events channel, own or reply (for a listener outside, such as a test's tap)."""
+    """Every job's reply channel (for a listener outside, such as a test's tap)."""
     return f"{prefix or _channels}:*job:*:events"
 
 
 # --- per job -------------------------------------------------------------------------
-JOB_PREFIX = f"{PREFIX}:job:"  # + job id + ":abort", ":state", ":alive", ":claim"
+JOB_PREFIX = f"{PREFIX}:job:"  # + job id + ":abort", ":state", ":alive"
 
 
 def abort_key(job_id: str) -> str:
@@ -88,10 +81,6 @@ def state_key(job_id: str) -> str:
 def alive_key(job_id: str) -> str:
     """Refreshed every second by the worker running the job."""
     return f"{JOB_PREFIX}{job_id}:alive"
-
-
-def claim_key(job_id: str) -> str:
-    return f"{JOB_PREFIX}{job_id}:claim"
 
 
 def latest_completion_key(client: str, model: str) -> str:
@@ -183,7 +172,7 @@ def series_key(minute: int) -> str:
 
 
 # Histograms count each observation in its own bucket (protocol/metrics.py);
-# their keys are named apart from the older cumulative ones ("...:ttft:"),
+# their keys end in `_buckets`, apart from the cumulative ones ("...:ttft:"),
 # which a reader must not mix in.
 def tool_seconds_key(server: str, tool: str) -> str:
     """A server tool's call durations (a histogram)."""

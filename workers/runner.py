@@ -17,7 +17,7 @@ from redis.client import Pipeline
 
 from catalog.registry import ModelEntry
 from protocol.commands import (
-    FOREVER_SECONDS, end_heartbeat, events_channel_of, forget_loaded, mark_loaded, publish_event, record_state,
+    FOREVER_SECONDS, end_heartbeat, forget_loaded, mark_loaded, publish_event, record_state,
 )
 from protocol.contract import (
     CONTRACT_VERSION, DoneEvent, EmbeddingEvent, ErrorEvent, Event, Job, PromptEvent, Timings, Usage,
@@ -126,8 +126,8 @@ def _finish(job: Job, ctx: RunContext, reason: str, tokens: int = 0, ttft: float
         final = final.model_copy(update={"usage_counted": True})
     if final is not None:
         for event in tail:
-            publish_event(pipe, events_channel_of(job), event)
-        publish_event(pipe, events_channel_of(job), final)
+            publish_event(pipe, job.reply_channel, event)
+        publish_event(pipe, job.reply_channel, final)
     record_state(pipe, job.id, status="finished", reason=reason, **fields)
     if ran:
         end_heartbeat(pipe, job.id)  # after the state: see commands.worker_lost
@@ -209,7 +209,7 @@ def _embed(job: Job, ctx: RunContext, backend: Backend, aborted: Cancel, started
     embedded = backend.embed(job.embed, aborted)
     if aborted.is_set():
         return DoneEvent(reason="aborted")
-    publish_event(ctx.redis, events_channel_of(job), EmbeddingEvent(vectors=embedded.vectors))
+    publish_event(ctx.redis, job.reply_channel, EmbeddingEvent(vectors=embedded.vectors))
     return _done("stop", Outcome("stop", embedded.prompt_tokens, 0, load_ns=embedded.load_ns), started, None)
 
 
@@ -229,7 +229,7 @@ def _stream(job: Job, ctx: RunContext, entry: ModelEntry, backend: Backend, abor
     """The model's rounds: one, or more while it calls only server tools.
     What the publisher still holds at the end is left in `tail`."""
     deadline = started + int(ctx.max_job_seconds * 1e9)
-    publisher = EventPublisher(ctx.redis, events_channel_of(job), ctx.stream_interval_seconds)
+    publisher = EventPublisher(ctx.redis, job.reply_channel, ctx.stream_interval_seconds)
     server = ServerTools.for_job(job, entry, ctx.toolbox, aborted)
     totals = Totals()
     try:

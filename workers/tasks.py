@@ -94,8 +94,8 @@ def _reject(batch: Pipeline, taken: Taken) -> None:
     """A taken (so started) job whose payload is not a job: its client hears
     why, and its record ends."""
     log.error("rejected a malformed job %s: %s", taken.job_id, taken.malformed)
-    channel = taken.reply_channel or keys.events_channel(taken.job_id)
-    publish_event(batch, channel, ErrorEvent(message="malformed job", status=500))
+    if taken.reply_channel:  # else there is nowhere to say it; its web process times out waiting
+        publish_event(batch, taken.reply_channel, ErrorEvent(message="malformed job", status=500))
     record_state(batch, taken.job_id, status="finished", reason="error", error="malformed job")
     end_heartbeat(batch, taken.job_id)
 

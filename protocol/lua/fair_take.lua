@@ -13,12 +13,12 @@ local p_job, p_active, p_free, p_affinity, p_lease, p_record, p_reserved, p_bloc
 local worker, now, want, tracks_free, fresh_after, hold, pool, record_ttl =
   ARGV[9], tonumber(ARGV[10]), ARGV[11], ARGV[12] == '1', tonumber(ARGV[13]), tonumber(ARGV[14]), ARGV[15],
   tonumber(ARGV[16])
-local alive_ttl, started_event, own_channel_head, own_channel_tail = tonumber(ARGV[17]), ARGV[18], ARGV[19], ARGV[20]
+local alive_ttl = tonumber(ARGV[17])
 -- This worker's idle copies of one-at-a-time models (it knows; the free sets are for finding others).
 local idle_here = {}
-for i = 21, #ARGV do idle_here[ARGV[i]] = true end
+for i = 18, #ARGV do idle_here[ARGV[i]] = true end
 local FIELDS = {'person', 'limit', 'lease', 'model', 'serial', 'expires', 'web', 'reserved', 'payload', 'tag', 'ready',
-                'member', 'enqueued', 'events', 'quiet', 'affinity'}
+                'member', 'enqueued', 'affinity'}
 local forward = nil
 
 local function read(job_id)
@@ -115,13 +115,10 @@ local function verdict(job)
 end
 
 -- Started as it is taken (nobody else can take it: it left the queue above):
--- its claim (who ran it), counted as drained, its first heartbeat, its state, then its
--- started event (after the heartbeat, so the front end finds it alive), unless its web
--- process said it needs none ('quiet': it reads the state instead). A job queued by a
--- web process older than reply channels names no events channel: its own is used.
+-- counted as drained, its first heartbeat, then its state (its web process reads it
+-- while the job is silent, and finds it alive).
 local function start(job)
   local record = p_record .. job.id
-  redis.call('SET', record .. ':claim', worker, 'EX', record_ttl)
   redis.call('INCR', drained)
   redis.call('EXPIRE', drained, 120)
   redis.call('SET', record .. ':alive', '1', 'EX', alive_ttl)
@@ -129,9 +126,6 @@ local function start(job)
   redis.call('HSET', record .. ':state', 'person', job.person, 'enqueued_at', job.enqueued or '',
              'taken_at', tostring(now), 'status', 'running', 'started_at', ARGV[10], 'worker', worker)
   redis.call('EXPIRE', record .. ':state', record_ttl)
-  if job.quiet ~= '1' then
-    redis.call('PUBLISH', job.events or (own_channel_head .. job.id .. own_channel_tail), started_event)
-  end
 end
 
 -- Each queued job brought a ticket. A slot going on from its last job takes

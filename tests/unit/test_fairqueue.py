@@ -271,44 +271,17 @@ def test_a_running_job_counts_for_its_person(clean_redis, web):
     assert take_all(clean_redis) == ["bob", "alice", "alice", "alice"]
 
 
-def _started_events(redis, channel: str, job_id: str) -> list[dict]:
-    """Take the fairest job while listening on `channel`; what was published there."""
-    pubsub = redis.pubsub()
-    pubsub.subscribe(channel)
-    pubsub.get_message(timeout=5)
-    assert fairqueue.take(redis, POOL, "worker-a").job.id == job_id
-    events = []
-    while (message := pubsub.get_message(timeout=0.5)) is not None:
-        events.append(json.loads(message["data"]))
-    pubsub.close()
-    return events
-
-
 def test_the_take_starts_the_job_in_the_same_round_trip(clean_redis, web):
     job_id = queue(clean_redis, web, "alice", replies=True)
     before = time.time()
     assert not job_taken(clean_redis, job_id)
-    # This version's web process reads that it started (job_taken) and needs no started event.
-    assert _started_events(clean_redis, keys.reply_channel(web, job_id), job_id) == []
-    assert job_taken(clean_redis, job_id)
+    assert fairqueue.take(clean_redis, POOL, "worker-a").job.id == job_id
+    assert job_taken(clean_redis, job_id)  # what its web process reads while the job is silent
     state = job_state(clean_redis, job_id)
     assert (state["status"], state["worker"], state["person"]) == ("running", "worker-a", "alice")
     assert before <= float(state["started_at"]) <= time.time()
     assert 0 < clean_redis.ttl(keys.alive_key(job_id)) <= ALIVE_TTL_SECONDS  # its first heartbeat
-    assert clean_redis.get(keys.claim_key(job_id)) == b"worker-a"
     assert drained_recently(clean_redis, POOL) == 1  # for Retry-After (protocol/admission.py)
-
-
-def test_a_job_queued_by_a_web_process_older_than_quiet_starts_gets_its_started_event(clean_redis, web):
-    job_id = queue(clean_redis, web, "alice", replies=True)
-    clean_redis.hdel(keys.fair_job_key(job_id), "quiet")  # older web processes wait for the event
-    assert _started_events(clean_redis, keys.reply_channel(web, job_id), job_id) == [{"type": "started"}]
-
-
-def test_a_job_queued_by_a_web_process_older_than_reply_channels_starts_on_its_own_channel(clean_redis, web):
-    job_id = queue(clean_redis, web, "alice")
-    clean_redis.hdel(keys.fair_job_key(job_id), "events", "quiet")  # older web processes stored neither
-    assert _started_events(clean_redis, keys.events_channel(job_id), job_id) == [{"type": "started"}]
 
 
 def test_a_job_is_taken_once(clean_redis, web):

@@ -11,7 +11,7 @@ import fakeredis
 from app.jobs import JobRun
 from app.relay import CLOSED, Subscription
 from protocol import keys
-from protocol.contract import DoneEvent, Job, StartedEvent, TextEvent, ToolCallEvent, encode_event
+from protocol.contract import DoneEvent, Job, TextEvent, ToolCallEvent, encode_event
 
 CALL = ToolCallEvent(index=0, id="call_1", name="f", arguments="{}")
 
@@ -26,19 +26,19 @@ def _run(*events) -> JobRun:
 
 
 def test_waiting_text_events_become_one_and_the_order_is_kept():
-    run = _run(StartedEvent(), TextEvent(text="a"), TextEvent(text=" b"), TextEvent(text=" c"), CALL,
+    run = _run(TextEvent(text="a"), TextEvent(text=" b"), TextEvent(text=" c"), CALL,
                TextEvent(text="d"), DoneEvent(reason="stop"))
     assert list(run.events()) == [TextEvent(text="a b c"), CALL, TextEvent(text="d"), DoneEvent(reason="stop")]
 
 
 def test_an_event_of_a_newer_worker_is_skipped():
-    run = _run(StartedEvent(), TextEvent(text="a"), DoneEvent(reason="stop"))
+    run = _run(TextEvent(text="a"), DoneEvent(reason="stop"))
     run._subscription.messages.queue.insert(1, b'{"type":"tool_activity","tool":"time"}')
     assert list(run.events()) == [TextEvent(text="a"), DoneEvent(reason="stop")]
 
 
-def test_a_quiet_start_is_known_from_the_jobs_first_event():
-    run = _run(TextEvent(text="a"), DoneEvent(reason="stop"))  # no started event (fairqueue.push: quiet)
+def test_a_start_is_known_from_the_jobs_first_event():
+    run = _run(TextEvent(text="a"), DoneEvent(reason="stop"))
     events = run.events()
     assert not run.started
     assert next(events) == TextEvent(text="a") and run.started

@@ -10,7 +10,7 @@ import fakeredis
 import pytest
 from redis.exceptions import ConnectionError as RedisConnectionError
 
-from protocol.keys import events_channel
+from protocol.keys import reply_channel
 from protocol.contract import DoneEvent, TextEvent, ToolCallEvent, decode_event
 from workers.publisher import EventPublisher, merge_texts
 
@@ -30,7 +30,7 @@ def test_merge_texts(events, merged):
 
 def _listen(redis, job_id):
     pubsub = redis.pubsub()
-    pubsub.subscribe(events_channel(job_id))
+    pubsub.subscribe(reply_channel("web", job_id))
     pubsub.get_message(timeout=1)
     return pubsub
 
@@ -45,7 +45,7 @@ def _received(pubsub) -> list:
 def test_everything_arrives_in_order_and_text_is_whole():
     redis = fakeredis.FakeRedis()
     pubsub = _listen(redis, "j")
-    publisher = EventPublisher(redis, events_channel("j"))
+    publisher = EventPublisher(redis, reply_channel("web", "j"))
     words = [f" w{i}" for i in range(500)]
     for word in words:
         publisher.put([TextEvent(text=word)])
@@ -68,7 +68,7 @@ def _first_publish_held():
 
     redis.publish = held_publish
     pubsub = _listen(redis, "j")
-    publisher = EventPublisher(redis, events_channel("j"))
+    publisher = EventPublisher(redis, reply_channel("web", "j"))
     publisher.put([TextEvent(text="first")])
     assert in_flight.wait(2)
     return publisher, pubsub, release
@@ -85,7 +85,7 @@ def test_what_is_left_at_close_is_returned_merged_after_the_batch_in_flight():
 def test_a_slow_producers_events_go_out_one_by_one():
     redis = fakeredis.FakeRedis()
     pubsub = _listen(redis, "j")
-    publisher = EventPublisher(redis, events_channel("j"))
+    publisher = EventPublisher(redis, reply_channel("web", "j"))
     for word in ("a", "b", "c"):
         publisher.put([TextEvent(text=word)])
         message = pubsub.get_message(timeout=2)  # published before the next token exists
@@ -96,7 +96,7 @@ def test_a_slow_producers_events_go_out_one_by_one():
 def test_after_the_first_message_pieces_wait_for_the_interval_and_go_out_as_one():
     redis = fakeredis.FakeRedis()
     pubsub = _listen(redis, "j")
-    publisher = EventPublisher(redis, events_channel("j"), interval=60)
+    publisher = EventPublisher(redis, reply_channel("web", "j"), interval=60)
     publisher.put([TextEvent(text="a")])
     first = pubsub.get_message(timeout=5)  # the first never waits: the time to first token
     assert first is not None and decode_event(first["data"]) == TextEvent(text="a")
@@ -111,7 +111,7 @@ def test_after_the_first_message_pieces_wait_for_the_interval_and_go_out_as_one(
 def test_an_interval_of_zero_sends_each_piece_at_once():
     redis = fakeredis.FakeRedis()
     pubsub = _listen(redis, "j")
-    publisher = EventPublisher(redis, events_channel("j"), interval=0)
+    publisher = EventPublisher(redis, reply_channel("web", "j"), interval=0)
     for word in ("a", "b"):
         publisher.put([TextEvent(text=word)])
         message = pubsub.get_message(timeout=5)
@@ -135,7 +135,7 @@ def test_a_redis_failure_reaches_the_runner():
         raise RedisConnectionError("gone")
 
     redis.publish = broken
-    publisher = EventPublisher(redis, events_channel("j"))
+    publisher = EventPublisher(redis, reply_channel("web", "j"))
     publisher.put([TextEvent(text="a")])
     assert attempted.wait(2)  # the publishing thread tried (not at once: the first event does not yield)
     with pytest.raises(RedisConnectionError):

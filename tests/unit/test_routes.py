@@ -7,13 +7,13 @@ import pytest
 
 from protocol import usage
 from protocol.commands import is_aborted
-from protocol.contract import DoneEvent, ErrorEvent, PromptSpec, StartedEvent, TextEvent, Usage
+from protocol.contract import DoneEvent, ErrorEvent, PromptSpec, TextEvent, Usage
 
 DONE = DoneEvent(reason="stop", usage=Usage(prompt_tokens=1, completion_tokens=2))
 
 
 def test_an_error_after_text_is_in_band_on_ndjson(scripted):
-    scripted.replies.append([StartedEvent(), TextEvent(text="Hi"), ErrorEvent(message="worker died", status=500)])
+    scripted.replies.append([TextEvent(text="Hi"), ErrorEvent(message="worker died", status=500)])
     response = scripted.client.post("/api/chat", json={"model": "echo", "messages": [{"role": "user", "content": "x"}]})
     assert response.status_code == 200
     lines = response.data.split(b"\n")
@@ -36,7 +36,7 @@ def test_an_error_after_text_is_in_band_on_sse_then_done(scripted):
      {"error": {"message": "model too large", "type": "invalid_request_error", "param": None, "code": None}}),
 ], ids=["ollama", "openai"])
 def test_an_error_before_any_text_gets_a_real_status(scripted, path, body, expected):
-    scripted.replies.append([StartedEvent(), ErrorEvent(message="model too large", status=400)])
+    scripted.replies.append([ErrorEvent(message="model too large", status=400)])
     response = scripted.client.post(path, json={"model": "echo", **body, "stream": True})
     assert response.status_code == 400 and response.json == expected
 

@@ -16,7 +16,7 @@ from workers.pieces import Outcome, Prompted, Thinking
 from workers.cancel import Cancel
 from protocol import fairqueue, usage
 from protocol.commands import job_state, renew_web_lease
-from protocol.keys import events_channel, reply_channel
+from protocol.keys import reply_channel
 from protocol.contract import Job, Message, ToolChoice, ToolSpec
 from workers.heartbeat import Heartbeat
 from catalog.registry import ModelEntry
@@ -67,14 +67,13 @@ class Flags:
 
 
 JOB = Job(id="job1", model="m", messages=[Message(role="user", content="hi")], web_id="web-1",
-          expires_at=time.time() + 3600)
+          reply_channel=reply_channel("web-1", "job1"), expires_at=time.time() + 3600)
 TOOL_JOB = JOB.model_copy(update={"tools": [ToolSpec(name="read_file", parameters={
     "type": "object", "properties": {"line": {"type": "integer"}}})]})
 
 
 def run_taken(job: Job, ctx: RunContext, batch=None) -> str:
-    """As a worker's slot runs a job: queued, taken (which starts it, quietly:
-    this version's web process needs no started event), run."""
+    """As a worker's slot runs a job: queued, taken (which starts it), run."""
     renew_web_lease(ctx.redis, job.web_id)
     fairqueue.push(ctx.redis, "local", "chat", job, fairqueue.Waiting("alice", 16))
     taken = fairqueue.take(ctx.redis, "local", ctx.worker_id)
@@ -85,7 +84,7 @@ def run_taken(job: Job, ctx: RunContext, batch=None) -> str:
 def run(backend, flags=None, job=JOB, **settings):
     redis = fakeredis.FakeRedis()
     pubsub = redis.pubsub()
-    pubsub.subscribe(events_channel(JOB.id))
+    pubsub.subscribe(JOB.reply_channel)
     pubsub.get_message()
     ctx = RunContext(redis=redis, backends=OneBackend(backend), aborts=flags or Flags(), worker_id="w",
                      heartbeat=Heartbeat(redis, "w"), **settings)
@@ -131,7 +130,7 @@ def test_a_backends_own_reasoning_count_is_kept():
 def test_a_finished_jobs_usage_is_counted_with_its_final_write_when_its_web_process_asks(usage_of, counted):
     redis = fakeredis.FakeRedis()
     pubsub = redis.pubsub()
-    pubsub.subscribe(events_channel(JOB.id))
+    pubsub.subscribe(JOB.reply_channel)
     pubsub.get_message()
     ctx = RunContext(redis=redis, backends=OneBackend(ScriptedBackend(["a", "b"])), aborts=Flags(), worker_id="w",
                      heartbeat=Heartbeat(redis, "w"))
@@ -158,7 +157,7 @@ def test_a_token_count_generates_nothing_and_uses_no_budget():
     person's usage of the day is untouched, and the web process told so."""
     redis = fakeredis.FakeRedis()
     pubsub = redis.pubsub()
-    pubsub.subscribe(events_channel(JOB.id))
+    pubsub.subscribe(JOB.reply_channel)
     pubsub.get_message()
     backend = ScriptedBackend(["never"])
     backend.count_tokens = lambda job: 42
@@ -182,26 +181,10 @@ def test_an_aborted_jobs_usage_is_left_to_its_web_process():
     assert usage.usage(redis) == {}
 
 
-def test_a_job_naming_a_reply_channel_has_every_event_published_there():
-    redis = fakeredis.FakeRedis()
-    pubsub = redis.pubsub()
-    reply = reply_channel("web-a", JOB.id)
-    pubsub.subscribe(events_channel(JOB.id), reply)
-    pubsub.get_message(), pubsub.get_message()
-    ctx = RunContext(redis=redis, backends=OneBackend(ScriptedBackend(["a", "b"])), aborts=Flags(), worker_id="w",
-                     heartbeat=Heartbeat(redis, "w"))
-    assert run_taken(JOB.model_copy(update={"reply_channel": reply}), ctx) == "stop"
-    channels = []
-    while (message := pubsub.get_message()) is not None:
-        channels.append((message["channel"].decode(), json.loads(message["data"])["type"]))
-    assert {channel for channel, _ in channels} == {reply}
-    assert channels[0][1] == "text" and channels[-1][1] == "done"
-
-
 def test_with_a_batch_the_finished_jobs_writes_wait_for_the_caller():
     redis = fakeredis.FakeRedis()
     pubsub = redis.pubsub()
-    pubsub.subscribe(events_channel(JOB.id))
+    pubsub.subscribe(JOB.reply_channel)
     pubsub.get_message()
     ctx = RunContext(redis=redis, backends=OneBackend(ScriptedBackend(["a"])), aborts=Flags(), worker_id="w",
                      heartbeat=Heartbeat(redis, "w"))
@@ -294,7 +277,7 @@ class NoModels(OneBackend):
 def test_a_model_this_workers_registry_lacks_is_answered_at_once_with_a_404():
     redis = fakeredis.FakeRedis()
     pubsub = redis.pubsub()
-    pubsub.subscribe(events_channel(JOB.id))
+    pubsub.subscribe(JOB.reply_channel)
     pubsub.get_message()
     ctx = RunContext(redis=redis, backends=NoModels(ScriptedBackend([])), aborts=Flags(), worker_id="w1",
                      heartbeat=Heartbeat(redis, "w1"))
@@ -346,7 +329,7 @@ SERVER_JOB = JOB.model_copy(update={"server_tools": ["tools"]})
 def run_rounds(backend, toolbox, job=SERVER_JOB, flags=None):
     redis = fakeredis.FakeRedis()
     pubsub = redis.pubsub()
-    pubsub.subscribe(events_channel(JOB.id))
+    pubsub.subscribe(JOB.reply_channel)
     pubsub.get_message()
     ctx = RunContext(redis=redis, backends=OneBackend(backend, mcp_servers=("tools",)), aborts=flags or Flags(),
                      worker_id="w", heartbeat=Heartbeat(redis, "w"), toolbox=toolbox)
