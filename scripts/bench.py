@@ -29,6 +29,7 @@ from scripts.benchkit import abort, celery_floor, local_model, overhead, profile
 from scripts.benchkit.report import chart, markdown  # noqa: E402
 from scripts.benchkit.stack import BenchStack, redis_connection_bound  # noqa: E402
 from scripts.benchkit.targets import check_all  # noqa: E402
+from scripts.children import stop_on_signals  # noqa: E402
 
 
 @dataclass(frozen=True)
@@ -143,6 +144,7 @@ def write(results: dict, out: Path, notes: Path | None) -> None:
 
 
 def main() -> None:
+    stop_on_signals()
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="smaller sizes (under 2 minutes)")
     parser.add_argument("--tiny", action="store_true", help="the smallest sizes (the smoke test)")

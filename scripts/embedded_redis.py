@@ -17,6 +17,8 @@ from pathlib import Path
 
 import redis
 
+from scripts.children import track, untrack
+
 DEFAULT_LOCAL = "redis://127.0.0.1:6379/0"
 
 
@@ -53,6 +55,7 @@ class EmbeddedRedis:
              "--dir", self._dir],
             stdout=subprocess.DEVNULL,
         )
+        track(self)
         self._wait_ready()
 
     def _wait_ready(self, timeout: float = 10.0) -> None:
@@ -63,6 +66,7 @@ class EmbeddedRedis:
             time.sleep(0.05)
 
     def stop(self) -> None:
+        untrack(self)
         if self.process.poll() is None:
             self.process.terminate()
             try:

@@ -17,6 +17,7 @@ from typing import Callable
 
 import httpx
 
+from scripts.children import track, untrack
 from scripts.embedded_redis import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -29,6 +30,7 @@ class Process:
         self.log = tempfile.NamedTemporaryFile(prefix=f"switchboard-{name}-", suffix=".log", delete=False)
         self.popen = subprocess.Popen(argv, cwd=cwd, env=env, stdout=self.log, stderr=subprocess.STDOUT,
                                       start_new_session=True)
+        track(self)
 
     def output(self) -> str:
         path = Path(self.log.name)
@@ -39,6 +41,7 @@ class Process:
             raise RuntimeError(f"{self.name} exited with {self.popen.returncode}:\n{self.output()[-3000:]}")
 
     def stop(self, sig: int = signal.SIGTERM, timeout: float = 10) -> None:
+        untrack(self)
         if self.popen.poll() is None:
             os.killpg(self.popen.pid, sig)
             try:

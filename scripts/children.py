@@ -1,0 +1,46 @@
+"""What a launcher started, stopped however the launcher ends.
+
+A supervisor or `timeout` ends a launcher (`make run`, the benchmark) with
+SIGTERM, and Python's default for it is to die on the spot: no `finally`
+runs, and gunicorn, Celery, Redis and the upstream fakes it started outlive
+it. `stop_on_signals()` makes SIGTERM and SIGHUP end the launcher as Ctrl-C
+does, by an exception, so every `finally` stops what it started; whatever is
+still tracked is stopped at exit, newest first.
+"""
+from __future__ import annotations
+
+import atexit
+import signal
+from typing import Protocol
+
+
+class Stoppable(Protocol):
+    def stop(self) -> None: ...
+
+
+_running: list[Stoppable] = []
+
+
+def track(child: Stoppable) -> None:
+    _running.append(child)
+
+
+def untrack(child: Stoppable) -> None:
+    if child in _running:
+        _running.remove(child)
+
+
+def stop_all() -> None:
+    while _running:
+        _running.pop().stop()
+
+
+def _exit_by_exception(signum: int, _frame) -> None:
+    signal.signal(signum, signal.SIG_IGN)  # a second signal must not cut the clean-up short
+    raise SystemExit(128 + signum)
+
+
+def stop_on_signals() -> None:
+    for signum in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, _exit_by_exception)
+    atexit.register(stop_all)
