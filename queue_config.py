@@ -125,7 +125,7 @@ def _json_text(value: str) -> str:
 
 def send_ticket(queue: str, pool: str, job_id: str, message_id: str) -> None:
     """Put a ticket on a queue: a free slot that gets it takes the fairest job
-    of `pool` it may run (`job_id` first if it may; see protocol/fairqueue.py).
+    of `pool` it may run (`job_id` first if it may; see jobqueue/fairqueue.py).
     Raises what kombu raises when the broker is down."""
     with app.producer_pool.acquire(block=True) as producer:
         publish_ticket(producer, queue, pool, job_id, message_id)

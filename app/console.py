@@ -10,7 +10,8 @@ import time
 from redis import Redis
 
 from catalog.registry import Registry
-from protocol import fairqueue, usage
+from jobqueue import fairqueue
+from protocol import usage
 from protocol.commands import live_workers, loaded_models, streams_relayed
 
 

@@ -30,14 +30,16 @@ from app.services import Services, services
 from app.streaming import Observer
 from catalog.kinds import backend_kind
 from catalog.registry import ModelEntry
-from protocol import fairqueue, keys, usage
-from protocol.admission import admit, release
-from protocol.commands import batched, job_taken, record_state, send_abort, supersede, worker_lost
+from jobqueue import fairqueue
+from jobqueue.admission import admit, release
+from jobqueue.records import job_taken, record_state, send_abort, supersede, worker_lost
+from protocol import keys, usage
+from protocol.commands import batched
 from protocol.contract import (
     DoneEvent, ErrorEvent, Event, Job, KeepAliveEvent, TextEvent, UnknownEvent, decode_event,
     encode_event, is_text_payload,
 )
-from protocol.fairqueue import Waiting
+from jobqueue.fairqueue import Waiting
 from protocol.metrics import count_job
 from protocol.queue import ticket_queue
 

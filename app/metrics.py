@@ -14,7 +14,8 @@ from protocol.keys import REJECTED, TOKENS, tool_seconds_key
 from protocol.metrics import (
     TOOL_SECONDS_BUCKETS, TTFT_BUCKETS, histogram, jobs_finished, prompt_cache_counts, tool_calls, ttft_histogram,
 )
-from protocol import fairqueue, usage
+from jobqueue import fairqueue
+from protocol import usage
 
 
 class ClusterCollector:

@@ -5,9 +5,10 @@ stand on this package.
 - contract.py: the job and event types that travel between them (tolerant of
   fields a newer version adds, and versioned)
 - keys.py: EVERY Redis key and pub/sub channel name
-- commands.py: what is sent over those names (publish, abort, take, state,
-  heartbeats, presence)
-- admission.py: the admission Lua script (limits per key, queue bound)
+- commands.py: what the processes send each other about themselves (events
+  on a reply channel, web leases, worker presence, loaded models)
+- scripts.py: running a folder's Lua scripts by name
+- usage.py: each person's usage of the day
 - metrics.py: the cluster-wide counters both processes write
 - queue.py: queue names and the task name
 - connection.py: the bounded Redis client both use

@@ -1,13 +1,10 @@
-"""The commands the two processes send each other through Redis (names
-from `protocol.keys`):
+"""The commands about processes (not jobs: jobqueue/ owns those) that the
+two sides send each other through Redis, names from `protocol.keys`:
 
-- events: a job's events, published on its channel (the web process listens)
-- abort: a key the worker checks before starting, plus a broadcast on the
-  abort channel so a running job stops within one token
-- state: recording what became of a job (a worker's take starts it:
-  protocol/fairqueue.py)
-- liveness: each running job's `alive` key, each worker's presence
-- loaded models, for /api/ps
+- events: publishing an event on a reply channel (the web process listens)
+- web leases: a web process's liveness and the streams it relays
+- worker presence (/readyz) and the models workers hold (/api/ps)
+- the pools' drain rate (Retry-After)
 
 Each command takes a client or a pipeline (`batched`), so a caller can send
 several in one round trip.
@@ -23,7 +20,7 @@ from redis import Redis
 from redis.client import Pipeline
 
 from protocol import keys
-from protocol.contract import ErrorEvent, Event, Job, encode_event
+from protocol.contract import Event, encode_event
 
 # A running job's `alive` key lapses this long after its worker's last beat
 # (workers beat once a second), and a worker's presence three times that.
@@ -46,87 +43,11 @@ def batched(redis: Redis | Pipeline) -> Iterator[Pipeline]:
     pipe.execute()
 
 
-# --- events and aborts ---------------------------------------------------------------
 def publish_event(redis: Redis | Pipeline, channel: str, event: Event) -> None:
     redis.publish(channel, encode_event(event))
 
 
-def send_abort(redis: Redis, job_id: str) -> None:
-    """Mark the job aborted (for a worker that has not started it yet) and
-    tell running workers at once."""
-    with batched(redis) as pipe:
-        pipe.set(keys.abort_key(job_id), b"1", ex=keys.RECORD_TTL_SECONDS)
-        pipe.publish(keys.abort_channel(), job_id)
-
-
-def is_aborted(redis: Redis, job_id: str) -> bool:
-    return bool(redis.exists(keys.abort_key(job_id)))
-
-
-def supersede(redis: Redis, client: str, model: str, job: Job) -> str | None:
-    """Make the job the client's latest completion for the model; abort the
-    previous one (its stream ends with an error). Returns the previous id."""
-    channel = job.reply_channel
-    # The key holds the job's reply channel (the job id is in its name), so
-    # whichever web process relays the previous job hears the error.
-    previous = redis.set(keys.latest_completion_key(client, model), channel, ex=keys.RECORD_TTL_SECONDS, get=True)
-    if previous is None or previous.decode() == channel:
-        return None
-    previous_channel = previous.decode()
-    previous_id = keys.job_of_channel(previous_channel)
-    publish_event(redis, previous_channel, ErrorEvent(message="superseded by a newer completion request", status=409))
-    send_abort(redis, previous_id)
-    return previous_id
-
-
-# --- a job's life in a worker --------------------------------------------------------
-def record_state(redis: Redis | Pipeline, job_id: str, **fields: str | int | float) -> None:
-    with batched(redis) as pipe:
-        pipe.hset(keys.state_key(job_id), mapping=fields)
-        pipe.expire(keys.state_key(job_id), keys.RECORD_TTL_SECONDS)
-
-
-def job_state(redis: Redis, job_id: str) -> dict[str, str]:
-    raw = redis.hgetall(keys.state_key(job_id))
-    return {k.decode(): v.decode() for k, v in raw.items()}
-
-
-def end_heartbeat(redis: Redis | Pipeline, job_id: str) -> None:
-    """With a finished job's last writes, after its state (see worker_lost);
-    its abort mark goes too (nothing reads it once the job finished)."""
-    redis.delete(keys.alive_key(job_id), keys.abort_key(job_id))
-
-
-def job_taken(redis: Redis, job_id: str) -> bool:
-    """A worker took (so started) the job: its take wrote `taken_at`."""
-    return bool(redis.hexists(keys.state_key(job_id), "taken_at"))
-
-
-def worker_lost(redis: Redis, job_id: str) -> bool:
-    """A started job's heartbeat stopped and it did not finish. (A finished
-    job's heartbeat ends with its last writes, after its final event: a
-    front end that has not read that event yet must not call it lost.)"""
-    pipe = redis.pipeline(transaction=False)
-    pipe.exists(keys.alive_key(job_id))
-    pipe.hget(keys.state_key(job_id), "status")
-    alive, status = pipe.execute()
-    return not alive and status != b"finished"
-
-
-# --- liveness of workers -------------------------------------------------------------
-def beat(redis: Redis, job_ids: list[str], worker: dict | None) -> None:
-    """A worker's heartbeat: its running jobs stay alive, and (once it
-    consumes queues) its presence with those queues. A job's key is only
-    refreshed, never made again (XX): a beat racing the job's end must not
-    bring back the key the end deleted, and a key that lapsed (the worker
-    stalled past its TTL) stays lapsed."""
-    with batched(redis) as pipe:
-        for job_id in job_ids:
-            pipe.set(keys.alive_key(job_id), b"1", ex=ALIVE_TTL_SECONDS, xx=True)
-        if worker is not None:
-            pipe.set(keys.worker_key(worker["id"]), json.dumps(worker), ex=ALIVE_TTL_SECONDS * 3)
-
-
+# --- liveness of web processes and workers -------------------------------------------
 def renew_web_lease(redis: Redis, web_id: str, streams: int = 0) -> None:
     """The lease's value is the number of streams the process relays."""
     redis.set(keys.web_lease_key(web_id), streams, ex=WEB_LEASE_SECONDS)

@@ -2,7 +2,7 @@
 
 A job does not know which API its request came from: the front end translates
 every dialect into a `Job`, and translates the `Event`s back. Jobs travel as
-JSON in the fair queue (protocol/fairqueue.py); events as JSON on the job's
+JSON in the fair queue (jobqueue/fairqueue.py); events as JSON on the job's
 reply channel (see `protocol.commands`).
 
 Compatibility policy: a rolling deploy runs this release's processes beside

@@ -96,7 +96,7 @@ def rpm_key(key_name: str) -> str:
 
 def active_key(person: str) -> str:
     """A sorted set of the person's running jobs (score: when taken): their
-    concurrency limit counts these (protocol/fairqueue.py)."""
+    concurrency limit counts these (jobqueue/fairqueue.py)."""
     return f"{ACTIVE_PREFIX}{person}"
 
 
@@ -183,7 +183,7 @@ def ttft_key(model: str) -> str:
     return f"{PREFIX}:metrics:ttft_buckets:{model}"
 
 
-# --- the fair queue (protocol/fairqueue.py) ---------------------------------------------
+# --- the fair queue (jobqueue/fairqueue.py) ---------------------------------------------
 def fair_ready_key(pool: str, klass: str) -> str:
     """A pool's waiting jobs of one class ("completion" or "chat"), scored by fair tag."""
     return f"{PREFIX}:fq:{pool}:ready:{klass}"

@@ -2,7 +2,7 @@
 without importing it (it sends tickets by task name)."""
 from __future__ import annotations
 
-# A ticket: "a free slot may take a job of this pool" (protocol/fairqueue.py).
+# A ticket: "a free slot may take a job of this pool" (jobqueue/fairqueue.py).
 TAKE_TASK = "switchboard.take"
 
 

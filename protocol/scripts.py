@@ -1,10 +1,10 @@
-"""The Lua scripts in protocol/lua, run by name: EVALSHA, loading a script on
-its first use (and again after a Redis restart), one `Script` per name,
-called on whichever client is given; or queued on a pipeline by its SHA, for
-a caller that handles a script Redis does not have yet (NoScriptError in the
-pipeline's results; redis-py's own pipelined scripts would first ask Redis
-whether it has them: a round trip more, each time), or by its text, for one
-that does not."""
+"""Lua scripts run by name from a folder of them (`ScriptBook`): EVALSHA,
+loading a script on its first use (and again after a Redis restart), one
+`Script` per name, called on whichever client is given; or queued on a
+pipeline by its SHA, for a caller that handles a script Redis does not have
+yet (NoScriptError in the pipeline's results; redis-py's own pipelined
+scripts would first ask Redis whether it has them: a round trip more, each
+time), or by its text, for one that does not."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -13,25 +13,24 @@ from redis import Redis
 from redis.client import Pipeline
 from redis.commands.core import Script
 
-_LUA = Path(__file__).with_name("lua")
-_scripts: dict[str, Script] = {}
 
+class ScriptBook:
+    def __init__(self, folder: Path):
+        self._folder = folder
+        self._scripts: dict[str, Script] = {}
 
-def _script(redis: Redis, name: str) -> Script:
-    if name not in _scripts:
-        _scripts[name] = redis.register_script((_LUA / f"{name}.lua").read_text())
-    return _scripts[name]
+    def _script(self, redis: Redis, name: str) -> Script:
+        if name not in self._scripts:
+            self._scripts[name] = redis.register_script((self._folder / f"{name}.lua").read_text())
+        return self._scripts[name]
 
+    def run(self, redis: Redis, name: str, keys: list[str], args: list) -> object:
+        return self._script(redis, name)(keys=keys, args=args, client=redis)
 
-def run_script(redis: Redis, name: str, keys: list[str], args: list) -> object:
-    return _script(redis, name)(keys=keys, args=args, client=redis)
+    def queue(self, pipe: Pipeline, name: str, keys: list[str], args: list) -> None:
+        pipe.evalsha(self._script(pipe, name).sha, len(keys), *keys, *args)
 
-
-def queue_script(pipe: Pipeline, name: str, keys: list[str], args: list) -> None:
-    pipe.evalsha(_script(pipe, name).sha, len(keys), *keys, *args)
-
-
-def queue_script_text(pipe: Pipeline, name: str, keys: list[str], args: list) -> None:
-    """EVAL with the script's text: never a NoScriptError (Redis caches the
-    script by its hash; the text costs a few hundred bytes more to send)."""
-    pipe.eval(_script(pipe, name).script, len(keys), *keys, *args)
+    def queue_text(self, pipe: Pipeline, name: str, keys: list[str], args: list) -> None:
+        """EVAL with the script's text: never a NoScriptError (Redis caches the
+        script by its hash; the text costs a few hundred bytes more to send)."""
+        pipe.eval(self._script(pipe, name).script, len(keys), *keys, *args)

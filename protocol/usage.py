@@ -11,20 +11,22 @@ from __future__ import annotations
 import json
 import time
 from datetime import datetime, timedelta, timezone
+from pathlib import Path
 
 from redis import Redis
 from redis.client import Pipeline
 
-from protocol.commands import batched
 from protocol import keys
+from protocol.commands import batched
 from protocol.keys import ERRORS, series_key, usage_key, usage_tokens_key
-from protocol.scripts import queue_script_text, run_script
+from protocol.scripts import ScriptBook
 
 SEPARATOR = "\x1f"
 METRICS = ("requests", "prompt_tokens", "completion_tokens", "errors", "aborts")
 KEEP_DAYS = 35
 ERRORS_KEPT = 20
 SERIES_MINUTES = 30
+_SCRIPTS = ScriptBook(Path(__file__).with_name("lua"))
 
 
 def today(now: float | None = None) -> str:
@@ -55,9 +57,9 @@ def record_request(redis: Redis | Pipeline, person: str, model: str, prompt_toke
         args += [usage_tokens_key(day), person, prompt_tokens + completion_tokens]
     script_keys = [keys.state_key(request_id)]  # its `counted` field
     if isinstance(redis, Pipeline):
-        queue_script_text(redis, "count_once", script_keys, args)
+        _SCRIPTS.queue_text(redis, "count_once", script_keys, args)
     else:
-        run_script(redis, "count_once", script_keys, args)
+        _SCRIPTS.run(redis, "count_once", script_keys, args)
 
 
 def tokens_today(redis: Redis, person: str) -> int:

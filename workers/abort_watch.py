@@ -4,7 +4,7 @@ One pub/sub listener thread per process hears every abort broadcast and sets
 the `Cancel` of the matching running job, so the runner's per-token check is
 in memory and a backend blocked in I/O is woken through its callbacks.
 
-No gap between the take and the watch: the take (protocol/fairqueue.py)
+No gap between the take and the watch: the take (jobqueue/fairqueue.py)
 drops a job whose abort key is set, so an abort it missed was broadcast
 after it. The listener remembers the aborts it heard for no job of this
 process (the job may be between its take and its watch); if the listener's
@@ -22,7 +22,7 @@ from typing import Iterator
 
 from redis import Redis
 
-from protocol.commands import is_aborted
+from jobqueue.records import is_aborted
 from protocol.keys import abort_channel, abort_key
 from workers.cancel import Cancel
 

@@ -1,5 +1,5 @@
 """Liveness, published by every worker process once a second (see
-protocol.commands.beat):
+jobqueue.records.beat):
 
 - each running job's `alive` key (it lapses after a few seconds), so a web
   process can tell a job whose worker was killed from one that is thinking;
@@ -17,7 +17,8 @@ from typing import Callable
 
 from redis import Redis
 
-from protocol.commands import beat, dead_webs
+from jobqueue.records import beat
+from protocol.commands import dead_webs
 from workers.cancel import Cancel
 
 log = logging.getLogger(__name__)

@@ -16,9 +16,8 @@ from redis import Redis
 from redis.client import Pipeline
 
 from catalog.registry import ModelEntry
-from protocol.commands import (
-    FOREVER_SECONDS, end_heartbeat, forget_loaded, mark_loaded, publish_event, record_state,
-)
+from jobqueue.records import end_heartbeat, record_state
+from protocol.commands import FOREVER_SECONDS, forget_loaded, mark_loaded, publish_event
 from protocol.contract import (
     CONTRACT_VERSION, DoneEvent, EmbeddingEvent, ErrorEvent, Event, Job, PromptEvent, Timings, Usage,
 )
@@ -33,10 +32,10 @@ from workers.heartbeat import Heartbeat
 from workers.instances import BackendInstances
 from workers.mcp.toolbox import Toolbox
 from workers.pieces import Outcome, Prompted
-from workers.replies import Replies
-from workers.slots import Slots
 from workers.prompts import is_load_only, resolve_prompt
 from workers.publisher import STREAM_INTERVAL_SECONDS, EventPublisher
+from workers.replies import Replies
+from workers.slots import Slots
 from workers.toolcalls.emulation import ReplyFilter, ToolPlan, plan_tools
 from workers.toolcalls.grammar import forced_call_grammar
 
@@ -75,7 +74,7 @@ def refusal(job: Job, ctx: RunContext) -> ErrorEvent | None:
 
 
 def run_job(job: Job, ctx: RunContext, taken_at: float, batch: Pipeline | None = None) -> str:
-    """Run a job its take started (protocol.fairqueue.take: its heartbeat,
+    """Run a job its take started (jobqueue.fairqueue.take: its heartbeat,
     state and started event; sent at `taken_at`, time.monotonic()) and
     return the reason it finished. With `batch`, what the finished job
     leaves in Redis is queued there for the caller to send (with its own
@@ -130,7 +129,7 @@ def _finish(job: Job, ctx: RunContext, reason: str, tokens: int = 0, ttft: float
         publish_event(pipe, job.reply_channel, final)
     record_state(pipe, job.id, status="finished", reason=reason, **fields)
     if ran:
-        end_heartbeat(pipe, job.id)  # after the state: see commands.worker_lost
+        end_heartbeat(pipe, job.id)  # after the state: see records.worker_lost
     if loaded:
         _note_loaded(pipe, job, ctx)
     count_job(pipe, job.model, reason, tokens, ttft)

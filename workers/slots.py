@@ -1,5 +1,5 @@
 """How a worker process's slots take jobs from the fair queue
-(protocol/fairqueue.py) and give them back.
+(jobqueue/fairqueue.py) and give them back.
 
 A slot that gets a ticket takes the fairest job it may run; when that job
 ends, the same slot takes the next one if any waits (a ticket is "a slot may
@@ -23,8 +23,8 @@ from redis.client import Pipeline
 
 from catalog.kinds import backend_kind
 from catalog.registry import Registry
-from protocol import fairqueue
-from protocol.fairqueue import Taken
+from jobqueue import fairqueue
+from jobqueue.fairqueue import Taken
 from protocol.queue import direct_queue
 
 log = logging.getLogger(__name__)

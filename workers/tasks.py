@@ -16,11 +16,12 @@ from celery.signals import worker_process_init, worker_ready, worker_shutting_do
 from redis.client import Pipeline
 
 from catalog.registry import load_registry
+from jobqueue.fairqueue import Taken
+from jobqueue.records import end_heartbeat, record_state
 from protocol import keys
-from protocol.commands import end_heartbeat, publish_event, record_state
+from protocol.commands import publish_event
 from protocol.connection import redis_client
 from protocol.contract import ErrorEvent
-from protocol.fairqueue import Taken
 from protocol.queue import TAKE_TASK
 from queue_config import app, send_ticket
 from settings import settings_from_environment

@@ -20,12 +20,12 @@ import time
 
 import redis
 
+from jobqueue.records import job_state
+from protocol.keys import abort_key
 from scripts.benchkit.client import request_bytes, stream
 from scripts.benchkit.relay import words
 from scripts.benchkit.stack import Endpoints
 from scripts.benchkit.stats import summary
-from protocol.commands import job_state
-from protocol.keys import abort_key
 
 PATH = "/v1/chat/completions"
 

@@ -6,10 +6,10 @@ import time
 
 import pytest
 
+from jobqueue.records import job_state
 from tests.integration.events_tap import EventsTap
 from tests.integration.http import DroppableStream
 from tests.integration.waits import queued, wait_until
-from protocol.commands import job_state
 
 LONG_TEXT = " ".join(f"word{i}" for i in range(400))  # 20 s at echo:slow's 50 ms per token
 

@@ -10,11 +10,11 @@ import ollama
 import openai
 import pytest
 
-from tests.integration.events_tap import EventsTap
-from tests.integration.waits import queued, wait_until, waiting
-from tests.integration.http import DroppableStream, post_raw
-from protocol.commands import job_state
+from jobqueue.records import job_state
 from protocol.keys import job_of_channel
+from tests.integration.events_tap import EventsTap
+from tests.integration.http import DroppableStream, post_raw
+from tests.integration.waits import queued, wait_until, waiting
 
 QWEN_FIM = "<|fim_prefix|>def add(a, b):\n    <|fim_suffix|>\n\nprint(add(1, 2))<|fim_middle|>"
 

@@ -13,12 +13,12 @@ import time
 import httpx
 import pytest
 
+from jobqueue.records import job_state
+from protocol.keys import job_of_channel
 from scripts.embedded_redis import EmbeddedRedis
+from scripts.processes import stack_env, start_stack, start_web, start_worker
 from tests.integration.events_tap import EventsTap
 from tests.integration.http import DroppableStream, post_raw
-from scripts.processes import stack_env, start_stack, start_web, start_worker
-from protocol.commands import job_state
-from protocol.keys import job_of_channel
 from tests.integration.waits import queued, wait_until
 
 SLOW = {"model": "echo:slow", "messages": [{"role": "user", "content": " ".join(f"w{i}" for i in range(200))}]}
@@ -226,7 +226,7 @@ def test_a_killed_web_process_frees_its_slots_and_stops_its_jobs_within_seconds(
         worker.stop()
 
 
-def test_a_finished_job_leaves_only_its_state_and_claim_for_the_retention_time(env, own_redis):
+def test_a_finished_job_leaves_only_its_state_for_the_retention_time(env, own_redis):
     import redis
 
     env = dict(env, SWITCHBOARD_RECORD_SECONDS="30")
@@ -237,7 +237,7 @@ def test_a_finished_job_leaves_only_its_state_and_claim_for_the_retention_time(e
                 {"role": "user", "content": "keep little"}]})[0] == 200
         client = redis.Redis.from_url(own_redis.url)
         per_job = [k.decode() for k in client.scan_iter(match="switchboard:job:*")]
-        assert sorted(k.rsplit(":", 1)[1] for k in per_job) == ["claim"] * 3 + ["state"] * 3
+        assert sorted(k.rsplit(":", 1)[1] for k in per_job) == ["state"] * 3
         assert all(0 < client.ttl(k) <= 30 for k in per_job)
     finally:
         web.stop()

@@ -13,11 +13,11 @@ import ollama
 import openai
 import pytest
 
+from jobqueue.records import job_state
+from scripts.processes import stack_env, start_web, start_worker
 from tests.integration.http import DroppableStream, post_raw
 from tests.integration.waits import queued, wait_until
 from tests.integration.waits import waiting as jobs_waiting
-from scripts.processes import stack_env, start_web, start_worker
-from protocol.commands import job_state
 
 KEYS = {"alice": "alice-key-1", "carol": "carol-key-2", "dave": "dave-key-3"}
 LONG = " ".join(f"w{i}" for i in range(300))

@@ -8,10 +8,10 @@ import uuid
 
 import redis
 
+from jobqueue.records import record_state, send_abort, worker_lost
+from protocol.keys import alive_key
 from scripts.embedded_redis import EmbeddedRedis
 from workers.abort_watch import AbortWatch
-from protocol.commands import record_state, send_abort, worker_lost
-from protocol.keys import alive_key
 
 
 def test_embedded_redis_is_a_real_server_and_stops():

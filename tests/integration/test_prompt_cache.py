@@ -10,7 +10,7 @@ import re
 import httpx
 import pytest
 
-from protocol.commands import job_state
+from jobqueue.records import job_state
 from scripts.processes import stack_env, start_web, start_worker
 from tests.integration.waits import wait_until
 

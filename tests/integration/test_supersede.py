@@ -10,7 +10,7 @@ import httpx
 import ollama
 import pytest
 
-from protocol.commands import job_state
+from jobqueue.records import job_state
 from scripts.processes import stack_env, start_stack
 from tests.integration.events_tap import EventsTap
 from tests.integration.http import DroppableStream

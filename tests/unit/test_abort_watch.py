@@ -8,7 +8,7 @@ import uuid
 
 import redis
 
-from protocol.commands import send_abort
+from jobqueue.records import send_abort
 from protocol.keys import abort_key
 from tests.integration.waits import wait_until
 from workers.abort_watch import AbortWatch

@@ -11,10 +11,11 @@ import uuid
 import pytest
 import redis as redis_py
 
-from protocol import fairqueue, keys
-from protocol.admission import Busy, admit, release, retry_after_seconds
+from jobqueue import fairqueue
+from jobqueue.admission import Busy, admit, release, retry_after_seconds
+from jobqueue.fairqueue import Waiting
+from protocol import keys
 from protocol.contract import Job, Message
-from protocol.fairqueue import Waiting
 
 LIMITS = {"requests_per_minute": 100, "max_queue": 3, "stale_after": 900}
 

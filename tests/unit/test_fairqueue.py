@@ -10,10 +10,12 @@ import uuid
 
 import pytest
 
-from protocol import fairqueue, keys
-from protocol.commands import ALIVE_TTL_SECONDS, drained_recently, job_state, job_taken, send_abort
+from jobqueue import fairqueue
+from jobqueue.fairqueue import Waiting
+from jobqueue.records import job_state, job_taken, send_abort
+from protocol import keys
+from protocol.commands import ALIVE_TTL_SECONDS, drained_recently
 from protocol.contract import Job, Message
-from protocol.fairqueue import Waiting
 from protocol.queue import ticket_queue
 
 POOL = "local"
@@ -281,7 +283,7 @@ def test_the_take_starts_the_job_in_the_same_round_trip(clean_redis, web):
     assert (state["status"], state["worker"], state["person"]) == ("running", "worker-a", "alice")
     assert before <= float(state["started_at"]) <= time.time()
     assert 0 < clean_redis.ttl(keys.alive_key(job_id)) <= ALIVE_TTL_SECONDS  # its first heartbeat
-    assert drained_recently(clean_redis, POOL) == 1  # for Retry-After (protocol/admission.py)
+    assert drained_recently(clean_redis, POOL) == 1  # for Retry-After (jobqueue/admission.py)
 
 
 def test_a_job_is_taken_once(clean_redis, web):

@@ -8,6 +8,7 @@ import uuid
 
 import pytest
 
+from jobqueue import records
 from protocol import commands, keys
 from protocol.contract import ErrorEvent, Job, decode_event
 
@@ -48,20 +49,20 @@ def test_every_name_is_under_the_prefix():
 
 def test_send_abort_marks_the_job_and_tells_running_workers(clean_redis, listen, job_id):
     received = listen(keys.abort_channel())
-    commands.send_abort(clean_redis, job_id)
-    assert commands.is_aborted(clean_redis, job_id)
+    records.send_abort(clean_redis, job_id)
+    assert records.is_aborted(clean_redis, job_id)
     assert 0 < clean_redis.ttl(keys.abort_key(job_id)) <= keys.RECORD_TTL_SECONDS
     assert received() == [(keys.abort_channel(), job_id.encode())]
 
 
 def test_a_job_whose_heartbeat_stopped_is_lost_unless_it_finished(clean_redis, job_id):
     clean_redis.set(keys.alive_key(job_id), b"1")
-    assert not commands.worker_lost(clean_redis, job_id)
-    commands.end_heartbeat(clean_redis, job_id)
-    commands.record_state(clean_redis, job_id, status="running")
-    assert commands.worker_lost(clean_redis, job_id)
-    commands.record_state(clean_redis, job_id, status="finished", reason="stop")  # its final event is on its way
-    assert not commands.worker_lost(clean_redis, job_id)
+    assert not records.worker_lost(clean_redis, job_id)
+    records.end_heartbeat(clean_redis, job_id)
+    records.record_state(clean_redis, job_id, status="running")
+    assert records.worker_lost(clean_redis, job_id)
+    records.record_state(clean_redis, job_id, status="finished", reason="stop")  # its final event is on its way
+    assert not records.worker_lost(clean_redis, job_id)
 
 
 def _job(web_id: str = "") -> Job:
@@ -72,13 +73,13 @@ def _job(web_id: str = "") -> Job:
 def test_supersede_aborts_the_previous_completion_only(clean_redis, listen):
     first, second = _job("web-a"), _job("web-b")  # the previous one relayed by another web process
     received = listen(keys.reply_channel("web-a", first.id))
-    assert commands.supersede(clean_redis, "client", "echo", first) is None
-    assert commands.supersede(clean_redis, "client", "echo", first) is None  # the same job again
-    assert commands.supersede(clean_redis, "client", "echo", second) == first.id
-    assert commands.is_aborted(clean_redis, first.id) and not commands.is_aborted(clean_redis, second.id)
+    assert records.supersede(clean_redis, "client", "echo", first) is None
+    assert records.supersede(clean_redis, "client", "echo", first) is None  # the same job again
+    assert records.supersede(clean_redis, "client", "echo", second) == first.id
+    assert records.is_aborted(clean_redis, first.id) and not records.is_aborted(clean_redis, second.id)
     assert [decode_event(data) for _, data in received()] == [
         ErrorEvent(message="superseded by a newer completion request", status=409)]
-    assert commands.supersede(clean_redis, "other-client", "echo", _job("web-a")) is None
+    assert records.supersede(clean_redis, "other-client", "echo", _job("web-a")) is None
 
 
 def test_a_reply_channel_names_its_job():
@@ -110,18 +111,18 @@ def test_loaded_models_keep_the_longest_note(clean_redis):
 def test_a_beat_keeps_jobs_alive_and_announces_the_worker(clean_redis, job_id):
     worker = {"id": f"host:{job_id[:8]}", "queues": ["local-completion", "local"]}  # presence outlives clean_redis
     clean_redis.set(keys.alive_key(job_id), b"1", ex=1)  # its first beat (the take's)
-    commands.beat(clean_redis, [job_id], worker)
+    records.beat(clean_redis, [job_id], worker)
     assert 1 < clean_redis.ttl(keys.alive_key(job_id)) <= commands.ALIVE_TTL_SECONDS  # refreshed
     assert worker in commands.live_workers(clean_redis)
     assert 0 < clean_redis.ttl(keys.worker_key(worker["id"])) <= 3 * commands.ALIVE_TTL_SECONDS
-    commands.beat(clean_redis, [], None)  # a worker not consuming yet announces nothing
+    records.beat(clean_redis, [], None)  # a worker not consuming yet announces nothing
     assert json.loads(clean_redis.get(keys.worker_key(worker["id"])))["id"] == worker["id"]
 
 
 def test_a_beat_racing_a_jobs_end_does_not_bring_its_key_back(clean_redis, job_id):
     clean_redis.set(keys.alive_key(job_id), b"1", ex=commands.ALIVE_TTL_SECONDS)  # a running job's
-    commands.end_heartbeat(clean_redis, job_id)  # the job finished...
-    commands.beat(clean_redis, [job_id], None)  # ...while a beat was on its way with it
+    records.end_heartbeat(clean_redis, job_id)  # the job finished...
+    records.beat(clean_redis, [job_id], None)  # ...while a beat was on its way with it
     assert not clean_redis.exists(keys.alive_key(job_id))
 
 

@@ -5,8 +5,8 @@ import json
 
 import pytest
 
+from jobqueue.records import is_aborted
 from protocol import usage
-from protocol.commands import is_aborted
 from protocol.contract import DoneEvent, ErrorEvent, PromptSpec, TextEvent, Usage
 
 DONE = DoneEvent(reason="stop", usage=Usage(prompt_tokens=1, completion_tokens=2))

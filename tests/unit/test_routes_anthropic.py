@@ -7,7 +7,7 @@ import logging
 
 import pytest
 
-from protocol.admission import Busy
+from jobqueue.admission import Busy
 from protocol.contract import DoneEvent, ErrorEvent, TextEvent, Usage
 
 BODY = {"model": "echo", "max_tokens": 64, "messages": [{"role": "user", "content": "hi"}]}

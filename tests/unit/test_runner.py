@@ -11,17 +11,19 @@ import fakeredis
 import pytest
 
 from catalog.model_info import BackendSettings
-from workers.backends.base import Backend
-from workers.pieces import Outcome, Prompted, Thinking
-from workers.cancel import Cancel
-from protocol import fairqueue, usage
-from protocol.commands import job_state, renew_web_lease
-from protocol.keys import reply_channel
-from protocol.contract import Job, Message, ToolChoice, ToolSpec
-from workers.heartbeat import Heartbeat
 from catalog.registry import ModelEntry
+from jobqueue import fairqueue
+from jobqueue.records import job_state
+from protocol import usage
+from protocol.commands import renew_web_lease
+from protocol.contract import Job, Message, ToolChoice, ToolSpec
 from protocol.errors import BackendError, PromptTooLong, UnknownModel
+from protocol.keys import reply_channel
+from workers.backends.base import Backend
+from workers.cancel import Cancel
+from workers.heartbeat import Heartbeat
 from workers.mcp.toolbox import ServerTool, ToolResult
+from workers.pieces import Outcome, Prompted, Thinking
 from workers.runner import RunContext, run_job
 
 

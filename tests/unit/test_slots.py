@@ -11,9 +11,10 @@ import pytest
 
 from app.auth import load_keys
 from catalog.registry import Registry, parse_entry
-from protocol import fairqueue, keys
+from jobqueue import fairqueue
+from jobqueue.fairqueue import Waiting
+from protocol import keys
 from protocol.contract import Job, Message
-from protocol.fairqueue import Waiting
 from workers.slots import Slots
 
 

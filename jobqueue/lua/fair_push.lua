@@ -1,4 +1,4 @@
--- Queue one job in its pool's fair queue (see protocol/fairqueue.py).
+-- Queue one job in its pool's fair queue (see jobqueue/fairqueue.py).
 -- KEYS: ready zset (of the job's class), the job's hash, the pool's state hash, the pool's waiting hash,
 --       the Celery queue's list (for the ticket), the pool's admitted zset ('-': queue it unchecked)
 -- ARGV: job id, payload, person, weight, policy, the ticket message ('' for none), the job's admission member,

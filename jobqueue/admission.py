@@ -2,7 +2,7 @@
 requests per minute per person (a sliding window) and a bounded queue per
 pool whose places are reserved at admission. One Lua script checks and
 records atomically. (A person's concurrency limit does not refuse: their
-job waits its turn in the fair queue, protocol/fairqueue.py.)
+job waits its turn in the fair queue, jobqueue/fairqueue.py.)
 
 Every admitted job is recorded with the web process that holds it
 (keys.lease_member): a queue place whose web process's lease has lapsed (it
@@ -21,9 +21,9 @@ from redis import Redis
 from redis.client import Pipeline
 from redis.exceptions import NoScriptError
 
+from jobqueue.scripts import queue_script, run_script
 from protocol import keys
 from protocol.commands import batched, drained_recently
-from protocol.scripts import queue_script, run_script
 
 RATE_WINDOW_SECONDS = 60
 

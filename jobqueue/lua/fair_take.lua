@@ -1,4 +1,4 @@
--- A worker with a free slot takes the fairest job it may run (see protocol/fairqueue.py).
+-- A worker with a free slot takes the fairest job it may run (see jobqueue/fairqueue.py).
 -- The job taken is started in the same round trip (see `start` below).
 -- KEYS: ready zsets (code completions first, then chat), the pool's state hash, its waiting hash,
 --       the admission queue zset, the pool's drained bucket, and for a slot going on from its last

@@ -1,4 +1,4 @@
--- Admission of one job (see protocol/admission.py): the pool's queue bound, then the person's rate.
+-- Admission of one job (see jobqueue/admission.py): the pool's queue bound, then the person's rate.
 -- KEYS: the person's rate window zset, the pool's queued zset
 -- ARGV: now, stale-before time, requests per minute, max queue, the job's lease member, the web lease prefix,
 --       the rate window in seconds

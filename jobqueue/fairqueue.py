@@ -36,11 +36,11 @@ from redis import Redis
 from redis.client import Pipeline
 from redis.exceptions import NoScriptError
 
+from jobqueue.scripts import queue_script, run_script as _run
 from protocol import keys
 from protocol.commands import ALIVE_TTL_SECONDS
 from protocol.contract import Job
 from protocol.queue import ticket_queue
-from protocol.scripts import queue_script, run_script as _run
 
 CLASSES = ("completion", "chat")
 # How long a job handed to a particular worker is held for it.
@@ -65,7 +65,7 @@ def push(redis: Redis | Pipeline, pool: str, klass: str, job: Job, waiting: Wait
     """Queue the job, and with it (same script) its ticket: a Celery queue's
     list and the message to push there (queue_config.ticket_message). On a
     pipeline, queued by SHA (the caller handles NoScriptError). With
-    `if_admitted`, only if admission recorded the job (protocol.admission:
+    `if_admitted`, only if admission recorded the job (jobqueue.admission:
     sent in the same round trip as its admission)."""
     tickets, message = ticket or ("", b"")
     member = keys.lease_member(job.web_id, job.id)
