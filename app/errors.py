@@ -17,7 +17,7 @@ from werkzeug.exceptions import HTTPException, RequestEntityTooLarge
 
 from app.services import services
 from dialects import anthropic_writer, ollama_writer, openai_writer, simple_chat
-from jobqueue.admission import Busy
+from jobqueue.admission import Busy, Verdict
 from protocol.errors import SwitchboardError
 from protocol.metrics import count_rejection
 
@@ -70,7 +70,7 @@ def register_error_handlers(target, error_body: Callable[[SwitchboardError], dic
 
     def render_busy(busy: Busy) -> Response:
         count_rejection(services().redis, busy.reason)
-        status = queue_full_status if busy.reason == "queue_full" and queue_full_status else busy_status
+        status = queue_full_status if busy.reason == Verdict.QUEUE_FULL and queue_full_status else busy_status
         message = OLLAMA_BUSY if status == 503 else busy.message
         return render(ApiError(status, message, retry_after=busy.retry_after))
 

@@ -33,10 +33,11 @@ from catalog.registry import ModelEntry
 from jobqueue import fairqueue
 from jobqueue.admission import admit, release
 from jobqueue.records import job_taken, record_state, send_abort, supersede, worker_lost
+from jobqueue.states import JobState
 from protocol import keys, usage
 from protocol.commands import batched
 from protocol.contract import (
-    DoneEvent, ErrorEvent, Event, Job, KeepAliveEvent, TextEvent, UnknownEvent, decode_event,
+    DoneEvent, ErrorEvent, Event, FinishReason, Job, KeepAliveEvent, TextEvent, UnknownEvent, decode_event,
     encode_event, is_text_payload,
 )
 from jobqueue.fairqueue import Waiting
@@ -174,7 +175,7 @@ class JobRun:
                               status=503)
         if self.started and worker_lost(redis, self.job.id):
             with batched(redis) as pipe:
-                record_state(pipe, self.job.id, status="finished", reason="error", error="worker lost")
+                record_state(pipe, self.job.id, status=JobState.FINISHED, reason=FinishReason.ERROR, error="worker lost")
                 count_job(pipe, self.job.model, "worker_lost", 0, None)
             return ErrorEvent(message="the worker running this job stopped; try again", status=502)
         if idle > settings.event_timeout_seconds:
@@ -255,7 +256,7 @@ class JobRun:
     def _record_usage(self, pipe) -> None:
         """The person's usage of the day, and the error list."""
         final, person = self.final, self._waiting.person
-        outcome = "ok" if isinstance(final, DoneEvent) and final.reason != "aborted" else \
+        outcome = "ok" if isinstance(final, DoneEvent) and final.reason != FinishReason.ABORTED else \
             "error" if isinstance(final, ErrorEvent) else "abort"
         used = final.usage if isinstance(final, DoneEvent) else None
         usage.record_request(pipe, person, self.job.model, used.prompt_tokens if used else 0,
@@ -266,9 +267,9 @@ class JobRun:
     def _record_unrun(self, redis) -> None:
         """The job left the queue unrun: recorded as a worker records one it
         drops (the client left, or its wait ran out)."""
-        reason = "expired" if time.time() > self.job.expires_at else "aborted"
+        reason = FinishReason.EXPIRED if time.time() > self.job.expires_at else FinishReason.ABORTED
         with batched(redis) as pipe:
-            record_state(pipe, self.job.id, status="finished", reason=reason)
+            record_state(pipe, self.job.id, status=JobState.FINISHED, reason=reason)
             count_job(pipe, self.job.model, reason, 0, None)
 
 

@@ -14,7 +14,7 @@ import base64
 import hashlib
 
 from dialects.writer import Frame, NamedEvent, Transcript, Writer, reply_extensions, server_tool_comment
-from protocol.contract import DoneEvent, PromptEvent, ServerToolEvent, ToolCallEvent, json_object
+from protocol.contract import DoneEvent, FinishReason, PromptEvent, ServerToolEvent, ToolCallEvent, json_object
 from protocol.errors import PromptTooLong, SwitchboardError
 
 _ERROR_TYPES = {
@@ -29,7 +29,7 @@ _ERROR_TYPES = {
     504: "timeout_error",
     529: "overloaded_error",
 }
-_STOP_REASONS = {"length": "max_tokens", "tool_calls": "tool_use"}
+_STOP_REASONS = {FinishReason.LENGTH: "max_tokens", FinishReason.TOOL_CALLS: "tool_use"}
 PING = NamedEvent("ping", {"type": "ping"})
 
 

@@ -6,8 +6,10 @@ from __future__ import annotations
 from datetime import datetime, timezone
 
 from dialects.writer import Frame, Transcript, Writer, finish_extensions, reply_extensions
-from protocol.contract import DoneEvent, ServerToolEvent, ToolCallEvent, json_object
+from protocol.contract import DoneEvent, FinishReason, ServerToolEvent, ToolCallEvent, json_object
 from protocol.errors import SwitchboardError
+
+_OWN_REASONS = (FinishReason.LENGTH, FinishReason.LOAD, FinishReason.UNLOAD)  # Ollama's done_reason has these too
 
 
 def now_rfc3339() -> str:
@@ -22,7 +24,7 @@ def done_fields(done: DoneEvent) -> dict:
     """The statistics Ollama puts on its last line, in nanoseconds."""
     return {
         # Ollama says "stop" after tool calls too
-        "done_reason": done.reason if done.reason in ("length", "load", "unload") else "stop",
+        "done_reason": done.reason if done.reason in _OWN_REASONS else "stop",
         "total_duration": done.timings.total_ns,
         "load_duration": done.timings.load_ns,
         "prompt_eval_count": done.usage.prompt_tokens,

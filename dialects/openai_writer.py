@@ -5,7 +5,7 @@ from __future__ import annotations
 from dialects.writer import (
     Frame, Marker, Transcript, Writer, finish_extensions, reply_extensions, server_tool_comment,
 )
-from protocol.contract import DoneEvent, ServerToolEvent, ToolCallEvent
+from protocol.contract import DoneEvent, FinishReason, ServerToolEvent, ToolCallEvent
 from protocol.errors import SwitchboardError
 
 _ERROR_TYPES = {
@@ -35,7 +35,7 @@ def usage(done: DoneEvent) -> dict:
 
 
 def finish_reason(done: DoneEvent) -> str:
-    return done.reason if done.reason in ("length", "tool_calls") else "stop"
+    return done.reason if done.reason in (FinishReason.LENGTH, FinishReason.TOOL_CALLS) else "stop"
 
 
 def tool_call_object(call: ToolCallEvent) -> dict:

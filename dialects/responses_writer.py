@@ -15,7 +15,7 @@ from typing import Callable
 
 from dialects import openai_writer
 from dialects.writer import Frame, NamedEvent, Transcript, Writer, server_tool_comment
-from protocol.contract import DoneEvent, ServerToolEvent, ToolCallEvent, json_object
+from protocol.contract import DoneEvent, FinishReason, ServerToolEvent, ToolCallEvent, json_object
 from protocol.errors import PromptTooLong, SwitchboardError
 
 # Codex compacts its conversation on this code, and retries on the others.
@@ -185,7 +185,7 @@ class ResponsesWriter(Writer):
         return frames + [self._event(kind, response=final)]
 
     def _final(self, done: DoneEvent) -> dict:
-        incomplete = done.reason == "length"
+        incomplete = done.reason == FinishReason.LENGTH
         final = self._snapshot(status="incomplete" if incomplete else "completed", usage=usage(done),
                                incomplete_details={"reason": "max_output_tokens"} if incomplete else None)
         if self.on_final is not None:

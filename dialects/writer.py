@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
-from protocol.contract import DoneEvent, EmbeddingEvent, PromptEvent, ServerToolEvent, ToolCallEvent
+from protocol.contract import DoneEvent, FinishReason, EmbeddingEvent, PromptEvent, ServerToolEvent, ToolCallEvent
 from protocol.errors import SwitchboardError
 
 
@@ -71,7 +71,7 @@ def server_tool_comment(event: ServerToolEvent) -> Comment:
 
 
 def finish_extensions(done: DoneEvent) -> dict:
-    return {"step_limit_reached": True} if done.reason == "step_limit" else {}
+    return {"step_limit_reached": True} if done.reason == FinishReason.STEP_LIMIT else {}
 
 
 def reply_extensions(transcript: Transcript) -> dict:

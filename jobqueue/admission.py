@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Callable
 
 from redis import Redis
@@ -28,11 +29,19 @@ from protocol.commands import batched, drained_recently
 RATE_WINDOW_SECONDS = 60
 
 
+class Verdict(StrEnum):
+    """admit.lua's answer."""
+
+    ADMITTED = "ok"
+    RATE_LIMIT = "rate_limit"  # the person's requests per minute
+    QUEUE_FULL = "queue_full"  # the pool's queue bound
+
+
 @dataclass(frozen=True)
 class Busy(Exception):
     """Over a limit: 429 on OpenAI routes, 503 on Ollama's."""
 
-    reason: str  # rate_limit, queue_full
+    reason: Verdict  # RATE_LIMIT or QUEUE_FULL
     message: str
     retry_after: int
 
@@ -72,7 +81,7 @@ def _admit_then(redis: Redis, script_keys: list[str], args: list, then, undo) ->
         followers = [NoScriptError()]
     if isinstance(verdict, Exception):
         raise verdict
-    if _text(verdict[0]) != "ok":
+    if _text(verdict[0]) != Verdict.ADMITTED:
         return verdict
     try:
         failed = next((f for f in followers if isinstance(f, Exception)), None)
@@ -88,10 +97,10 @@ def _admit_then(redis: Redis, script_keys: list[str], args: list, then, undo) ->
 
 def _raise_if_refused(redis: Redis, verdict: list, now: float, pool: str, requests_per_minute: int) -> None:
     reason, depth, *oldest = verdict
-    reason = _text(reason)
-    if reason == "ok":
+    reason = Verdict(_text(reason))
+    if reason == Verdict.ADMITTED:
         return
-    if reason == "rate_limit":
+    if reason == Verdict.RATE_LIMIT:
         free_at = float(oldest[0]) + RATE_WINDOW_SECONDS  # when the oldest request leaves the window
         raise Busy(reason, f"rate limit reached: {requests_per_minute} requests per minute for this key",
                    max(1, math.ceil(free_at - now)))

@@ -10,6 +10,7 @@ import json
 from redis import Redis
 from redis.client import Pipeline
 
+from jobqueue.states import JobState
 from protocol import keys
 from protocol.commands import ALIVE_TTL_SECONDS, batched, publish_event
 from protocol.contract import ErrorEvent, Job
@@ -73,7 +74,7 @@ def worker_lost(redis: Redis, job_id: str) -> bool:
     pipe.exists(keys.alive_key(job_id))
     pipe.hget(keys.state_key(job_id), "status")
     alive, status = pipe.execute()
-    return not alive and status != b"finished"
+    return not alive and status != JobState.FINISHED.encode()
 
 
 def beat(redis: Redis, job_ids: list[str], worker: dict | None) -> None:

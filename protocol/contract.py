@@ -24,6 +24,7 @@ import json
 import secrets
 import string
 import typing
+from enum import StrEnum
 from typing import Annotated, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
@@ -281,14 +282,22 @@ class ServerToolEvent(_Strict):
         return self.model_dump(exclude={"type"}, exclude_none=True)
 
 
-# "step_limit": a final answer forced by the tool-round limit (clients see "stop").
-# "load" / "unload": an empty request that only loaded (or, with keep_alive 0,
-# unloaded) the model. A reason is any string on the wire, so a newer
-# worker's reason does not break an older web process (writers map a reason
-# they do not know to "stop").
-# "counted": a count_only job's prompt was counted.
-FINISH_REASONS = ("stop", "length", "tool_calls", "step_limit", "aborted", "load", "unload", "expired", "counted")
-FinishReason = str
+class FinishReason(StrEnum):
+    """Why a job ended: its DoneEvent's reason and its record's. On the wire a
+    reason is any string (DoneEvent.reason is typed str), so a reason the
+    next release adds does not break this one (writers map a reason they do
+    not know to "stop")."""
+
+    STOP = "stop"
+    LENGTH = "length"  # its token limit
+    TOOL_CALLS = "tool_calls"  # it called the client's tools
+    STEP_LIMIT = "step_limit"  # a final answer forced by the tool-round limit (clients see "stop")
+    ABORTED = "aborted"  # its client left, or it was superseded
+    LOAD = "load"  # an empty request that only loaded the model
+    UNLOAD = "unload"  # ... or, with keep_alive 0, unloaded it
+    COUNTED = "counted"  # a count_only job's prompt was counted
+    EXPIRED = "expired"  # (records only) no worker started it in time
+    ERROR = "error"  # (records only) it failed; its ErrorEvent says why
 
 
 class EmbeddingEvent(_Strict):
@@ -301,7 +310,7 @@ class EmbeddingEvent(_Strict):
 
 class DoneEvent(_Strict):
     type: Literal["done"] = "done"
-    reason: FinishReason
+    reason: str  # a FinishReason (see there why a str)
     usage: Usage = Field(default_factory=Usage)
     timings: Timings = Field(default_factory=Timings)
     usage_counted: bool = False  # the worker counted the request's usage (Job.usage_of)

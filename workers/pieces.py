@@ -3,12 +3,14 @@ text pieces, complete native tool calls, and the outcome it returns."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Generator, Iterator, Literal, Union
+from typing import Generator, Iterator, Union
+
+from protocol.contract import FinishReason
 
 
 @dataclass
 class Outcome:
-    reason: Literal["stop", "length"]
+    reason: FinishReason  # STOP or LENGTH
     prompt_tokens: int
     completion_tokens: int
     load_ns: int = 0

@@ -17,9 +17,10 @@ from redis.client import Pipeline
 
 from catalog.registry import ModelEntry
 from jobqueue.records import end_heartbeat, record_state
+from jobqueue.states import JobState
 from protocol.commands import FOREVER_SECONDS, forget_loaded, mark_loaded, publish_event
 from protocol.contract import (
-    CONTRACT_VERSION, DoneEvent, EmbeddingEvent, ErrorEvent, Event, Job, PromptEvent, Timings, Usage,
+    CONTRACT_VERSION, DoneEvent, EmbeddingEvent, ErrorEvent, Event, FinishReason, Job, PromptEvent, Timings, Usage,
 )
 from protocol.errors import BackendError, SwitchboardError, UnknownModel
 from protocol.metrics import count_job, count_prompt_cache
@@ -83,9 +84,9 @@ def run_job(job: Job, ctx: RunContext, taken_at: float, batch: Pipeline | None =
         refused = refusal(job, ctx)
         if refused is not None:
             log.error("refused job %s: %s", job.id, refused.message)
-            return _finish(job, ctx, "error", final=refused, error=refused.message, ran=True, batch=batch)
+            return _finish(job, ctx, FinishReason.ERROR, final=refused, error=refused.message, ran=True, batch=batch)
         if aborted.is_set():  # its client (or its web process) left between the take and now
-            return _finish(job, ctx, "aborted", ran=True, batch=batch)
+            return _finish(job, ctx, FinishReason.ABORTED, ran=True, batch=batch)
         return _run_started(job, ctx, aborted, batch)
 
 
@@ -97,7 +98,7 @@ def _run_started(job: Job, ctx: RunContext, aborted: Cancel, batch: Pipeline | N
         done = _generate(job, ctx, aborted, tail)
     except Exception as error:
         if aborted.is_set():  # e.g. an upstream read broken off by the abort itself
-            done = DoneEvent(reason="aborted")
+            done = DoneEvent(reason=FinishReason.ABORTED)
         elif isinstance(error, SwitchboardError):
             return _fail(job, ctx, error, tail, batch)
         else:
@@ -107,7 +108,7 @@ def _run_started(job: Job, ctx: RunContext, aborted: Cancel, batch: Pipeline | N
     first_token = (done.timings.load_ns + done.timings.prompt_eval_ns) / 1e9
     ttft = started_wall - job.enqueued_at + first_token if done.usage.completion_tokens else None
     return _finish(job, ctx, done.reason, tokens=done.usage.completion_tokens, ttft=ttft, finished_at=time.time(),
-                   final=None if done.reason == "aborted" else done, ran=True, loaded=True,
+                   final=None if done.reason == FinishReason.ABORTED else done, ran=True, loaded=True,
                    waited=started_wall - job.enqueued_at, tail=tail, batch=batch)
 
 
@@ -127,7 +128,7 @@ def _finish(job: Job, ctx: RunContext, reason: str, tokens: int = 0, ttft: float
         for event in tail:
             publish_event(pipe, job.reply_channel, event)
         publish_event(pipe, job.reply_channel, final)
-    record_state(pipe, job.id, status="finished", reason=reason, **fields)
+    record_state(pipe, job.id, status=JobState.FINISHED, reason=reason, **fields)
     if ran:
         end_heartbeat(pipe, job.id)  # after the state: see records.worker_lost
     if loaded:
@@ -144,7 +145,7 @@ def _finish(job: Job, ctx: RunContext, reason: str, tokens: int = 0, ttft: float
 
 def _fail(job: Job, ctx: RunContext, error: SwitchboardError, tail: list[Event] = (),
           batch: Pipeline | None = None) -> str:
-    return _finish(job, ctx, "error", final=ErrorEvent.of(error), ran=True, error=error.message,
+    return _finish(job, ctx, FinishReason.ERROR, final=ErrorEvent.of(error), ran=True, error=error.message,
                    finished_at=time.time(), tail=tail, batch=batch)
 
 
@@ -186,9 +187,9 @@ def _generate(job: Job, ctx: RunContext, aborted: Cancel, tail: list[Event]) -> 
     entry, backend = ctx.backends.entry(job.model), ctx.backends.get(job.model)
     if is_load_only(job) and job.keep_alive == 0:  # Ollama's idiom for "unload now"
         backend.keep_loaded(0)
-        return _done("unload", Outcome("stop", 0, 0), started, None)
+        return _done(FinishReason.UNLOAD, Outcome(FinishReason.STOP, 0, 0), started, None)
     if is_load_only(job):
-        return _done("load", Outcome("stop", 0, 0, load_ns=backend.load()), started, None)
+        return _done(FinishReason.LOAD, Outcome(FinishReason.STOP, 0, 0, load_ns=backend.load()), started, None)
     if job.embed is not None:
         try:
             return _embed(job, ctx, backend, aborted, started)
@@ -207,9 +208,9 @@ def _embed(job: Job, ctx: RunContext, backend: Backend, aborted: Cancel, started
     """One batch, one event with every vector (the web process shapes them)."""
     embedded = backend.embed(job.embed, aborted)
     if aborted.is_set():
-        return DoneEvent(reason="aborted")
+        return DoneEvent(reason=FinishReason.ABORTED)
     publish_event(ctx.redis, job.reply_channel, EmbeddingEvent(vectors=embedded.vectors))
-    return _done("stop", Outcome("stop", embedded.prompt_tokens, 0, load_ns=embedded.load_ns), started, None)
+    return _done(FinishReason.STOP, Outcome(FinishReason.STOP, embedded.prompt_tokens, 0, load_ns=embedded.load_ns), started, None)
 
 
 def _count(job: Job, ctx: RunContext, entry: ModelEntry, backend: Backend, aborted: Cancel,
@@ -220,7 +221,7 @@ def _count(job: Job, ctx: RunContext, entry: ModelEntry, backend: Backend, abort
     server = ServerTools.for_job(job, entry, ctx.toolbox, aborted)
     plan = plan_tools(server.job, entry.tools, entry.system, entry.step_limit, server.specs)
     tokens = backend.count_tokens(_backend_job(server.job, ctx, plan, backend))
-    return _done("counted", Outcome("stop", tokens, 0), started, None)
+    return _done(FinishReason.COUNTED, Outcome(FinishReason.STOP, tokens, 0), started, None)
 
 
 def _stream(job: Job, ctx: RunContext, entry: ModelEntry, backend: Backend, aborted: Cancel,
@@ -237,20 +238,21 @@ def _stream(job: Job, ctx: RunContext, entry: ModelEntry, backend: Backend, abor
             replies = Replies(ReplyFilter(plan, server.names), server, entry.think_tags, job.think)
             outcome = _round(server, ctx, plan, replies, backend, publisher, aborted, deadline, totals)
             if outcome is None or aborted.is_set():
-                return DoneEvent(reason="aborted")
+                return DoneEvent(reason=FinishReason.ABORTED)
             _check_forced_call(server.job, plan, replies.filter)
-            if replies.filter.calls or not replies.filter.server_calls or outcome.reason != "stop":
+            if replies.filter.calls or not replies.filter.server_calls or outcome.reason != FinishReason.STOP:
                 break
             if not server.run_round(replies.filter.server_calls, ctx.toolbox, publisher, ctx.redis, aborted):
-                return DoneEvent(reason="aborted")
+                return DoneEvent(reason=FinishReason.ABORTED)
             if time.perf_counter_ns() > deadline:  # no time left for another round
-                outcome = Outcome("length", 0, 0)
+                outcome = Outcome(FinishReason.LENGTH, 0, 0)
                 break
     finally:
         tail += publisher.close(drop=aborted.is_set())  # published just before the final event
     if aborted.is_set():  # the stream may have ended quietly because the abort closed it
-        return DoneEvent(reason="aborted")
-    reason = "tool_calls" if replies.filter.calls else "step_limit" if plan.step_limited and outcome.reason == "stop" \
+        return DoneEvent(reason=FinishReason.ABORTED)
+    reason = FinishReason.TOOL_CALLS if replies.filter.calls else \
+        FinishReason.STEP_LIMIT if plan.step_limited and outcome.reason == FinishReason.STOP \
         else outcome.reason
     return _done(reason, totals.outcome(outcome), started, totals.first_token_at)
 
@@ -277,7 +279,7 @@ def _round(server: ServerTools, ctx: RunContext, plan: ToolPlan, replies: Replie
             publisher.put(replies.feed(text))
             if time.perf_counter_ns() > deadline:
                 log.warning("job %s hit the %.0f s wall-time cap", server.job.id, ctx.max_job_seconds)
-                outcome = Outcome("length", 0, 0)
+                outcome = Outcome(FinishReason.LENGTH, 0, 0)
                 break
         if not aborted.is_set():
             publisher.put(replies.finish())  # held-back text, calls completed at the end
@@ -294,7 +296,7 @@ def _done(reason: str, outcome: Outcome, started: int, first_token_at: int | Non
     first = first_token_at or ended
     return DoneEvent(
         reason=reason,
-        stop_sequence=outcome.stop_sequence if reason == "stop" else None,
+        stop_sequence=outcome.stop_sequence if reason == FinishReason.STOP else None,
         usage=Usage(prompt_tokens=outcome.prompt_tokens, completion_tokens=outcome.completion_tokens,
                     cached_tokens=outcome.cached_tokens, reasoning_tokens=outcome.reasoning_tokens or 0),
         timings=Timings(

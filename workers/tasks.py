@@ -18,10 +18,11 @@ from redis.client import Pipeline
 from catalog.registry import load_registry
 from jobqueue.fairqueue import Taken
 from jobqueue.records import end_heartbeat, record_state
+from jobqueue.states import JobState
 from protocol import keys
 from protocol.commands import publish_event
 from protocol.connection import redis_client
-from protocol.contract import ErrorEvent
+from protocol.contract import ErrorEvent, FinishReason
 from protocol.queue import TAKE_TASK
 from queue_config import app, send_ticket
 from settings import settings_from_environment
@@ -97,7 +98,7 @@ def _reject(batch: Pipeline, taken: Taken) -> None:
     log.error("rejected a malformed job %s: %s", taken.job_id, taken.malformed)
     if taken.reply_channel:  # else there is nowhere to say it; its web process times out waiting
         publish_event(batch, taken.reply_channel, ErrorEvent(message="malformed job", status=500))
-    record_state(batch, taken.job_id, status="finished", reason="error", error="malformed job")
+    record_state(batch, taken.job_id, status=JobState.FINISHED, reason=FinishReason.ERROR, error="malformed job")
     end_heartbeat(batch, taken.job_id)
 
 

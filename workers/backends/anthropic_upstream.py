@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 
 from dialects.anthropic import count_request, upstream_request
-from protocol.contract import EmbedSpec, Job
+from protocol.contract import EmbedSpec, FinishReason, Job
 from protocol.errors import BackendError
 from workers.backends.http_pool import Response
 from workers.backends.sse import sse_payloads
@@ -80,7 +80,7 @@ class MessageStream:
             "input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"))
 
     def outcome(self) -> Outcome:
-        return Outcome("length" if self.stop_reason == "max_tokens" else "stop", self.prompt_tokens(),
+        return Outcome(FinishReason.LENGTH if self.stop_reason == "max_tokens" else FinishReason.STOP, self.prompt_tokens(),
                        self.usage.get("output_tokens", 0), cached_tokens=self.usage.get("cache_read_input_tokens"),
                        stop_sequence=self.stop_sequence if self.stop_reason == "stop_sequence" else None)
 

@@ -18,7 +18,7 @@ import re
 import time
 
 from catalog.echo import EchoSettings
-from protocol.contract import EmbedSpec, Job, Message
+from protocol.contract import EmbedSpec, FinishReason, Job, Message
 from workers.backends.base import Backend, too_long
 from workers.cancel import Cancel
 from workers.pieces import Embedded, Outcome, Prompted, TextGenerator
@@ -73,19 +73,19 @@ class EchoBackend(Backend):
         emitted = 0
         for token in echo_tokens(reply):
             if limit is not None and emitted >= limit:
-                return Outcome("length", prompt_tokens, emitted)
+                return Outcome(FinishReason.LENGTH, prompt_tokens, emitted)
             if emitted and self.settings.delay_ms and _pause(self.settings.delay_ms / 1000, cancel):
-                return Outcome("stop", prompt_tokens, emitted)  # the runner sees the abort
+                return Outcome(FinishReason.STOP, prompt_tokens, emitted)  # the runner sees the abort
             emitted += 1
             text = stops.feed(token)
             if text:
                 yield text
             if stops.stopped:
-                return Outcome("stop", prompt_tokens, emitted, stop_sequence=stops.matched)
+                return Outcome(FinishReason.STOP, prompt_tokens, emitted, stop_sequence=stops.matched)
         tail = stops.flush()
         if tail:
             yield tail
-        return Outcome("stop", prompt_tokens, emitted)
+        return Outcome(FinishReason.STOP, prompt_tokens, emitted)
 
     def count_tokens(self, job: Job) -> int:
         """Its "tokens" are words: those of the prompt or the messages, as sent."""

@@ -14,7 +14,7 @@ import threading
 import time
 
 from catalog.llamacpp import DEFAULT_SAMPLING, LlamaCppSettings
-from protocol.contract import EmbedSpec, Job, SamplingOptions
+from protocol.contract import EmbedSpec, FinishReason, Job, SamplingOptions
 from protocol.errors import BackendError, PromptTooLong
 from workers.backends.base import Backend
 from workers.backends.prompt_cache import PromptCache, live_reuse
@@ -193,7 +193,7 @@ class LlamaCppBackend(Backend):
         reused = loaded.cache.prepare(llm, prompt) if loaded.cache else live_reuse(llm, prompt)
         llm.set_seed(options.seed if options.seed is not None else random.randrange(2**31))
         sampling = {k: v if (v := getattr(options, k)) is not None else d for k, d in DEFAULT_SAMPLING.items()}
-        count, reason = 0, "length"
+        count, reason = 0, FinishReason.LENGTH
         tokens = llm.generate(prompt, temp=sampling["temperature"], top_k=sampling["top_k"], top_p=sampling["top_p"],
                               min_p=sampling["min_p"], repeat_penalty=sampling["repeat_penalty"],
                               grammar=_grammar(job))
@@ -201,14 +201,14 @@ class LlamaCppBackend(Backend):
             yield Prompted(len(prompt), reused.tokens)  # after the grammar: a bad schema is still a 400
             for token in tokens:
                 if llama_cpp.llama_vocab_is_eog(llm._model.vocab, token):
-                    reason = "stop"
+                    reason = FinishReason.STOP
                     break
                 count += 1
                 text = stops.feed(utf8.decode(llm.detokenize([token])))
                 if text:
                     yield text
                 if stops.stopped:
-                    reason = "stop"
+                    reason = FinishReason.STOP
                     break
                 if count >= limit:
                     break

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dialects import embeddings
 from dialects.ollama import upstream_request
-from protocol.contract import EmbedSpec, Job
+from protocol.contract import EmbedSpec, FinishReason, Job
 from workers.backends import wire_json
 from workers.backends.http_pool import Response
 from workers.backends.tool_deltas import ToolCallAssembler
@@ -58,7 +58,7 @@ class OllamaUpstreamBackend(UpstreamBackend):
             raise mid_stream_error(self.settings, "malformed NDJSON") from None
         for call in calls.calls():
             yield call
-        reason = "length" if last.get("done_reason") == "length" else "stop"
+        reason = FinishReason.LENGTH if last.get("done_reason") == "length" else FinishReason.STOP
         return Outcome(reason, last.get("prompt_eval_count", 0), last.get("eval_count", count))
 
 

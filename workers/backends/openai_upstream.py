@@ -7,7 +7,7 @@ import json
 
 from dialects.openai import upstream_request
 from dialects import embeddings
-from protocol.contract import EmbedSpec, Job
+from protocol.contract import EmbedSpec, FinishReason, Job
 from workers.backends.http_pool import Response
 from workers.backends.sse import sse_payloads
 from workers.backends.tool_deltas import ToolCallAssembler
@@ -67,7 +67,7 @@ class OpenAIUpstreamBackend(UpstreamBackend):
         # Without usage (an upstream that rejects stream_options), count pieces:
         # OpenAI-compatible servers stream one token per chunk.
         details = usage.get("completion_tokens_details") or {}
-        return Outcome("length" if finish == "length" else "stop", usage.get("prompt_tokens", 0),
+        return Outcome(FinishReason.LENGTH if finish == "length" else FinishReason.STOP, usage.get("prompt_tokens", 0),
                        usage.get("completion_tokens", pieces), stop_sequence=fired if finish == "stop" else None,
                        reasoning_tokens=details.get("reasoning_tokens"))
 
