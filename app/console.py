@@ -10,7 +10,7 @@ import time
 from redis import Redis
 
 from catalog.registry import Registry
-from jobqueue import fairqueue
+import jobqueue
 from protocol import usage
 from protocol.commands import live_workers, loaded_models, streams_relayed
 
@@ -34,8 +34,11 @@ def workers(redis: Redis) -> list[dict]:
 
 
 def queues(redis: Redis, registry: Registry) -> list[dict]:
-    return [{"pool": pool, "waiting": fairqueue.depth(redis, pool),
-             "waiting_by_person": fairqueue.waiting_by_person(redis, pool)} for pool in sorted(registry.pools())]
+    rows = []
+    for pool in sorted(registry.pools()):
+        waiting, by_person = jobqueue.queue_depth(redis, pool)
+        rows.append({"pool": pool, "waiting": waiting, "waiting_by_person": by_person})
+    return rows
 
 
 def snapshot(redis: Redis, registry: Registry) -> dict:

@@ -17,7 +17,7 @@ from werkzeug.exceptions import HTTPException, RequestEntityTooLarge
 
 from app.services import services
 from dialects import anthropic_writer, ollama_writer, openai_writer, simple_chat
-from jobqueue.admission import Busy, Verdict
+from jobqueue import Busy, Verdict
 from protocol.errors import SwitchboardError
 from protocol.metrics import count_rejection
 

@@ -30,17 +30,13 @@ from app.services import Services, services
 from app.streaming import Observer
 from catalog.kinds import backend_kind
 from catalog.registry import ModelEntry
-from jobqueue import fairqueue
-from jobqueue.admission import admit, release
-from jobqueue.records import job_taken, record_state, send_abort, supersede, worker_lost
-from jobqueue.states import JobState
+import jobqueue
 from protocol import keys, usage
 from protocol.commands import batched
 from protocol.contract import (
     DoneEvent, ErrorEvent, Event, FinishReason, Job, KeepAliveEvent, TextEvent, UnknownEvent, decode_event,
     encode_event, is_text_payload,
 )
-from jobqueue.fairqueue import Waiting
 from protocol.metrics import count_job
 from protocol.queue import ticket_queue
 
@@ -75,21 +71,21 @@ def client_identity(keys_enabled: bool) -> str:
     return hashlib.sha256(who.encode()).hexdigest()[:32]
 
 
-def _waiting(own: Services, entry: ModelEntry) -> Waiting:
+def _waiting(own: Services, entry: ModelEntry) -> jobqueue.Waiting:
     key = current_key()
-    return Waiting(person(own.keys.enabled), key.max_concurrent or own.settings.max_concurrent, key.weight,
+    return jobqueue.Waiting(person(own.keys.enabled), key.max_concurrent or own.settings.max_concurrent, key.weight,
                    serial=backend_kind(entry.backend).serial)
 
 
-def _admission_limits(own: Services) -> dict:
-    key = current_key()
-    return {"requests_per_minute": key.requests_per_minute or own.settings.requests_per_minute,
-            "max_queue": own.settings.max_queue}
+def _admission_limits(own: Services) -> jobqueue.Limits:
+    key, settings = current_key(), own.settings
+    return jobqueue.Limits(key.requests_per_minute or settings.requests_per_minute, settings.max_queue,
+                           stale_after=settings.max_queue_wait_seconds + settings.event_timeout_seconds)
 
 
 # --- one job's run -------------------------------------------------------------------
 class JobRun:
-    def __init__(self, services: Services, job: Job, environ: dict, waiting: Waiting, limits: dict):
+    def __init__(self, services: Services, job: Job, environ: dict, waiting: jobqueue.Waiting, limits: jobqueue.Limits):
         self.job = job
         self._services = services
         self._environ = environ
@@ -112,24 +108,18 @@ class JobRun:
         job and, if admitted, it is queued: into the pool's fair queue, with
         its ticket on the Celery queue."""
         settings, redis, relay = self._services.settings, self._services.redis, self._services.relay
-        stale_after = settings.max_queue_wait_seconds + settings.event_timeout_seconds
         self.job.web_id, self._pool = self._services.lease.ensure_held(redis), pool
         self.job.reply_channel = keys.reply_channel(self.job.web_id, self.job.id)
         self.job.usage_of = self._waiting.person
         self.job.enqueued_at = time.time()
         self.job.expires_at = self.job.enqueued_at + settings.max_queue_wait_seconds
         ticket = self._services.ticket(self.job, ticket_queue(pool, klass), pool)
-
-        def queue_job(client) -> None:
-            fairqueue.push(client, pool, klass, self.job, self._waiting, settings.queue_policy,
-                           ticket=ticket, if_admitted=True)
         try:
             subscription = relay.listen(self.job.id, settings.subscribe_timeout_seconds)
         except RelayUnavailable as error:
             raise ApiError(503, f"the job queue is unavailable: {error}") from None
         try:
-            admit(redis, self._waiting.person, self.job.id, pool, self.job.web_id, stale_after=stale_after,
-                  then=queue_job, **self._limits)
+            jobqueue.submit(redis, self.job, self._waiting, self._limits, klass, pool, settings.queue_policy, ticket)
         except BaseException:
             relay.forget(subscription)
             raise
@@ -141,7 +131,7 @@ class JobRun:
     def cut(self, message: str) -> None:
         """End the stream now with an in-band error (shutdown), aborting the job."""
         if self._subscription is not None and not self.finished:
-            send_abort(self._services.redis, self.job.id)
+            jobqueue.abort(self._services.redis, self.job.id)
             self._subscription.messages.put(encode_event(ErrorEvent(message=message, status=503)))
 
     def _on_disconnect(self) -> None:
@@ -169,14 +159,12 @@ class JobRun:
         now = time.monotonic()
         idle = now - self._last_event
         if not self.started:  # no event yet: its state says whether a worker took it
-            self.started = job_taken(redis, self.job.id)
+            self.started = jobqueue.started(redis, self.job.id)
         if not self.started and time.time() > self.job.expires_at + 1:
             return ErrorEvent(message=f"no worker started the job within {settings.max_queue_wait_seconds:g} s",
                               status=503)
-        if self.started and worker_lost(redis, self.job.id):
-            with batched(redis) as pipe:
-                record_state(pipe, self.job.id, status=JobState.FINISHED, reason=FinishReason.ERROR, error="worker lost")
-                count_job(pipe, self.job.model, "worker_lost", 0, None)
+        if self.started and jobqueue.lost(redis, self.job.id):
+            count_job(redis, self.job.model, "worker_lost", 0, None)
             return ErrorEvent(message="the worker running this job stopped; try again", status=502)
         if idle > settings.event_timeout_seconds:
             return ErrorEvent(message=f"the job sent nothing for {idle:.0f} s; giving up", status=504)
@@ -233,15 +221,15 @@ class JobRun:
             self._watch = None
         if self._subscription is not None:
             if not self.finished:
-                send_abort(self._services.redis, self.job.id)
+                jobqueue.abort(self._services.redis, self.job.id)
             self._services.relay.forget(self._subscription)
             self._subscription = None
         if self._admitted and not self._counted_by_worker():
             redis = self._services.redis
-            if not self.started and fairqueue.remove(redis, self._pool, self.job.id):
-                self._record_unrun(redis)
-            with batched(redis) as pipe:  # one round trip for both
-                release(pipe, self._waiting.person, self.job.id, self._pool, self.job.web_id)
+            with batched(redis) as pipe:  # one round trip for what it leaves
+                unrun = jobqueue.withdraw(redis, pipe, self.job, self._waiting.person, self._pool, self.started)
+                if unrun is not None:
+                    count_job(pipe, self.job.model, unrun, 0, None)
                 self._record_usage(pipe)
         self._admitted = False
         observers, self.observers = self.observers, []
@@ -263,14 +251,6 @@ class JobRun:
                              used.completion_tokens if used else 0, outcome, self.job.id)
         if isinstance(final, ErrorEvent):
             usage.record_error(pipe, person, self.job.model, final.message)
-
-    def _record_unrun(self, redis) -> None:
-        """The job left the queue unrun: recorded as a worker records one it
-        drops (the client left, or its wait ran out)."""
-        reason = FinishReason.EXPIRED if time.time() > self.job.expires_at else FinishReason.ABORTED
-        with batched(redis) as pipe:
-            record_state(pipe, self.job.id, status=JobState.FINISHED, reason=reason)
-            count_job(pipe, self.job.model, reason, 0, None)
 
 
 def check_budget(own: Services) -> None:
@@ -299,7 +279,7 @@ def start_job(job: Job, entry: ModelEntry, stream: bool = False) -> tuple[JobRun
     try:
         run.start(klass_of(job), entry.pool)
         if entry.supersede and is_code_completion(job):
-            supersede(own.redis, client_identity(own.keys.enabled), entry.name, job)
+            jobqueue.supersede(own.redis, client_identity(own.keys.enabled), entry.name, job)
         events = run.events(keepalive=stream)  # a stream starts at once if the job keeps it waiting
         first = next(events)
     except BaseException:

@@ -14,7 +14,7 @@ from protocol.keys import REJECTED, TOKENS, tool_seconds_key
 from protocol.metrics import (
     TOOL_SECONDS_BUCKETS, TTFT_BUCKETS, histogram, jobs_finished, prompt_cache_counts, tool_calls, ttft_histogram,
 )
-from jobqueue import fairqueue
+import jobqueue
 from protocol import usage
 
 
@@ -106,8 +106,9 @@ def _queues(redis, pools: list[str], people_shown: bool = True):
     people = GaugeMetricFamily("switchboard_queue_waiting", "Jobs waiting, by pool and person "
                                f"(the {PEOPLE_SHOWN} with most waiting; the rest as other).", labels=["pool", "person"])
     for pool in pools:
-        depth.add_metric([pool], fairqueue.depth(redis, pool))
-        for person, count in _top_people(fairqueue.waiting_by_person(redis, pool)) if people_shown else []:
+        waiting, by_person = jobqueue.queue_depth(redis, pool)
+        depth.add_metric([pool], waiting)
+        for person, count in _top_people(by_person) if people_shown else []:
             people.add_metric([pool, person], count)
     return depth, people
 

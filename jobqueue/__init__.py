@@ -1,14 +1,140 @@
-"""The job queue: the one owner of a job's life in Redis, used by the web
-process and the workers alike (neither touches a job's keys itself).
+"""The job queue: the one owner of a job's life in Redis. The web process and
+the workers change a job only through the functions below, one per
+transition, in the order a job lives them:
 
-- admission.py: whether a job may queue at all (a person's rate, the pool's
-  queue bound), checked and recorded in one script
-- fairqueue.py: the waiting jobs in the order workers take them (fair shares
-  across people, completions first, one-at-a-time models handed to an idle
-  worker, prompt-cache affinity), and the take that starts a job
-- records.py: a job's record while and after it runs (state, heartbeat,
-  abort mark)
-- lua/: one script per transition
+    web process                         worker
+    submit   admitted and queued  ──>   take      started (running)
+    abort    its client left      ──>   (the worker's abort watch hears it)
+    withdraw its request ended          finish    its record says how it ended
+                                        release   its person's slot is free
 
-Only redis-py and the protocol package are imported here.
+Below them: admission.py (a person's rate, the pool's queue bound),
+fairqueue.py (the order workers take jobs in: fair shares across people,
+completions first, one-at-a-time models handed to an idle worker, prompt
+cache affinity), records.py (a job's state, heartbeat and abort mark),
+states.py, and lua/ (one script per transition). Only redis-py and the
+protocol package are imported here.
 """
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from redis import Redis
+from redis.client import Pipeline
+
+from jobqueue import admission, fairqueue, records
+from jobqueue.admission import Busy, Verdict
+from jobqueue.fairqueue import Taken, Waiting, affinity_of
+from jobqueue.states import JobState
+from protocol.commands import batched
+from protocol.contract import FinishReason, Job
+
+__all__ = ["Busy", "Limits", "JobState", "Taken", "Verdict", "Waiting", "abort", "aborted", "finish", "keep_alive",
+           "lost", "queue_depth", "release", "started", "state", "submit", "supersede", "take", "withdraw"]
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What admission holds a job to (jobqueue/admission.py)."""
+    requests_per_minute: int
+    max_queue: int
+    stale_after: float  # seconds after which a queue place nobody took is free again
+
+
+# --- the web process's side ----------------------------------------------------------
+def submit(redis: Redis, job: Job, waiting: Waiting, limits: Limits, klass: str, pool: str, policy: str = "fair",
+           ticket: tuple[str, bytes] | None = None) -> None:
+    """Admit the job (or raise Busy) and queue it, with its ticket, in one
+    round trip: a worker's take starts it."""
+    def queue(client: Redis | Pipeline) -> None:
+        fairqueue.push(client, pool, klass, job, waiting, policy, ticket=ticket, if_admitted=True)
+    admission.admit(redis, waiting.person, job.id, pool, job.web_id, requests_per_minute=limits.requests_per_minute,
+                    max_queue=limits.max_queue, stale_after=limits.stale_after, then=queue)
+
+
+def abort(redis: Redis, job_id: str) -> None:
+    """Its client left: a waiting job is never started, a running one stops
+    within a token."""
+    records.send_abort(redis, job_id)
+
+
+def started(redis: Redis, job_id: str) -> bool:
+    """A worker took it (for a web process that has heard nothing yet)."""
+    return records.job_taken(redis, job_id)
+
+
+def lost(redis: Redis, job_id: str) -> bool:
+    """Its worker stopped beating before it finished; if so, its record says
+    so from now on."""
+    if not records.worker_lost(redis, job_id):
+        return False
+    records.record_state(redis, job_id, status=JobState.FINISHED, reason=FinishReason.ERROR, error="worker lost")
+    return True
+
+
+def withdraw(redis: Redis, pipe: Pipeline, job: Job, person: str, pool: str, started: bool) -> FinishReason | None:
+    """Its request ended without its worker finishing it (the client left,
+    the stream failed, the server shuts down): a job still waiting leaves the
+    queue, recorded as expired or aborted (returned); its queue place and its
+    person's slot are free. The writes go on `pipe`, for the caller to send
+    with its own."""
+    unrun = None
+    if not started and fairqueue.remove(redis, pool, job.id):
+        unrun = FinishReason.EXPIRED if job.expires_at is not None and time.time() > job.expires_at \
+            else FinishReason.ABORTED
+        records.record_state(pipe, job.id, status=JobState.FINISHED, reason=unrun)
+    admission.release(pipe, person, job.id, pool, job.web_id)
+    return unrun
+
+
+def supersede(redis: Redis, client: str, model: str, job: Job) -> str | None:
+    """The client's newer code completion aborts its previous one (returned)."""
+    return records.supersede(redis, client, model, job)
+
+
+def queue_depth(redis: Redis, pool: str) -> tuple[int, dict[str, int]]:
+    """The pool's waiting jobs: how many, and how many per person."""
+    return fairqueue.depth(redis, pool), fairqueue.waiting_by_person(redis, pool)
+
+
+def state(redis: Redis, job_id: str) -> dict[str, str]:
+    """Its record (empty while it waits)."""
+    return records.job_state(redis, job_id)
+
+
+# --- the worker's side ---------------------------------------------------------------
+take = fairqueue.take  # the fairest job this worker may run, started in the same round trip
+
+
+def aborted(redis: Redis, job_id: str) -> bool:
+    return records.is_aborted(redis, job_id)
+
+
+def keep_alive(redis: Redis, job_ids: list[str], worker: dict | None) -> None:
+    """The worker's heartbeat: its running jobs stay alive (and it is present)."""
+    records.beat(redis, job_ids, worker)
+
+
+def finish(redis: Redis | Pipeline, job_id: str, reason: str, **fields: str | int | float) -> None:
+    """Its record says how it ended, then its heartbeat ends (in that order:
+    see records.worker_lost). The caller publishes its final event first."""
+    with batched(redis) as pipe:
+        records.record_state(pipe, job_id, status=JobState.FINISHED, reason=reason, **fields)
+        records.end_heartbeat(pipe, job_id)
+
+
+def release(redis: Redis, taken: Taken) -> list[str]:
+    """Its person's slot is free. Returns the pools where that person's jobs
+    wait on their limit (each needs a ticket)."""
+    return fairqueue.finish(redis, taken.person, taken.lease)
+
+
+finish_and_take = fairqueue.finish_and_take  # release, then take the next job: one round trip
+mark_free = fairqueue.mark_free  # this worker's one-at-a-time models that are idle
+
+
+def remember_cache(redis: Redis, model: str, taken: Taken, worker_id: str) -> None:
+    """This worker's prompt cache now holds the job's prefix (its person's,
+    or its cache key's): their next job comes here while it is idle."""
+    fairqueue.remember_affinity(redis, model, affinity_of(taken.job, taken.person), worker_id)

@@ -22,7 +22,7 @@ from typing import Iterator
 
 from redis import Redis
 
-from jobqueue.records import is_aborted
+import jobqueue
 from protocol.keys import abort_channel, abort_key
 from workers.cancel import Cancel
 
@@ -53,7 +53,7 @@ class AbortWatch:
             self._flags[job_id] = flag
             heard = self._heard.pop(job_id, False)
             subscribed_before = self._subscribed_at is not None and self._subscribed_at <= taken_at
-        if heard or (not subscribed_before and is_aborted(self._redis, job_id)):
+        if heard or (not subscribed_before and jobqueue.aborted(self._redis, job_id)):
             flag.set()
         try:
             yield flag

@@ -1,5 +1,5 @@
 """Liveness, published by every worker process once a second (see
-jobqueue.records.beat):
+jobqueue.keep_alive):
 
 - each running job's `alive` key (it lapses after a few seconds), so a web
   process can tell a job whose worker was killed from one that is thinking;
@@ -17,7 +17,7 @@ from typing import Callable
 
 from redis import Redis
 
-from jobqueue.records import beat
+import jobqueue
 from protocol.commands import dead_webs
 from workers.cancel import Cancel
 
@@ -57,7 +57,7 @@ class Heartbeat:
         presence = {"id": self._worker_id, "queues": self.queues, "slots": self.slots, "busy": len(self._jobs),
                     "beat_at": time.time()} if self.queues else None
         jobs = dict(self._jobs)
-        beat(self._redis, list(jobs), presence)
+        jobqueue.keep_alive(self._redis, list(jobs), presence)
         if self.on_beat is not None:
             self.on_beat()
         dead = dead_webs(self._redis, {web for web, _ in jobs.values() if web})
@@ -75,7 +75,7 @@ class _Running:
 
     def __enter__(self):
         self._heartbeat.start()
-        self._heartbeat._jobs[self._job_id] = self._entry  # its first beat is its take's (fairqueue.take)
+        self._heartbeat._jobs[self._job_id] = self._entry  # its first beat is its take's (jobqueue.take)
         return self
 
     def __exit__(self, *exc):

@@ -16,8 +16,7 @@ from redis import Redis
 from redis.client import Pipeline
 
 from catalog.registry import ModelEntry
-from jobqueue.records import end_heartbeat, record_state
-from jobqueue.states import JobState
+import jobqueue
 from protocol.commands import FOREVER_SECONDS, forget_loaded, mark_loaded, publish_event
 from protocol.contract import (
     CONTRACT_VERSION, DoneEvent, EmbeddingEvent, ErrorEvent, Event, FinishReason, Job, PromptEvent, Timings, Usage,
@@ -84,9 +83,9 @@ def run_job(job: Job, ctx: RunContext, taken_at: float, batch: Pipeline | None =
         refused = refusal(job, ctx)
         if refused is not None:
             log.error("refused job %s: %s", job.id, refused.message)
-            return _finish(job, ctx, FinishReason.ERROR, final=refused, error=refused.message, ran=True, batch=batch)
+            return _finish(job, ctx, FinishReason.ERROR, final=refused, error=refused.message, batch=batch)
         if aborted.is_set():  # its client (or its web process) left between the take and now
-            return _finish(job, ctx, FinishReason.ABORTED, ran=True, batch=batch)
+            return _finish(job, ctx, FinishReason.ABORTED, batch=batch)
         return _run_started(job, ctx, aborted, batch)
 
 
@@ -108,18 +107,18 @@ def _run_started(job: Job, ctx: RunContext, aborted: Cancel, batch: Pipeline | N
     first_token = (done.timings.load_ns + done.timings.prompt_eval_ns) / 1e9
     ttft = started_wall - job.enqueued_at + first_token if done.usage.completion_tokens else None
     return _finish(job, ctx, done.reason, tokens=done.usage.completion_tokens, ttft=ttft, finished_at=time.time(),
-                   final=None if done.reason == FinishReason.ABORTED else done, ran=True, loaded=True,
+                   final=None if done.reason == FinishReason.ABORTED else done, loaded=True,
                    waited=started_wall - job.enqueued_at, tail=tail, batch=batch)
 
 
 def _finish(job: Job, ctx: RunContext, reason: str, tokens: int = 0, ttft: float | None = None,
-            final: DoneEvent | ErrorEvent | None = None, ran: bool = False, loaded: bool = False,
+            final: DoneEvent | ErrorEvent | None = None, loaded: bool = False,
             waited: float | None = None, tail: list[Event] = (), batch: Pipeline | None = None, **fields) -> str:
     """Everything a finished job leaves in Redis, in one round trip (on
     `batch` if given, sent by the caller): its usage, its last events, its
     state, the end of its heartbeat, the loaded-model note, the metrics."""
     pipe = ctx.redis.pipeline(transaction=False) if batch is None else batch
-    if isinstance(final, DoneEvent) and ran and job.usage_of:  # counted here: its web process need not
+    if isinstance(final, DoneEvent) and job.usage_of:  # counted here: its web process need not
         if not job.count_only:  # counting a prompt uses no tokens
             record_request(pipe, job.usage_of, job.model, final.usage.prompt_tokens, final.usage.completion_tokens,
                            "ok", job.id)
@@ -128,13 +127,11 @@ def _finish(job: Job, ctx: RunContext, reason: str, tokens: int = 0, ttft: float
         for event in tail:
             publish_event(pipe, job.reply_channel, event)
         publish_event(pipe, job.reply_channel, final)
-    record_state(pipe, job.id, status=JobState.FINISHED, reason=reason, **fields)
-    if ran:
-        end_heartbeat(pipe, job.id)  # after the state: see records.worker_lost
+    jobqueue.finish(pipe, job.id, reason, **fields)
     if loaded:
         _note_loaded(pipe, job, ctx)
     count_job(pipe, job.model, reason, tokens, ttft)
-    if isinstance(final, DoneEvent) and ran and not job.count_only:
+    if isinstance(final, DoneEvent) and not job.count_only:
         record_minute(pipe, ttft, tokens, final.timings.eval_ns / 1e9, waited)
     if isinstance(final, DoneEvent) and final.usage.cached_tokens is not None:
         count_prompt_cache(pipe, job.model, final.usage.cached_tokens, final.usage.prompt_tokens)
@@ -145,7 +142,7 @@ def _finish(job: Job, ctx: RunContext, reason: str, tokens: int = 0, ttft: float
 
 def _fail(job: Job, ctx: RunContext, error: SwitchboardError, tail: list[Event] = (),
           batch: Pipeline | None = None) -> str:
-    return _finish(job, ctx, FinishReason.ERROR, final=ErrorEvent.of(error), ran=True, error=error.message,
+    return _finish(job, ctx, FinishReason.ERROR, final=ErrorEvent.of(error), error=error.message,
                    finished_at=time.time(), tail=tail, batch=batch)
 
 

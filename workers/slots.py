@@ -23,8 +23,8 @@ from redis.client import Pipeline
 
 from catalog.kinds import backend_kind
 from catalog.registry import Registry
-from jobqueue import fairqueue
-from jobqueue.fairqueue import Taken
+import jobqueue
+from jobqueue import Taken
 from protocol.queue import direct_queue
 
 log = logging.getLogger(__name__)
@@ -58,17 +58,17 @@ class Slots:
         """This process's idle one-at-a-time models count as free (heartbeat)."""
         if self.tracks_free:
             with self._lock:
-                fairqueue.mark_free(self._redis, self.worker_id, self._idle())
+                jobqueue.mark_free(self._redis, self.worker_id, self._idle())
 
     def _idle(self) -> list[str]:
         return [m for m in self._serial if m not in self._running_serial]
 
     def take(self, pool: str, want: str = "", going_on: bool = False) -> Taken:
         if not self._serial:  # nothing to track (an upstream worker's hundred greenlets need no lock)
-            taken = fairqueue.take(self._redis, pool, self.worker_id, want, going_on=going_on)
+            taken = jobqueue.take(self._redis, pool, self.worker_id, want, going_on=going_on)
         else:
             with self._lock:
-                taken = fairqueue.take(self._redis, pool, self.worker_id, want,
+                taken = jobqueue.take(self._redis, pool, self.worker_id, want,
                                        self._idle() if self.tracks_free else None, going_on)
                 if taken.job is not None and taken.job.model in self._serial:  # runs now: not idle
                     self._running_serial.add(taken.job.model)
@@ -81,7 +81,7 @@ class Slots:
         the finished job's own writes, sent first. Without one-at-a-time
         models to track, all of it goes in one round trip."""
         if take_next and not self._serial:
-            blocked, following = fairqueue.finish_and_take(self._redis, taken.person, taken.lease, pool,
+            blocked, following = jobqueue.finish_and_take(self._redis, taken.person, taken.lease, pool,
                                                            self.worker_id, batch)
             self._unblock(pool, blocked)
             self._forward(pool, following)
@@ -89,7 +89,7 @@ class Slots:
         if batch is not None:
             batch.execute()
         self._release_serial(taken)
-        self._unblock(pool, fairqueue.finish(self._redis, taken.person, taken.lease))
+        self._unblock(pool, jobqueue.release(self._redis, taken))
         return self.take(pool, going_on=True) if take_next else Taken(None)
 
     def _release_serial(self, taken: Taken) -> None:
@@ -97,10 +97,9 @@ class Slots:
         with self._lock:
             if model in self._running_serial:
                 self._running_serial.discard(model)
-                fairqueue.remember_affinity(self._redis, model, fairqueue.affinity_of(taken.job, taken.person),
-                                             self.worker_id)
+                jobqueue.remember_cache(self._redis, model, taken, self.worker_id)
                 if self.tracks_free:
-                    fairqueue.mark_free(self._redis, self.worker_id, self._idle())
+                    jobqueue.mark_free(self._redis, self.worker_id, self._idle())
 
     def _unblock(self, pool: str, blocked: list[str]) -> None:
         """The person's jobs skipped for their limit in other pools get a

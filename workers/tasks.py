@@ -16,9 +16,8 @@ from celery.signals import worker_process_init, worker_ready, worker_shutting_do
 from redis.client import Pipeline
 
 from catalog.registry import load_registry
-from jobqueue.fairqueue import Taken
-from jobqueue.records import end_heartbeat, record_state
-from jobqueue.states import JobState
+import jobqueue
+from jobqueue import Taken
 from protocol import keys
 from protocol.commands import publish_event
 from protocol.connection import redis_client
@@ -98,8 +97,7 @@ def _reject(batch: Pipeline, taken: Taken) -> None:
     log.error("rejected a malformed job %s: %s", taken.job_id, taken.malformed)
     if taken.reply_channel:  # else there is nowhere to say it; its web process times out waiting
         publish_event(batch, taken.reply_channel, ErrorEvent(message="malformed job", status=500))
-    record_state(batch, taken.job_id, status=JobState.FINISHED, reason=FinishReason.ERROR, error="malformed job")
-    end_heartbeat(batch, taken.job_id)
+    jobqueue.finish(batch, taken.job_id, FinishReason.ERROR, error="malformed job")
 
 
 @worker_process_init.connect

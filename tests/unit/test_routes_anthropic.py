@@ -7,7 +7,7 @@ import logging
 
 import pytest
 
-from jobqueue.admission import Busy
+from jobqueue import Busy, Verdict
 from protocol.contract import DoneEvent, ErrorEvent, TextEvent, Usage
 
 BODY = {"model": "echo", "max_tokens": 64, "messages": [{"role": "user", "content": "hi"}]}
@@ -60,8 +60,8 @@ def test_an_error_after_the_opening_is_an_error_event(scripted):
     ("queue_full", 529, "overloaded_error"), ("rate_limit", 429, "rate_limit_error")], ids=["queue", "rate"])
 def test_over_a_limit(scripted, monkeypatch, reason, status, kind):
     def refuse(*args, **kwargs):
-        raise Busy(reason, "over", 3)
-    monkeypatch.setattr("app.jobs.admit", refuse)
+        raise Busy(Verdict(reason), "over", 3)
+    monkeypatch.setattr("jobqueue.submit", refuse)
     scripted.replies.append([])
     response = scripted.client.post("/v1/messages", json=BODY, headers=HEADERS)
     assert (response.status_code, response.json["error"]["type"], response.headers["Retry-After"]) == (
