@@ -12,6 +12,7 @@ of the pool's queue (workers count as they take jobs: see
 fairqueue.take)."""
 from __future__ import annotations
 
+import json
 import math
 import time
 from dataclasses import dataclass
@@ -62,8 +63,9 @@ def admit(redis: Redis, person: str, job_id: str, pool: str, web_id: str, *, req
     `if_admitted`), and they are undone with the admission if they fail."""
     now = time.time()
     script_keys = [keys.rpm_key(person), keys.queued_key(pool)]
-    args = [now, now - stale_after, requests_per_minute, max_queue, keys.lease_member(web_id, job_id),
-            keys.WEB_LEASE_PREFIX, RATE_WINDOW_SECONDS]
+    named = {"now": now, "stale_before": now - stale_after, "rpm": requests_per_minute, "max_queue": max_queue,
+             "member": keys.lease_member(web_id, job_id), "window": RATE_WINDOW_SECONDS}
+    args = [keys.lua_key_templates(), json.dumps(named)]
     if then is None:
         verdict = run_script(redis, "admit", script_keys, args)
     else:

@@ -37,6 +37,7 @@ from redis.client import Pipeline
 from redis.exceptions import NoScriptError
 
 from jobqueue.scripts import queue_script, run_script as _run
+from jobqueue.states import JobState
 from protocol import keys
 from protocol.commands import ALIVE_TTL_SECONDS
 from protocol.contract import Job
@@ -72,9 +73,9 @@ def push(redis: Redis | Pipeline, pool: str, klass: str, job: Job, waiting: Wait
     fields = {"limit": waiting.limit, "lease": member, "model": job.model,
               "serial": "1" if waiting.serial else "0", "expires": repr(job.expires_at), "web": job.web_id,
               "enqueued": repr(job.enqueued_at), "affinity": affinity_of(job, waiting.person)}
-    args = [job.id, job.model_dump_json(), waiting.person, waiting.weight, policy, message, member]
-    for name, value in fields.items():
-        args += [name, value]
+    named = {"job_id": job.id, "person": waiting.person, "weight": waiting.weight, "policy": policy,
+             "member": member, "fields": {name: str(value) for name, value in fields.items()}}
+    args = [json.dumps(named), job.model_dump_json(), message]
     script_keys = [keys.fair_ready_key(pool, klass), keys.fair_job_key(job.id), keys.fair_state_key(pool),
                    keys.fair_waiting_key(pool), tickets or "-", keys.queued_key(pool) if if_admitted else "-"]
     (queue_script if isinstance(redis, Pipeline) else _run)(redis, "fair_push", script_keys, args)
@@ -83,21 +84,7 @@ def push(redis: Redis | Pipeline, pool: str, klass: str, job: Job, waiting: Wait
 def remove(redis: Redis, pool: str, job_id: str) -> bool:
     """Take a job out of the queue unrun (its client left, its time is up).
     False if it is not waiting (a worker took it)."""
-    return bool(redis.eval(_REMOVE, 3, keys.fair_job_key(job_id), keys.fair_waiting_key(pool),
-                           keys.fair_state_key(pool)))
-
-
-_REMOVE = """
-local job, waiting, state = KEYS[1], KEYS[2], KEYS[3]
-local ready, member, person = unpack(redis.call('HMGET', job, 'ready', 'member', 'person'))
-if not ready then return 0 end
-redis.call('ZREM', ready, member)
-redis.call('DEL', job)
-if redis.call('HINCRBY', waiting, person, -1) <= 0 then
-  redis.call('HDEL', waiting, person)
-end
-return 1
-"""
+    return bool(_run(redis, "fair_remove", [keys.fair_job_key(job_id), keys.fair_waiting_key(pool)], []))
 
 
 @dataclass(frozen=True)
@@ -131,12 +118,11 @@ def take(redis: Redis, pool: str, worker_id: str, want: str = "", idle_serial: l
 def _take_call(pool: str, worker_id: str, want: str, idle_serial: list[str] | None,
                going_on: bool = False) -> tuple[list[str], list]:
     """fair_take.lua's keys and arguments."""
-    tracks_free = idle_serial is not None
     now = time.time()
-    args = [keys.FAIR_JOB_PREFIX, keys.ACTIVE_PREFIX, keys.FAIR_FREE_PREFIX, keys.FAIR_AFFINITY_PREFIX,
-            keys.WEB_LEASE_PREFIX, keys.JOB_PREFIX, keys.FAIR_RESERVED_PREFIX, keys.FAIR_BLOCKED_PREFIX,
-            worker_id, repr(now), want, "1" if tracks_free else "0", repr(now - FREE_FRESH_SECONDS),
-            HOLD_SECONDS, pool, keys.RECORD_TTL_SECONDS, ALIVE_TTL_SECONDS, *(idle_serial or [])]
+    named = {"worker": worker_id, "now": repr(now), "want": want, "idle_serial": idle_serial,
+             "fresh_after": now - FREE_FRESH_SECONDS, "hold": HOLD_SECONDS, "pool": pool,
+             "record_ttl": keys.RECORD_TTL_SECONDS, "alive_ttl": ALIVE_TTL_SECONDS, "running": JobState.RUNNING}
+    args = [keys.lua_key_templates(), json.dumps(named)]
     tickets = [ticket_queue(pool, k) for k in CLASSES] if going_on else []
     return [*(keys.fair_ready_key(pool, k) for k in CLASSES), keys.fair_state_key(pool),
             keys.fair_waiting_key(pool), keys.queued_key(pool), keys.drained_key(pool, int(now // 10)),
@@ -204,7 +190,7 @@ def _queue_finish(pipe, person: str, lease: str) -> None:
     no MULTI around a read and a delete, so a finished job's batch is a
     plain pipeline: no QUEUED reply per command.)"""
     pipe.zrem(keys.active_key(person), lease)
-    pipe.spop(keys.FAIR_BLOCKED_PREFIX + person, _ALL_POOLS)
+    pipe.spop(keys.blocked_pools_key(person), _ALL_POOLS)
 
 
 _ALL_POOLS = 10_000  # SPOP's count: more than any registry has pools
@@ -213,8 +199,8 @@ _ALL_POOLS = 10_000  # SPOP's count: more than any registry has pools
 def mark_free(redis: Redis, worker_id: str, models: list[str]) -> None:
     """The worker's copies of these one-at-a-time models are idle."""
     if models:
-        _run(redis, "fair_free", [], [keys.FAIR_FREE_PREFIX, keys.FAIR_RESERVED_PREFIX, worker_id, repr(time.time()),
-                                      *models])
+        named = {"worker": worker_id, "now": time.time(), "models": models}
+        _run(redis, "fair_free", [], [keys.lua_key_templates(), json.dumps(named)])
 
 
 def affinity_of(job: Job, person: str) -> str:

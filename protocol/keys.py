@@ -12,6 +12,8 @@ Metrics: `metrics:*`.
 """
 from __future__ import annotations
 
+import json
+from functools import lru_cache
 from urllib.parse import urlparse
 
 PREFIX = "switchboard"
@@ -214,3 +216,30 @@ def fair_job_key(job_id: str) -> str:
 
 def affinity_key(model: str, person: str) -> str:
     return f"{FAIR_AFFINITY_PREFIX}{model}:{person}"
+
+
+def free_workers_key(model: str) -> str:
+    """Workers whose copy of a one-at-a-time model is idle (score: when last said)."""
+    return f"{FAIR_FREE_PREFIX}{model}"
+
+
+def reserved_key(model: str, worker_id: str) -> str:
+    """The job handed to that worker's idle copy of the model, for a moment."""
+    return f"{FAIR_RESERVED_PREFIX}{model}:{worker_id}"
+
+
+def blocked_pools_key(person: str) -> str:
+    """Pools where the person's jobs wait on their concurrency limit."""
+    return f"{FAIR_BLOCKED_PREFIX}{person}"
+
+
+@lru_cache(maxsize=1)
+def lua_key_templates() -> str:
+    """The key names the job queue's Lua scripts build for the jobs, people,
+    models and workers they meet, as string.format templates made by the
+    functions above: a script never spells a key itself (jobqueue/lua)."""
+    s = "%s"
+    return json.dumps({"job": fair_job_key(s), "active": active_key(s), "free": free_workers_key(s),
+                       "affinity": affinity_key(s, s), "reserved": reserved_key(s, s),
+                       "blocked": blocked_pools_key(s), "web_lease": web_lease_key(s), "abort": abort_key(s),
+                       "alive": alive_key(s), "state": state_key(s)})

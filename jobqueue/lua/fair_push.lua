@@ -1,34 +1,47 @@
--- Queue one job in its pool's fair queue (see jobqueue/fairqueue.py).
--- KEYS: ready zset (of the job's class), the job's hash, the pool's state hash, the pool's waiting hash,
---       the Celery queue's list (for the ticket), the pool's admitted zset ('-': queue it unchecked)
--- ARGV: job id, payload, person, weight, policy, the ticket message ('' for none), the job's admission member,
---       then the job's hash fields as name, value pairs
+-- Queue one job in its pool's fair queue (jobqueue/fairqueue.py's push).
+-- KEYS[1]: the ready zset of the job's class   KEYS[2]: the job's hash   KEYS[3]: the pool's state hash
+-- KEYS[4]: the pool's waiting jobs per person (hash)   KEYS[5]: the Celery queue's list for the ticket
+-- KEYS[6]: the pool's admitted jobs (zset; '-': queue it unchecked)
+-- ARGV[1]: the named arguments:
+--   job_id          the job's id
+--   person, weight  who asked, and their share (a job costs them 1/weight)
+--   policy          'fair' or 'fifo'
+--   member          the job's admission member (web process | job id)
+--   fields          the job's scheduling fields, kept in its hash for the take
+-- ARGV[2]: the job's JSON (as it is: a large prompt is not decoded here)
+-- ARGV[3]: the Celery message to push with it ('' for none)
+-- Returns the job's member in the ready set, or false if admission did not take it.
+local A, payload, ticket = cjson.decode(ARGV[1]), ARGV[2], ARGV[3]
 local ready, job, state, waiting, tickets, admitted = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
-local job_id, payload, person, weight, policy, ticket = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4]), ARGV[5], ARGV[6]
 -- Sent in one round trip with its admission: queued only if admission took it.
-if admitted ~= '-' and not redis.call('ZSCORE', admitted, ARGV[7]) then
+if admitted ~= '-' and not redis.call('ZSCORE', admitted, A.member) then
   return false
 end
 local seq = redis.call('HINCRBY', state, 'seq', 1)
 local tag
-if policy == 'fifo' then
+if A.policy == 'fifo' then
   tag = seq
 else
   -- Start-time fair queueing: a job starts at the pool's virtual time, or
   -- after the person's previous job, whichever is later; each job costs
   -- 1/weight. A person with a backlog is interleaved with newcomers.
   local now_v = tonumber(redis.call('HGET', state, 'vtime') or '0')
-  local last = tonumber(redis.call('HGET', state, 'finish:' .. person) or '0')
+  local last = tonumber(redis.call('HGET', state, 'finish:' .. A.person) or '0')
   tag = math.max(now_v, last)
-  redis.call('HSET', state, 'finish:' .. person, string.format('%.17g', tag + 1 / weight))
+  redis.call('HSET', state, 'finish:' .. A.person, string.format('%.17g', tag + 1 / A.weight))
 end
 -- Equal tags are served in arrival order: the member starts with the sequence number.
-local member = string.format('%015d', seq) .. '|' .. job_id
+local member = string.format('%015d', seq) .. '|' .. A.job_id
 redis.call('ZADD', ready, tag, member)
-redis.call('HSET', job, 'payload', payload, 'person', person, 'member', member, 'ready', ready,
-           'tag', string.format('%.17g', tag), unpack(ARGV, 8))
+local fields = {'payload', payload, 'person', A.person, 'member', member, 'ready', ready,
+                'tag', string.format('%.17g', tag)}
+for name, value in pairs(A.fields) do
+  fields[#fields + 1] = name
+  fields[#fields + 1] = value
+end
+redis.call('HSET', job, unpack(fields))
 redis.call('EXPIRE', job, 86400)
-redis.call('HINCRBY', waiting, person, 1)
+redis.call('HINCRBY', waiting, A.person, 1)
 redis.call('EXPIRE', state, 86400)
 redis.call('EXPIRE', waiting, 86400)
 -- The job and its ticket are queued together: a ticket never runs ahead of its job.

@@ -1,0 +1,47 @@
+"""The job queue's Lua scripts read as functions do: each takes its
+arguments by name (at most 10), documents every one it reads in its header,
+and gets key names from protocol/keys.py (lua_key_templates) instead of
+spelling them."""
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from protocol import keys
+
+SCRIPTS = sorted((Path(__file__).resolve().parents[2] / "jobqueue" / "lua").glob("*.lua"))
+
+
+def _documented(text: str) -> set[str]:
+    """The names an argument list in the header documents ("--   name  what")."""
+    names = set()
+    for line in text.splitlines():
+        match = re.match(r"^--   ([a-z_]+(?:, [a-z_]+)*)\s", line)
+        if match:
+            names.update(match.group(1).split(", "))
+    return names
+
+
+@pytest.mark.parametrize("script", SCRIPTS, ids=[s.stem for s in SCRIPTS])
+def test_arguments_are_named_few_and_documented(script):
+    text = script.read_text()
+    used = set(re.findall(r"\bA\.([a-z_]+)", text))
+    assert used <= _documented(text), f"undocumented: {sorted(used - _documented(text))}"
+    assert len(_documented(text)) <= 10
+    assert max((int(n) for n in re.findall(r"ARGV\[(\d+)\]", text)), default=0) <= 3  # named, not positional
+
+
+@pytest.mark.parametrize("script", SCRIPTS, ids=[s.stem for s in SCRIPTS])
+def test_no_script_spells_a_key(script):
+    code = "\n".join(line.split("--")[0] for line in script.read_text().splitlines())
+    assert keys.PREFIX not in code and not re.search(r"\.\. ?':' ?\.\.", code)
+
+
+def test_the_templates_are_the_key_functions_own():
+    templates = json.loads(keys.lua_key_templates())
+    assert templates["job"] % "j1" == keys.fair_job_key("j1")
+    assert templates["affinity"] % ("smol", "alice") == keys.affinity_key("smol", "alice")
+    assert templates["state"] % "j1" == keys.state_key("j1")
