@@ -1,20 +1,15 @@
 """The Celery application (and nothing else): `celery -A queue_config worker`.
 
-The web process uses it only to publish jobs by task name (see
-app/services.py); workers start from it. Settings come from the one settings
+The web process uses it only to send tickets by task name (send_ticket);
+workers start from it. Settings come from the one settings
 model (settings/), read once per process.
 """
 from __future__ import annotations
 
-import base64
-import json
 import sys
-import uuid
-from functools import lru_cache
 from pathlib import Path
 
 from celery import Celery
-from kombu.serialization import dumps
 
 # `celery -A queue_config` puts the current directory on sys.path only while
 # it finds the app, and removes it after (celery.utils.imports.cwd_in_path);
@@ -73,70 +68,21 @@ app.conf.update(
 )
 
 
-def _task_message(pool: str, job_id: str, message_id: str):
-    return app.amqp.create_task_message(message_id, TAKE_TASK, [{"pool": pool, "job": job_id}], {},
-                                        argsrepr=f"pool {pool} job {job_id}", kwargsrepr="{}", ignore_result=True)
+def send_ticket(queue: str, pool: str, job_id: str) -> None:
+    """A ticket for a job the web process queued: a free slot that gets it
+    takes the fairest job of `pool` it may run (`job_id` first if it may)
+    and tells the job queue the ticket arrived (the ticket's id is the job
+    id; see jobqueue/fairqueue.py). Raises what kombu raises when the broker
+    is down."""
+    _send(queue, {"pool": pool, "job": job_id, "queue": queue})
 
 
-def ticket_message(queue: str, pool: str, job_id: str, message_id: str) -> tuple[str, bytes]:
-    """The Redis list and the bytes that `send_ticket` would push there, for
-    a caller that pushes them itself in a round trip it makes anyway (the
-    web process queues the job and its ticket in one script: fairqueue.push).
-
-    kombu's Redis transport keeps a message as this JSON envelope (its
-    virtual channel's prepare_message plus what basic_publish adds); a queue
-    at priority 0 is the list named after it. tests/unit/test_tickets.py
-    checks the envelope against what kombu itself pushes. Celery builds the
-    same message for every ticket of a pool but its ids, so it is built once
-    per queue and pool (about 0.1 ms a request) and the ids are filled in."""
-    envelope, body = _ticket_template(queue, pool)
-    ids = {_JOB_ID: _json_text(job_id), _MESSAGE_ID: _json_text(message_id)}
-    body = base64.b64encode(_fill(body, ids).encode()).decode()
-    return queue, _fill(envelope, {**ids, _BODY: body, _DELIVERY_TAG: str(uuid.uuid4())}).encode()
+def send_direct_ticket(queue: str, pool: str, job_id: str) -> None:
+    """A ticket from a worker: to another worker's own queue (a job handed to
+    its idle model) or for a person's job that waited on their limit. The
+    job queue does not count these."""
+    _send(queue, {"pool": pool, "job": job_id})
 
 
-# Placeholders for what differs between two tickets of a pool (no Celery
-# header or kombu field holds text like these).
-_JOB_ID, _MESSAGE_ID, _BODY, _DELIVERY_TAG = "@@job-id@@", "@@message-id@@", "@@body@@", "@@delivery-tag@@"
-
-
-@lru_cache(maxsize=256)
-def _ticket_template(queue: str, pool: str) -> tuple[str, str]:
-    """The envelope and the body's JSON, with placeholders for the ids."""
-    headers, properties, body, _ = _task_message(pool, _JOB_ID, _MESSAGE_ID)
-    content_type, encoding, data = dumps(body, serializer="json")
-    delivery = {"delivery_mode": 2, "delivery_info": {"exchange": "", "routing_key": queue}, "priority": 0,
-                "body_encoding": "base64", "delivery_tag": _DELIVERY_TAG}
-    envelope = {"body": _BODY, "content-encoding": encoding, "content-type": content_type, "headers": headers,
-                "properties": {**properties, **delivery}}
-    return json.dumps(envelope), data
-
-
-def _fill(template: str, values: dict[str, str]) -> str:
-    for placeholder, value in values.items():
-        template = template.replace(placeholder, value)
-    return template
-
-
-def _json_text(value: str) -> str:
-    """The value as it reads inside a JSON string."""
-    return json.dumps(value)[1:-1]
-
-
-def send_ticket(queue: str, pool: str, job_id: str, message_id: str) -> None:
-    """Put a ticket on a queue: a free slot that gets it takes the fairest job
-    of `pool` it may run (`job_id` first if it may; see jobqueue/fairqueue.py).
-    Raises what kombu raises when the broker is down."""
-    with app.producer_pool.acquire(block=True) as producer:
-        publish_ticket(producer, queue, pool, job_id, message_id)
-
-
-def publish_ticket(producer, queue: str, pool: str, job_id: str, message_id: str) -> None:
-    """Celery's own message API (create_task_message, router,
-    send_task_message: the steps send_task takes) without send_task's
-    extras: it would build a result backend object and an AsyncResult per
-    call, about half a millisecond for nothing (results are ignored; events
-    travel over pub/sub)."""
-    amqp = app.amqp
-    options = amqp.router.route({"queue": queue}, TAKE_TASK)
-    amqp.send_task_message(producer, TAKE_TASK, _task_message(pool, job_id, message_id), **options)
+def _send(queue: str, ticket: dict) -> None:
+    app.send_task(TAKE_TASK, args=[ticket], queue=queue, ignore_result=True)

@@ -19,7 +19,8 @@ from app.presence import WebLease
 from app.relay import Relay
 from app.requestlog import install_request_log
 from app.routes import admin, anthropic, ollama, openai, ops, responses, simple_chat
-from app.services import Services, ticket_by_name
+from app.services import Services
+from app.tickets import Tickets
 from catalog.registry import load_registry
 from protocol.keys import configure as configure_redis_names
 from protocol.connection import redis_client
@@ -39,7 +40,7 @@ def create_app(overrides: dict | None = None) -> Flask:
     app.config["MAX_CONTENT_LENGTH"] = settings.max_body_bytes
     app.json.sort_keys = False  # keep wire objects in the order the APIs document
     relay = Relay(redis, uuid.uuid4().hex)  # the process's id: its reply channels' and its lease's
-    app.extensions["switchboard"] = Services(settings, registry, redis, relay, ticket_by_name, keys,
+    app.extensions["switchboard"] = Services(settings, registry, redis, relay, Tickets(redis), keys,
                                              WebLease(relay.web_id, relay))
     install_request_log(app, settings.log_prompts)  # first: a refused request is logged too
     install_auth(app, keys)

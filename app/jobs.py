@@ -38,7 +38,6 @@ from protocol.contract import (
     encode_event, is_text_payload,
 )
 from protocol.metrics import count_job
-from protocol.queue import ticket_queue
 
 KEEPALIVE = KeepAliveEvent()
 
@@ -105,21 +104,22 @@ class JobRun:
     def start(self, klass: str, pool: str) -> "JobRun":
         """The relay listens for the job's events (on its reply channel,
         under this process); then, in one round trip, admission counts the
-        job and, if admitted, it is queued: into the pool's fair queue, with
-        its ticket on the Celery queue."""
+        job and, if admitted, it is queued in the pool's fair queue; a ticket
+        goes to Celery unless one on its way will wake a slot for it."""
         settings, redis, relay = self._services.settings, self._services.redis, self._services.relay
         self.job.web_id, self._pool = self._services.lease.ensure_held(redis), pool
         self.job.reply_channel = keys.reply_channel(self.job.web_id, self.job.id)
         self.job.usage_of = self._waiting.person
         self.job.enqueued_at = time.time()
         self.job.expires_at = self.job.enqueued_at + settings.max_queue_wait_seconds
-        ticket = self._services.ticket(self.job, ticket_queue(pool, klass), pool)
+        tickets = self._services.tickets
+        where = jobqueue.Placement(pool, klass, tickets.send, settings.queue_policy, tickets.for_every_job())
         try:
             subscription = relay.listen(self.job.id, settings.subscribe_timeout_seconds)
         except RelayUnavailable as error:
             raise ApiError(503, f"the job queue is unavailable: {error}") from None
         try:
-            jobqueue.submit(redis, self.job, self._waiting, self._limits, klass, pool, settings.queue_policy, ticket)
+            jobqueue.submit(redis, self.job, self._waiting, self._limits, where)
         except BaseException:
             relay.forget(subscription)
             raise

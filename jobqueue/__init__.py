@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from typing import Callable
 
 from redis import Redis
 from redis.client import Pipeline
@@ -27,11 +28,16 @@ from jobqueue import admission, fairqueue, records
 from jobqueue.admission import Busy, Verdict
 from jobqueue.fairqueue import Taken, Waiting, affinity_of
 from jobqueue.states import JobState
+from protocol import keys
 from protocol.commands import batched
 from protocol.contract import FinishReason, Job
+from protocol.errors import SwitchboardError
+from protocol.queue import ticket_queue
 
-__all__ = ["Busy", "Limits", "JobState", "Taken", "Verdict", "Waiting", "abort", "aborted", "finish", "keep_alive",
-           "lost", "queue_depth", "release", "started", "state", "submit", "supersede", "take", "withdraw"]
+__all__ = ["Busy", "Limits", "JobState", "Placement", "SendTicket", "Taken", "Verdict", "Waiting", "abort",
+           "aborted", "finish", "finish_and_take", "forget_lost_tickets", "keep_alive", "lost", "mark_free",
+           "queue_depth", "release", "remember_cache", "started", "state", "submit", "supersede", "take",
+           "withdraw"]
 
 
 @dataclass(frozen=True)
@@ -43,14 +49,44 @@ class Limits:
 
 
 # --- the web process's side ----------------------------------------------------------
-def submit(redis: Redis, job: Job, waiting: Waiting, limits: Limits, klass: str, pool: str, policy: str = "fair",
-           ticket: tuple[str, bytes] | None = None) -> None:
-    """Admit the job (or raise Busy) and queue it, with its ticket, in one
-    round trip: a worker's take starts it."""
-    def queue(client: Redis | Pipeline) -> None:
-        fairqueue.push(client, pool, klass, job, waiting, policy, ticket=ticket, if_admitted=True)
-    admission.admit(redis, waiting.person, job.id, pool, job.web_id, requests_per_minute=limits.requests_per_minute,
-                    max_queue=limits.max_queue, stale_after=limits.stale_after, then=queue)
+SendTicket = Callable[[str, str, str], None]  # Celery queue, pool, the ticket's id (its job's)
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where a job waits, and how a free slot hears of it."""
+    pool: str
+    klass: str  # "completion" (served first) or "chat"
+    send_ticket: SendTicket  # through Celery (queue_config.send_ticket)
+    policy: str = "fair"
+    every_job: bool = False  # a ticket for every job: workers of the previous release run (see fair_push.lua)
+
+
+def submit(redis: Redis, job: Job, waiting: Waiting, limits: Limits, where: Placement) -> None:
+    """Admit the job (or raise Busy) and queue it in one round trip; then,
+    if no ticket on its way will wake a slot for it, send one. A worker's
+    take starts it. If the ticket cannot be sent, the job is withdrawn and
+    a 503 raised."""
+    def queue(client: Redis | Pipeline) -> object:
+        return fairqueue.push(client, where.pool, where.klass, job, waiting, where.policy, tickets=True,
+                              every_job=where.every_job, if_admitted=True)
+    _, needs_ticket = admission.admit(
+        redis, waiting.person, job.id, where.pool, job.web_id, requests_per_minute=limits.requests_per_minute,
+        max_queue=limits.max_queue, stale_after=limits.stale_after, then=queue)
+    if needs_ticket:
+        _send_ticket(redis, job, waiting.person, where)
+
+
+def _send_ticket(redis: Redis, job: Job, person: str, where: Placement) -> None:
+    queue = ticket_queue(where.pool, where.klass)
+    try:
+        where.send_ticket(queue, where.pool, job.id)
+    except Exception as error:
+        with batched(redis) as pipe:
+            fairqueue.remove(redis, where.pool, job.id)
+            admission.release(pipe, person, job.id, where.pool, job.web_id)
+            pipe.zrem(keys.tickets_key(queue), job.id)
+        raise SwitchboardError(f"the job queue is unavailable: {error}", 503) from error
 
 
 def abort(redis: Redis, job_id: str) -> None:
@@ -132,6 +168,7 @@ def release(redis: Redis, taken: Taken) -> list[str]:
 
 finish_and_take = fairqueue.finish_and_take  # release, then take the next job: one round trip
 mark_free = fairqueue.mark_free  # this worker's one-at-a-time models that are idle
+forget_lost_tickets = fairqueue.forget_lost_tickets  # said by a worker with a free slot
 
 
 def remember_cache(redis: Redis, model: str, taken: Taken, worker_id: str) -> None:

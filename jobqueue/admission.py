@@ -56,45 +56,47 @@ def retry_after_seconds(redis: Redis, pool: str, ahead: int) -> int:
 
 
 def admit(redis: Redis, person: str, job_id: str, pool: str, web_id: str, *, requests_per_minute: int,
-          max_queue: int, stale_after: float, then: Callable[[Redis | Pipeline], None] | None = None) -> None:
-    """Admit the job, or raise Busy. `then` queues the commands that follow
-    an admission (queueing the job), sent in the same round trip: they must
+          max_queue: int, stale_after: float, then: Callable[[Redis | Pipeline], object] | None = None) -> object:
+    """Admit the job, or raise Busy. `then` queues the command that follows
+    an admission (queueing the job), sent in the same round trip: it must
     check in Redis that the job was admitted (fairqueue.push's
-    `if_admitted`), and they are undone with the admission if they fail."""
+    `if_admitted`), and it is undone with the admission if it fails. Returns
+    its result."""
     now = time.time()
     script_keys = [keys.rpm_key(person), keys.queued_key(pool)]
     named = {"now": now, "stale_before": now - stale_after, "rpm": requests_per_minute, "max_queue": max_queue,
              "member": keys.lease_member(web_id, job_id), "window": RATE_WINDOW_SECONDS}
     args = [keys.lua_key_templates(), json.dumps(named)]
     if then is None:
-        verdict = run_script(redis, "admit", script_keys, args)
+        verdict, followed = run_script(redis, "admit", script_keys, args), None
     else:
-        verdict = _admit_then(redis, script_keys, args, then, lambda: release(redis, person, job_id, pool, web_id))
+        verdict, followed = _admit_then(redis, script_keys, args, then,
+                                        lambda: release(redis, person, job_id, pool, web_id))
     _raise_if_refused(redis, verdict, now, pool, requests_per_minute)
+    return followed
 
 
-def _admit_then(redis: Redis, script_keys: list[str], args: list, then, undo) -> list:
+def _admit_then(redis: Redis, script_keys: list[str], args: list, then, undo) -> tuple[list, object]:
     pipe = redis.pipeline(transaction=False)
     queue_script(pipe, "admit", script_keys, args)
     then(pipe)
     verdict, *followers = pipe.execute(raise_on_error=False)
     if isinstance(verdict, NoScriptError):  # a first use, or Redis restarted: one at a time, scripts loaded
-        verdict = run_script(redis, "admit", script_keys, args)
-        followers = [NoScriptError()]
+        verdict, followers = run_script(redis, "admit", script_keys, args), [NoScriptError()]
     if isinstance(verdict, Exception):
         raise verdict
     if _text(verdict[0]) != Verdict.ADMITTED:
-        return verdict
+        return verdict, None
     try:
         failed = next((f for f in followers if isinstance(f, Exception)), None)
         if isinstance(failed, NoScriptError):
-            then(redis)
+            followers = [then(redis)]
         elif failed is not None:
             raise failed
     except BaseException:
         undo()
         raise
-    return verdict
+    return verdict, followers[-1] if followers else None
 
 
 def _raise_if_refused(redis: Redis, verdict: list, now: float, pool: str, requests_per_minute: int) -> None:

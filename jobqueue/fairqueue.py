@@ -62,23 +62,25 @@ class Waiting:
 
 
 def push(redis: Redis | Pipeline, pool: str, klass: str, job: Job, waiting: Waiting, policy: str = "fair",
-         ticket: tuple[str, bytes] | None = None, if_admitted: bool = False) -> None:
-    """Queue the job, and with it (same script) its ticket: a Celery queue's
-    list and the message to push there (queue_config.ticket_message). On a
-    pipeline, queued by SHA (the caller handles NoScriptError). With
-    `if_admitted`, only if admission recorded the job (jobqueue.admission:
-    sent in the same round trip as its admission)."""
-    tickets, message = ticket or ("", b"")
+         tickets: bool = False, every_job: bool = False, if_admitted: bool = False) -> object:
+    """Queue the job. With `tickets`, the result says whether the caller must
+    send a ticket for it (fair_push.lua: while fewer tickets are on their
+    way than jobs wait; with `every_job`, always). On a pipeline, queued by
+    SHA (the caller handles NoScriptError). With `if_admitted`, only if
+    admission recorded the job (jobqueue.admission: sent in the same round
+    trip as its admission)."""
     member = keys.lease_member(job.web_id, job.id)
     fields = {"limit": waiting.limit, "lease": member, "model": job.model,
               "serial": "1" if waiting.serial else "0", "expires": repr(job.expires_at), "web": job.web_id,
               "enqueued": repr(job.enqueued_at), "affinity": affinity_of(job, waiting.person)}
     named = {"job_id": job.id, "person": waiting.person, "weight": waiting.weight, "policy": policy,
-             "member": member, "fields": {name: str(value) for name, value in fields.items()}}
-    args = [json.dumps(named), job.model_dump_json(), message]
+             "member": member, "fields": {name: str(value) for name, value in fields.items()}, "now": time.time(),
+             "every_job": every_job}
+    args = [json.dumps(named), job.model_dump_json()]
     script_keys = [keys.fair_ready_key(pool, klass), keys.fair_job_key(job.id), keys.fair_state_key(pool),
-                   keys.fair_waiting_key(pool), tickets or "-", keys.queued_key(pool) if if_admitted else "-"]
-    (queue_script if isinstance(redis, Pipeline) else _run)(redis, "fair_push", script_keys, args)
+                   keys.fair_waiting_key(pool), keys.tickets_key(ticket_queue(pool, klass)) if tickets else "-",
+                   keys.queued_key(pool) if if_admitted else "-"]
+    return (queue_script if isinstance(redis, Pipeline) else _run)(redis, "fair_push", script_keys, args)
 
 
 def remove(redis: Redis, pool: str, job_id: str) -> bool:
@@ -102,31 +104,30 @@ class Taken:
 
 
 def take(redis: Redis, pool: str, worker_id: str, want: str = "", idle_serial: list[str] | None = None,
-         going_on: bool = False) -> Taken:
+         ticket_from: str = "") -> Taken:
     """The fairest job this worker may run (`want` first, if it may), counted
     as running for its person and started in the same round trip: its count
-    in the pool's drain rate, its first heartbeat and its state. A job whose client left, whose web process died or
-    whose time is up is dropped, never taken. `idle_serial`: the
-    one-at-a-time models whose copy in this worker is idle (None: the worker
-    does not track them, and takes any job). `going_on`: the slot goes on
-    from its last job, with no ticket of its own: the job's ticket, left
-    behind, is dropped if there are more tickets than jobs waiting."""
+    in the pool's drain rate, its first heartbeat and its state. A job whose
+    client left, whose web process died or whose time is up is dropped, never
+    taken. `idle_serial`: the one-at-a-time models whose copy in this worker
+    is idle (None: the worker does not track them, and takes any job).
+    `ticket_from`: the Celery queue of the ticket that woke the slot (its id
+    is `want`): that ticket is no longer on its way."""
     taken_at = time.monotonic()
-    return _taken(_run(redis, "fair_take", *_take_call(pool, worker_id, want, idle_serial, going_on)), taken_at)
+    return _taken(_run(redis, "fair_take", *_take_call(pool, worker_id, want, idle_serial, ticket_from)), taken_at)
 
 
 def _take_call(pool: str, worker_id: str, want: str, idle_serial: list[str] | None,
-               going_on: bool = False) -> tuple[list[str], list]:
+               ticket_from: str = "") -> tuple[list[str], list]:
     """fair_take.lua's keys and arguments."""
     now = time.time()
     named = {"worker": worker_id, "now": repr(now), "want": want, "idle_serial": idle_serial,
              "fresh_after": now - FREE_FRESH_SECONDS, "hold": HOLD_SECONDS, "pool": pool,
              "record_ttl": keys.RECORD_TTL_SECONDS, "alive_ttl": ALIVE_TTL_SECONDS, "running": JobState.RUNNING}
     args = [keys.lua_key_templates(), json.dumps(named)]
-    tickets = [ticket_queue(pool, k) for k in CLASSES] if going_on else []
     return [*(keys.fair_ready_key(pool, k) for k in CLASSES), keys.fair_state_key(pool),
             keys.fair_waiting_key(pool), keys.queued_key(pool), keys.drained_key(pool, int(now // 10)),
-            *tickets], args
+            keys.tickets_key(ticket_from) if ticket_from else "-"], args
 
 
 def _taken(result: list, taken_at: float) -> Taken:
@@ -170,7 +171,7 @@ def finish_and_take(redis: Redis, person: str, lease: str, pool: str, worker_id:
     the finished job leaves in Redis: runner.run_job)."""
     pipe = redis.pipeline(transaction=False) if batch is None else batch
     _queue_finish(pipe, person, lease)
-    queue_script(pipe, "fair_take", *_take_call(pool, worker_id, "", None, going_on=True))
+    queue_script(pipe, "fair_take", *_take_call(pool, worker_id, "", None))
     taken_at = time.monotonic()
     *before, _, blocked, result = pipe.execute(raise_on_error=False)
     failed = next((r for r in (*before, blocked) if isinstance(r, Exception)), None)
@@ -216,6 +217,19 @@ def remember_affinity(redis: Redis, model: str, affinity: str, worker_id: str) -
     """The worker now holds the prompt of the person or cache key (affinity_of)
     for the model in its cache."""
     redis.set(keys.affinity_key(model, affinity), worker_id, ex=AFFINITY_SECONDS)
+
+
+def forget_lost_tickets(redis: Redis, queues: list[str], sent_before: float) -> None:
+    """Tickets still counted as on their way to these queues, sent before
+    `sent_before`: a worker with a free slot consuming them says they were
+    lost (it would have taken them at once). A ticket is lost when its web
+    process dies between counting and sending it, or a worker of the
+    previous release takes it without telling; left counted, it would stand
+    in for a ticket a waiting job needs."""
+    pipe = redis.pipeline(transaction=False)
+    for queue in queues:
+        pipe.zremrangebyscore(keys.tickets_key(queue), "-inf", sent_before)
+    pipe.execute()
 
 
 def depth(redis: Redis, pool: str) -> int:

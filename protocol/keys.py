@@ -114,6 +114,13 @@ def lease_member(web_id: str, job_id: str) -> str:
     return f"{web_id}|{job_id}"
 
 
+def tickets_key(queue: str) -> str:
+    """Tickets sent to a Celery queue and not taken yet (member: the ticket's
+    id, score: when it was sent): a job needs one only while fewer are on
+    their way than jobs wait (jobqueue/fairqueue.py)."""
+    return f"{PREFIX}:tickets:{queue}"
+
+
 def drained_key(pool: str, bucket: int) -> str:
     """Jobs taken from the pool in one 10-second bucket."""
     return f"{PREFIX}:drained:{pool}:{bucket}"

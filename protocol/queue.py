@@ -23,3 +23,14 @@ def direct_queue(worker_id: str) -> str:
     """A worker's own queue: tickets for a job handed to it (it is idle and
     can run the job's model, or holds the person's prompt cache)."""
     return f"direct.{worker_id}"
+
+
+def is_direct_queue(queue: str) -> bool:
+    return queue.startswith("direct.")
+
+
+# What a worker says in its presence when its slots tell the job queue that
+# a ticket arrived (the tickets counted on their way: jobqueue/fairqueue.py).
+# While a worker without it runs (the previous release), every job gets a
+# ticket.
+COUNTED_TICKETS = "counted"

@@ -19,10 +19,14 @@ from redis import Redis
 
 import jobqueue
 from protocol.commands import dead_webs
+from protocol.queue import COUNTED_TICKETS, is_direct_queue
 from workers.cancel import Cancel
 
 log = logging.getLogger(__name__)
 INTERVAL = 1.0
+# A ticket sent this long ago that no free slot took was lost (a free slot
+# takes one within milliseconds).
+LOST_TICKET_SECONDS = 5.0
 
 
 class Heartbeat:
@@ -33,6 +37,9 @@ class Heartbeat:
         self.queues: list[str] = []
         self.slots = 0  # the worker's concurrency (for the operator's console)
         self.on_beat: Callable[[], None] | None = None  # more to refresh with each beat
+        # Its slots run in this process (not prefork's children), so it knows
+        # when one is free: then tickets it has not received were lost.
+        self.counts_tickets = False
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
 
@@ -55,9 +62,12 @@ class Heartbeat:
 
     def beat_once(self) -> None:
         presence = {"id": self._worker_id, "queues": self.queues, "slots": self.slots, "busy": len(self._jobs),
-                    "beat_at": time.time()} if self.queues else None
+                    "beat_at": time.time(), "tickets": COUNTED_TICKETS} if self.queues else None
         jobs = dict(self._jobs)
         jobqueue.keep_alive(self._redis, list(jobs), presence)
+        if self.counts_tickets and len(jobs) < self.slots:
+            jobqueue.forget_lost_tickets(self._redis, [q for q in self.queues if not is_direct_queue(q)],
+                                         time.time() - LOST_TICKET_SECONDS)
         if self.on_beat is not None:
             self.on_beat()
         dead = dead_webs(self._redis, {web for web, _ in jobs.values() if web})

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import uuid
 from typing import Callable
 
 from redis import Redis
@@ -29,7 +28,7 @@ from protocol.queue import direct_queue
 
 log = logging.getLogger(__name__)
 
-SendTicket = Callable[[str, str, str, str], None]  # queue, pool, job id, message id
+SendTicket = Callable[[str, str, str], None]  # queue, pool, job id (queue_config.send_direct_ticket)
 
 
 class Slots:
@@ -63,13 +62,15 @@ class Slots:
     def _idle(self) -> list[str]:
         return [m for m in self._serial if m not in self._running_serial]
 
-    def take(self, pool: str, want: str = "", going_on: bool = False) -> Taken:
+    def take(self, pool: str, want: str = "", ticket_from: str = "") -> Taken:
+        """The fairest job this slot may run (`want` first); `ticket_from`: the
+        Celery queue of the ticket that woke the slot, if the job queue counts it."""
         if not self._serial:  # nothing to track (an upstream worker's hundred greenlets need no lock)
-            taken = jobqueue.take(self._redis, pool, self.worker_id, want, going_on=going_on)
+            taken = jobqueue.take(self._redis, pool, self.worker_id, want, ticket_from=ticket_from)
         else:
             with self._lock:
                 taken = jobqueue.take(self._redis, pool, self.worker_id, want,
-                                       self._idle() if self.tracks_free else None, going_on)
+                                      self._idle() if self.tracks_free else None, ticket_from)
                 if taken.job is not None and taken.job.model in self._serial:  # runs now: not idle
                     self._running_serial.add(taken.job.model)
         self._forward(pool, taken)
@@ -90,7 +91,7 @@ class Slots:
             batch.execute()
         self._release_serial(taken)
         self._unblock(pool, jobqueue.release(self._redis, taken))
-        return self.take(pool, going_on=True) if take_next else Taken(None)
+        return self.take(pool) if take_next else Taken(None)
 
     def _release_serial(self, taken: Taken) -> None:
         model = taken.job.model if taken.job is not None else ""
@@ -114,6 +115,6 @@ class Slots:
 
     def _ticket(self, queue: str, pool: str, job_id: str) -> None:
         try:
-            self._send(queue, pool, job_id, uuid.uuid4().hex)
+            self._send(queue, pool, job_id)
         except Exception as error:  # noqa: BLE001 - the job still waits; the next slot to free takes it
             log.warning("could not send a ticket to %s: %s", queue, error)

@@ -23,7 +23,7 @@ from protocol.commands import publish_event
 from protocol.connection import redis_client
 from protocol.contract import ErrorEvent, FinishReason
 from protocol.queue import TAKE_TASK
-from queue_config import app, send_ticket
+from queue_config import app, send_direct_ticket
 from settings import settings_from_environment
 from settings.collector import tune_garbage_collector
 from workers.abort_watch import AbortWatch
@@ -52,7 +52,7 @@ def _context(pid: int) -> RunContext:
     return RunContext(
         redis=redis,
         backends=BackendInstances(registry),
-        slots=Slots(redis, worker_id, registry, send_ticket),
+        slots=Slots(redis, worker_id, registry, send_direct_ticket),
         aborts=AbortWatch(redis),
         toolbox=Toolbox(registry.servers),
         worker_id=worker_id,
@@ -75,7 +75,7 @@ def take(ticket: dict) -> str:
     reason = "none"
     if ctx.slots.stopping:  # a warm shutdown: running jobs finish, nothing new starts
         return reason
-    taken = ctx.slots.take(pool, str(ticket.get("job") or ""))
+    taken = ctx.slots.take(pool, str(ticket.get("job") or ""), str(ticket.get("queue") or ""))
     while taken.job is not None or taken.malformed:
         # The finished job's writes, its slot's release and the next take: one round trip.
         batch = ctx.redis.pipeline(transaction=False)
@@ -116,6 +116,7 @@ def _announce(sender=None, **_) -> None:
     if type(sender.pool).__module__ != "celery.concurrency.prefork":  # this process runs its jobs
         sender.add_task_queue(ctx.slots.start_tracking({q.removesuffix("-completion") for q in queues}))
         ctx.heartbeat.on_beat = ctx.slots.refresh
+        ctx.heartbeat.counts_tickets = True  # its slots run here: it knows when one is free
     ctx.heartbeat.queues = queues
     ctx.heartbeat.slots = int(getattr(getattr(sender, "controller", None), "concurrency", 0) or 0)
     ctx.heartbeat.start()

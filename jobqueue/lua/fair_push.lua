@@ -1,6 +1,7 @@
 -- Queue one job in its pool's fair queue (jobqueue/fairqueue.py's push).
 -- KEYS[1]: the ready zset of the job's class   KEYS[2]: the job's hash   KEYS[3]: the pool's state hash
--- KEYS[4]: the pool's waiting jobs per person (hash)   KEYS[5]: the Celery queue's list for the ticket
+-- KEYS[4]: the pool's waiting jobs per person (hash)
+-- KEYS[5]: the tickets on their way to the job's Celery queue (zset; '-': it needs none, as in tests)
 -- KEYS[6]: the pool's admitted jobs (zset; '-': queue it unchecked)
 -- ARGV[1]: the named arguments:
 --   job_id          the job's id
@@ -8,10 +9,13 @@
 --   policy          'fair' or 'fifo'
 --   member          the job's admission member (web process | job id)
 --   fields          the job's scheduling fields, kept in its hash for the take
+--   now             the time (epoch seconds)
+--   every_job       a ticket for every job (while workers of the previous release run: they take tickets
+--                   without telling, and drop the surplus themselves)
 -- ARGV[2]: the job's JSON (as it is: a large prompt is not decoded here)
--- ARGV[3]: the Celery message to push with it ('' for none)
--- Returns the job's member in the ready set, or false if admission did not take it.
-local A, payload, ticket = cjson.decode(ARGV[1]), ARGV[2], ARGV[3]
+-- Returns {the job's member in the ready set, 1 if the caller must send a ticket (its id: the job's)},
+-- or false if admission did not take it.
+local A, payload = cjson.decode(ARGV[1]), ARGV[2]
 local ready, job, state, waiting, tickets, admitted = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 -- Sent in one round trip with its admission: queued only if admission took it.
 if admitted ~= '-' and not redis.call('ZSCORE', admitted, A.member) then
@@ -44,8 +48,13 @@ redis.call('EXPIRE', job, 86400)
 redis.call('HINCRBY', waiting, A.person, 1)
 redis.call('EXPIRE', state, 86400)
 redis.call('EXPIRE', waiting, 86400)
--- The job and its ticket are queued together: a ticket never runs ahead of its job.
-if ticket ~= '' then
-  redis.call('LPUSH', tickets, ticket)
+-- A ticket lets a free slot take the fairest job. One is needed while fewer
+-- are on their way than jobs wait in this class: a slot going on from its
+-- last job takes the next without one, leaving its ticket for a later job.
+if tickets == '-' then return {member, 0} end
+if A.every_job or redis.call('ZCARD', tickets) < redis.call('ZCARD', ready) then
+  redis.call('ZADD', tickets, A.now, A.job_id)
+  redis.call('EXPIRE', tickets, 86400)
+  return {member, 1}
 end
-return member
+return {member, 0}

@@ -3,12 +3,12 @@
 -- KEYS[1], KEYS[2]: the ready zsets (code completions first, then chat)   KEYS[3]: the pool's state hash
 -- KEYS[4]: its waiting jobs per person (hash)   KEYS[5]: its admitted, untaken jobs (zset)
 -- KEYS[6]: its drained bucket (a counter)
--- KEYS[7], KEYS[8]: for a slot going on from its last job (no ticket of its own), the Celery queues' lists
--- of the two classes' tickets
+-- KEYS[7]: the tickets on their way to the Celery queue the slot's ticket came from (zset), or '-' for a
+-- ticket sent to this worker alone, or none (the slot goes on from its last job)
 -- ARGV[1]: the key templates (protocol.keys.lua_key_templates)   ARGV[2]: the named arguments:
 --   worker       the worker's id
 --   now          the time (epoch seconds, as text: written as it is)
---   want         a job to take first if it may ('' for none)
+--   want         a job to take first if it may ('' for none): its ticket's id
 --   idle_serial  this worker's idle one-at-a-time models (null: it does not track them, and takes any job)
 --   fresh_after  a free mark older than this is stale (its worker stopped beating)
 --   hold         seconds a job handed to another worker is held for it
@@ -21,8 +21,8 @@ local K, A = cjson.decode(ARGV[1]), cjson.decode(ARGV[2])
 local function key(name, ...) return string.format(K[name], ...) end
 local ready_sets = {KEYS[1], KEYS[2]}
 local state, waiting, queued, drained = KEYS[3], KEYS[4], KEYS[5], KEYS[6]
-local ticket_lists = {}
-if #KEYS >= 8 then ticket_lists = {[KEYS[1]] = KEYS[7], [KEYS[2]] = KEYS[8]} end
+-- The slot's ticket has arrived: it is no longer on its way, whatever the slot finds.
+if KEYS[7] ~= '-' then redis.call('ZREM', KEYS[7], A.want) end
 local worker, now, tracks_free = A.worker, tonumber(A.now), A.idle_serial ~= cjson.null
 -- This worker's idle copies of one-at-a-time models (it knows; the free sets are for finding others).
 local idle_here = {}
@@ -139,22 +139,8 @@ local function start(job)
   redis.call('EXPIRE', key('state', job.id), A.record_ttl)
 end
 
--- Each queued job brought a ticket. A slot going on from its last job takes
--- one without: its ticket stays behind, and under a long overload, with
--- every slot going on, they piled up by the tens of thousands (each later a
--- task that finds nothing). One ticket more than the jobs waiting in its
--- class is dropped: tickets never fall below the jobs waiting, so a free slot
--- elsewhere still gets one for each.
-local function drop_surplus_ticket(ready)
-  local list = ticket_lists[ready]
-  if list and redis.call('LLEN', list) > redis.call('ZCARD', ready) then
-    redis.call('RPOP', list)
-  end
-end
-
 local function take(job)
   unqueue(job)
-  drop_surplus_ticket(job.ready)
   start(job)
   redis.call('ZADD', key('active', job.person), now, job.lease)
   redis.call('EXPIRE', key('active', job.person), 86400)

@@ -28,8 +28,7 @@ def queue(redis, web, person, *, model="echo", klass="chat", limit=100, weight=1
     job = Job(id=job_id, model=model, messages=[Message(role="user", content=person)], web_id=web,
               expires_at=time.time() + expires_in, reply_channel=keys.reply_channel(web, job_id) if replies else "",
               cache_key=cache_key)
-    fairqueue.push(redis, pool, klass, job, Waiting(person, limit, weight, serial), policy,
-                   ticket=(ticket_queue(pool, klass), f"ticket of {job_id}".encode()) if ticket else None)
+    fairqueue.push(redis, pool, klass, job, Waiting(person, limit, weight, serial), policy, tickets=ticket)
     return job.id
 
 
@@ -132,54 +131,55 @@ def test_finish_and_take_loads_the_take_script_into_a_redis_that_lost_it(clean_r
 
 @pytest.fixture
 def pool(clean_redis):
-    """A pool of its own: its tickets' lists are Celery queues, which no
-    running worker of the test session consumes."""
-    name = f"tickets-{uuid.uuid4().hex[:8]}"
-    yield name
-    clean_redis.delete(*(ticket_queue(name, klass) for klass in fairqueue.CLASSES))
+    """A pool of its own, whose tickets no worker of the test session takes."""
+    return f"tickets-{uuid.uuid4().hex[:8]}"
 
 
-def tickets(redis, pool, klass="chat") -> int:
-    return redis.llen(ticket_queue(pool, klass))
+def on_their_way(redis, pool, klass="chat") -> int:
+    return redis.zcard(keys.tickets_key(ticket_queue(pool, klass)))
 
 
-def test_a_slot_going_on_drops_the_ticket_its_job_left_behind(clean_redis, web, pool):
-    for person in ("alice", "bob", "carol"):
-        queue(clean_redis, web, person, ticket=True, pool=pool)
-    clean_redis.rpop(ticket_queue(pool, "chat"))  # a worker's BRPOP: its slot takes a job
-    first = fairqueue.take(clean_redis, pool, "w")
-    assert tickets(clean_redis, pool) == 2  # two jobs wait, a ticket each
+def push(redis, web, person, pool, klass="chat", every_job=False) -> tuple[bool, str]:
+    """Queue a job as the web process does: whether it needs a ticket sent
+    (the ticket's id is the job's), and the job's id."""
+    job = Job(id=uuid.uuid4().hex, model="echo", messages=[Message(role="user", content=person)], web_id=web,
+              expires_at=time.time() + 60)
+    _, needs = fairqueue.push(redis, pool, klass, job, Waiting(person, 100), tickets=True, every_job=every_job)
+    return bool(needs), job.id
+
+
+def test_a_job_needs_a_ticket_only_while_fewer_are_on_their_way_than_jobs_wait(clean_redis, web, pool):
+    (alice_needs, alice), (bob_needs, _) = push(clean_redis, web, "alice", pool), push(clean_redis, web, "bob", pool)
+    assert alice_needs and bob_needs and on_their_way(clean_redis, pool) == 2
+    first = fairqueue.take(clean_redis, pool, "w", want=alice, ticket_from=ticket_queue(pool, "chat"))
+    assert first.person == "alice" and on_their_way(clean_redis, pool) == 1  # alice's arrived, bob's is on its way
+    # A slot going on from its last job takes bob without a ticket: his stays on its way, for the next job.
     _, following = fairqueue.finish_and_take(clean_redis, first.person, first.lease, pool, "w")
-    assert following.person == "bob" and tickets(clean_redis, pool) == 1  # bob's ticket is no one's now
-    _, last = fairqueue.finish_and_take(clean_redis, following.person, following.lease, pool, "w")
-    assert last.person == "carol" and tickets(clean_redis, pool) == 0
+    assert following.person == "bob" and on_their_way(clean_redis, pool) == 1
+    assert not push(clean_redis, web, "carol", pool)[0]  # the ticket on its way will wake a slot for her
+    assert push(clean_redis, web, "dave", pool)[0]  # two wait now, one ticket on its way
 
 
-def test_tickets_never_fall_below_the_jobs_waiting(clean_redis, web, pool):
-    for person in ("alice", "bob", "carol", "dave"):
-        queue(clean_redis, web, person, ticket=True, pool=pool)
-    for _ in range(3):  # three workers' BRPOPs took tickets; one of them took its job so far
-        clean_redis.rpop(ticket_queue(pool, "chat"))
-    first = fairqueue.take(clean_redis, pool, "w")
-    _, following = fairqueue.finish_and_take(clean_redis, first.person, first.lease, pool, "w")
-    assert following.job is not None and tickets(clean_redis, pool) == 1  # 2 jobs wait, 2 tickets in flight
+def test_tickets_are_counted_per_class(clean_redis, web, pool):
+    assert push(clean_redis, web, "alice", pool, klass="completion")[0]
+    assert push(clean_redis, web, "bob", pool, klass="chat")[0]
+    assert (on_their_way(clean_redis, pool, "completion"), on_their_way(clean_redis, pool, "chat")) == (1, 1)
 
 
-def test_a_slot_going_on_drops_a_ticket_of_the_class_it_took(clean_redis, web, pool):
-    queue(clean_redis, web, "alice", klass="chat", ticket=True, pool=pool)
-    queue(clean_redis, web, "bob", klass="completion", ticket=True, pool=pool)
-    queue(clean_redis, web, "carol", klass="completion", ticket=True, pool=pool)
-    clean_redis.rpop(ticket_queue(pool, "completion"))
-    first = fairqueue.take(clean_redis, pool, "w")
-    _, following = fairqueue.finish_and_take(clean_redis, first.person, first.lease, pool, "w")
-    assert (first.person, following.person) == ("bob", "carol")
-    assert (tickets(clean_redis, pool, "completion"), tickets(clean_redis, pool, "chat")) == (0, 1)
+def test_while_the_previous_release_runs_every_job_gets_a_ticket(clean_redis, web, pool):
+    push(clean_redis, web, "alice", pool)
+    fairqueue.take(clean_redis, pool, "old-worker")  # such a worker takes her job, and does not say her ticket came
+    assert not push(clean_redis, web, "bob", pool)[0]  # counted, bob would wait for that ticket
+    assert push(clean_redis, web, "carol", pool, every_job=True)[0]
 
 
-def test_a_take_with_a_ticket_of_its_own_leaves_the_others(clean_redis, web, pool):
-    queue(clean_redis, web, "alice", ticket=True, pool=pool)
-    queue(clean_redis, web, "bob", ticket=True, pool=pool)
-    assert fairqueue.take(clean_redis, pool, "w").person == "alice" and tickets(clean_redis, pool) == 2
+def test_lost_tickets_are_forgotten(clean_redis, web, pool):
+    push(clean_redis, web, "alice", pool)
+    fairqueue.forget_lost_tickets(clean_redis, [ticket_queue(pool, "chat")], time.time() - 60)
+    assert on_their_way(clean_redis, pool) == 1  # sent just now: on its way still
+    fairqueue.forget_lost_tickets(clean_redis, [ticket_queue(pool, "chat")], time.time() + 1)
+    assert on_their_way(clean_redis, pool) == 0
+    assert push(clean_redis, web, "bob", pool)[0]  # two jobs wait, none on its way
 
 
 def test_a_running_slot_of_a_dead_web_process_is_freed(clean_redis, web):

@@ -1,13 +1,17 @@
 """workers.heartbeat on a real Redis: a running job's alive key and the
-worker's presence are refreshed; a job that left is no longer beaten."""
+worker's presence are refreshed; a job that left is no longer beaten; a
+worker with a free slot forgets tickets lost on their way."""
 from __future__ import annotations
 
 import time
 import uuid
 
+import pytest
+
 from protocol import keys
 from protocol.commands import ALIVE_TTL_SECONDS, live_workers
-from workers.heartbeat import Heartbeat
+from protocol.queue import direct_queue
+from workers.heartbeat import LOST_TICKET_SECONDS, Heartbeat
 
 
 def test_a_running_job_is_beaten_and_the_worker_announced(clean_redis):
@@ -26,3 +30,17 @@ def test_a_running_job_is_beaten_and_the_worker_announced(clean_redis):
     [presence] = [w for w in live_workers(clean_redis) if w["id"] == worker_id]
     assert presence["queues"] == ["local-completion", "local"] and (presence["slots"], presence["busy"]) == (0, 0)
     assert abs(presence["beat_at"] - time.time()) < 60  # for the console's "last beat"
+
+
+@pytest.mark.parametrize("busy, forgotten", [(0, True), (2, False)], ids=["a-free-slot", "every-slot-busy"])
+def test_a_worker_with_a_free_slot_forgets_tickets_lost_on_their_way(clean_redis, busy, forgotten):
+    """A free slot takes a ticket within milliseconds: one counted on its way
+    for longer was lost. With every slot busy, tickets rightly wait."""
+    queue = f"q-{uuid.uuid4().hex[:6]}"
+    heartbeat = Heartbeat(clean_redis, "w-tickets")
+    heartbeat.queues, heartbeat.slots, heartbeat.counts_tickets = [queue, direct_queue("w-tickets")], 2, True
+    for n in range(busy):
+        heartbeat._jobs[f"job-{n}"] = ("web", None)
+    clean_redis.zadd(keys.tickets_key(queue), {"lost": time.time() - LOST_TICKET_SECONDS - 1, "fresh": time.time()})
+    heartbeat.beat_once()
+    assert clean_redis.zrange(keys.tickets_key(queue), 0, -1) == ([b"fresh"] if forgotten else [b"lost", b"fresh"])

@@ -45,3 +45,10 @@ def test_the_templates_are_the_key_functions_own():
     assert templates["job"] % "j1" == keys.fair_job_key("j1")
     assert templates["affinity"] % ("smol", "alice") == keys.affinity_key("smol", "alice")
     assert templates["state"] % "j1" == keys.state_key("j1")
+
+
+@pytest.mark.parametrize("script", SCRIPTS, ids=[s.stem for s in SCRIPTS])
+def test_no_script_reads_or_writes_celerys_lists(script):
+    """Celery's queues are Celery's: tickets go through its API (queue_config)."""
+    code = script.read_text().upper()
+    assert not re.search(r"'(L|R)(PUSH|POP)'|'LLEN'|'LRANGE'|'BRPOP'", code)

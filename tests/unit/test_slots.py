@@ -26,8 +26,7 @@ def registry() -> Registry:
 def queue(redis, web, person, model, pool="local", limit=16, serial=True, ticket=False, cache_key="") -> str:
     job = Job(id=uuid.uuid4().hex, model=model, messages=[Message(role="user", content="hi")], web_id=web,
               expires_at=time.time() + 60, cache_key=cache_key)
-    fairqueue.push(redis, pool, "chat", job, Waiting(person, limit, serial=serial),
-                   ticket=(pool, job.id.encode()) if ticket else None)
+    fairqueue.push(redis, pool, "chat", job, Waiting(person, limit, serial=serial), tickets=ticket)
     return job.id
 
 
@@ -84,21 +83,6 @@ def test_a_slot_that_finishes_takes_the_next_job(clean_redis, web, model):
     assert (first.person, following.person) == ("alice", "bob")
     assert own.finish("local", following, take_next=True).job is None
     assert own.finish("local", own.take("local")).job is None and sent == []
-
-
-def test_a_tracked_slot_going_on_drops_the_ticket_its_job_left_behind(clean_redis, web):
-    pool = f"tickets-{uuid.uuid4().hex[:8]}"  # its tickets' list is a Celery queue no running worker consumes
-    entry = parse_entry("smol", {"backend": "llamacpp", "pool": pool})
-    own = Slots(clean_redis, "w1", Registry({"smol": entry}), lambda *ticket: None)
-    own.start_tracking({pool})
-    for person in ("alice", "bob"):
-        queue(clean_redis, web, person, "smol", pool=pool, ticket=True)
-    clean_redis.rpop(pool)  # the BRPOP that brought the first ticket
-    first = own.take(pool)
-    try:
-        assert own.finish(pool, first, take_next=True).person == "bob" and clean_redis.llen(pool) == 0
-    finally:
-        clean_redis.delete(pool)
 
 
 def test_keys_file_weights(tmp_path):

@@ -1,0 +1,70 @@
+"""jobqueue.submit on a real Redis: admitted, queued, and a ticket sent
+through the given sender only when none on its way will wake a slot; a
+ticket that cannot be sent withdraws the job. And the web process's choice
+of a ticket for every job while a worker of the previous release runs."""
+from __future__ import annotations
+
+import time
+import uuid
+
+import fakeredis
+import pytest
+
+import jobqueue
+from app.tickets import Tickets
+from jobqueue import fairqueue
+from protocol import keys
+from protocol.commands import live_workers
+from protocol.contract import Job, Message
+from protocol.errors import SwitchboardError
+from protocol.queue import COUNTED_TICKETS
+
+LIMITS = jobqueue.Limits(requests_per_minute=100, max_queue=10, stale_after=60)
+
+
+def _job(web: str) -> Job:
+    return Job(id=uuid.uuid4().hex, model="echo", messages=[Message(role="user", content="hi")], web_id=web,
+               expires_at=time.time() + 60)
+
+
+def _where(pool: str, sent: list, every_job: bool = False) -> jobqueue.Placement:
+    return jobqueue.Placement(pool, "chat", lambda queue, pool, job_id: sent.append((queue, job_id)),
+                              every_job=every_job)
+
+
+def test_a_ticket_is_sent_only_when_none_on_its_way_will_do(clean_redis, web):
+    pool, sent = f"p-{uuid.uuid4().hex[:6]}", []
+    first, second = _job(web), _job(web)
+    jobqueue.submit(clean_redis, first, jobqueue.Waiting("alice", 4), LIMITS, _where(pool, sent))
+    jobqueue.submit(clean_redis, second, jobqueue.Waiting("bob", 4), LIMITS, _where(pool, sent))
+    assert sent == [(pool, first.id), (pool, second.id)]
+    taken = jobqueue.take(clean_redis, pool, "w", want=first.id, ticket_from=pool)
+    jobqueue.finish_and_take(clean_redis, taken.person, taken.lease, pool, "w")  # bob's taken without his ticket
+    third = _job(web)
+    jobqueue.submit(clean_redis, third, jobqueue.Waiting("carol", 4), LIMITS, _where(pool, sent))
+    assert sent[2:] == []  # bob's ticket, on its way, wakes a slot for her
+
+
+def test_a_ticket_that_cannot_be_sent_withdraws_the_job(clean_redis, web):
+    pool, job = f"p-{uuid.uuid4().hex[:6]}", _job(web)
+
+    def broker_down(*_):
+        raise ConnectionError("broker down")
+    where = jobqueue.Placement(pool, "chat", broker_down)
+    with pytest.raises(SwitchboardError, match="the job queue is unavailable: broker down") as refused:
+        jobqueue.submit(clean_redis, job, jobqueue.Waiting("alice", 4), LIMITS, where)
+    assert refused.value.status == 503
+    assert fairqueue.depth(clean_redis, pool) == 0 and clean_redis.zcard(keys.queued_key(pool)) == 0
+    assert clean_redis.zcard(keys.tickets_key(pool)) == 0
+
+
+@pytest.mark.parametrize("presences, every_job", [
+    ([], False), ([COUNTED_TICKETS], False), ([COUNTED_TICKETS, None], True)],
+    ids=["no-workers", "this-release", "a-previous-release-worker"])
+def test_every_job_gets_a_ticket_while_a_previous_release_worker_runs(presences, every_job):
+    redis = fakeredis.FakeRedis()  # (the real one holds the test session's own workers)
+    for n, tickets in enumerate(presences):
+        presence = {"id": f"w{n}", "queues": ["local"], "slots": 1, "busy": 0, "beat_at": time.time()}
+        jobqueue.keep_alive(redis, [], presence | ({"tickets": tickets} if tickets else {}))
+    assert len(live_workers(redis)) == len(presences)
+    assert Tickets(redis).for_every_job() is every_job
