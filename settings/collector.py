@@ -4,9 +4,9 @@ Both processes allocate a few thousand short-lived objects per request (pydantic
 models, Redis replies, event dicts) and free almost all of them by reference
 counting. With CPython's default threshold (700 net allocations) the collector
 still ran a young-generation pass every few requests and a full pass over the
-whole heap, imports included, every few seconds under load: 0.3-0.6 ms of
-CPU per request at 64-256 clients, about a tenth of the total, growing with
-concurrency (docs/benchmarks-notes.md, capacity). So, once started:
+whole heap, imports included, every few seconds under load: a share of the
+CPU that grew with concurrency (docs/benchmarks-notes.md has the
+measurements). So, once started:
 
 - `gc.freeze()` moves everything alive after start-up (modules, the registry,
   the Flask app, the Celery app) out of the collector's sight, as Instagram

@@ -6,12 +6,10 @@ thread pools (`synloop`) waits in `drain_events(timeout=2.0)`, where kombu,
 with no socket left to poll, sleeps up to a second. Nothing ends that wait
 when a slot frees. Under overload a worker's slots take job after job
 themselves (workers/slots.py), but when the fair queue is empty for an
-instant they all end at once, and the jobs queued just after waited up to
-2 s with every slot idle: at 256 clients on 1 web + 1 upstream worker, two
-such gaps of 1.2 s in 40 s, and a 4 s window with one served 458-540
-requests/s instead of 750 (docs/benchmarks-notes.md, sixth pass). Here,
-while the slots are full, the loop waits for a task to end instead, and goes
-back to kombu's BRPOP at once.
+instant they all end at once, and the jobs queued just after would wait
+for seconds with every slot idle (docs/benchmarks-notes.md has the
+measurements). Here, while the slots are full, the loop waits for a task to
+end instead, and goes back to kombu's BRPOP at once.
 
 Prefork workers run Celery's other loop (`asynloop`, with its own event
 hub), which is left as it is.

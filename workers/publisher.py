@@ -15,10 +15,9 @@ goes out at once (the time to first token is untouched), and its final
 event never waits (closing cuts the wait short). Why: under overload a
 worker runs many more jobs than it has cores for, so each job's upstream
 reply reaches it in many small pieces, and without this each piece was a
-message, a relay wake-up, a frame and a client write. At 256 clients on
-one worker that was 10-18 messages a job (4.4-7.2 with this), and it cost
-up to a third of the throughput (docs/benchmarks-notes.md, capacity). Most clients render
-streamed text no faster than this anyway.
+message, a relay wake-up, a frame and a client write, which cost much of
+the throughput (docs/benchmarks-notes.md has the measurements). Most clients
+render streamed text no faster than this anyway.
 """
 from __future__ import annotations
 

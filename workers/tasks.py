@@ -34,9 +34,9 @@ from workers.runner import RunContext, run_job
 from workers.slots import Slots
 
 log = logging.getLogger(__name__)
-# Celery logs two INFO lines per task ("received", "succeeded in"): one task
-# per job, so about 5% of an upstream worker's CPU per job (measured). Kept
-# for SWITCHBOARD_LOG_TASKS=1; failures are logged either way.
+# Celery logs two INFO lines per task ("received", "succeeded in"), a
+# noticeable share of an upstream worker's CPU with a task per job. Kept for
+# SWITCHBOARD_LOG_TASKS=1; failures are logged either way.
 if not settings_from_environment().log_tasks:
     for _name in ("celery.app.trace", "celery.worker.strategy"):
         logging.getLogger(_name).setLevel(logging.WARNING)
