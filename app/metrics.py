@@ -116,7 +116,8 @@ def _queues(redis, pools: list[str], people_shown: bool = True):
 def _usage_today(redis):
     """Today's tokens per person (UTC day; the top ones, the rest as other)."""
     family = GaugeMetricFamily("switchboard_usage_today_tokens", f"Prompt and completion tokens today (UTC) by "
-                               f"person (the {PEOPLE_SHOWN} who used most; the rest as other).", labels=["person", "kind"])
+                               f"person (the {PEOPLE_SHOWN} who used most; the rest as other).",
+                               labels=["person", "kind"])
     totals = usage.totals_by_person(usage.usage(redis))
     for kind in ("prompt_tokens", "completion_tokens"):
         for person, count in _top_people({p: t[kind] for p, t in totals.items()}):

@@ -9,7 +9,11 @@ import sys
 import time
 import uuid
 
+from pathlib import Path
+
 from flask import Flask, g, request
+
+from app.conversation_log import ConversationLog
 
 from protocol.contract import Event, ServerToolEvent
 
@@ -53,6 +57,19 @@ def install_request_log(app: Flask, log_prompts: bool) -> None:
             fields["body"] = request.get_json(silent=True)
         log.info("request", extra={"fields": fields})
         return response
+
+
+def job_observers(log_dir: Path | None, model: str, server_tools: bool, key_name: str) -> list:
+    """What watches a request's job events besides its client: the
+    conversation log (if kept) and a log line per server tool call."""
+    observers: list = []
+    if log_dir is not None:
+        observers.append(ConversationLog(log_dir, {
+            "request_id": g.get("request_id"), "key": key_name, "path": request.path, "model": model,
+            "request": g.get("request_body")}))
+    if server_tools:
+        observers.append(server_tool_logger(g.get("request_id"), key_name))
+    return observers
 
 
 def server_tool_logger(request_id: str | None, key_name: str):

@@ -183,8 +183,9 @@ class MessagesWriter(Writer):
         content += [{"type": "redacted_thinking", "data": data} for data in transcript.redacted]
         content += [{"type": "text", "text": transcript.text}] if transcript.text else []
         content += [_tool_use_block(call) for call in transcript.calls]
-        return self.message | {"content": content, "stop_reason": stop_reason(done), "stop_sequence": done.stop_sequence,
-                               "usage": final_usage(done)} | reply_extensions(transcript)
+        return self.message | {"content": content, "stop_reason": stop_reason(done),
+                               "stop_sequence": done.stop_sequence, "usage": final_usage(done)} \
+            | reply_extensions(transcript)
 
 
 class TokenCountWriter(Writer):

@@ -18,15 +18,14 @@ protocol package are imported here.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 from typing import Callable
 
 from redis import Redis
 from redis.client import Pipeline
 
 from jobqueue import admission, fairqueue, records
-from jobqueue.admission import Busy, Verdict
-from jobqueue.fairqueue import Taken, Waiting, affinity_of
+from jobqueue.admission import Busy, Limits, Verdict
+from jobqueue.fairqueue import Placement, Taken, Waiting, affinity_of
 from jobqueue.states import JobState
 from protocol import keys
 from protocol.commands import batched
@@ -40,47 +39,27 @@ __all__ = ["Busy", "Limits", "JobState", "Placement", "SendTicket", "Taken", "Ve
            "withdraw"]
 
 
-@dataclass(frozen=True)
-class Limits:
-    """What admission holds a job to (jobqueue/admission.py)."""
-    requests_per_minute: int
-    max_queue: int
-    stale_after: float  # seconds after which a queue place nobody took is free again
-
-
 # --- the web process's side ----------------------------------------------------------
 SendTicket = Callable[[str, str, str], None]  # Celery queue, pool, the ticket's id (its job's)
 
 
-@dataclass(frozen=True)
-class Placement:
-    """Where a job waits, and how a free slot hears of it."""
-    pool: str
-    klass: str  # "completion" (served first) or "chat"
-    send_ticket: SendTicket  # through Celery (queue_config.send_ticket)
-    policy: str = "fair"
-    every_job: bool = False  # a ticket for every job: workers of the previous release run (see fair_push.lua)
-
-
-def submit(redis: Redis, job: Job, waiting: Waiting, limits: Limits, where: Placement) -> None:
+def submit(redis: Redis, job: Job, waiting: Waiting, limits: Limits, where: Placement,
+           send_ticket: SendTicket) -> None:
     """Admit the job (or raise Busy) and queue it in one round trip; then,
-    if no ticket on its way will wake a slot for it, send one. A worker's
-    take starts it. If the ticket cannot be sent, the job is withdrawn and
-    a 503 raised."""
+    if no ticket on its way will wake a slot for it, send one (through
+    Celery: queue_config.send_ticket). A worker's take starts it. If the
+    ticket cannot be sent, the job is withdrawn and a 503 raised."""
     def queue(client: Redis | Pipeline) -> object:
-        return fairqueue.push(client, where.pool, where.klass, job, waiting, where.policy, tickets=True,
-                              every_job=where.every_job, if_admitted=True)
-    _, needs_ticket = admission.admit(
-        redis, waiting.person, job.id, where.pool, job.web_id, requests_per_minute=limits.requests_per_minute,
-        max_queue=limits.max_queue, stale_after=limits.stale_after, then=queue)
+        return fairqueue.push(client, job, waiting, where, tickets=True, if_admitted=True)
+    _, needs_ticket = admission.admit(redis, job, waiting.person, where.pool, limits, then=queue)
     if needs_ticket:
-        _send_ticket(redis, job, waiting.person, where)
+        _send_ticket(redis, job, waiting.person, where, send_ticket)
 
 
-def _send_ticket(redis: Redis, job: Job, person: str, where: Placement) -> None:
+def _send_ticket(redis: Redis, job: Job, person: str, where: Placement, send_ticket: SendTicket) -> None:
     queue = ticket_queue(where.pool, where.klass)
     try:
-        where.send_ticket(queue, where.pool, job.id)
+        send_ticket(queue, where.pool, job.id)
     except Exception as error:
         with batched(redis) as pipe:
             fairqueue.remove(redis, where.pool, job.id)

@@ -26,6 +26,7 @@ from redis.exceptions import NoScriptError
 from jobqueue.scripts import queue_script, run_script
 from protocol import keys
 from protocol.commands import batched, drained_recently
+from protocol.contract import Job
 
 RATE_WINDOW_SECONDS = 60
 
@@ -36,6 +37,14 @@ class Verdict(StrEnum):
     ADMITTED = "ok"
     RATE_LIMIT = "rate_limit"  # the person's requests per minute
     QUEUE_FULL = "queue_full"  # the pool's queue bound
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What admission holds a job to."""
+    requests_per_minute: int  # the person's
+    max_queue: int  # the pool's queue bound
+    stale_after: float  # seconds after which a queue place nobody took is free again
 
 
 @dataclass(frozen=True)
@@ -55,8 +64,8 @@ def retry_after_seconds(redis: Redis, pool: str, ahead: int) -> int:
     return max(1, min(300, math.ceil((ahead + 1) / per_second)))
 
 
-def admit(redis: Redis, person: str, job_id: str, pool: str, web_id: str, *, requests_per_minute: int,
-          max_queue: int, stale_after: float, then: Callable[[Redis | Pipeline], object] | None = None) -> object:
+def admit(redis: Redis, job: Job, person: str, pool: str, limits: Limits,
+          then: Callable[[Redis | Pipeline], object] | None = None) -> object:
     """Admit the job, or raise Busy. `then` queues the command that follows
     an admission (queueing the job), sent in the same round trip: it must
     check in Redis that the job was admitted (fairqueue.push's
@@ -64,15 +73,16 @@ def admit(redis: Redis, person: str, job_id: str, pool: str, web_id: str, *, req
     its result."""
     now = time.time()
     script_keys = [keys.rpm_key(person), keys.queued_key(pool)]
-    named = {"now": now, "stale_before": now - stale_after, "rpm": requests_per_minute, "max_queue": max_queue,
-             "member": keys.lease_member(web_id, job_id), "window": RATE_WINDOW_SECONDS}
+    named = {"now": now, "stale_before": now - limits.stale_after, "rpm": limits.requests_per_minute,
+             "max_queue": limits.max_queue, "member": keys.lease_member(job.web_id, job.id),
+             "window": RATE_WINDOW_SECONDS}
     args = [keys.lua_key_templates(), json.dumps(named)]
     if then is None:
         verdict, followed = run_script(redis, "admit", script_keys, args), None
     else:
         verdict, followed = _admit_then(redis, script_keys, args, then,
-                                        lambda: release(redis, person, job_id, pool, web_id))
-    _raise_if_refused(redis, verdict, now, pool, requests_per_minute)
+                                        lambda: release(redis, person, job.id, pool, job.web_id))
+    _raise_if_refused(redis, verdict, now, pool, limits.requests_per_minute)
     return followed
 
 

@@ -53,6 +53,16 @@ AFFINITY_SECONDS = 3600
 
 
 @dataclass(frozen=True)
+class Placement:
+    """Where a job waits."""
+    pool: str
+    klass: str = "chat"  # or "completion", served first
+    policy: str = "fair"  # or "fifo"
+    # A ticket for every job: workers of the previous release run (fair_push.lua).
+    every_job: bool = False
+
+
+@dataclass(frozen=True)
 class Waiting:
     """How a job waits: who asked, their limit and weight, what it needs."""
     person: str
@@ -61,21 +71,22 @@ class Waiting:
     serial: bool = False  # its model runs one job at a time per worker
 
 
-def push(redis: Redis | Pipeline, pool: str, klass: str, job: Job, waiting: Waiting, policy: str = "fair",
-         tickets: bool = False, every_job: bool = False, if_admitted: bool = False) -> object:
+def push(redis: Redis | Pipeline, job: Job, waiting: Waiting, where: Placement, tickets: bool = False,
+         if_admitted: bool = False) -> object:
     """Queue the job. With `tickets`, the result says whether the caller must
     send a ticket for it (fair_push.lua: while fewer tickets are on their
-    way than jobs wait; with `every_job`, always). On a pipeline, queued by
-    SHA (the caller handles NoScriptError). With `if_admitted`, only if
-    admission recorded the job (jobqueue.admission: sent in the same round
-    trip as its admission)."""
+    way than jobs wait; with `where.every_job`, always). On a pipeline,
+    queued by SHA (the caller handles NoScriptError). With `if_admitted`,
+    only if admission recorded the job (jobqueue.admission: sent in the same
+    round trip as its admission)."""
+    pool, klass = where.pool, where.klass
     member = keys.lease_member(job.web_id, job.id)
     fields = {"limit": waiting.limit, "lease": member, "model": job.model,
               "serial": "1" if waiting.serial else "0", "expires": repr(job.expires_at), "web": job.web_id,
               "enqueued": repr(job.enqueued_at), "affinity": affinity_of(job, waiting.person)}
-    named = {"job_id": job.id, "person": waiting.person, "weight": waiting.weight, "policy": policy,
+    named = {"job_id": job.id, "person": waiting.person, "weight": waiting.weight, "policy": where.policy,
              "member": member, "fields": {name: str(value) for name, value in fields.items()}, "now": time.time(),
-             "every_job": every_job}
+             "every_job": where.every_job}
     args = [json.dumps(named), job.model_dump_json()]
     script_keys = [keys.fair_ready_key(pool, klass), keys.fair_job_key(job.id), keys.fair_state_key(pool),
                    keys.fair_waiting_key(pool), keys.tickets_key(ticket_queue(pool, klass)) if tickets else "-",

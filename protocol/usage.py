@@ -19,6 +19,7 @@ from redis.client import Pipeline
 from protocol import keys
 from protocol.commands import batched
 from protocol.keys import ERRORS, series_key, usage_key, usage_tokens_key
+from protocol.contract import Usage
 from protocol.scripts import ScriptBook
 
 SEPARATOR = "\x1f"
@@ -39,14 +40,16 @@ def seconds_to_midnight(now: float | None = None) -> int:
     return max(int((midnight - moment).total_seconds()) + 1, 1)
 
 
-def record_request(redis: Redis | Pipeline, person: str, model: str, prompt_tokens: int, completion_tokens: int,
-                   outcome: str, request_id: str) -> None:
-    """One request that ran (or was queued): outcome "ok", "error" or "abort".
+def record_request(redis: Redis | Pipeline, request_id: str, person: str, model: str, outcome: str,
+                   used: Usage | None = None) -> None:
+    """One request that ran (or was queued): outcome "ok", "error" or "abort",
+    and the tokens it used.
     Counted once per request id, by whichever process sends it first: the
     worker that finished a request counts it with its final write (the web
     process then need not), the web process any other (its client left, its
     worker was lost, it never ran) or, in a race with the worker, the same."""
     day = today()
+    prompt_tokens, completion_tokens = (used.prompt_tokens, used.completion_tokens) if used else (0, 0)
     counts = {"requests": 1, "prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
               "errors": int(outcome == "error"), "aborts": int(outcome == "abort")}
     args: list = [keys.RECORD_TTL_SECONDS, KEEP_DAYS * 86400]

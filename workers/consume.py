@@ -48,11 +48,14 @@ def woken_drain(drain, can_consume, freed: threading.Event = _slot_freed):
     return drain_events
 
 
-def consume_loop(obj, connection, consumer, blueprint, hub, qos, *args, **kwargs):
+def consume_loop(*loop_args, **loop_kwargs):
+    """Celery's consume loop, called with its loop arguments (the consumer
+    object, connection, consumer, blueprint, hub, qos, ...)."""
+    _, connection, consumer, _, hub, *_ = loop_args
     if hub is not None:
-        return loops.asynloop(obj, connection, consumer, blueprint, hub, qos, *args, **kwargs)
+        return loops.asynloop(*loop_args, **loop_kwargs)
     connection.drain_events = woken_drain(connection.drain_events, consumer.channel.qos.can_consume)
-    return loops.synloop(obj, connection, consumer, blueprint, hub, qos, *args, **kwargs)
+    return loops.synloop(*loop_args, **loop_kwargs)
 
 
 class Consumer(CeleryConsumer):

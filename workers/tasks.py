@@ -30,7 +30,8 @@ from workers.abort_watch import AbortWatch
 from workers.heartbeat import Heartbeat
 from workers.instances import BackendInstances
 from workers.mcp.toolbox import Toolbox
-from workers.runner import RunContext, run_job
+from workers.context import RunContext
+from workers.runner import run_job
 from workers.slots import Slots
 
 log = logging.getLogger(__name__)

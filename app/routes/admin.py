@@ -44,8 +44,8 @@ def page():
 @bp.get("/status")
 @admin_only
 def status():
-    own = services()
-    return jsonify(snapshot(own.redis, own.registry))
+    shared = services()
+    return jsonify(snapshot(shared.redis, shared.registry))
 
 
 @bp.get("/usage")

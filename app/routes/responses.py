@@ -15,7 +15,8 @@ from flask import Blueprint, jsonify
 
 from app import stored_responses
 from app.errors import register_error_handlers
-from app.jobs import new_job_id, person
+from app.asker import person
+from app.jobs import new_job_id
 from app.routes.common import check_request_limits, find_model, note_tools_left_out, parse_body, serve
 from app.services import services
 from dialects import responses as translate
@@ -34,9 +35,9 @@ def _storing(request: ResponsesRequest):
     """What the writer calls with the finished response, if it is to be kept."""
     if not request.store:
         return None
-    own, owner, items = services(), _owner(), translate.input_items(request)
-    return lambda response: stored_responses.save(own.redis, owner, response, items, request.previous_response_id,
-                                                  own.settings.responses_ttl_seconds)
+    shared, owner, items = services(), _owner(), translate.input_items(request)
+    return lambda response: stored_responses.save(shared.redis, owner, response, items, request.previous_response_id,
+                                                  shared.settings.responses_ttl_seconds)
 
 
 @bp.post("/responses")

@@ -20,7 +20,7 @@ class ScriptedJobs:
 
     # The queue: the job is submitted once the relay listens; its reply is
     # put on its subscription then.
-    def submit(self, redis, job, waiting, limits, where: jobqueue.Placement) -> None:
+    def submit(self, redis, job, waiting, limits, where: jobqueue.Placement, send_ticket) -> None:
         assert job.id in self._subscriptions, "the relay listens first"
         self.jobs.append((job, ticket_queue(where.pool, where.klass)))
         for event in self.replies.pop(0):

@@ -12,17 +12,21 @@ import pytest
 import redis as redis_py
 
 from jobqueue import fairqueue
-from jobqueue.admission import Busy, admit, release, retry_after_seconds
-from jobqueue.fairqueue import Waiting
+from jobqueue.admission import Busy, Limits, admit, release, retry_after_seconds
+from jobqueue.fairqueue import Placement, Waiting
 from protocol import keys
 from protocol.contract import Job, Message
 
 LIMITS = {"requests_per_minute": 100, "max_queue": 3, "stale_after": 900}
 
 
+def _limits(**limits) -> Limits:
+    return Limits(**(LIMITS | limits))
+
+
 def admit_one(redis, web_id, key="alice", pool="local", **limits) -> str:
     job_id = uuid.uuid4().hex
-    admit(redis, key, job_id, pool, web_id, **(LIMITS | limits))
+    admit(redis, Job(id=job_id, model="echo", web_id=web_id), key, pool, _limits(**limits))
     return job_id
 
 
@@ -39,7 +43,7 @@ def test_a_worker_taking_the_job_frees_its_queue_place(clean_redis, web):
     job_id = admit_one(clean_redis, web)
     job = Job(id=job_id, model="echo", messages=[Message(role="user", content="hi")], web_id=web,
               expires_at=time.time() + 60)
-    fairqueue.push(clean_redis, "local", "chat", job, Waiting("alice", 16))
+    fairqueue.push(clean_redis, job, Waiting("alice", 16), Placement("local"))
     assert fairqueue.take(clean_redis, "local", "w").job.id == job_id
     assert clean_redis.zcard(keys.queued_key("local")) == 0
 
@@ -113,7 +117,7 @@ def test_a_full_queue_names_its_depth(clean_redis, web):
 def test_retry_after_follows_the_drain_rate(clean_redis, web):
     assert retry_after_seconds(clean_redis, "local", 10) == 30  # nothing drained yet: a default
     for _ in range(60):  # 60 taken in the last minute: one a second
-        fairqueue.push(clean_redis, "local", "chat", _job(web), Waiting("alice", 100))
+        fairqueue.push(clean_redis, _job(web), Waiting("alice", 100), Placement("local"))
         assert fairqueue.take(clean_redis, "local", "w").job is not None
     assert retry_after_seconds(clean_redis, "local", 9) == 10
 
@@ -125,8 +129,8 @@ def _job(web: str) -> Job:
 
 def _admit_and_queue(redis, web: str, job: Job, **limits) -> None:
     def queue_job(client):
-        fairqueue.push(client, "local", "chat", job, Waiting("alice", 16), if_admitted=True)
-    admit(redis, "alice", job.id, "local", web, then=queue_job, **(LIMITS | limits))
+        fairqueue.push(client, job, Waiting("alice", 16), Placement("local"), if_admitted=True)
+    admit(redis, job, "alice", "local", _limits(**limits), then=queue_job)
 
 
 def test_a_job_admitted_with_its_queueing_is_queued_in_the_same_round_trip(clean_redis, web):
@@ -158,11 +162,11 @@ def test_queueing_that_fails_after_admission_gives_the_place_back(clean_redis, w
     clean_redis.delete("a-hash-key-used-as-a-list")
     job = _job(web)
     with pytest.raises(Exception, match="WRONGTYPE"):
-        admit(clean_redis, "alice", job.id, "local", web, then=broken, **LIMITS)
+        admit(clean_redis, job, "alice", "local", _limits(), then=broken)
     assert clean_redis.zcard(keys.queued_key("local")) == 0
     clean_redis.delete("a-hash-key-used-as-a-list")
 
 
 def test_queueing_only_if_admitted_does_nothing_for_a_job_admission_never_saw(clean_redis, web):
-    fairqueue.push(clean_redis, "local", "chat", _job(web), Waiting("alice", 16), if_admitted=True)
+    fairqueue.push(clean_redis, _job(web), Waiting("alice", 16), Placement("local"), if_admitted=True)
     assert fairqueue.depth(clean_redis, "local") == 0

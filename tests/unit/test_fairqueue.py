@@ -11,7 +11,7 @@ import uuid
 import pytest
 
 from jobqueue import fairqueue
-from jobqueue.fairqueue import Waiting
+from jobqueue.fairqueue import Placement, Waiting
 from jobqueue.records import job_state, job_taken, send_abort
 from protocol import keys
 from protocol.commands import ALIVE_TTL_SECONDS, drained_recently
@@ -28,7 +28,7 @@ def queue(redis, web, person, *, model="echo", klass="chat", limit=100, weight=1
     job = Job(id=job_id, model=model, messages=[Message(role="user", content=person)], web_id=web,
               expires_at=time.time() + expires_in, reply_channel=keys.reply_channel(web, job_id) if replies else "",
               cache_key=cache_key)
-    fairqueue.push(redis, pool, klass, job, Waiting(person, limit, weight, serial), policy, tickets=ticket)
+    fairqueue.push(redis, job, Waiting(person, limit, weight, serial), Placement(pool, klass, policy), tickets=ticket)
     return job.id
 
 
@@ -144,7 +144,7 @@ def push(redis, web, person, pool, klass="chat", every_job=False) -> tuple[bool,
     (the ticket's id is the job's), and the job's id."""
     job = Job(id=uuid.uuid4().hex, model="echo", messages=[Message(role="user", content=person)], web_id=web,
               expires_at=time.time() + 60)
-    _, needs = fairqueue.push(redis, pool, klass, job, Waiting(person, 100), tickets=True, every_job=every_job)
+    _, needs = fairqueue.push(redis, job, Waiting(person, 100), Placement(pool, klass, every_job=every_job), tickets=True)
     return bool(needs), job.id
 
 

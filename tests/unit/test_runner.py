@@ -24,7 +24,8 @@ from workers.cancel import Cancel
 from workers.heartbeat import Heartbeat
 from workers.mcp.toolbox import ServerTool, ToolResult
 from workers.pieces import Outcome, Prompted, Thinking
-from workers.runner import RunContext, run_job
+from workers.context import RunContext
+from workers.runner import run_job
 
 
 class ScriptedBackend(Backend):
@@ -77,7 +78,7 @@ TOOL_JOB = JOB.model_copy(update={"tools": [ToolSpec(name="read_file", parameter
 def run_taken(job: Job, ctx: RunContext, batch=None) -> str:
     """As a worker's slot runs a job: queued, taken (which starts it), run."""
     renew_web_lease(ctx.redis, job.web_id)
-    fairqueue.push(ctx.redis, "local", "chat", job, fairqueue.Waiting("alice", 16))
+    fairqueue.push(ctx.redis, job, fairqueue.Waiting("alice", 16), fairqueue.Placement("local"))
     taken = fairqueue.take(ctx.redis, "local", ctx.worker_id)
     assert taken.job == job
     return run_job(taken.job, ctx, taken.taken_at, batch)

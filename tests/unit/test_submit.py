@@ -27,21 +27,21 @@ def _job(web: str) -> Job:
                expires_at=time.time() + 60)
 
 
-def _where(pool: str, sent: list, every_job: bool = False) -> jobqueue.Placement:
-    return jobqueue.Placement(pool, "chat", lambda queue, pool, job_id: sent.append((queue, job_id)),
-                              every_job=every_job)
+def _submit(redis, job, person: str, pool: str, sent: list) -> None:
+    jobqueue.submit(redis, job, jobqueue.Waiting(person, 4), LIMITS, jobqueue.Placement(pool),
+                    lambda queue, pool, job_id: sent.append((queue, job_id)))
 
 
 def test_a_ticket_is_sent_only_when_none_on_its_way_will_do(clean_redis, web):
     pool, sent = f"p-{uuid.uuid4().hex[:6]}", []
     first, second = _job(web), _job(web)
-    jobqueue.submit(clean_redis, first, jobqueue.Waiting("alice", 4), LIMITS, _where(pool, sent))
-    jobqueue.submit(clean_redis, second, jobqueue.Waiting("bob", 4), LIMITS, _where(pool, sent))
+    _submit(clean_redis, first, "alice", pool, sent)
+    _submit(clean_redis, second, "bob", pool, sent)
     assert sent == [(pool, first.id), (pool, second.id)]
     taken = jobqueue.take(clean_redis, pool, "w", want=first.id, ticket_from=pool)
     jobqueue.finish_and_take(clean_redis, taken.person, taken.lease, pool, "w")  # bob's taken without his ticket
     third = _job(web)
-    jobqueue.submit(clean_redis, third, jobqueue.Waiting("carol", 4), LIMITS, _where(pool, sent))
+    _submit(clean_redis, third, "carol", pool, sent)
     assert sent[2:] == []  # bob's ticket, on its way, wakes a slot for her
 
 
@@ -50,9 +50,8 @@ def test_a_ticket_that_cannot_be_sent_withdraws_the_job(clean_redis, web):
 
     def broker_down(*_):
         raise ConnectionError("broker down")
-    where = jobqueue.Placement(pool, "chat", broker_down)
     with pytest.raises(SwitchboardError, match="the job queue is unavailable: broker down") as refused:
-        jobqueue.submit(clean_redis, job, jobqueue.Waiting("alice", 4), LIMITS, where)
+        jobqueue.submit(clean_redis, job, jobqueue.Waiting("alice", 4), LIMITS, jobqueue.Placement(pool), broker_down)
     assert refused.value.status == 503
     assert fairqueue.depth(clean_redis, pool) == 0 and clean_redis.zcard(keys.queued_key(pool)) == 0
     assert clean_redis.zcard(keys.tickets_key(pool)) == 0

@@ -13,7 +13,7 @@ import pytest
 from catalog.upstream import UpstreamSettings
 from protocol.errors import BackendError
 from workers.backends.http_pool import ConnectionPool
-from workers.backends.transport import open_stream, watched_arrivals
+from workers.backends.transport import Upstream, open_stream, watched_arrivals
 from workers.cancel import Cancel
 
 DELAY = 0.6
@@ -161,7 +161,7 @@ def test_a_cancel_while_waiting_for_the_headers_shuts_the_connection_at_once(ser
     threading.Timer(0.1, cancel.set).start()
     started = time.monotonic()
     with pytest.raises(BackendError) as raised:
-        with open_stream(ConnectionPool(server.url, 5), "/v1/x", {}, settings, "m", cancel):
+        with open_stream(Upstream(ConnectionPool(server.url, 5), settings, "m"), "/v1/x", {}, cancel):
             pass
     assert raised.value.status == 499 and time.monotonic() - started < DELAY
 
@@ -174,7 +174,7 @@ def test_a_stalled_stream_ends_with_the_idle_timeout(serve):
     settings = UpstreamSettings(base_url=server.url, upstream_model="m", context_length=1, idle_timeout=0.3)
     lines = []
     with pytest.raises(BackendError, match=r"stopped sending tokens for 0\.3 s"):
-        with open_stream(ConnectionPool(server.url, 5), "/v1/x", {}, settings, "m", None) as response:
+        with open_stream(Upstream(ConnectionPool(server.url, 5), settings, "m"), "/v1/x", {}, None) as response:
             for arrived in watched_arrivals(response, settings, None):
                 lines += arrived
     assert lines == ["data:1"]
@@ -203,7 +203,7 @@ def _chunk(piece: bytes) -> bytes:
 
 def _watched(server, **timeouts) -> list[str]:
     settings = UpstreamSettings(base_url=server.url, upstream_model="m", context_length=1, **timeouts)
-    with open_stream(ConnectionPool(server.url, 5), "/v1/x", {}, settings, "m", None) as response:
+    with open_stream(Upstream(ConnectionPool(server.url, 5), settings, "m"), "/v1/x", {}, None) as response:
         return _lines(watched_arrivals(response, settings, None))
 
 
@@ -330,7 +330,7 @@ def test_a_broken_chunked_body_is_a_broken_stream(serve, body):
     server = serve(answer)
     settings = UpstreamSettings(base_url=server.url, upstream_model="m", context_length=1, idle_timeout=5)
     with pytest.raises(BackendError, match="broke off the stream") as raised:
-        with open_stream(ConnectionPool(server.url, 5), "/v1/x", {}, settings, "m", None) as response:
+        with open_stream(Upstream(ConnectionPool(server.url, 5), settings, "m"), "/v1/x", {}, None) as response:
             _lines(watched_arrivals(response, settings, None))
     assert raised.value.status == 502
 

@@ -9,13 +9,14 @@ import pytest
 
 from app.auth import digest, read_keys_file
 from protocol import usage
+from protocol.contract import Usage
 from scripts.admin import add_key, list_keys, revoke_key, usage_text
 
 
 def test_requests_are_counted_per_person_and_model(clean_redis):
-    usage.record_request(clean_redis, "alice", "echo", 3, 5, "ok", "r1")
-    usage.record_request(clean_redis, "alice", "echo", 0, 0, "abort", "r2")
-    usage.record_request(clean_redis, "alice", "smol", 2, 0, "error", "r3")
+    usage.record_request(clean_redis, "r1", "alice", "echo", "ok", Usage(prompt_tokens=3, completion_tokens=5))
+    usage.record_request(clean_redis, "r2", "alice", "echo", "abort")
+    usage.record_request(clean_redis, "r3", "alice", "smol", "error", Usage(prompt_tokens=2, completion_tokens=0))
     report = usage.usage(clean_redis)
     assert report["alice"]["echo"] == {"requests": 2, "prompt_tokens": 3, "completion_tokens": 5, "errors": 0,
                                        "aborts": 1}
@@ -29,9 +30,9 @@ def test_requests_are_counted_per_person_and_model(clean_redis):
 def test_a_request_is_counted_once_whoever_sends_it_first(clean_redis):
     """Its worker's count and its web process's, racing (the client left as it finished)."""
     pipe = clean_redis.pipeline(transaction=False)  # the worker's final write
-    usage.record_request(pipe, "alice", "echo", 3, 5, "ok", "r1")
+    usage.record_request(pipe, "r1", "alice", "echo", "ok", Usage(prompt_tokens=3, completion_tokens=5))
     pipe.execute()
-    usage.record_request(clean_redis, "alice", "echo", 0, 0, "abort", "r1")
+    usage.record_request(clean_redis, "r1", "alice", "echo", "abort")
     assert usage.usage(clean_redis)["alice"]["echo"] == {"requests": 1, "prompt_tokens": 3, "completion_tokens": 5,
                                                          "errors": 0, "aborts": 0}
     assert usage.tokens_today(clean_redis, "alice") == 8
@@ -41,7 +42,7 @@ def test_a_request_is_counted_once_whoever_sends_it_first(clean_redis):
 def test_a_count_queued_on_a_pipeline_needs_no_script_loaded_before(clean_redis):
     clean_redis.script_flush()  # Redis restarted
     with clean_redis.pipeline(transaction=False) as pipe:
-        usage.record_request(pipe, "bob", "echo", 1, 1, "ok", "r2")
+        usage.record_request(pipe, "r2", "bob", "echo", "ok", Usage(prompt_tokens=1, completion_tokens=1))
         assert pipe.execute() == [1]
 
 

@@ -80,8 +80,9 @@ class MessageStream:
             "input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"))
 
     def outcome(self) -> Outcome:
-        return Outcome(FinishReason.LENGTH if self.stop_reason == "max_tokens" else FinishReason.STOP, self.prompt_tokens(),
-                       self.usage.get("output_tokens", 0), cached_tokens=self.usage.get("cache_read_input_tokens"),
+        reason = FinishReason.LENGTH if self.stop_reason == "max_tokens" else FinishReason.STOP
+        return Outcome(reason, self.prompt_tokens(), self.usage.get("output_tokens", 0),
+                       cached_tokens=self.usage.get("cache_read_input_tokens"),
                        stop_sequence=self.stop_sequence if self.stop_reason == "stop_sequence" else None)
 
 
@@ -122,8 +123,7 @@ class AnthropicUpstreamBackend(UpstreamBackend):
         without one gets the estimate."""
         path, body = count_request(job, self.settings.upstream_model)
         try:
-            with open_stream(self._client, path, body, self.settings, self.model_name, None,
-                             self.job_headers(job)) as response:
+            with open_stream(self.upstream, path, body, None, self.job_headers(job)) as response:
                 return int(json.loads(response.read())["input_tokens"])
         except BackendError as error:
             if error.status != 404:

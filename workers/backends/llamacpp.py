@@ -183,11 +183,7 @@ class LlamaCppBackend(Backend):
 
         llm, options = loaded.llm, job.options
         prompt, template_stops = self._prompt_tokens(loaded, job)
-        room = loaded.n_ctx - len(prompt)
-        if room <= 0:
-            raise PromptTooLong(f"the prompt is {len(prompt)} tokens, more than the context window of {loaded.n_ctx}",
-                                len(prompt), loaded.n_ctx)
-        limit = min(options.max_tokens or room, room)
+        limit = _token_limit(loaded.n_ctx, len(prompt), options.max_tokens)
         stops = StopMatcher(options.stop + [s for s in template_stops if s])
         utf8 = codecs.getincrementaldecoder("utf-8")(errors="replace")
         reused = loaded.cache.prepare(llm, prompt) if loaded.cache else live_reuse(llm, prompt)
@@ -219,6 +215,15 @@ class LlamaCppBackend(Backend):
             yield tail
         fired = stops.matched if stops.matched in options.stop else None  # the client's, not the template's
         return Outcome(reason, len(prompt), count, cached_tokens=reused.tokens, stop_sequence=fired)
+
+
+def _token_limit(n_ctx: int, prompt_tokens: int, asked: int | None) -> int:
+    """What the context leaves for the reply (PromptTooLong if nothing)."""
+    room = n_ctx - prompt_tokens
+    if room <= 0:
+        raise PromptTooLong(f"the prompt is {prompt_tokens} tokens, more than the context window of {n_ctx}",
+                            prompt_tokens, n_ctx)
+    return min(asked or room, room)
 
 
 BACKEND = LlamaCppBackend

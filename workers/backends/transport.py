@@ -18,7 +18,7 @@ import json
 import logging
 import time
 from contextlib import contextmanager
-from typing import Iterator
+from typing import Iterator, NamedTuple
 
 from catalog.upstream import UpstreamSettings
 from workers.backends.http_pool import HTTP_ERRORS, ConnectionPool, Response
@@ -34,13 +34,21 @@ def new_client(settings: UpstreamSettings) -> ConnectionPool:
     return ConnectionPool(settings.base_url, settings.connect_timeout)
 
 
+class Upstream(NamedTuple):
+    """An upstream server as one model reaches it."""
+    client: ConnectionPool
+    settings: UpstreamSettings
+    model: str  # the model's name here (in errors)
+
+
 @contextmanager
-def open_stream(client: ConnectionPool, path: str, body: dict, settings: UpstreamSettings, model: str,
-                cancel: Cancel | None, job_headers: dict[str, str] | None = None) -> Iterator[Response]:
+def open_stream(upstream: Upstream, path: str, body: dict, cancel: Cancel | None,
+                job_headers: dict[str, str] | None = None) -> Iterator[Response]:
     """POST to `path` (under the upstream's base URL) and yield the streaming
     response (status 200), retrying what can be retried; the connection
     closes on exit (or goes back to the pool, its body read) and on
     cancellation, at once, even while waiting for the headers."""
+    client, settings, model = upstream
     payload = json.dumps({k: v for k, v in body.items() if k not in settings.drop_params}).encode()
     headers = {"Content-Type": "application/json", "Accept": "*/*", "User-Agent": USER_AGENT,
                **(job_headers or {}), **settings.auth_headers()}

@@ -9,7 +9,7 @@ from catalog.upstream import UpstreamSettings
 from protocol.contract import EmbedSpec, Job
 from workers.backends.base import Backend
 from workers.backends.http_pool import Response
-from workers.backends.transport import new_client, open_stream
+from workers.backends.transport import Upstream, new_client, open_stream
 from protocol.errors import BackendError
 from workers.cancel import Cancel
 from workers.pieces import Embedded, TextGenerator
@@ -20,7 +20,7 @@ class UpstreamBackend(Backend):
 
     def __init__(self, model_name: str, settings: UpstreamSettings):
         super().__init__(model_name, settings)
-        self._client = new_client(settings)
+        self.upstream = Upstream(new_client(settings), settings, model_name)
 
     def request(self, job: Job) -> tuple[str, dict]:  # pragma: no cover - abstract
         """The path (under base_url) and body for this job: chat or raw prompt."""
@@ -42,7 +42,7 @@ class UpstreamBackend(Backend):
     def embed(self, spec: EmbedSpec, cancel: Cancel | None = None) -> Embedded:
         """One request for the whole batch, in the upstream's dialect."""
         path, body = self.embed_request(spec)
-        with open_stream(self._client, path, body, self.settings, self.model_name, cancel) as response:
+        with open_stream(self.upstream, path, body, cancel) as response:
             try:
                 vectors, tokens = self.embed_vectors(json.loads(response.read()))
             except (ValueError, KeyError, TypeError, AttributeError):
@@ -53,6 +53,5 @@ class UpstreamBackend(Backend):
 
     def generate(self, job: Job, cancel: Cancel | None = None) -> TextGenerator:
         path, body = self.request(job)
-        with open_stream(self._client, path, body, self.settings, self.model_name, cancel,
-                         self.job_headers(job)) as response:
+        with open_stream(self.upstream, path, body, cancel, self.job_headers(job)) as response:
             return (yield from self.relay(response, cancel))

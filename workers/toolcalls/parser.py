@@ -23,6 +23,8 @@ FINAL_ANSWER = "final_answer"
 _HEADER = re.compile(r'<invoke\s+name\s*=\s*"([^"]*)"\s*>')
 _PARAMETER = re.compile(r'<parameter\s+name\s*=\s*"([^"]*)"\s*>')
 _JSON_START = re.compile(r'\{\s*"(name|arguments)"')
+# What may still become _JSON_START with more text.
+_BARE_JSON_START = re.compile(r'\{\s*("(n(a(m(e)?)?)?|a(r(g(u(m(e(n(t(s)?)?)?)?)?)?)?)?)?)?')
 _FENCE_HEADER = re.compile(r"```(?:json)?[ \t]*\n")
 _STARTS = ("<invoke", "<tool_call>", "```", "{")
 _MAX_HELD = 256 * 1024  # beyond this, an unfinished block is given up as text
@@ -142,7 +144,7 @@ class ToolCallParser:
     # Format 3b: {"name": "T", "arguments": {...}}
     def _bare_json(self, buffer: str, final: bool) -> _Result:
         if not _JSON_START.match(buffer):
-            could_still_match = bool(re.fullmatch(r'\{\s*("(n(a(m(e)?)?)?|a(r(g(u(m(e(n(t(s)?)?)?)?)?)?)?)?)?)?', buffer))
+            could_still_match = bool(_BARE_JSON_START.fullmatch(buffer))
             return NEED_MORE if could_still_match and not final else _not_a_call(1)
         end = _json_object_end(buffer)
         if end == 0:

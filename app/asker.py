@@ -1,0 +1,71 @@
+"""Who is asking, and what that means for their job: their name for limits
+and fair shares, their identity for superseding, their place in the queue
+(limit, weight, class), their admission limits, their daily budget and the
+server tools their key may use."""
+from __future__ import annotations
+
+import hashlib
+
+from flask import request
+
+import jobqueue
+from app.auth import current_key
+from app.errors import ApiError
+from app.services import Services
+from catalog.kinds import backend_kind
+from catalog.registry import ModelEntry
+from protocol import usage
+from protocol.contract import Job
+
+
+def person(keys_enabled: bool) -> str:
+    """Who is asking, for limits and fair shares: their key's name when keys
+    are on (however it was sent), else their address."""
+    return current_key().name if keys_enabled else f"address:{request.remote_addr}"
+
+
+def client_identity(keys_enabled: bool) -> str:
+    """Who is asking, for superseding: the person and their editor (the user
+    agent). Never a different person's request."""
+    who = f"{person(keys_enabled)}|{request.user_agent.string}"
+    return hashlib.sha256(who.encode()).hexdigest()[:32]
+
+
+def is_code_completion(job: Job) -> bool:
+    return job.prompt is not None and bool(job.prompt.raw or job.prompt.suffix)
+
+
+def job_class(job: Job) -> str:
+    """Code completions wait in their shared class, served first (their tickets
+    on the pool's priority queue: protocol.queue.ticket_queue)."""
+    return "completion" if is_code_completion(job) else "chat"
+
+
+def waiting(shared: Services, entry: ModelEntry) -> jobqueue.Waiting:
+    key = current_key()
+    return jobqueue.Waiting(person(shared.keys.enabled), key.max_concurrent or shared.settings.max_concurrent,
+                            key.weight, serial=backend_kind(entry.backend).serial)
+
+
+def limits(shared: Services) -> jobqueue.Limits:
+    key, settings = current_key(), shared.settings
+    return jobqueue.Limits(key.requests_per_minute or settings.requests_per_minute, settings.max_queue,
+                           stale_after=settings.max_queue_wait_seconds + settings.event_timeout_seconds)
+
+
+def server_tools(entry: ModelEntry) -> list[str]:
+    """The model's MCP servers that the key may use."""
+    return [server for server in entry.mcp_servers if current_key().may_use_server(server)]
+
+
+def check_budget(shared: Services) -> None:
+    """A key's daily token budget, counted across every web process (the
+    tokens of requests still running count once they end)."""
+    budget = current_key().daily_tokens
+    if budget is None:
+        return
+    used = usage.tokens_today(shared.redis, person(shared.keys.enabled))
+    if used >= budget:
+        wait = usage.seconds_to_midnight()
+        raise ApiError(429, f"daily token budget of {budget} tokens used up ({used} used today); it resets at "
+                            f"00:00 UTC, in {wait // 3600} h {wait % 3600 // 60} min", retry_after=wait)

@@ -1,0 +1,29 @@
+"""What a worker process holds for every job it runs (built once, after any
+fork: workers/tasks.py)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from redis import Redis
+
+from workers.abort_watch import AbortWatch
+from workers.heartbeat import Heartbeat
+from workers.instances import BackendInstances
+from workers.mcp.toolbox import Toolbox
+from workers.publisher import STREAM_INTERVAL_SECONDS
+from workers.slots import Slots
+
+
+@dataclass
+class RunContext:
+    redis: Redis
+    backends: BackendInstances
+    aborts: AbortWatch
+    worker_id: str
+    heartbeat: Heartbeat
+    slots: Slots | None = None
+    toolbox: Toolbox | None = None  # the registry's MCP servers (server-side tools)
+    max_job_seconds: float = 600.0
+    max_job_tokens: int = 16384
+    loaded_marker_seconds: int = 300
+    stream_interval_seconds: float = STREAM_INTERVAL_SECONDS

@@ -1,0 +1,59 @@
+"""What a job asks of its model, done: an unload or a load (Ollama's empty
+requests), an embedding, a token count, or the streamed rounds of a reply
+(workers/rounds.py). Returns the job's DoneEvent; its other events are
+published on its reply channel on the way."""
+from __future__ import annotations
+
+import time
+
+from catalog.registry import ModelEntry
+from protocol.commands import publish_event
+from protocol.contract import DoneEvent, EmbeddingEvent, Event, FinishReason, Job
+from workers.agent import ServerTools
+from workers.backends.base import Backend
+from workers.cancel import Cancel
+from workers.context import RunContext
+from workers.pieces import Outcome
+from workers.prompts import is_load_only, resolve_prompt
+from workers.rounds import Rounds, backend_job, done
+from workers.toolcalls.emulation import plan_tools
+
+
+def generate(job: Job, ctx: RunContext, aborted: Cancel, tail: list[Event]) -> DoneEvent:
+    started = time.perf_counter_ns()
+    entry, backend = ctx.backends.entry(job.model), ctx.backends.get(job.model)
+    if is_load_only(job) and job.keep_alive == 0:  # Ollama's idiom for "unload now"
+        backend.keep_loaded(0)
+        return done(FinishReason.UNLOAD, Outcome(FinishReason.STOP, 0, 0), started, None)
+    if is_load_only(job):
+        return done(FinishReason.LOAD, Outcome(FinishReason.STOP, 0, 0, load_ns=backend.load()), started, None)
+    try:
+        if job.embed is not None:
+            return _embed(job, ctx, backend, aborted, started)
+        job = resolve_prompt(job, entry.fim, family_stops=backend.reads_prompt)
+        if job.count_only:
+            return _count(job, ctx, entry, backend, aborted, started)
+        return Rounds(job, ctx, entry, backend, aborted, started).run(tail)
+    finally:
+        backend.keep_loaded(job.keep_alive)
+
+
+def _embed(job: Job, ctx: RunContext, backend: Backend, aborted: Cancel, started: int) -> DoneEvent:
+    """One batch, one event with every vector (the web process shapes them)."""
+    embedded = backend.embed(job.embed, aborted)
+    if aborted.is_set():
+        return DoneEvent(reason=FinishReason.ABORTED)
+    publish_event(ctx.redis, job.reply_channel, EmbeddingEvent(vectors=embedded.vectors))
+    outcome = Outcome(FinishReason.STOP, embedded.prompt_tokens, 0, load_ns=embedded.load_ns)
+    return done(FinishReason.STOP, outcome, started, None)
+
+
+def _count(job: Job, ctx: RunContext, entry: ModelEntry, backend: Backend, aborted: Cancel,
+           started: int) -> DoneEvent:
+    """The prompt's tokens as the model would get it in the job's first
+    round (tool instructions and server tools included), as that round's
+    usage would report them."""
+    server = ServerTools.for_job(job, entry, ctx.toolbox, aborted)
+    plan = plan_tools(server.job, entry.tools, entry.system, entry.step_limit, server.specs)
+    tokens = backend.count_tokens(backend_job(server.job, ctx, plan, backend))
+    return done(FinishReason.COUNTED, Outcome(FinishReason.STOP, tokens, 0), started, None)
