@@ -41,10 +41,17 @@ def job_class(job: Job) -> str:
     return "completion" if is_code_completion(job) else "chat"
 
 
-def waiting(shared: Services, entry: ModelEntry) -> jobqueue.Waiting:
+def terms(shared: Services) -> jobqueue.Asker:
+    """Who asks, how many of their jobs may run at once, and their weight."""
     key = current_key()
-    return jobqueue.Waiting(person(shared.keys.enabled), key.max_concurrent or shared.settings.max_concurrent,
-                            key.weight, serial=backend_kind(entry.backend).serial)
+    return jobqueue.Asker(person(shared.keys.enabled), key.max_concurrent or shared.settings.max_concurrent,
+                          key.weight)
+
+
+def placement(entry: ModelEntry, job: Job) -> jobqueue.Placement:
+    """Where the job waits: its model's pool, its class, and whether its
+    model runs one job at a time per worker (llama.cpp)."""
+    return jobqueue.Placement(entry.pool, job_class(job), serial=backend_kind(entry.backend).serial)
 
 
 def limits(shared: Services) -> jobqueue.Limits:

@@ -12,7 +12,7 @@ from redis import Redis
 from catalog.registry import Registry
 import jobqueue
 from protocol import usage
-from protocol.commands import live_workers, loaded_models, streams_relayed
+from protocol.presence import live_workers, loaded_models, streams_relayed
 
 
 def models(redis: Redis, registry: Registry) -> list[dict]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import itertools
 import time
-import uuid
+from dataclasses import replace
 from typing import Iterator
 
 from flask import request
@@ -26,13 +26,9 @@ from app.services import Services, services
 from app.streaming import Observer
 from catalog.registry import ModelEntry
 from protocol import keys, usage
-from protocol.commands import batched
 from protocol.contract import DoneEvent, ErrorEvent, Event, FinishReason, Job, UnknownEvent, encode_event
 from protocol.metrics import count_job
-
-
-def new_job_id() -> str:
-    return uuid.uuid4().hex
+from protocol.presence import batched
 
 
 def start_job(job: Job, entry: ModelEntry, stream: bool = False) -> tuple[JobRun, Iterator[Event]]:
@@ -43,9 +39,9 @@ def start_job(job: Job, entry: ModelEntry, stream: bool = False) -> tuple[JobRun
     shared = services()
     asker.check_budget(shared)
     job.server_tools = asker.server_tools(entry)
-    run = JobRun(shared, job, asker.waiting(shared, entry))
+    run = JobRun(shared, job, asker.terms(shared))
     try:
-        run.start(asker.job_class(job), entry.pool, asker.limits(shared))
+        run.start(asker.placement(entry, job), asker.limits(shared))
         if entry.supersede and asker.is_code_completion(job):
             jobqueue.supersede(shared.redis, asker.client_identity(shared.keys.enabled), entry.name, job)
         events = run.events(keepalive=stream)  # a stream starts at once if the job keeps it waiting
@@ -62,21 +58,21 @@ def start_job(job: Job, entry: ModelEntry, stream: bool = False) -> tuple[JobRun
 
 
 class JobRun:
-    def __init__(self, services: Services, job: Job, waiting: jobqueue.Waiting):
-        self.job, self._services, self._waiting, self._pool = job, services, waiting, ""
+    def __init__(self, services: Services, job: Job, terms: jobqueue.Asker):
+        self.job, self._services, self._asker, self._pool = job, services, terms, ""
         self._reader: JobEvents | None = None
         self._watch: DisconnectWatch | None = None
         self.observers: list[Observer] = []
         self.finished = False
         self.final: Event | None = None  # the DoneEvent or ErrorEvent that ended it
 
-    def start(self, job_class: str, pool: str, limits: jobqueue.Limits) -> JobRun:
+    def start(self, where: jobqueue.Placement, limits: jobqueue.Limits) -> JobRun:
         """Listen on its reply channel (under this process), then submit it."""
         settings, redis, relay, tickets = (self._services.settings, self._services.redis, self._services.relay,
                                            self._services.tickets)
-        job, self._pool = self.job, pool
+        job, self._pool = self.job, where.pool
         job.web_id = self._services.lease.ensure_held(redis)
-        job.reply_channel, job.usage_of = keys.reply_channel(job.web_id, job.id), self._waiting.person
+        job.reply_channel, job.usage_of = keys.reply_channel(job.web_id, job.id), self._asker.person
         job.enqueued_at = time.time()
         job.expires_at = job.enqueued_at + settings.max_queue_wait_seconds
         try:
@@ -84,8 +80,8 @@ class JobRun:
         except RelayUnavailable as error:
             raise ApiError(503, f"the job queue is unavailable: {error}") from None
         try:
-            where = jobqueue.Placement(pool, job_class, settings.queue_policy, tickets.for_every_job())
-            jobqueue.submit(redis, job, self._waiting, limits, where, tickets.send)
+            where = replace(where, policy=settings.queue_policy, every_job=tickets.for_every_job())
+            jobqueue.submit(redis, job, self._asker, limits, where, tickets.send)
         except BaseException:
             relay.forget(subscription)
             raise
@@ -137,7 +133,7 @@ class JobRun:
             getattr(observer, "close", lambda: None)()
 
     def _withdraw(self, started: bool) -> None:
-        redis, final, person = self._services.redis, self.final, self._waiting.person
+        redis, final, person = self._services.redis, self.final, self._asker.person
         outcome = "ok" if isinstance(final, DoneEvent) and final.reason != FinishReason.ABORTED else \
             "error" if isinstance(final, ErrorEvent) else "abort"
         with batched(redis) as pipe:  # one round trip for what it leaves

@@ -9,8 +9,8 @@ from typing import Callable
 from prometheus_client.core import CollectorRegistry, CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 
 from app.services import Services
-from protocol.commands import streams_relayed
 from protocol.keys import REJECTED, TOKENS, tool_seconds_key
+from protocol.presence import streams_relayed
 from protocol.metrics import (
     TOOL_SECONDS_BUCKETS, TTFT_BUCKETS, histogram, jobs_finished, prompt_cache_counts, tool_calls, ttft_histogram,
 )

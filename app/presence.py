@@ -13,7 +13,7 @@ from gevent.lock import Semaphore
 from redis import Redis
 
 from app.relay import Relay
-from protocol.commands import renew_web_lease
+from protocol.presence import renew_web_lease
 
 log = logging.getLogger(__name__)
 RENEW_EVERY_SECONDS = 1.0

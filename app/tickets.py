@@ -11,7 +11,7 @@ import time
 
 from redis import Redis
 
-from protocol.commands import live_workers
+from protocol.presence import live_workers
 from protocol.queue import COUNTED_TICKETS
 from queue_config import send_ticket
 

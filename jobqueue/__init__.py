@@ -25,15 +25,15 @@ from redis.client import Pipeline
 
 from jobqueue import admission, fairqueue, records
 from jobqueue.admission import Busy, Limits, Verdict
-from jobqueue.fairqueue import Placement, Taken, Waiting, affinity_of
+from jobqueue.fairqueue import Placement, Taken, Asker, affinity_of
 from jobqueue.states import JobState
 from protocol import keys
-from protocol.commands import batched
 from protocol.contract import FinishReason, Job
 from protocol.errors import SwitchboardError
+from protocol.presence import batched
 from protocol.queue import ticket_queue
 
-__all__ = ["Busy", "Limits", "JobState", "Placement", "SendTicket", "Taken", "Verdict", "Waiting", "abort",
+__all__ = ["Busy", "Limits", "JobState", "Placement", "SendTicket", "Taken", "Verdict", "Asker", "abort",
            "aborted", "finish", "finish_and_take", "forget_lost_tickets", "keep_alive", "lost", "mark_free",
            "queue_depth", "release", "remember_cache", "started", "state", "submit", "supersede", "take",
            "withdraw"]
@@ -43,21 +43,21 @@ __all__ = ["Busy", "Limits", "JobState", "Placement", "SendTicket", "Taken", "Ve
 SendTicket = Callable[[str, str, str], None]  # Celery queue, pool, the ticket's id (its job's)
 
 
-def submit(redis: Redis, job: Job, waiting: Waiting, limits: Limits, where: Placement,
+def submit(redis: Redis, job: Job, asker: Asker, limits: Limits, where: Placement,
            send_ticket: SendTicket) -> None:
     """Admit the job (or raise Busy) and queue it in one round trip; then,
     if no ticket on its way will wake a slot for it, send one (through
     Celery: queue_config.send_ticket). A worker's take starts it. If the
     ticket cannot be sent, the job is withdrawn and a 503 raised."""
     def queue(client: Redis | Pipeline) -> object:
-        return fairqueue.push(client, job, waiting, where, tickets=True, if_admitted=True)
-    _, needs_ticket = admission.admit(redis, job, waiting.person, where.pool, limits, then=queue)
+        return fairqueue.push(client, job, asker, where, tickets=True, if_admitted=True)
+    _, needs_ticket = admission.admit(redis, job, asker.person, where.pool, limits, then=queue)
     if needs_ticket:
-        _send_ticket(redis, job, waiting.person, where, send_ticket)
+        _send_ticket(redis, job, asker.person, where, send_ticket)
 
 
 def _send_ticket(redis: Redis, job: Job, person: str, where: Placement, send_ticket: SendTicket) -> None:
-    queue = ticket_queue(where.pool, where.klass)
+    queue = ticket_queue(where.pool, where.job_class)
     try:
         send_ticket(queue, where.pool, job.id)
     except Exception as error:

@@ -25,8 +25,8 @@ from redis.exceptions import NoScriptError
 
 from jobqueue.scripts import queue_script, run_script
 from protocol import keys
-from protocol.commands import batched, drained_recently
 from protocol.contract import Job
+from protocol.presence import batched, drained_recently
 
 RATE_WINDOW_SECONDS = 60
 

@@ -39,8 +39,8 @@ from redis.exceptions import NoScriptError
 from jobqueue.scripts import queue_script, run_script as _run
 from jobqueue.states import JobState
 from protocol import keys
-from protocol.commands import ALIVE_TTL_SECONDS
 from protocol.contract import Job
+from protocol.presence import ALIVE_TTL_SECONDS
 from protocol.queue import ticket_queue
 
 CLASSES = ("completion", "chat")
@@ -54,24 +54,25 @@ AFFINITY_SECONDS = 3600
 
 @dataclass(frozen=True)
 class Placement:
-    """Where a job waits."""
+    """Where a job waits, and what it needs."""
     pool: str
-    klass: str = "chat"  # or "completion", served first
+    job_class: str = "chat"  # or "completion", served first
     policy: str = "fair"  # or "fifo"
+    serial: bool = False  # its model runs one job at a time per worker
     # A ticket for every job: workers of the previous release run (fair_push.lua).
     every_job: bool = False
 
 
 @dataclass(frozen=True)
-class Waiting:
-    """How a job waits: who asked, their limit and weight, what it needs."""
+class Asker:
+    """Who asked for a job, and their terms: how many of their jobs may run
+    at once, and their share of the queue (a job costs them 1/weight)."""
     person: str
     limit: int
     weight: float = 1.0
-    serial: bool = False  # its model runs one job at a time per worker
 
 
-def push(redis: Redis | Pipeline, job: Job, waiting: Waiting, where: Placement, tickets: bool = False,
+def push(redis: Redis | Pipeline, job: Job, asker: Asker, where: Placement, tickets: bool = False,
          if_admitted: bool = False) -> object:
     """Queue the job. With `tickets`, the result says whether the caller must
     send a ticket for it (fair_push.lua: while fewer tickets are on their
@@ -79,17 +80,17 @@ def push(redis: Redis | Pipeline, job: Job, waiting: Waiting, where: Placement, 
     queued by SHA (the caller handles NoScriptError). With `if_admitted`,
     only if admission recorded the job (jobqueue.admission: sent in the same
     round trip as its admission)."""
-    pool, klass = where.pool, where.klass
+    pool, job_class = where.pool, where.job_class
     member = keys.lease_member(job.web_id, job.id)
-    fields = {"limit": waiting.limit, "lease": member, "model": job.model,
-              "serial": "1" if waiting.serial else "0", "expires": repr(job.expires_at), "web": job.web_id,
-              "enqueued": repr(job.enqueued_at), "affinity": affinity_of(job, waiting.person)}
-    named = {"job_id": job.id, "person": waiting.person, "weight": waiting.weight, "policy": where.policy,
+    fields = {"limit": asker.limit, "lease": member, "model": job.model,
+              "serial": "1" if where.serial else "0", "expires": repr(job.expires_at), "web": job.web_id,
+              "enqueued": repr(job.enqueued_at), "affinity": affinity_of(job, asker.person)}
+    named = {"job_id": job.id, "person": asker.person, "weight": asker.weight, "policy": where.policy,
              "member": member, "fields": {name: str(value) for name, value in fields.items()}, "now": time.time(),
              "every_job": where.every_job}
     args = [json.dumps(named), job.model_dump_json()]
-    script_keys = [keys.fair_ready_key(pool, klass), keys.fair_job_key(job.id), keys.fair_state_key(pool),
-                   keys.fair_waiting_key(pool), keys.tickets_key(ticket_queue(pool, klass)) if tickets else "-",
+    script_keys = [keys.fair_ready_key(pool, job_class), keys.fair_job_key(job.id), keys.fair_state_key(pool),
+                   keys.fair_waiting_key(pool), keys.tickets_key(ticket_queue(pool, job_class)) if tickets else "-",
                    keys.queued_key(pool) if if_admitted else "-"]
     return (queue_script if isinstance(redis, Pipeline) else _run)(redis, "fair_push", script_keys, args)
 
@@ -245,8 +246,8 @@ def forget_lost_tickets(redis: Redis, queues: list[str], sent_before: float) -> 
 
 def depth(redis: Redis, pool: str) -> int:
     pipe = redis.pipeline(transaction=False)
-    for klass in CLASSES:
-        pipe.zcard(keys.fair_ready_key(pool, klass))
+    for job_class in CLASSES:
+        pipe.zcard(keys.fair_ready_key(pool, job_class))
     return sum(pipe.execute())
 
 

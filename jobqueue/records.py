@@ -12,8 +12,8 @@ from redis.client import Pipeline
 
 from jobqueue.states import JobState
 from protocol import keys
-from protocol.commands import ALIVE_TTL_SECONDS, batched, publish_event
 from protocol.contract import ErrorEvent, Job
+from protocol.presence import ALIVE_TTL_SECONDS, batched, publish_event
 
 
 def send_abort(redis: Redis, job_id: str) -> None:

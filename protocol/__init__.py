@@ -5,7 +5,7 @@ stand on this package.
 - contract.py: the job and event types that travel between them (tolerant of
   fields a newer version adds, and versioned)
 - keys.py: EVERY Redis key and pub/sub channel name
-- commands.py: what the processes send each other about themselves (events
+- presence.py: what the processes send each other about themselves (events
   on a reply channel, web leases, worker presence, loaded models)
 - scripts.py: running a folder's Lua scripts by name
 - usage.py: each person's usage of the day

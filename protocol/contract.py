@@ -3,7 +3,7 @@
 A job does not know which API its request came from: the front end translates
 every dialect into a `Job`, and translates the `Event`s back. Jobs travel as
 JSON in the fair queue (jobqueue/fairqueue.py); events as JSON on the job's
-reply channel (see `protocol.commands`).
+reply channel (see `protocol.presence`).
 
 Compatibility policy: a rolling deploy runs this release's processes beside
 the previous release's, never an older one's: this web process with the
@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import secrets
+import uuid
 import string
 import typing
 from enum import StrEnum
@@ -197,6 +198,10 @@ class Job(_Strict):
         messages = sum(len(m.content) + sum(len(c.arguments) for c in m.tool_calls) for m in self.messages)
         tools = sum(len(t.description) + len(str(t.parameters)) for t in self.tools)
         return prompt + messages + tools
+
+
+def new_job_id() -> str:
+    return uuid.uuid4().hex
 
 
 class Usage(_Strict):

@@ -9,7 +9,7 @@ from __future__ import annotations
 from redis import Redis
 from redis.client import Pipeline
 
-from protocol.commands import batched
+from protocol.presence import batched
 from protocol.keys import (
     JOBS_FINISHED, PROMPT_CACHE, PROMPT_TOKENS, REJECTED, TOKENS, TOOL_CALLS, tool_seconds_key, ttft_key,
 )

@@ -17,9 +17,9 @@ from redis import Redis
 from redis.client import Pipeline
 
 from protocol import keys
-from protocol.commands import batched
-from protocol.keys import ERRORS, series_key, usage_key, usage_tokens_key
 from protocol.contract import Usage
+from protocol.keys import ERRORS, series_key, usage_key, usage_tokens_key
+from protocol.presence import batched
 from protocol.scripts import ScriptBook
 
 SEPARATOR = "\x1f"

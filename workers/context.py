@@ -8,8 +8,8 @@ from redis import Redis
 
 from workers.abort_watch import AbortWatch
 from workers.heartbeat import Heartbeat
-from workers.instances import BackendInstances
 from workers.mcp.toolbox import Toolbox
+from workers.model_backends import ModelBackends
 from workers.publisher import STREAM_INTERVAL_SECONDS
 from workers.slots import Slots
 
@@ -17,7 +17,7 @@ from workers.slots import Slots
 @dataclass
 class RunContext:
     redis: Redis
-    backends: BackendInstances
+    backends: ModelBackends
     aborts: AbortWatch
     worker_id: str
     heartbeat: Heartbeat

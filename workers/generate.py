@@ -7,15 +7,15 @@ from __future__ import annotations
 import time
 
 from catalog.registry import ModelEntry
-from protocol.commands import publish_event
 from protocol.contract import DoneEvent, EmbeddingEvent, Event, FinishReason, Job
-from workers.agent import ServerTools
+from protocol.presence import publish_event
 from workers.backends.base import Backend
 from workers.cancel import Cancel
 from workers.context import RunContext
-from workers.pieces import Outcome
+from workers.model_output import Outcome
 from workers.prompts import is_load_only, resolve_prompt
 from workers.rounds import Rounds, backend_job, done
+from workers.server_tools import ServerTools
 from workers.toolcalls.emulation import plan_tools
 
 

@@ -18,7 +18,7 @@ from typing import Callable
 from redis import Redis
 
 import jobqueue
-from protocol.commands import dead_webs
+from protocol.presence import dead_webs
 from protocol.queue import COUNTED_TICKETS, is_direct_queue
 from workers.cancel import Cancel
 

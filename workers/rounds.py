@@ -1,7 +1,7 @@
 """A job's model rounds, streamed: one, or more while the model calls only
 server tools (their results go back to it for the next round). Each round's
 backend pieces become events (thinking apart, tool calls filtered:
-workers/replies.py) that the publisher sends on the job's reply channel;
+workers/reply_events.py) that the publisher sends on the job's reply channel;
 the abort, the wall-time cap and a forced tool call are checked here."""
 from __future__ import annotations
 
@@ -13,13 +13,13 @@ from typing import Iterator
 from catalog.registry import ModelEntry
 from protocol.contract import DoneEvent, Event, FinishReason, Job, PromptEvent, Timings, Usage
 from protocol.errors import BackendError
-from workers.agent import ServerTools, Totals
 from workers.backends.base import Backend
 from workers.cancel import Cancel
 from workers.context import RunContext
-from workers.pieces import Outcome, Prompted
+from workers.model_output import Outcome, Prompted
 from workers.publisher import EventPublisher
-from workers.replies import Replies
+from workers.reply_events import Replies
+from workers.server_tools import ServerTools, Totals
 from workers.toolcalls.emulation import ReplyFilter, ToolPlan, plan_tools
 from workers.toolcalls.grammar import forced_call_grammar
 

@@ -18,10 +18,10 @@ from dataclasses import dataclass, field
 from redis.client import Pipeline
 
 import jobqueue
-from protocol.commands import FOREVER_SECONDS, forget_loaded, mark_loaded, publish_event
 from protocol.contract import CONTRACT_VERSION, DoneEvent, ErrorEvent, Event, FinishReason, Job
 from protocol.errors import SwitchboardError, UnknownModel
 from protocol.metrics import count_job, count_prompt_cache
+from protocol.presence import FOREVER_SECONDS, forget_loaded, mark_loaded, publish_event
 from protocol.usage import record_minute, record_request
 from workers.cancel import Cancel
 from workers.context import RunContext

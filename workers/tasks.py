@@ -19,18 +19,18 @@ from catalog.registry import load_registry
 import jobqueue
 from jobqueue import Taken
 from protocol import keys
-from protocol.commands import publish_event
 from protocol.connection import redis_client
 from protocol.contract import ErrorEvent, FinishReason
+from protocol.presence import publish_event
 from protocol.queue import TAKE_TASK
 from queue_config import app, send_direct_ticket
 from settings import settings_from_environment
 from settings.collector import tune_garbage_collector
 from workers.abort_watch import AbortWatch
-from workers.heartbeat import Heartbeat
-from workers.instances import BackendInstances
-from workers.mcp.toolbox import Toolbox
 from workers.context import RunContext
+from workers.heartbeat import Heartbeat
+from workers.mcp.toolbox import Toolbox
+from workers.model_backends import ModelBackends
 from workers.runner import run_job
 from workers.slots import Slots
 
@@ -52,7 +52,7 @@ def _context(pid: int) -> RunContext:
     registry = load_registry(settings.models_path)
     return RunContext(
         redis=redis,
-        backends=BackendInstances(registry),
+        backends=ModelBackends(registry),
         slots=Slots(redis, worker_id, registry, send_direct_ticket),
         aborts=AbortWatch(redis),
         toolbox=Toolbox(registry.servers),

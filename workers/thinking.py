@@ -7,7 +7,7 @@ it with the next piece; `finish()` releases the rest.
 """
 from __future__ import annotations
 
-from workers.pieces import Thinking
+from workers.model_output import Thinking
 
 
 def _partial_tag_length(text: str, tag: str) -> int:

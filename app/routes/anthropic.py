@@ -10,7 +10,7 @@ from __future__ import annotations
 from flask import Blueprint, g, request as flask_request
 
 from app.errors import anthropic_error_body, register_error_handlers
-from app.jobs import new_job_id
+from protocol.contract import new_job_id
 from app.routes.common import (
     check_request_limits, find_model, note_tools_left_out, parse_body, serve, visible_entries,
 )

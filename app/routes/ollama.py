@@ -8,19 +8,19 @@ from flask import Blueprint, Response, jsonify
 
 from app.auth import current_key, public
 from app.errors import register_error_handlers
-from app.jobs import new_job_id
 from app.errors import ApiError
 from app.routes.common import check_request_limits, find_model, parse_body, serve, visible_entries
 from app.services import services
 from app.streaming import NDJSON_CONTENT_TYPE, ndjson
 from catalog.registry import ModelEntry
 from dialects import embeddings, ollama as translate
+from protocol.contract import new_job_id
 from dialects.ollama_schemas import (
     ChatRequest, EmbeddingsRequest, EmbedRequest, GenerateRequest, PullRequest, ShowRequest,
 )
 from dialects.ollama_writer import ChatWriter, GenerateWriter, error_body
-from protocol.commands import loaded_models
 from protocol.errors import UnknownModel
+from protocol.presence import loaded_models
 
 # Copilot Chat lists no model from a server older than 0.6.4.
 OLLAMA_COMPAT_VERSION = "0.12.0"

@@ -6,12 +6,12 @@ import time
 from flask import Blueprint, jsonify, request as flask_request
 
 from app.errors import register_error_handlers
-from app.jobs import new_job_id
 from app.routes.common import check_request_limits, find_model, parse_body, serve, visible_entries
 from catalog.registry import ModelEntry
 from dialects import anthropic_writer, embeddings, openai as translate
 from dialects.openai_schemas import ChatCompletionRequest, CompletionRequest, EmbeddingsRequest
 from dialects.openai_writer import ChatWriter, CompletionWriter, error_body
+from protocol.contract import new_job_id
 
 bp = Blueprint("openai", __name__, url_prefix="/v1")
 register_error_handlers(bp, error_body)

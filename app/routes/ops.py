@@ -12,7 +12,7 @@ from app.metrics import cluster_registry
 from app.openapi import openapi_document
 from app.services import services
 from dialects.openai_writer import error_body
-from protocol.commands import live_workers
+from protocol.presence import live_workers
 from protocol.queue import completion_queue
 
 bp = Blueprint("ops", __name__)

@@ -14,14 +14,14 @@ import time
 from flask import Blueprint, jsonify
 
 from app import stored_responses
-from app.errors import register_error_handlers
 from app.asker import person
-from app.jobs import new_job_id
+from app.errors import register_error_handlers
 from app.routes.common import check_request_limits, find_model, note_tools_left_out, parse_body, serve
 from app.services import services
 from dialects import responses as translate
 from dialects.responses_schemas import ResponsesRequest
 from dialects.responses_writer import ResponsesWriter, error_body
+from protocol.contract import new_job_id
 
 bp = Blueprint("responses", __name__, url_prefix="/v1")
 register_error_handlers(bp, error_body)

@@ -7,12 +7,12 @@ import time
 from flask import Blueprint, Response
 
 from app.errors import ClientGone, client_gone_response, register_error_handlers
-from app.jobs import new_job_id
 from app.routes.common import check_request_limits, find_model, parse_body, serve
 from app.streaming import SSE_CONTENT_TYPE, sse
 from dialects import openai as translate
 from dialects.openai_schemas import ChatCompletionRequest
 from dialects.simple_chat import EventsWriter, LinesWriter, error_body
+from protocol.contract import new_job_id
 from protocol.errors import SwitchboardError
 
 bp = Blueprint("simple_chat", __name__, url_prefix="/chat")

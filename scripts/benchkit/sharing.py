@@ -29,7 +29,7 @@ SLOTS = 4
 CACHE_MB = 512
 PEOPLE = ("A", "B", "C", "D")
 # The people's files: sources of this repository, about 2k tokens each.
-FILES = ("app/jobs.py", "workers/runner.py", "protocol/commands.py", "dialects/openai.py")
+FILES = ("app/jobs.py", "workers/runner.py", "protocol/presence.py", "dialects/openai.py")
 FILE_CHARS = 7000
 
 

@@ -3,7 +3,7 @@ import uuid
 import pytest
 
 from protocol import keys
-from protocol.commands import renew_web_lease
+from protocol.presence import renew_web_lease
 from tests.unit.scripted import scripted  # noqa: F401  (fixture for route tests)
 
 

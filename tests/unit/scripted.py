@@ -22,7 +22,7 @@ class ScriptedJobs:
     # put on its subscription then.
     def submit(self, redis, job, waiting, limits, where: jobqueue.Placement, send_ticket) -> None:
         assert job.id in self._subscriptions, "the relay listens first"
-        self.jobs.append((job, ticket_queue(where.pool, where.klass)))
+        self.jobs.append((job, ticket_queue(where.pool, where.job_class)))
         for event in self.replies.pop(0):
             self._subscriptions[job.id].messages.put(encode_event(event))
 

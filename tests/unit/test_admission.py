@@ -13,7 +13,7 @@ import redis as redis_py
 
 from jobqueue import fairqueue
 from jobqueue.admission import Busy, Limits, admit, release, retry_after_seconds
-from jobqueue.fairqueue import Placement, Waiting
+from jobqueue.fairqueue import Asker, Placement
 from protocol import keys
 from protocol.contract import Job, Message
 
@@ -43,7 +43,7 @@ def test_a_worker_taking_the_job_frees_its_queue_place(clean_redis, web):
     job_id = admit_one(clean_redis, web)
     job = Job(id=job_id, model="echo", messages=[Message(role="user", content="hi")], web_id=web,
               expires_at=time.time() + 60)
-    fairqueue.push(clean_redis, job, Waiting("alice", 16), Placement("local"))
+    fairqueue.push(clean_redis, job, Asker("alice", 16), Placement("local"))
     assert fairqueue.take(clean_redis, "local", "w").job.id == job_id
     assert clean_redis.zcard(keys.queued_key("local")) == 0
 
@@ -117,7 +117,7 @@ def test_a_full_queue_names_its_depth(clean_redis, web):
 def test_retry_after_follows_the_drain_rate(clean_redis, web):
     assert retry_after_seconds(clean_redis, "local", 10) == 30  # nothing drained yet: a default
     for _ in range(60):  # 60 taken in the last minute: one a second
-        fairqueue.push(clean_redis, _job(web), Waiting("alice", 100), Placement("local"))
+        fairqueue.push(clean_redis, _job(web), Asker("alice", 100), Placement("local"))
         assert fairqueue.take(clean_redis, "local", "w").job is not None
     assert retry_after_seconds(clean_redis, "local", 9) == 10
 
@@ -129,7 +129,7 @@ def _job(web: str) -> Job:
 
 def _admit_and_queue(redis, web: str, job: Job, **limits) -> None:
     def queue_job(client):
-        fairqueue.push(client, job, Waiting("alice", 16), Placement("local"), if_admitted=True)
+        fairqueue.push(client, job, Asker("alice", 16), Placement("local"), if_admitted=True)
     admit(redis, job, "alice", "local", _limits(**limits), then=queue_job)
 
 
@@ -168,5 +168,5 @@ def test_queueing_that_fails_after_admission_gives_the_place_back(clean_redis, w
 
 
 def test_queueing_only_if_admitted_does_nothing_for_a_job_admission_never_saw(clean_redis, web):
-    fairqueue.push(clean_redis, _job(web), Waiting("alice", 16), Placement("local"), if_admitted=True)
+    fairqueue.push(clean_redis, _job(web), Asker("alice", 16), Placement("local"), if_admitted=True)
     assert fairqueue.depth(clean_redis, "local") == 0

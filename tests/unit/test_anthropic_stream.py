@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from workers.backends.anthropic_upstream import ErrorInStream, MessageStream
-from workers.pieces import NativeCall, Prompted, RedactedThinking, Thinking
+from workers.model_output import NativeCall, Prompted, RedactedThinking, Thinking
 
 START = {"type": "message_start", "message": {"usage": {
     "input_tokens": 5, "cache_creation_input_tokens": 2, "cache_read_input_tokens": 7, "output_tokens": 1}}}

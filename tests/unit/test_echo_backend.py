@@ -1,9 +1,9 @@
 import pytest
 
 from catalog.echo import EchoSettings
-from workers.backends.echo import EchoBackend, echo_tokens
 from protocol.contract import Job, Message, SamplingOptions
-from workers.pieces import Prompted
+from workers.backends.echo import EchoBackend, echo_tokens
+from workers.model_output import Prompted
 
 
 def run(text, **options):

@@ -11,24 +11,24 @@ import uuid
 import pytest
 
 from jobqueue import fairqueue
-from jobqueue.fairqueue import Placement, Waiting
+from jobqueue.fairqueue import Asker, Placement
 from jobqueue.records import job_state, job_taken, send_abort
 from protocol import keys
-from protocol.commands import ALIVE_TTL_SECONDS, drained_recently
 from protocol.contract import Job, Message
+from protocol.presence import ALIVE_TTL_SECONDS, drained_recently
 from protocol.queue import ticket_queue
 
 POOL = "local"
 
 
-def queue(redis, web, person, *, model="echo", klass="chat", limit=100, weight=1.0, serial=False,
+def queue(redis, web, person, *, model="echo", job_class="chat", limit=100, weight=1.0, serial=False,
           policy="fair", expires_in=60.0, replies: bool = False, pool=POOL, ticket: bool = False,
           cache_key: str = "") -> str:
     job_id = uuid.uuid4().hex
     job = Job(id=job_id, model=model, messages=[Message(role="user", content=person)], web_id=web,
               expires_at=time.time() + expires_in, reply_channel=keys.reply_channel(web, job_id) if replies else "",
               cache_key=cache_key)
-    fairqueue.push(redis, job, Waiting(person, limit, weight, serial), Placement(pool, klass, policy), tickets=ticket)
+    fairqueue.push(redis, job, Asker(person, limit, weight), Placement(pool, job_class, policy, serial), tickets=ticket)
     return job.id
 
 
@@ -73,8 +73,8 @@ def test_weights_share_in_proportion(clean_redis, web):
 
 
 def test_completions_go_first(clean_redis, web):
-    queue(clean_redis, web, "alice", klass="chat")
-    queue(clean_redis, web, "bob", klass="completion")
+    queue(clean_redis, web, "alice", job_class="chat")
+    queue(clean_redis, web, "bob", job_class="completion")
     assert take_all(clean_redis) == ["bob", "alice"]
 
 
@@ -135,16 +135,16 @@ def pool(clean_redis):
     return f"tickets-{uuid.uuid4().hex[:8]}"
 
 
-def on_their_way(redis, pool, klass="chat") -> int:
-    return redis.zcard(keys.tickets_key(ticket_queue(pool, klass)))
+def on_their_way(redis, pool, job_class="chat") -> int:
+    return redis.zcard(keys.tickets_key(ticket_queue(pool, job_class)))
 
 
-def push(redis, web, person, pool, klass="chat", every_job=False) -> tuple[bool, str]:
+def push(redis, web, person, pool, job_class="chat", every_job=False) -> tuple[bool, str]:
     """Queue a job as the web process does: whether it needs a ticket sent
     (the ticket's id is the job's), and the job's id."""
     job = Job(id=uuid.uuid4().hex, model="echo", messages=[Message(role="user", content=person)], web_id=web,
               expires_at=time.time() + 60)
-    _, needs = fairqueue.push(redis, job, Waiting(person, 100), Placement(pool, klass, every_job=every_job), tickets=True)
+    _, needs = fairqueue.push(redis, job, Asker(person, 100), Placement(pool, job_class, every_job=every_job), tickets=True)
     return bool(needs), job.id
 
 
@@ -161,8 +161,8 @@ def test_a_job_needs_a_ticket_only_while_fewer_are_on_their_way_than_jobs_wait(c
 
 
 def test_tickets_are_counted_per_class(clean_redis, web, pool):
-    assert push(clean_redis, web, "alice", pool, klass="completion")[0]
-    assert push(clean_redis, web, "bob", pool, klass="chat")[0]
+    assert push(clean_redis, web, "alice", pool, job_class="completion")[0]
+    assert push(clean_redis, web, "bob", pool, job_class="chat")[0]
     assert (on_their_way(clean_redis, pool, "completion"), on_their_way(clean_redis, pool, "chat")) == (1, 1)
 
 

@@ -9,7 +9,7 @@ import uuid
 import pytest
 
 from protocol import keys
-from protocol.commands import ALIVE_TTL_SECONDS, live_workers
+from protocol.presence import ALIVE_TTL_SECONDS, live_workers
 from protocol.queue import direct_queue
 from workers.heartbeat import LOST_TICKET_SECONDS, Heartbeat
 

@@ -15,16 +15,16 @@ from catalog.registry import ModelEntry
 from jobqueue import fairqueue
 from jobqueue.records import job_state
 from protocol import usage
-from protocol.commands import renew_web_lease
 from protocol.contract import Job, Message, ToolChoice, ToolSpec
 from protocol.errors import BackendError, PromptTooLong, UnknownModel
 from protocol.keys import reply_channel
+from protocol.presence import renew_web_lease
 from workers.backends.base import Backend
 from workers.cancel import Cancel
+from workers.context import RunContext
 from workers.heartbeat import Heartbeat
 from workers.mcp.toolbox import ServerTool, ToolResult
-from workers.pieces import Outcome, Prompted, Thinking
-from workers.context import RunContext
+from workers.model_output import Outcome, Prompted, Thinking
 from workers.runner import run_job
 
 
@@ -78,7 +78,7 @@ TOOL_JOB = JOB.model_copy(update={"tools": [ToolSpec(name="read_file", parameter
 def run_taken(job: Job, ctx: RunContext, batch=None) -> str:
     """As a worker's slot runs a job: queued, taken (which starts it), run."""
     renew_web_lease(ctx.redis, job.web_id)
-    fairqueue.push(ctx.redis, job, fairqueue.Waiting("alice", 16), fairqueue.Placement("local"))
+    fairqueue.push(ctx.redis, job, fairqueue.Asker("alice", 16), fairqueue.Placement("local"))
     taken = fairqueue.take(ctx.redis, "local", ctx.worker_id)
     assert taken.job == job
     return run_job(taken.job, ctx, taken.taken_at, batch)

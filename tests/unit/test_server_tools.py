@@ -16,11 +16,11 @@ from protocol.contract import (
     DoneEvent, Job, Message, ServerToolEvent, TextEvent, ToolCallEvent, ToolChoice, ToolSpec, decode_event,
     encode_event,
 )
+from catalog.echo import EchoSettings
 from protocol.metrics import count_tool_call, tool_calls
 from workers.backends.echo import EchoBackend
-from catalog.echo import EchoSettings
 from workers.mcp.toolbox import limited, result_text
-from workers.pieces import NativeCall
+from workers.model_output import NativeCall
 from workers.toolcalls.emulation import ReplyFilter, plan_tools
 
 SAY = ToolSpec(name="say", parameters={"type": "object", "properties": {"text": {"type": "string"}}})

@@ -14,9 +14,9 @@ import jobqueue
 from app.tickets import Tickets
 from jobqueue import fairqueue
 from protocol import keys
-from protocol.commands import live_workers
 from protocol.contract import Job, Message
 from protocol.errors import SwitchboardError
+from protocol.presence import live_workers
 from protocol.queue import COUNTED_TICKETS
 
 LIMITS = jobqueue.Limits(requests_per_minute=100, max_queue=10, stale_after=60)
@@ -28,7 +28,7 @@ def _job(web: str) -> Job:
 
 
 def _submit(redis, job, person: str, pool: str, sent: list) -> None:
-    jobqueue.submit(redis, job, jobqueue.Waiting(person, 4), LIMITS, jobqueue.Placement(pool),
+    jobqueue.submit(redis, job, jobqueue.Asker(person, 4), LIMITS, jobqueue.Placement(pool),
                     lambda queue, pool, job_id: sent.append((queue, job_id)))
 
 
@@ -51,7 +51,7 @@ def test_a_ticket_that_cannot_be_sent_withdraws_the_job(clean_redis, web):
     def broker_down(*_):
         raise ConnectionError("broker down")
     with pytest.raises(SwitchboardError, match="the job queue is unavailable: broker down") as refused:
-        jobqueue.submit(clean_redis, job, jobqueue.Waiting("alice", 4), LIMITS, jobqueue.Placement(pool), broker_down)
+        jobqueue.submit(clean_redis, job, jobqueue.Asker("alice", 4), LIMITS, jobqueue.Placement(pool), broker_down)
     assert refused.value.status == 503
     assert fairqueue.depth(clean_redis, pool) == 0 and clean_redis.zcard(keys.queued_key(pool)) == 0
     assert clean_redis.zcard(keys.tickets_key(pool)) == 0

@@ -13,7 +13,7 @@ from dialects.images import MAX_IMAGE_BYTES, from_base64, from_url
 from dialects.writer import Transcript
 from protocol.contract import DoneEvent
 from protocol.errors import InvalidRequest, RegistryError
-from workers.pieces import Thinking
+from workers.model_output import Thinking
 from workers.thinking import ThinkSplitter
 
 TEXT = "Sure.<think>step one, step two</think>The answer<think>again</think> is 4."

@@ -1,8 +1,8 @@
 """Upstream tool-call delta shapes seen in the wild, reassembled."""
 import pytest
 
-from workers.pieces import NativeCall
 from workers.backends.tool_deltas import ToolCallAssembler
+from workers.model_output import NativeCall
 
 A = NativeCall(name="read_file", arguments='{"filePath": "/a"}', id="call_a")
 B = NativeCall(name="grep", arguments='{"q": "x"}', id="call_b")

@@ -8,7 +8,7 @@ import json
 from catalog.upstream import UpstreamSettings
 from workers.backends.ollama_upstream import OllamaUpstreamBackend
 from workers.backends.openai_upstream import OpenAIUpstreamBackend
-from workers.pieces import Outcome, Thinking
+from workers.model_output import Outcome, Thinking
 
 SETTINGS = UpstreamSettings(base_url="http://127.0.0.1:9", upstream_model="m", context_length=1)
 

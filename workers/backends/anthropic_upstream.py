@@ -16,7 +16,7 @@ from workers.backends.transport import open_stream, watched_arrivals
 from workers.backends.upstream import UpstreamBackend
 from workers.backends.upstream_errors import mid_stream_error
 from workers.cancel import Cancel
-from workers.pieces import (
+from workers.model_output import (
     Embedded, NativeCall, Outcome, Prompted, RedactedThinking, TextGenerator, Thinking, flush_texts,
 )
 

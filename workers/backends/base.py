@@ -16,7 +16,7 @@ from catalog.model_info import BackendSettings
 from protocol.contract import EmbedSpec, Job
 from protocol.errors import BackendError
 from workers.cancel import Cancel
-from workers.pieces import Embedded, TextGenerator
+from workers.model_output import Embedded, TextGenerator
 
 
 CHARACTERS_PER_TOKEN_ESTIMATE = 4  # OpenAI's rule of thumb for English text and code

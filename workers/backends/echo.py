@@ -21,7 +21,7 @@ from catalog.echo import EchoSettings
 from protocol.contract import EmbedSpec, FinishReason, Job, Message
 from workers.backends.base import Backend, too_long
 from workers.cancel import Cancel
-from workers.pieces import Embedded, Outcome, Prompted, TextGenerator
+from workers.model_output import Embedded, Outcome, Prompted, TextGenerator
 from workers.stops import StopMatcher
 
 _TOKEN = re.compile(r"\s*\S+|\s+")

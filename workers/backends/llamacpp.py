@@ -19,7 +19,7 @@ from protocol.errors import BackendError, PromptTooLong
 from workers.backends.base import Backend
 from workers.backends.prompt_cache import PromptCache, live_reuse
 from workers.cancel import Cancel
-from workers.pieces import Embedded, Outcome, Prompted, TextGenerator
+from workers.model_output import Embedded, Outcome, Prompted, TextGenerator
 from workers.stops import StopMatcher
 
 DEFAULT_KEEP_ALIVE = 300.0

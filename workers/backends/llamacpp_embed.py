@@ -9,7 +9,7 @@ from __future__ import annotations
 from catalog.llamacpp import LlamaCppSettings
 from protocol.contract import EmbedSpec
 from workers.backends.base import too_long
-from workers.pieces import Embedded
+from workers.model_output import Embedded
 
 
 class Embedder:

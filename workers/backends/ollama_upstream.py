@@ -13,7 +13,7 @@ from workers.backends.transport import watched_arrivals
 from workers.backends.upstream import UpstreamBackend
 from workers.backends.upstream_errors import mid_stream_error
 from workers.cancel import Cancel
-from workers.pieces import Outcome, TextGenerator, Thinking, flush_texts
+from workers.model_output import Outcome, TextGenerator, Thinking, flush_texts
 
 
 class OllamaUpstreamBackend(UpstreamBackend):

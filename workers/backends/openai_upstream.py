@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import json
 
-from dialects.openai import upstream_request
 from dialects import embeddings
+from dialects.openai import upstream_request
 from protocol.contract import EmbedSpec, FinishReason, Job
 from workers.backends.http_pool import Response
 from workers.backends.sse import sse_payloads
@@ -15,7 +15,7 @@ from workers.backends.transport import watched_arrivals
 from workers.backends.upstream import UpstreamBackend
 from workers.backends.upstream_errors import mid_stream_error
 from workers.cancel import Cancel
-from workers.pieces import Outcome, TextGenerator, Thinking, flush_texts
+from workers.model_output import Outcome, TextGenerator, Thinking, flush_texts
 
 
 class OpenAIUpstreamBackend(UpstreamBackend):

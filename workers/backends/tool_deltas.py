@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
-from workers.pieces import NativeCall
+from workers.model_output import NativeCall
 
 
 @dataclass

@@ -7,12 +7,12 @@ import json
 
 from catalog.upstream import UpstreamSettings
 from protocol.contract import EmbedSpec, Job
+from protocol.errors import BackendError
 from workers.backends.base import Backend
 from workers.backends.http_pool import Response
 from workers.backends.transport import Upstream, new_client, open_stream
-from protocol.errors import BackendError
 from workers.cancel import Cancel
-from workers.pieces import Embedded, TextGenerator
+from workers.model_output import Embedded, TextGenerator
 
 
 class UpstreamBackend(Backend):

@@ -7,7 +7,7 @@ as text; put the instructions in the system prompt, or inject them into the
 first user message for backends that ignore the system role.
 Reply: text streams until the first call; then only calls (OpenAI clients
 expect text before calls, never after), each with a fresh id. Calls of
-server tools (run by the worker over MCP, see workers/agent.py) are kept
+server tools (run by the worker over MCP, see workers/server_tools.py) are kept
 aside, never sent to the client as its own calls.
 """
 from __future__ import annotations
@@ -15,8 +15,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from workers.pieces import NativeCall
 from protocol.contract import Job, Message, TextEvent, ToolCall, ToolCallEvent, ToolSpec, new_call_id
+from workers.model_output import NativeCall
 from workers.toolcalls.arguments import typed_arguments
 from workers.toolcalls.parser import ParsedCall, ToolCallParser
 from workers.toolcalls.prompt import STEP_LIMIT_NOTE, render_conversation, tool_instructions, tool_rounds

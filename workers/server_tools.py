@@ -25,14 +25,14 @@ from dataclasses import dataclass, field
 from redis import Redis
 
 from catalog.registry import ModelEntry
-from protocol.commands import batched
+from protocol.presence import batched
 from protocol.contract import (
     Job, Message, ServerToolEvent, TextEvent, ToolCall, ToolChoice, ToolSpec, json_object,
 )
 from protocol.metrics import count_tool_call
 from workers.cancel import Cancel
 from workers.mcp.toolbox import ServerTool, Toolbox, ToolResult
-from workers.pieces import Outcome
+from workers.model_output import Outcome
 from workers.publisher import EventPublisher
 
 ROUND_SEPARATOR = "\n\n"

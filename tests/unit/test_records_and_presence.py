@@ -1,4 +1,4 @@
-"""protocol.keys and protocol.commands on a real Redis: the names, and what
+"""protocol.keys and protocol.presence on a real Redis: the names, and what
 each command leaves in Redis and publishes."""
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import uuid
 import pytest
 
 from jobqueue import records
-from protocol import commands, keys
+from protocol import keys, presence
 from protocol.contract import ErrorEvent, Job, decode_event
 
 
@@ -88,39 +88,39 @@ def test_a_reply_channel_names_its_job():
 
 def test_the_streams_relayed_are_what_live_leases_say(clean_redis):
     web_ids = [f"web-{uuid.uuid4().hex}" for _ in range(2)]  # leases outlive clean_redis
-    commands.renew_web_lease(clean_redis, web_ids[0], 3)
-    commands.renew_web_lease(clean_redis, web_ids[1], 2)
+    presence.renew_web_lease(clean_redis, web_ids[0], 3)
+    presence.renew_web_lease(clean_redis, web_ids[1], 2)
     try:
-        assert commands.streams_relayed(clean_redis) == 5
+        assert presence.streams_relayed(clean_redis) == 5
         clean_redis.delete(keys.web_lease_key(web_ids[1]))  # lapsed: that process died
-        assert commands.streams_relayed(clean_redis) == 3
+        assert presence.streams_relayed(clean_redis) == 3
     finally:
         clean_redis.delete(*(keys.web_lease_key(web_id) for web_id in web_ids))
 
 
 def test_loaded_models_keep_the_longest_note(clean_redis):
-    commands.mark_loaded(clean_redis, "echo", "w1", 100)
-    commands.mark_loaded(clean_redis, "echo", "w2", 300)
-    commands.mark_loaded(clean_redis, "smollm2:135m", "w1", 50)
-    loaded = commands.loaded_models(clean_redis)
+    presence.mark_loaded(clean_redis, "echo", "w1", 100)
+    presence.mark_loaded(clean_redis, "echo", "w2", 300)
+    presence.mark_loaded(clean_redis, "smollm2:135m", "w1", 50)
+    loaded = presence.loaded_models(clean_redis)
     assert set(loaded) == {"echo", "smollm2:135m"} and 250 < loaded["echo"] <= 300
-    commands.forget_loaded(clean_redis, "smollm2:135m", "w1")
-    assert set(commands.loaded_models(clean_redis)) == {"echo"}
+    presence.forget_loaded(clean_redis, "smollm2:135m", "w1")
+    assert set(presence.loaded_models(clean_redis)) == {"echo"}
 
 
 def test_a_beat_keeps_jobs_alive_and_announces_the_worker(clean_redis, job_id):
     worker = {"id": f"host:{job_id[:8]}", "queues": ["local-completion", "local"]}  # presence outlives clean_redis
     clean_redis.set(keys.alive_key(job_id), b"1", ex=1)  # its first beat (the take's)
     records.beat(clean_redis, [job_id], worker)
-    assert 1 < clean_redis.ttl(keys.alive_key(job_id)) <= commands.ALIVE_TTL_SECONDS  # refreshed
-    assert worker in commands.live_workers(clean_redis)
-    assert 0 < clean_redis.ttl(keys.worker_key(worker["id"])) <= 3 * commands.ALIVE_TTL_SECONDS
+    assert 1 < clean_redis.ttl(keys.alive_key(job_id)) <= presence.ALIVE_TTL_SECONDS  # refreshed
+    assert worker in presence.live_workers(clean_redis)
+    assert 0 < clean_redis.ttl(keys.worker_key(worker["id"])) <= 3 * presence.ALIVE_TTL_SECONDS
     records.beat(clean_redis, [], None)  # a worker not consuming yet announces nothing
     assert json.loads(clean_redis.get(keys.worker_key(worker["id"])))["id"] == worker["id"]
 
 
 def test_a_beat_racing_a_jobs_end_does_not_bring_its_key_back(clean_redis, job_id):
-    clean_redis.set(keys.alive_key(job_id), b"1", ex=commands.ALIVE_TTL_SECONDS)  # a running job's
+    clean_redis.set(keys.alive_key(job_id), b"1", ex=presence.ALIVE_TTL_SECONDS)  # a running job's
     records.end_heartbeat(clean_redis, job_id)  # the job finished...
     records.beat(clean_redis, [job_id], None)  # ...while a beat was on its way with it
     assert not clean_redis.exists(keys.alive_key(job_id))

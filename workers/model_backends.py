@@ -3,12 +3,12 @@ from __future__ import annotations
 
 import threading
 
+from catalog.registry import ModelEntry, Registry
 from workers.backends import backend_class
 from workers.backends.base import Backend
-from catalog.registry import ModelEntry, Registry
 
 
-class BackendInstances:
+class ModelBackends:
     def __init__(self, registry: Registry):
         self._registry = registry
         self._instances: dict[str, Backend] = {}

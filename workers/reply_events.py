@@ -4,8 +4,8 @@ through the tool-call filter and the server-tool rounds' text pass."""
 from __future__ import annotations
 
 from protocol.contract import RedactedThinkingEvent, ThinkingEvent
-from workers.agent import ServerTools
-from workers.pieces import RedactedThinking, Thinking
+from workers.model_output import RedactedThinking, Thinking
+from workers.server_tools import ServerTools
 from workers.thinking import ThinkSplitter
 from workers.toolcalls.emulation import ReplyFilter
 
