@@ -11,9 +11,9 @@ transition, in the order a job lives them:
 Below them: admission.py (a person's rate, the pool's queue bound),
 fairqueue.py (the order workers take jobs in: fair shares across people,
 completions first, one-at-a-time models handed to an idle worker, prompt
-cache affinity), records.py (a job's state, heartbeat and abort mark),
-states.py, and lua/ (one script per transition). Only redis-py and the
-protocol package are imported here.
+cache affinity, the tickets counted on their way), records.py (a job's
+state, heartbeat and abort mark), states.py, and lua/ (one script per
+transition). Only redis-py and the protocol package are imported here.
 """
 from __future__ import annotations
 
@@ -33,10 +33,9 @@ from protocol.errors import SwitchboardError
 from protocol.presence import batched
 from protocol.queue import ticket_queue
 
-__all__ = ["Busy", "Limits", "JobState", "Placement", "SendTicket", "Taken", "Verdict", "Asker", "abort",
-           "aborted", "finish", "finish_and_take", "forget_lost_tickets", "keep_alive", "lost", "mark_free",
-           "queue_depth", "release", "remember_cache", "started", "state", "submit", "supersede", "take",
-           "withdraw"]
+__all__ = ["Asker", "Busy", "JobState", "Limits", "Placement", "SendTicket", "Taken", "Verdict", "abort", "aborted",
+           "aborted_among", "finish", "finish_and_take", "forget_lost_tickets", "keep_alive", "lost", "mark_free",
+           "queue_depth", "release", "remember_cache", "started", "status", "submit", "supersede", "take", "withdraw"]
 
 
 # --- the web process's side ----------------------------------------------------------
@@ -113,8 +112,8 @@ def queue_depth(redis: Redis, pool: str) -> tuple[int, dict[str, int]]:
     return fairqueue.depth(redis, pool), fairqueue.waiting_by_person(redis, pool)
 
 
-def state(redis: Redis, job_id: str) -> dict[str, str]:
-    """Its record (empty while it waits)."""
+def status(redis: Redis, job_id: str) -> dict[str, str]:
+    """Its record (empty while it waits): its state, who ran it, when, why it ended."""
     return records.job_state(redis, job_id)
 
 
@@ -124,6 +123,11 @@ take = fairqueue.take  # the fairest job this worker may run, started in the sam
 
 def aborted(redis: Redis, job_id: str) -> bool:
     return records.is_aborted(redis, job_id)
+
+
+def aborted_among(redis: Redis, job_ids: list[str]) -> set[str]:
+    """Those of the jobs whose client left (for a listener that missed the broadcast)."""
+    return records.aborted_among(redis, job_ids)
 
 
 def keep_alive(redis: Redis, job_ids: list[str], worker: dict | None) -> None:

@@ -28,6 +28,13 @@ def is_aborted(redis: Redis, job_id: str) -> bool:
     return bool(redis.exists(keys.abort_key(job_id)))
 
 
+def aborted_among(redis: Redis, job_ids: list[str]) -> set[str]:
+    """Those of the jobs marked aborted (one round trip)."""
+    if not job_ids:
+        return set()
+    return {job_id for job_id, mark in zip(job_ids, redis.mget([keys.abort_key(j) for j in job_ids])) if mark}
+
+
 def supersede(redis: Redis, client: str, model: str, job: Job) -> str | None:
     """Make the job the client's latest completion for the model; abort the
     previous one (its stream ends with an error). Returns the previous id."""

@@ -23,7 +23,7 @@ from typing import Iterator
 from redis import Redis
 
 import jobqueue
-from protocol.keys import abort_channel, abort_key
+from protocol.keys import abort_channel
 from workers.cancel import Cancel
 
 log = logging.getLogger(__name__)
@@ -92,11 +92,10 @@ class AbortWatch:
         """Aborts broadcast while nobody listened left their abort keys."""
         with self._lock:
             job_ids = list(self._flags)
-        if job_ids:
-            for job_id, aborted in zip(job_ids, self._redis.mget([abort_key(j) for j in job_ids])):
-                flag = self._flags.get(job_id)
-                if aborted and flag is not None:
-                    flag.set()
+        for job_id in jobqueue.aborted_among(self._redis, job_ids):
+            flag = self._flags.get(job_id)
+            if flag is not None:
+                flag.set()
 
     def _listen(self) -> None:
         pubsub = self._redis.pubsub(ignore_subscribe_messages=True)
