@@ -1,12 +1,13 @@
 """The Celery application (and nothing else): `celery -A queue_config worker`.
 
-The web process uses it only to send tickets by task name (send_ticket);
+The web process uses it only to send tickets by task name (send_tickets);
 workers start from it. Settings come from the one settings
 model (settings/), read once per process.
 """
 from __future__ import annotations
 
 import sys
+import uuid
 from pathlib import Path
 
 from celery import Celery
@@ -68,21 +69,31 @@ app.conf.update(
 )
 
 
-def send_ticket(queue: str, pool: str, job_id: str) -> None:
-    """A ticket for a job the web process queued: a free slot that gets it
-    takes the fairest job of `pool` it may run (`job_id` first if it may)
-    and tells the job queue the ticket arrived (the ticket's id is the job
-    id; see jobqueue/fairqueue.py). Raises what kombu raises when the broker
-    is down."""
-    _send(queue, {"pool": pool, "job": job_id, "queue": queue})
+Ticket = tuple[str, str, str]  # the Celery queue, the pool, the job (the ticket's id)
+
+
+def send_tickets(tickets: list[Ticket]) -> None:
+    """Tickets for jobs the web process queued, in one round trip (kombu's
+    publish batch): a free slot that gets one takes the fairest job of its
+    pool it may run (its job first if it may) and tells the job queue the
+    ticket arrived (jobqueue/fairqueue.py). Raises what kombu raises when
+    the broker is down."""
+    with app.producer_pool.acquire(block=True) as producer, producer.batch():
+        for queue, pool, job_id in tickets:
+            _publish(producer, queue, job_id, {"pool": pool, "job": job_id, "queue": queue})
 
 
 def send_direct_ticket(queue: str, pool: str, job_id: str) -> None:
     """A ticket from a worker: to another worker's own queue (a job handed to
     its idle model) or for a person's job that waited on their limit. The
     job queue does not count these."""
-    _send(queue, {"pool": pool, "job": job_id})
+    with app.producer_pool.acquire(block=True) as producer:
+        _publish(producer, queue, uuid.uuid4().hex, {"pool": pool, "job": job_id})
 
 
-def _send(queue: str, ticket: dict) -> None:
-    app.send_task(TAKE_TASK, args=[ticket], queue=queue, ignore_result=True)
+def _publish(producer, queue: str, task_id: str, ticket: dict) -> None:
+    """Celery's message for the task (its API's steps, without send_task's
+    result object: results are ignored; events travel over pub/sub)."""
+    message = app.amqp.create_task_message(task_id, TAKE_TASK, [ticket], {}, argsrepr=repr(ticket), kwargsrepr="{}",
+                                           ignore_result=True)
+    app.amqp.send_task_message(producer, TAKE_TASK, message, queue=queue, retry=False)

@@ -67,3 +67,57 @@ def test_every_job_gets_a_ticket_while_a_previous_release_worker_runs(presences,
         jobqueue.keep_alive(redis, [], presence | ({"tickets": tickets} if tickets else {}))
     assert len(live_workers(redis)) == len(presences)
     assert Tickets(redis).for_every_job() is every_job
+
+
+def test_tickets_sent_while_a_batch_is_on_its_way_go_in_the_next_one():
+    """Another request's greenlet sending while this one waits on Redis
+    (here: during the publish itself) leaves its ticket for this greenlet's
+    next batch instead of a round trip of its own."""
+    batches = []
+
+    def publish(batch):
+        batches.append(batch)
+        if len(batches) == 1:
+            tickets.send("local", "local", "job-2")
+            tickets.send("local", "local", "job-3")
+    tickets = Tickets(fakeredis.FakeRedis(), publish)
+    tickets.send("local", "local", "job-1")
+    assert batches == [[("local", "local", "job-1")], [("local", "local", "job-2"), ("local", "local", "job-3")]]
+
+
+def test_a_batch_that_fails_fails_its_sender_and_the_next_ticket_still_goes():
+    sent = []
+
+    def publish(batch):
+        if not sent:
+            sent.append("failed")
+            raise ConnectionError("broker down")
+        sent.append(batch)
+    tickets = Tickets(fakeredis.FakeRedis(), publish)
+    with pytest.raises(ConnectionError):
+        tickets.send("local", "local", "job-1")
+    tickets.send("local", "local", "job-2")
+    assert sent == ["failed", [("local", "local", "job-2")]]
+
+
+def test_a_ticket_through_celery_is_a_take_task_for_the_queue():
+    """queue_config.send_tickets: Celery's own message for the take task, on
+    the named queue (a list kombu pushes), the ticket as its argument."""
+    import base64
+    import json as json_module
+
+    import redis
+
+    from protocol.queue import TAKE_TASK
+    from queue_config import app, send_tickets
+
+    queue, broker = f"switchboard-test-tickets-{uuid.uuid4().hex[:6]}", redis.Redis.from_url(app.conf.broker_url)
+    try:
+        send_tickets([(queue, "local", "job-1"), (queue, "local", "job-2")])
+        messages = [json_module.loads(m) for m in broker.lrange(queue, 0, -1)]
+        assert [m["headers"]["task"] for m in messages] == [TAKE_TASK, TAKE_TASK]
+        bodies = [json_module.loads(base64.b64decode(m["body"])) for m in messages]
+        assert sorted(b[0][0]["job"] for b in bodies) == ["job-1", "job-2"]
+        assert bodies[0][0][0] == {"pool": "local", "job": bodies[0][0][0]["job"], "queue": queue}
+    finally:
+        broker.delete(queue, *broker.keys(f"_kombu.binding*{queue}"))
