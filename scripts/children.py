@@ -37,6 +37,10 @@ def stop_all() -> None:
 
 def _exit_by_exception(signum: int, _frame) -> None:
     signal.signal(signum, signal.SIG_IGN)  # a second signal must not cut the clean-up short
+    for child in list(_running):  # all begin to stop at once; each `finally` then waits for its own
+        begin_stop = getattr(child, "begin_stop", None)
+        if begin_stop is not None:
+            begin_stop()
     raise SystemExit(128 + signum)
 
 

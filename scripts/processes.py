@@ -40,6 +40,14 @@ class Process:
         if self.popen.poll() is not None:
             raise RuntimeError(f"{self.name} exited with {self.popen.returncode}:\n{self.output()[-3000:]}")
 
+    def begin_stop(self) -> None:
+        """SIGTERM to its process group, without waiting (stop waits)."""
+        if self.popen.poll() is None:
+            try:
+                os.killpg(self.popen.pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+
     def stop(self, sig: int = signal.SIGTERM, timeout: float = 10) -> None:
         untrack(self)
         if self.popen.poll() is None:

@@ -10,7 +10,10 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
+
+import psutil
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -20,8 +23,13 @@ from scripts.embedded_redis import resolve_redis  # noqa: E402
 
 
 class Honcho:
-    """honcho running the Procfile; stopping it stops the web process and the
-    worker (honcho passes SIGTERM on and waits for them)."""
+    """honcho running the Procfile. Stopping it stops the web process and the
+    workers: honcho passes SIGTERM on and waits for them. A SIGTERM that
+    reaches honcho 2.0 before it has started every process makes it fail
+    (its _killall) and leave them running, so it is sent only once every
+    process has started (or a few seconds passed); whatever of its process
+    tree is still left after it exits gets SIGTERM itself (a warm shutdown),
+    and SIGKILL after the grace period."""
 
     def __init__(self, env: dict, port: str):
         self.popen = subprocess.Popen(
@@ -30,13 +38,47 @@ class Honcho:
 
     def stop(self, grace_seconds: float = 30) -> None:
         untrack(self)
-        if self.popen.poll() is None:
-            self.popen.terminate()
+        tree = self._tree_once_started(deadline=time.monotonic() + 10)
+        self.popen.terminate()
+        _, alive = psutil.wait_procs([psutil.Process(self.popen.pid)] if self.popen.poll() is None else [], 5)
+        for process in alive:
+            process.kill()
+        self.popen.wait()
+        _stop_processes(tree, grace_seconds)
+
+
+    def _tree_once_started(self, deadline: float) -> list[psutil.Process]:
+        """honcho's process tree, once it runs a shell for every Procfile line."""
+        lines = sum(1 for line in (ROOT / "Procfile").read_text().splitlines() if ":" in line)
+        while True:
             try:
-                self.popen.wait(grace_seconds)
-            except subprocess.TimeoutExpired:
-                self.popen.kill()
-                self.popen.wait()
+                tree = psutil.Process(self.popen.pid).children(recursive=True)
+            except psutil.NoSuchProcess:
+                return []
+            if sum(1 for p in tree if _command(p)[:1] == ["/bin/sh"]) >= lines or time.monotonic() > deadline:
+                return tree
+            time.sleep(0.05)
+
+
+def _command(process: psutil.Process) -> list[str]:
+    try:
+        return process.cmdline()
+    except psutil.Error:
+        return []
+
+
+def _stop_processes(processes: list[psutil.Process], grace_seconds: float) -> None:
+    for process in processes:
+        try:
+            process.terminate()
+        except psutil.NoSuchProcess:
+            pass
+    _, alive = psutil.wait_procs(processes, grace_seconds)
+    for process in alive:
+        try:
+            process.kill()
+        except psutil.NoSuchProcess:
+            pass
 
 
 def main() -> int:
