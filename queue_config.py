@@ -66,6 +66,9 @@ app.conf.update(
     # wait): see workers/consume.py. Read by workers only.
     worker_consumer="workers.consume:Consumer",
     broker_pool_limit=BROKER_POOL_LIMIT,
+    # Kombu's Redis transport with one client per channel for publishing (see
+    # broker_transport.py); the URL still says where the broker is.
+    broker_transport="broker_transport:Transport",
 )
 
 
@@ -93,7 +96,9 @@ def send_direct_ticket(queue: str, pool: str, job_id: str) -> None:
 
 def _publish(producer, queue: str, task_id: str, ticket: dict) -> None:
     """Celery's message for the task (its API's steps, without send_task's
-    result object: results are ignored; events travel over pub/sub)."""
+    result object: results are ignored; events travel over pub/sub). Sent
+    to the queue by name (Celery's anonymous exchange), so nothing is
+    declared first: the workers declare the queues they consume."""
     message = app.amqp.create_task_message(task_id, TAKE_TASK, [ticket], {}, argsrepr=repr(ticket), kwargsrepr="{}",
                                            ignore_result=True)
-    app.amqp.send_task_message(producer, TAKE_TASK, message, queue=queue, retry=False)
+    app.amqp.send_task_message(producer, TAKE_TASK, message, queue=queue, retry=False, declare=[])
