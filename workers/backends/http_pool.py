@@ -1,14 +1,15 @@
 """Keep-alive HTTP/1.1 connections to one upstream server, on the standard
 library's http.client, and a streamed response read as its lines arrive.
 
-Why not httpx (or urllib3): a worker makes one upstream request per job, and
-the client's own Python is a visible part of a job's CPU. Measured on this
-project's fake upstream (32 streamed tokens, one process, 400 requests):
-httpx 0.78 ms of CPU a request, urllib3 0.57, http.client 0.30. What the
-upstream transport needs on top of http.client is small: a pool of idle
-connections, the request written in one send, per-phase socket timeouts,
-the socket to shut down on abort, and the proxy from the environment
-(HTTP(S)_PROXY, NO_PROXY), as httpx did.
+Why not urllib3 or httpx: a worker makes one upstream request per job, and
+both libraries read a chunked reply one chunk (one token) at a time, so a
+worker that fell behind runs each token through the relay on its own; side
+by side, either costs the worker far more than the 10% of its CPU a streamed
+request that a library may cost here (docs/benchmarks-notes.md, "The
+upstream HTTP client"). What the upstream transport needs on top of
+http.client is small: a pool of idle connections, the request written in
+one send, per-phase socket timeouts, the socket to shut down on abort, and
+the proxy from the environment (HTTP(S)_PROXY, NO_PROXY), as httpx reads it.
 """
 from __future__ import annotations
 
