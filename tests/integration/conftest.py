@@ -55,7 +55,8 @@ def upstreams(stack, redis_url, tmp_path_factory):
         llama.stop()
         scripted.close()
         raise
-    yield {"base": base, "scripted": scripted, "llama": llama_url, "web": web, "worker": worker}
+    yield {"base": base, "scripted": scripted, "llama": llama_url, "llama_process": llama, "web": web,
+           "worker": worker}
     web.stop()
     worker.stop()
     llama.stop()

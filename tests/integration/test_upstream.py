@@ -36,6 +36,10 @@ def client(base):
     return openai.OpenAI(base_url=f"{base}/v1", api_key="unused", max_retries=0)
 
 
+# What llama-cpp-python's server prints when a streaming client goes away mid-reply.
+LLAMA_DISCONNECTED = "Disconnected from client (via refresh/close)"
+
+
 def user(text):
     return [{"role": "user", "content": text}]
 
@@ -87,6 +91,8 @@ def test_dropping_the_client_closes_the_upstream_request(base, upstreams):
         assert direct.status_code == 200
         return time.monotonic() - started
 
+    llama_log = upstreams["llama_process"].output
+    disconnects = llama_log().count(LLAMA_DISCONNECTED)
     alone = direct_request_seconds()  # what a short request takes on this machine now (slower when it is busy)
     stream = DroppableStream(base, "/v1/chat/completions", {
         "model": "up-llama", "stream": True, "max_tokens": 1500, "temperature": 1.0,
@@ -97,7 +103,13 @@ def test_dropping_the_client_closes_the_upstream_request(base, upstreams):
     # The llama server serves one request at a time: had the upstream request
     # stayed open it would still be generating ~1500 tokens (~25 s), and the
     # next request would wait for it.
-    assert direct_request_seconds() < alone + 3
+    after = direct_request_seconds()
+    # A busy machine's pace changes within seconds: the short request is timed
+    # again after, and the slower of the two is what it takes now.
+    alone = max(alone, direct_request_seconds())
+    # The server says it saw the stream closed under it (a finished one says nothing).
+    assert llama_log().count(LLAMA_DISCONNECTED) > disconnects
+    assert after < alone + 3, f"the next request took {after:.2f} s, a short one {alone:.2f} s"
 
 
 # --- a real Ollama-protocol server: a second Switchboard -------------------------
