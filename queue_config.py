@@ -75,15 +75,45 @@ app.conf.update(
 Ticket = tuple[str, str, str]  # the Celery queue, the pool, the job (the ticket's id)
 
 
-def send_tickets(tickets: list[Ticket]) -> None:
+def send_tickets(tickets: list[Ticket], producer=None) -> None:
     """Tickets for jobs the web process queued, in one round trip (kombu's
-    publish batch): a free slot that gets one takes the fairest job of its
-    pool it may run (its job first if it may) and tells the job queue the
-    ticket arrived (jobqueue/fairqueue.py). Raises what kombu raises when
-    the broker is down."""
-    with app.producer_pool.acquire(block=True) as producer, producer.batch():
-        for queue, pool, job_id in tickets:
-            _publish(producer, queue, job_id, {"pool": pool, "job": job_id, "queue": queue})
+    publish batch, when there are several): a free slot that gets one takes
+    the fairest job of its pool it may run (its job first if it may) and
+    tells the job queue the ticket arrived (jobqueue/fairqueue.py). On
+    `producer`, else on one from Celery's pool. Raises what kombu raises
+    when the broker is down."""
+    if producer is None:
+        with app.producer_pool.acquire(block=True) as producer:
+            return send_tickets(tickets, producer)
+    if len(tickets) == 1:
+        return _publish_ticket(producer, *tickets[0])
+    with producer.batch():
+        for ticket in tickets:
+            _publish_ticket(producer, *ticket)
+
+
+class HeldProducer:
+    """One producer of Celery's pool, held by a process that sends from one
+    place at a time (the web process's Tickets), instead of taking it from
+    the pool and giving it back for every ticket. After a failure it goes
+    back to the pool, and the next send takes one anew."""
+
+    def __init__(self) -> None:
+        self._producer = None
+
+    def send_tickets(self, tickets: list[Ticket]) -> None:
+        if self._producer is None:
+            self._producer = app.producer_pool.acquire(block=True)
+        try:
+            send_tickets(tickets, self._producer)
+        except BaseException:
+            producer, self._producer = self._producer, None
+            producer.release()
+            raise
+
+
+def _publish_ticket(producer, queue: str, pool: str, job_id: str) -> None:
+    _publish(producer, queue, job_id, {"pool": pool, "job": job_id, "queue": queue})
 
 
 def send_direct_ticket(queue: str, pool: str, job_id: str) -> None:

@@ -80,7 +80,7 @@ class JobRun:
         except RelayUnavailable as error:
             raise ApiError(503, f"the job queue is unavailable: {error}") from None
         try:
-            where = replace(where, policy=settings.queue_policy, every_job=tickets.for_every_job())
+            where = replace(where, policy=settings.queue_policy)
             jobqueue.submit(redis, job, self._asker, limits, where, tickets.send)
         except BaseException:
             relay.forget(subscription)

@@ -1,30 +1,16 @@
 """How this web process has a job's ticket sent (jobqueue.submit): through
-Celery (queue_config.send_tickets), those of requests submitted together in
-one round trip; and for every job while a worker of the previous release
-runs. Such a worker takes tickets without telling the job queue (its
-presence lacks protocol.queue.COUNTED_TICKETS), so the tickets counted on
-their way would never come down, and drops surplus tickets itself. Its
-presence is read at most every few seconds, by the request that finds the
-reading old."""
+Celery (queue_config), on one producer held for the process, those of
+requests submitted together in one round trip."""
 from __future__ import annotations
 
-import time
 from typing import Callable
 
-from redis import Redis
-
-from protocol.presence import live_workers
-from protocol.queue import COUNTED_TICKETS
-from queue_config import Ticket, send_tickets
-
-READ_EVERY_SECONDS = 3.0
+from queue_config import HeldProducer, Ticket
 
 
 class Tickets:
-    def __init__(self, redis: Redis, publish: Callable[[list[Ticket]], None] = send_tickets):
-        self._redis, self._publish = redis, publish
-        self._read_at = float("-inf")
-        self._previous_release_runs = False
+    def __init__(self, publish: Callable[[list[Ticket]], None] | None = None):
+        self._publish = publish or HeldProducer().send_tickets
         self._pending: list[Ticket] = []
         self._sending = False
 
@@ -45,11 +31,3 @@ class Tickets:
                 self._publish(batch)
         finally:
             self._sending = False
-
-    def for_every_job(self) -> bool:
-        now = time.monotonic()
-        if now - self._read_at > READ_EVERY_SECONDS:
-            self._read_at = now
-            workers = live_workers(self._redis)
-            self._previous_release_runs = any(w.get("tickets") != COUNTED_TICKETS for w in workers)
-        return self._previous_release_runs

@@ -46,8 +46,9 @@ def submit(redis: Redis, job: Job, asker: Asker, limits: Limits, where: Placemen
            send_ticket: SendTicket) -> None:
     """Admit the job (or raise Busy) and queue it in one round trip; then,
     if no ticket on its way will wake a slot for it, send one (through
-    Celery: queue_config.send_ticket). A worker's take starts it. If the
-    ticket cannot be sent, the job is withdrawn and a 503 raised."""
+    Celery: app/tickets.py, queue_config.send_tickets). A worker's take
+    starts it. If the ticket cannot be sent, the job is withdrawn and a 503
+    raised."""
     def queue(client: Redis | Pipeline) -> object:
         return fairqueue.push(client, job, asker, where, tickets=True, if_admitted=True)
     _, needs_ticket = admission.admit(redis, job, asker.person, where.pool, limits, then=queue)

@@ -59,8 +59,6 @@ class Placement:
     job_class: str = "chat"  # or "completion", served first
     policy: str = "fair"  # or "fifo"
     serial: bool = False  # its model runs one job at a time per worker
-    # A ticket for every job: workers of the previous release run (fair_push.lua).
-    every_job: bool = False
 
 
 @dataclass(frozen=True)
@@ -76,7 +74,7 @@ def push(redis: Redis | Pipeline, job: Job, asker: Asker, where: Placement, tick
          if_admitted: bool = False) -> object:
     """Queue the job. With `tickets`, the result says whether the caller must
     send a ticket for it (fair_push.lua: while fewer tickets are on their
-    way than jobs wait; with `where.every_job`, always). On a pipeline,
+    way than jobs wait). On a pipeline,
     queued by SHA (the caller handles NoScriptError). With `if_admitted`,
     only if admission recorded the job (jobqueue.admission: sent in the same
     round trip as its admission)."""
@@ -86,8 +84,7 @@ def push(redis: Redis | Pipeline, job: Job, asker: Asker, where: Placement, tick
               "serial": "1" if where.serial else "0", "expires": repr(job.expires_at), "web": job.web_id,
               "enqueued": repr(job.enqueued_at), "affinity": affinity_of(job, asker.person)}
     named = {"job_id": job.id, "person": asker.person, "weight": asker.weight, "policy": where.policy,
-             "member": member, "fields": {name: str(value) for name, value in fields.items()}, "now": time.time(),
-             "every_job": where.every_job}
+             "member": member, "fields": {name: str(value) for name, value in fields.items()}, "now": time.time()}
     args = [json.dumps(named), job.model_dump_json()]
     script_keys = [keys.fair_ready_key(pool, job_class), keys.fair_job_key(job.id), keys.fair_state_key(pool),
                    keys.fair_waiting_key(pool), keys.tickets_key(ticket_queue(pool, job_class)) if tickets else "-",

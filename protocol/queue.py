@@ -29,8 +29,8 @@ def is_direct_queue(queue: str) -> bool:
     return queue.startswith("direct.")
 
 
-# What a worker says in its presence when its slots tell the job queue that
-# a ticket arrived (the tickets counted on their way: jobqueue/fairqueue.py).
-# While a worker without it runs (the previous release), every job gets a
-# ticket.
+# What a worker says in its presence: its slots tell the job queue that a
+# ticket arrived (the tickets counted on their way: jobqueue/fairqueue.py).
+# Read by the previous release's web processes, which send a ticket for every
+# job while a worker without it runs.
 COUNTED_TICKETS = "counted"

@@ -10,8 +10,6 @@
 --   member          the job's admission member (web process | job id)
 --   fields          the job's scheduling fields, kept in its hash for the take
 --   now             the time (epoch seconds)
---   every_job       a ticket for every job (while workers of the previous release run: they take tickets
---                   without telling, and drop the surplus themselves)
 -- ARGV[2]: the job's JSON (as it is: a large prompt is not decoded here)
 -- Returns {the job's member in the ready set, 1 if the caller must send a ticket (its id: the job's)},
 -- or false if admission did not take it.
@@ -52,7 +50,7 @@ redis.call('EXPIRE', waiting, 86400)
 -- are on their way than jobs wait in this class: a slot going on from its
 -- last job takes the next without one, leaving its ticket for a later job.
 if tickets == '-' then return {member, 0} end
-if A.every_job or redis.call('ZCARD', tickets) < redis.call('ZCARD', ready) then
+if redis.call('ZCARD', tickets) < redis.call('ZCARD', ready) then
   redis.call('ZADD', tickets, A.now, A.job_id)
   redis.call('EXPIRE', tickets, 86400)
   return {member, 1}

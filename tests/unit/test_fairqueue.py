@@ -139,12 +139,12 @@ def on_their_way(redis, pool, job_class="chat") -> int:
     return redis.zcard(keys.tickets_key(ticket_queue(pool, job_class)))
 
 
-def push(redis, web, person, pool, job_class="chat", every_job=False) -> tuple[bool, str]:
+def push(redis, web, person, pool, job_class="chat") -> tuple[bool, str]:
     """Queue a job as the web process does: whether it needs a ticket sent
     (the ticket's id is the job's), and the job's id."""
     job = Job(id=uuid.uuid4().hex, model="echo", messages=[Message(role="user", content=person)], web_id=web,
               expires_at=time.time() + 60)
-    _, needs = fairqueue.push(redis, job, Asker(person, 100), Placement(pool, job_class, every_job=every_job), tickets=True)
+    _, needs = fairqueue.push(redis, job, Asker(person, 100), Placement(pool, job_class), tickets=True)
     return bool(needs), job.id
 
 
@@ -164,13 +164,6 @@ def test_tickets_are_counted_per_class(clean_redis, web, pool):
     assert push(clean_redis, web, "alice", pool, job_class="completion")[0]
     assert push(clean_redis, web, "bob", pool, job_class="chat")[0]
     assert (on_their_way(clean_redis, pool, "completion"), on_their_way(clean_redis, pool, "chat")) == (1, 1)
-
-
-def test_while_the_previous_release_runs_every_job_gets_a_ticket(clean_redis, web, pool):
-    push(clean_redis, web, "alice", pool)
-    fairqueue.take(clean_redis, pool, "old-worker")  # such a worker takes her job, and does not say her ticket came
-    assert not push(clean_redis, web, "bob", pool)[0]  # counted, bob would wait for that ticket
-    assert push(clean_redis, web, "carol", pool, every_job=True)[0]
 
 
 def test_lost_tickets_are_forgotten(clean_redis, web, pool):

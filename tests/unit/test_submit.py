@@ -4,10 +4,10 @@ ticket that cannot be sent withdraws the job. And the web process's choice
 of a ticket for every job while a worker of the previous release runs."""
 from __future__ import annotations
 
+import json
 import time
 import uuid
 
-import fakeredis
 import pytest
 
 import jobqueue
@@ -16,8 +16,6 @@ from jobqueue import fairqueue
 from protocol import keys
 from protocol.contract import Job, Message
 from protocol.errors import SwitchboardError
-from protocol.presence import live_workers
-from protocol.queue import COUNTED_TICKETS
 
 LIMITS = jobqueue.Limits(requests_per_minute=100, max_queue=10, stale_after=60)
 
@@ -57,18 +55,6 @@ def test_a_ticket_that_cannot_be_sent_withdraws_the_job(clean_redis, web):
     assert clean_redis.zcard(keys.tickets_key(pool)) == 0
 
 
-@pytest.mark.parametrize("presences, every_job", [
-    ([], False), ([COUNTED_TICKETS], False), ([COUNTED_TICKETS, None], True)],
-    ids=["no-workers", "this-release", "a-previous-release-worker"])
-def test_every_job_gets_a_ticket_while_a_previous_release_worker_runs(presences, every_job):
-    redis = fakeredis.FakeRedis()  # (the real one holds the test session's own workers)
-    for n, tickets in enumerate(presences):
-        presence = {"id": f"w{n}", "queues": ["local"], "slots": 1, "busy": 0, "beat_at": time.time()}
-        jobqueue.keep_alive(redis, [], presence | ({"tickets": tickets} if tickets else {}))
-    assert len(live_workers(redis)) == len(presences)
-    assert Tickets(redis).for_every_job() is every_job
-
-
 def test_tickets_sent_while_a_batch_is_on_its_way_go_in_the_next_one():
     """Another request's greenlet sending while this one waits on Redis
     (here: during the publish itself) leaves its ticket for this greenlet's
@@ -80,7 +66,7 @@ def test_tickets_sent_while_a_batch_is_on_its_way_go_in_the_next_one():
         if len(batches) == 1:
             tickets.send("local", "local", "job-2")
             tickets.send("local", "local", "job-3")
-    tickets = Tickets(fakeredis.FakeRedis(), publish)
+    tickets = Tickets(publish)
     tickets.send("local", "local", "job-1")
     assert batches == [[("local", "local", "job-1")], [("local", "local", "job-2"), ("local", "local", "job-3")]]
 
@@ -93,31 +79,57 @@ def test_a_batch_that_fails_fails_its_sender_and_the_next_ticket_still_goes():
             sent.append("failed")
             raise ConnectionError("broker down")
         sent.append(batch)
-    tickets = Tickets(fakeredis.FakeRedis(), publish)
+    tickets = Tickets(publish)
     with pytest.raises(ConnectionError):
         tickets.send("local", "local", "job-1")
     tickets.send("local", "local", "job-2")
     assert sent == ["failed", [("local", "local", "job-2")]]
 
 
-def test_a_ticket_through_celery_is_a_take_task_for_the_queue():
-    """queue_config.send_tickets: Celery's own message for the take task, on
-    the named queue (a list kombu pushes), the ticket as its argument."""
+def _celery_messages(broker, queue: str) -> list[dict]:
     import base64
-    import json as json_module
+    messages = [json.loads(m) for m in broker.lrange(queue, 0, -1)]
+    return [{"task": m["headers"]["task"], "ticket": json.loads(base64.b64decode(m["body"]))[0][0]} for m in messages]
 
+
+@pytest.fixture
+def broker_queue():
+    """A Celery queue of its own on the test broker, removed after."""
     import redis
 
-    from protocol.queue import TAKE_TASK
-    from queue_config import app, send_tickets
-
+    from queue_config import app
     queue, broker = f"switchboard-test-tickets-{uuid.uuid4().hex[:6]}", redis.Redis.from_url(app.conf.broker_url)
-    try:
-        send_tickets([(queue, "local", "job-1"), (queue, "local", "job-2")])
-        messages = [json_module.loads(m) for m in broker.lrange(queue, 0, -1)]
-        assert [m["headers"]["task"] for m in messages] == [TAKE_TASK, TAKE_TASK]
-        bodies = [json_module.loads(base64.b64decode(m["body"])) for m in messages]
-        assert sorted(b[0][0]["job"] for b in bodies) == ["job-1", "job-2"]
-        assert bodies[0][0][0] == {"pool": "local", "job": bodies[0][0][0]["job"], "queue": queue}
-    finally:
-        broker.delete(queue, *broker.keys(f"_kombu.binding*{queue}"))
+    yield broker, queue
+    broker.delete(queue, *broker.keys(f"_kombu.binding*{queue}"))
+
+
+def test_a_ticket_through_celery_is_a_take_task_for_the_queue(broker_queue):
+    """queue_config.send_tickets: Celery's own message for the take task, on
+    the named queue (a list kombu pushes), the ticket as its argument."""
+    from protocol.queue import TAKE_TASK
+    from queue_config import send_tickets
+    broker, queue = broker_queue
+    send_tickets([(queue, "local", "job-1"), (queue, "local", "job-2")])  # a batch
+    send_tickets([(queue, "local", "job-3")])  # one alone
+    messages = _celery_messages(broker, queue)
+    assert [m["task"] for m in messages] == [TAKE_TASK] * 3
+    assert sorted(m["ticket"]["job"] for m in messages) == ["job-1", "job-2", "job-3"]
+    assert messages[0]["ticket"] == {"pool": "local", "job": messages[0]["ticket"]["job"], "queue": queue}
+
+
+def test_a_held_producer_goes_back_to_the_pool_after_a_failure(broker_queue, monkeypatch):
+    import queue_config
+    broker, queue = broker_queue
+    held, publish = queue_config.HeldProducer(), queue_config._publish
+    held.send_tickets([(queue, "local", "job-1")])
+
+    def broken(*args):
+        raise ConnectionError("broker down")
+    monkeypatch.setattr(queue_config, "_publish", broken)
+    with pytest.raises(ConnectionError):
+        held.send_tickets([(queue, "local", "job-2")])
+    assert held._producer is None
+    monkeypatch.setattr(queue_config, "_publish", publish)
+    held.send_tickets([(queue, "local", "job-3")])
+    assert held._producer is not None  # taken anew from the pool
+    assert [m["ticket"]["job"] for m in _celery_messages(broker, queue)] == ["job-3", "job-1"]
