@@ -116,7 +116,9 @@ class JobRun:
             self._reader.subscription.close()
 
     def close(self) -> None:
-        """Idempotent: aborts the job unless it finished; records what its worker did not."""
+        """Idempotent: aborts the job unless it finished. A job that ended in
+        its worker's DoneEvent was recorded by that worker (jobqueue.finish,
+        its usage with it); any other end is recorded here."""
         self._services.open_runs.discard(self)
         if self._watch is not None:
             self._watch.stop()
@@ -125,7 +127,7 @@ class JobRun:
             if not self.finished:
                 jobqueue.abort(self._services.redis, self.job.id)
             self._services.relay.forget(self._reader.subscription)
-            if not (isinstance(self.final, DoneEvent) and self.final.usage_counted):  # else its worker did
+            if not isinstance(self.final, DoneEvent):  # its worker finished it, and counted it then
                 self._withdraw(self._reader.started)
             self._reader = None
         observers, self.observers = self.observers, []

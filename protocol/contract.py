@@ -318,7 +318,9 @@ class DoneEvent(_Strict):
     reason: str  # a FinishReason (see there why a str)
     usage: Usage = Field(default_factory=Usage)
     timings: Timings = Field(default_factory=Timings)
-    usage_counted: bool = False  # the worker counted the request's usage (Job.usage_of)
+    # Always true from this release's workers (they count every finished
+    # request's usage): read by the previous release's web processes.
+    usage_counted: bool = False
     # The client's stop sequence that ended the reply (reason "stop"), where
     # the backend can tell (Anthropic's clients are told which one fired).
     stop_sequence: str | None = None

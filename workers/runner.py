@@ -118,9 +118,10 @@ def _finish(job: Job, ctx: RunContext, ending: Ending, batch: Pipeline | None) -
 
 
 def _count_usage(pipe: Pipeline, job: Job, final: DoneEvent | ErrorEvent | None) -> DoneEvent | ErrorEvent | None:
-    """A reply's usage, counted here with its final event (which says so: its
-    web process need not). Counting a prompt uses no tokens."""
-    if not isinstance(final, DoneEvent) or not job.usage_of:
+    """A finished reply's usage, counted by its worker with its final event:
+    the web process counts only requests that end otherwise. Counting a
+    prompt uses no tokens."""
+    if not isinstance(final, DoneEvent):
         return final
     if not job.count_only:
         record_request(pipe, job.id, job.usage_of, job.model, "ok", final.usage)

@@ -11,7 +11,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 RUNTIME = sorted(p for folder in ("app", "workers", "jobqueue", "protocol", "dialects", "catalog", "settings")
-                 for p in (ROOT / folder).rglob("*.py")) + [ROOT / "queue_config.py"]
+                 for p in (ROOT / folder).rglob("*.py")) + [ROOT / "queue_config.py", ROOT / "broker_transport.py"]
 STORIES = ("app/jobs.py", "workers/runner.py")
 
 

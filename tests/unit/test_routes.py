@@ -57,17 +57,18 @@ def test_a_finished_job_is_not_aborted_and_an_abandoned_one_is(scripted):
     assert not is_aborted(redis, finished.id) and is_aborted(redis, abandoned.id)
 
 
-@pytest.mark.parametrize("counted_by_worker", [True, False], ids=["a-worker-that-counts", "an-older-worker"])
-def test_the_web_process_counts_a_finished_requests_usage_only_if_its_worker_did_not(scripted, counted_by_worker):
-    scripted.replies.append([TextEvent(text="a"), DONE.model_copy(update={"usage_counted": counted_by_worker})])
+@pytest.mark.parametrize("final, counted_here", [
+    (DONE, None), (ErrorEvent(message="model too large", status=400),
+                   {"requests": 1, "prompt_tokens": 0, "completion_tokens": 0, "errors": 1, "aborts": 0})],
+    ids=["finished-its-worker-counted-it", "failed"])
+def test_the_web_process_counts_a_requests_usage_unless_it_finished(scripted, final, counted_here):
+    scripted.replies.append([TextEvent(text="a"), final])
     response = scripted.client.post("/api/chat", json={"model": "echo", "messages": [{"role": "user", "content": "x"}]})
     response.close()
     job = scripted.jobs[-1][0]
     assert job.usage_of == "address:127.0.0.1"  # the person the worker counts it for
     redis = scripted.client.application.extensions["switchboard"].redis
-    counted_here = usage.usage(redis).get(job.usage_of, {}).get("echo")
-    assert counted_here == (None if counted_by_worker else {
-        "requests": 1, "prompt_tokens": 1, "completion_tokens": 2, "errors": 0, "aborts": 0})
+    assert usage.usage(redis).get(job.usage_of, {}).get("echo") == counted_here
 
 
 def test_jobs_go_to_the_models_pool_with_translated_options(scripted):
