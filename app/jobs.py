@@ -81,7 +81,7 @@ class JobRun:
             raise ApiError(503, f"the job queue is unavailable: {error}") from None
         try:
             where = replace(where, policy=settings.queue_policy)
-            jobqueue.submit(redis, job, self._asker, limits, where, tickets.send)
+            jobqueue.submit(redis, job, self._asker, limits, where, tickets)
         except BaseException:
             relay.forget(subscription)
             raise

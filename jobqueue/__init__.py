@@ -18,14 +18,15 @@ transition). Only redis-py and the protocol package are imported here.
 from __future__ import annotations
 
 import time
-from typing import Callable
+from functools import partial
+from typing import Callable, Protocol
 
 from redis import Redis
 from redis.client import Pipeline
 
 from jobqueue import admission, fairqueue, records
 from jobqueue.admission import Busy, Limits, Verdict
-from jobqueue.fairqueue import Placement, Taken, Asker, affinity_of
+from jobqueue.fairqueue import Asker, Placement, Taken, Ticketing, affinity_of
 from jobqueue.states import JobState
 from protocol import keys
 from protocol.contract import FinishReason, Job
@@ -33,7 +34,8 @@ from protocol.errors import SwitchboardError
 from protocol.presence import batched
 from protocol.queue import ticket_queue
 
-__all__ = ["Asker", "Busy", "JobState", "Limits", "Placement", "SendTicket", "Taken", "Verdict", "abort", "aborted",
+__all__ = ["Asker", "Busy", "JobState", "Limits", "Placement", "SendTicket", "Taken", "TicketSender", "Verdict",
+           "abort", "aborted",
            "aborted_among", "finish", "finish_and_take", "forget_lost_tickets", "keep_alive", "lost", "mark_free",
            "queue_depth", "release", "remember_cache", "started", "status", "submit", "supersede", "take", "withdraw"]
 
@@ -42,25 +44,49 @@ __all__ = ["Asker", "Busy", "JobState", "Limits", "Placement", "SendTicket", "Ta
 SendTicket = Callable[[str, str, str], None]  # Celery queue, pool, the ticket's id (its job's)
 
 
-def submit(redis: Redis, job: Job, asker: Asker, limits: Limits, where: Placement,
-           send_ticket: SendTicket) -> None:
-    """Admit the job (or raise Busy) and queue it in one round trip; then,
-    if no ticket on its way will wake a slot for it, send one (through
-    Celery: app/tickets.py, queue_config.send_tickets). A worker's take
-    starts it. If the ticket cannot be sent, the job is withdrawn and a 503
-    raised."""
-    def queue(client: Redis | Pipeline) -> object:
-        return fairqueue.push(client, job, asker, where, tickets=True, if_admitted=True)
-    _, needs_ticket = admission.admit(redis, job, asker.person, where.pool, limits, then=queue)
-    if needs_ticket:
-        _send_ticket(redis, job, asker.person, where, send_ticket)
+class TicketSender(Protocol):
+    """How the web process has tickets sent (app/tickets.py)."""
+
+    def send(self, queue: str, pool: str, job_id: str) -> None:
+        """Send it now; raise if it could not be."""
+
+    def beside(self, queue: str, pool: str, job_id: str) -> Callable[[], None] | None:
+        """Start sending it while the caller's next Redis call runs, if the
+        queue's jobs have lately needed one; then what waits for it (raising
+        if it could not be sent), else None."""
+
+    def learn(self, queue: str, needed: bool) -> None:
+        """Whether a job of the queue needed a ticket."""
 
 
-def _send_ticket(redis: Redis, job: Job, person: str, where: Placement, send_ticket: SendTicket) -> None:
+def submit(redis: Redis, job: Job, asker: Asker, limits: Limits, where: Placement, tickets: TicketSender) -> None:
+    """Admit the job (or raise Busy) and queue it in one round trip, with its
+    ticket sent beside it when jobs of its queue have lately needed one (a
+    free slot is waiting: the ticket then costs the job no round trip of
+    its own); else, if no ticket on its way will wake a slot for it, send
+    one after. A worker's take starts it. If the ticket cannot be sent, the
+    job is withdrawn and a 503 raised."""
     queue = ticket_queue(where.pool, where.job_class)
+    sending = tickets.beside(queue, where.pool, job.id)
+    ticketing = Ticketing.ASK if sending is None else Ticketing.SENT
+
+    def queue_it(client: Redis | Pipeline) -> object:
+        return fairqueue.push(client, job, asker, where, ticketing, if_admitted=True)
+    _, send_another, needed = admission.admit(redis, job, asker.person, where.pool, limits, then=queue_it)
+    tickets.learn(queue, bool(needed))
+    if send_another:  # none went beside it, or a slot took that one before the job was queued
+        sending = partial(tickets.send, queue, where.pool, job.id)
+    _sent_or_withdrawn(redis, job, asker.person, where, sending)
+
+
+def _sent_or_withdrawn(redis: Redis, job: Job, person: str, where: Placement,
+                       sent: Callable[[], None] | None) -> None:
+    if sent is None:
+        return
     try:
-        send_ticket(queue, where.pool, job.id)
+        sent()
     except Exception as error:
+        queue = ticket_queue(where.pool, where.job_class)
         with batched(redis) as pipe:
             fairqueue.remove(redis, where.pool, job.id)
             admission.release(pipe, person, job.id, where.pool, job.web_id)

@@ -30,6 +30,7 @@ import hashlib
 import json
 import time
 from dataclasses import dataclass, replace
+from enum import Enum
 
 from pydantic import ValidationError
 from redis import Redis
@@ -70,14 +71,21 @@ class Asker:
     weight: float = 1.0
 
 
-def push(redis: Redis | Pipeline, job: Job, asker: Asker, where: Placement, tickets: bool = False,
+class Ticketing(Enum):
+    """What queueing a job does about its ticket (fair_push.lua)."""
+    NONE = "none"  # nothing: no ticket is counted (a job queued by hand, as tests do)
+    ASK = "ask"  # the result says whether the caller must send one
+    SENT = "sent"  # one was sent beside the call: counted on its way; the result says if another is needed
+
+
+def push(redis: Redis | Pipeline, job: Job, asker: Asker, where: Placement, tickets: Ticketing = Ticketing.NONE,
          if_admitted: bool = False) -> object:
-    """Queue the job. With `tickets`, the result says whether the caller must
-    send a ticket for it (fair_push.lua: while fewer tickets are on their
-    way than jobs wait). On a pipeline,
-    queued by SHA (the caller handles NoScriptError). With `if_admitted`,
-    only if admission recorded the job (jobqueue.admission: sent in the same
-    round trip as its admission)."""
+    """Queue the job. Unless `tickets` is NONE, the result is (its member,
+    whether the caller must send a ticket for it, whether it needed one:
+    fair_push.lua, while fewer tickets are on their way than jobs wait). On
+    a pipeline, queued by SHA (the caller handles NoScriptError). With
+    `if_admitted`, only if admission recorded the job (jobqueue.admission:
+    sent in the same round trip as its admission)."""
     pool, job_class = where.pool, where.job_class
     member = keys.lease_member(job.web_id, job.id)
     fields = {"limit": asker.limit, "lease": member, "model": job.model,
@@ -87,8 +95,10 @@ def push(redis: Redis | Pipeline, job: Job, asker: Asker, where: Placement, tick
              "member": member, "fields": {name: str(value) for name, value in fields.items()}, "now": time.time()}
     args = [json.dumps(named), job.model_dump_json()]
     script_keys = [keys.fair_ready_key(pool, job_class), keys.fair_job_key(job.id), keys.fair_state_key(pool),
-                   keys.fair_waiting_key(pool), keys.tickets_key(ticket_queue(pool, job_class)) if tickets else "-",
-                   keys.queued_key(pool) if if_admitted else "-"]
+                   keys.fair_waiting_key(pool),
+                   keys.tickets_key(ticket_queue(pool, job_class)) if tickets != Ticketing.NONE else "-",
+                   keys.queued_key(pool) if if_admitted else "-",
+                   keys.early_ticket_key(job.id) if tickets == Ticketing.SENT else "-"]
     return (queue_script if isinstance(redis, Pipeline) else _run)(redis, "fair_push", script_keys, args)
 
 

@@ -121,6 +121,13 @@ def tickets_key(queue: str) -> str:
     return f"{PREFIX}:tickets:{queue}"
 
 
+def early_ticket_key(job_id: str) -> str:
+    """A mark that a job's ticket reached a slot before the job was queued
+    (a ticket sent beside its queueing, which it overtook): the queueing
+    then asks for another (jobqueue/fairqueue.py). It lapses in seconds."""
+    return f"{PREFIX}:early-ticket:{job_id}"
+
+
 def drained_key(pool: str, bucket: int) -> str:
     """Jobs taken from the pool in one 10-second bucket."""
     return f"{PREFIX}:drained:{pool}:{bucket}"
@@ -249,4 +256,5 @@ def lua_key_templates() -> str:
     return json.dumps({"job": fair_job_key(s), "active": active_key(s), "free": free_workers_key(s),
                        "affinity": affinity_key(s, s), "reserved": reserved_key(s, s),
                        "blocked": blocked_pools_key(s), "web_lease": web_lease_key(s), "abort": abort_key(s),
-                       "alive": alive_key(s), "state": state_key(s)})
+                       "alive": alive_key(s), "state": state_key(s),
+                       "early_ticket": early_ticket_key(s)})

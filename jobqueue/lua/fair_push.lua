@@ -3,6 +3,7 @@
 -- KEYS[4]: the pool's waiting jobs per person (hash)
 -- KEYS[5]: the tickets on their way to the job's Celery queue (zset; '-': it needs none, as in tests)
 -- KEYS[6]: the pool's admitted jobs (zset; '-': queue it unchecked)
+-- KEYS[7]: the job's early-ticket mark, if its ticket was sent beside this call ('-': none was)
 -- ARGV[1]: the named arguments:
 --   job_id          the job's id
 --   person, weight  who asked, and their share (a job costs them 1/weight)
@@ -11,10 +12,11 @@
 --   fields          the job's scheduling fields, kept in its hash for the take
 --   now             the time (epoch seconds)
 -- ARGV[2]: the job's JSON (as it is: a large prompt is not decoded here)
--- Returns {the job's member in the ready set, 1 if the caller must send a ticket (its id: the job's)},
--- or false if admission did not take it.
+-- Returns {the job's member in the ready set, 1 if the caller must send a ticket (its id: the job's),
+-- 1 if the job needed one (sent beside or not)}, or false if admission did not take it.
 local A, payload = cjson.decode(ARGV[1]), ARGV[2]
 local ready, job, state, waiting, tickets, admitted = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+local early = KEYS[7]
 -- Sent in one round trip with its admission: queued only if admission took it.
 if admitted ~= '-' and not redis.call('ZSCORE', admitted, A.member) then
   return false
@@ -49,10 +51,22 @@ redis.call('EXPIRE', waiting, 86400)
 -- A ticket lets a free slot take the fairest job. One is needed while fewer
 -- are on their way than jobs wait in this class: a slot going on from its
 -- last job takes the next without one, leaving its ticket for a later job.
-if tickets == '-' then return {member, 0} end
-if redis.call('ZCARD', tickets) < redis.call('ZCARD', ready) then
+if tickets == '-' then return {member, 0, 0} end
+local needed = redis.call('ZCARD', tickets) < redis.call('ZCARD', ready)
+local function on_its_way()
   redis.call('ZADD', tickets, A.now, A.job_id)
   redis.call('EXPIRE', tickets, 86400)
-  return {member, 1}
 end
-return {member, 0}
+if early ~= '-' then
+  -- Its ticket was sent beside this call. Counted on its way, unless a slot
+  -- already took it (the ticket overtook this call: the take left a mark):
+  -- then the caller sends another.
+  on_its_way()
+  if redis.call('DEL', early) == 1 then return {member, 1, 1} end
+  return {member, 0, needed and 1 or 0}
+end
+if needed then
+  on_its_way()
+  return {member, 1, 1}
+end
+return {member, 0, 0}

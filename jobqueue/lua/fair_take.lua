@@ -161,6 +161,12 @@ if A.want ~= '' then
     local v = verdict(job)
     if v == 'take' then return take(job) end
     if v == 'drop' then unqueue(job) end
+  elseif KEYS[7] ~= '-' then
+    -- Its job is not queued: taken or gone already, or not queued yet (its
+    -- ticket was sent beside its queueing, and overtook it). The mark makes
+    -- that queueing ask for another ticket; otherwise it lapses unread (the
+    -- queueing was written a moment before the ticket: seconds are plenty).
+    redis.call('SET', key('early_ticket', A.want), '1', 'EX', 10)
   end
 end
 for _, ready in ipairs(ready_sets) do

@@ -11,7 +11,7 @@ import uuid
 import pytest
 
 from jobqueue import fairqueue
-from jobqueue.fairqueue import Asker, Placement
+from jobqueue.fairqueue import Asker, Placement, Ticketing
 from jobqueue.records import job_state, job_taken, send_abort
 from protocol import keys
 from protocol.contract import Job, Message
@@ -28,7 +28,8 @@ def queue(redis, web, person, *, model="echo", job_class="chat", limit=100, weig
     job = Job(id=job_id, model=model, messages=[Message(role="user", content=person)], web_id=web,
               expires_at=time.time() + expires_in, reply_channel=keys.reply_channel(web, job_id) if replies else "",
               cache_key=cache_key)
-    fairqueue.push(redis, job, Asker(person, limit, weight), Placement(pool, job_class, policy, serial), tickets=ticket)
+    fairqueue.push(redis, job, Asker(person, limit, weight), Placement(pool, job_class, policy, serial),
+                   tickets=Ticketing.ASK if ticket else Ticketing.NONE)
     return job.id
 
 
@@ -144,7 +145,7 @@ def push(redis, web, person, pool, job_class="chat") -> tuple[bool, str]:
     (the ticket's id is the job's), and the job's id."""
     job = Job(id=uuid.uuid4().hex, model="echo", messages=[Message(role="user", content=person)], web_id=web,
               expires_at=time.time() + 60)
-    _, needs = fairqueue.push(redis, job, Asker(person, 100), Placement(pool, job_class), tickets=True)
+    _, needs, _ = fairqueue.push(redis, job, Asker(person, 100), Placement(pool, job_class), tickets=Ticketing.ASK)
     return bool(needs), job.id
 
 
@@ -164,6 +165,37 @@ def test_tickets_are_counted_per_class(clean_redis, web, pool):
     assert push(clean_redis, web, "alice", pool, job_class="completion")[0]
     assert push(clean_redis, web, "bob", pool, job_class="chat")[0]
     assert (on_their_way(clean_redis, pool, "completion"), on_their_way(clean_redis, pool, "chat")) == (1, 1)
+
+
+def push_with_its_ticket_sent(redis, web, person, pool) -> tuple[tuple, str]:
+    """Queue a job whose ticket went beside the call: (must another be sent,
+    did it need one), and its id."""
+    job = Job(id=uuid.uuid4().hex, model="echo", messages=[Message(role="user", content=person)], web_id=web,
+              expires_at=time.time() + 60)
+    _, send_another, needed = fairqueue.push(redis, job, Asker(person, 100), Placement(pool), tickets=Ticketing.SENT)
+    return (bool(send_another), bool(needed)), job.id
+
+
+def test_a_ticket_sent_beside_is_counted_and_says_whether_it_was_needed(clean_redis, web, pool):
+    (alice_sent, alice), (bob_needs, _) = push_with_its_ticket_sent(clean_redis, web, "alice", pool), \
+        push(clean_redis, web, "bob", pool)
+    assert alice_sent == (False, True) and bob_needs and on_their_way(clean_redis, pool) == 2
+    first = fairqueue.take(clean_redis, pool, "w", want=alice, ticket_from=ticket_queue(pool, "chat"))
+    fairqueue.finish_and_take(clean_redis, first.person, first.lease, pool, "w")  # bob's, without his ticket
+    # His ticket is on its way, and one job waits: carol's, sent anyway, was not needed (and is counted).
+    assert push_with_its_ticket_sent(clean_redis, web, "carol", pool)[0] == (False, False)
+    assert on_their_way(clean_redis, pool) == 2
+
+
+def test_a_ticket_that_overtook_its_job_has_the_job_ask_for_another(clean_redis, web, pool):
+    job_id = uuid.uuid4().hex
+    nothing = fairqueue.take(clean_redis, pool, "w", want=job_id, ticket_from=ticket_queue(pool, "chat"))
+    assert nothing.job is None and clean_redis.exists(keys.early_ticket_key(job_id))
+    job = Job(id=job_id, model="echo", messages=[Message(role="user", content="x")], web_id=web,
+              expires_at=time.time() + 60)
+    _, send_another, _ = fairqueue.push(clean_redis, job, Asker("alice", 100), Placement(pool), tickets=Ticketing.SENT)
+    assert send_another and on_their_way(clean_redis, pool) == 1  # the one it sends now
+    assert not clean_redis.exists(keys.early_ticket_key(job_id))
 
 
 def test_lost_tickets_are_forgotten(clean_redis, web, pool):

@@ -12,7 +12,7 @@ import pytest
 from app.auth import load_keys
 from catalog.registry import Registry, parse_entry
 from jobqueue import fairqueue
-from jobqueue.fairqueue import Asker, Placement
+from jobqueue.fairqueue import Asker, Placement, Ticketing
 from protocol import keys
 from protocol.contract import Job, Message
 from workers.slots import Slots
@@ -26,7 +26,8 @@ def registry() -> Registry:
 def queue(redis, web, person, model, pool="local", limit=16, serial=True, ticket=False, cache_key="") -> str:
     job = Job(id=uuid.uuid4().hex, model=model, messages=[Message(role="user", content="hi")], web_id=web,
               expires_at=time.time() + 60, cache_key=cache_key)
-    fairqueue.push(redis, job, Asker(person, limit), Placement(pool, serial=serial), tickets=ticket)
+    fairqueue.push(redis, job, Asker(person, limit), Placement(pool, serial=serial),
+                   tickets=Ticketing.ASK if ticket else Ticketing.NONE)
     return job.id
 
 

@@ -1,7 +1,8 @@
-"""jobqueue.submit on a real Redis: admitted, queued, and a ticket sent
-through the given sender only when none on its way will wake a slot; a
-ticket that cannot be sent withdraws the job. And the web process's choice
-of a ticket for every job while a worker of the previous release runs."""
+"""jobqueue.submit on a real Redis with the web process's Tickets: admitted,
+queued, and a ticket sent beside the queueing while the queue's jobs need
+one, else after it only when none on its way will wake a slot; a ticket that
+overtook its job is sent again; one that cannot be sent withdraws the job.
+And Celery's message for a ticket."""
 from __future__ import annotations
 
 import json
@@ -25,31 +26,54 @@ def _job(web: str) -> Job:
                expires_at=time.time() + 60)
 
 
-def _submit(redis, job, person: str, pool: str, sent: list) -> None:
-    jobqueue.submit(redis, job, jobqueue.Asker(person, 4), LIMITS, jobqueue.Placement(pool),
-                    lambda queue, pool, job_id: sent.append((queue, job_id)))
+def _submit(redis, job, person: str, pool: str, tickets) -> None:
+    jobqueue.submit(redis, job, jobqueue.Asker(person, 4), LIMITS, jobqueue.Placement(pool), tickets)
 
 
-def test_a_ticket_is_sent_only_when_none_on_its_way_will_do(clean_redis, web):
+def _recording(sent: list) -> Tickets:
+    return Tickets(lambda batch: sent.extend((queue, job_id) for queue, _, job_id in batch))
+
+
+def test_tickets_go_beside_the_queueing_while_jobs_need_them_else_only_when_needed(clean_redis, web):
     pool, sent = f"p-{uuid.uuid4().hex[:6]}", []
+    tickets = _recording(sent)
     first, second = _job(web), _job(web)
-    _submit(clean_redis, first, "alice", pool, sent)
-    _submit(clean_redis, second, "bob", pool, sent)
+    _submit(clean_redis, first, "alice", pool, tickets)
+    _submit(clean_redis, second, "bob", pool, tickets)
     assert sent == [(pool, first.id), (pool, second.id)]
     taken = jobqueue.take(clean_redis, pool, "w", want=first.id, ticket_from=pool)
     jobqueue.finish_and_take(clean_redis, taken.person, taken.lease, pool, "w")  # bob's taken without his ticket
-    third = _job(web)
-    _submit(clean_redis, third, "carol", pool, sent)
-    assert sent[2:] == []  # bob's ticket, on its way, wakes a slot for her
+    third, fourth = _job(web), _job(web)
+    _submit(clean_redis, third, "carol", pool, tickets)  # sent beside, as the jobs before needed one ...
+    assert sent[2:] == [(pool, third.id)]
+    _submit(clean_redis, fourth, "dave", pool, tickets)  # ... but hers was not needed: none for dave, two are on their way
+    assert sent[3:] == [] and clean_redis.zcard(keys.tickets_key(pool)) == 2
+
+
+def test_a_ticket_that_overtook_its_job_is_sent_again(clean_redis, web):
+    """A slot took the ticket sent beside before the job was queued (a large
+    prompt's write can let it): the take marks it, and the queueing asks for
+    another."""
+    pool, job = f"p-{uuid.uuid4().hex[:6]}", _job(web)
+
+    class Overtaken(Tickets):
+        def beside(self, queue, pool, job_id):
+            assert jobqueue.take(clean_redis, pool, "w", want=job_id, ticket_from=queue).job is None
+            return lambda: None
+    sent = []
+    tickets = Overtaken(lambda batch: sent.extend(job_id for _, _, job_id in batch))
+    _submit(clean_redis, job, "alice", pool, tickets)
+    assert sent == [job.id] and clean_redis.zcard(keys.tickets_key(pool)) == 1
+    assert jobqueue.take(clean_redis, pool, "w", want=job.id, ticket_from=pool).job.id == job.id
 
 
 def test_a_ticket_that_cannot_be_sent_withdraws_the_job(clean_redis, web):
     pool, job = f"p-{uuid.uuid4().hex[:6]}", _job(web)
 
-    def broker_down(*_):
+    def broker_down(batch):
         raise ConnectionError("broker down")
     with pytest.raises(SwitchboardError, match="the job queue is unavailable: broker down") as refused:
-        jobqueue.submit(clean_redis, job, jobqueue.Asker("alice", 4), LIMITS, jobqueue.Placement(pool), broker_down)
+        _submit(clean_redis, job, "alice", pool, Tickets(broker_down))
     assert refused.value.status == 503
     assert fairqueue.depth(clean_redis, pool) == 0 and clean_redis.zcard(keys.queued_key(pool)) == 0
     assert clean_redis.zcard(keys.tickets_key(pool)) == 0
