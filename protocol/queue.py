@@ -34,3 +34,7 @@ def is_direct_queue(queue: str) -> bool:
 # Read by the previous release's web processes, which send a ticket for every
 # job while a worker without it runs.
 COUNTED_TICKETS = "counted"
+# A field of a worker's presence: its take marks a ticket that came before
+# its job (jobqueue/lua/fair_take.lua). The web process sends a ticket beside
+# the job's queueing only while every live worker's presence has it.
+MARKS_EARLY_TICKETS = "marks_early_tickets"
