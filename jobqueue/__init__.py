@@ -35,9 +35,9 @@ from protocol.presence import batched
 from protocol.queue import ticket_queue
 
 __all__ = ["Asker", "Busy", "JobState", "Limits", "Placement", "SendTicket", "Taken", "TicketSender", "Verdict",
-           "abort", "aborted",
-           "aborted_among", "finish", "finish_and_take", "forget_lost_tickets", "keep_alive", "lost", "mark_free",
-           "queue_depth", "release", "remember_cache", "started", "status", "submit", "supersede", "take", "withdraw"]
+           "abort", "aborted", "aborted_among", "finish", "finish_and_take", "forget_lost_tickets", "keep_alive",
+           "lost", "mark_free", "queue_depth", "release", "remember_cache", "started", "status", "submit",
+           "supersede", "take", "withdraw"]
 
 
 # --- the web process's side ----------------------------------------------------------
