@@ -38,6 +38,18 @@ class EventsTap:
         return [(t, json.loads(data)) for t, ch, data in self.messages
                 if ch != abort_channel(self._prefix) and job_of_channel(ch) == job_id]
 
+    def wait_for_channel(self, containing: bytes, timeout: float = 5) -> str:
+        """The channel of the first message whose data contains `containing`,
+        once the tap's thread has heard it (a client may have its reply
+        before then)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            found = next((ch for _, ch, data in list(self.messages) if containing in data), None)
+            if found is not None:
+                return found
+            time.sleep(0.01)
+        raise AssertionError(f"no message with {containing!r} was published")
+
     def wait_for_abort(self, timeout: float = 5) -> tuple[float, str]:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:

@@ -199,7 +199,7 @@ def test_completions_overtake_queued_chat(base_url, redis_client, redis_url):
         assert b"fimjob" in completion.read_line() and b"chatjob" in chat.read_line()
 
         def started_at(text: bytes) -> float:
-            channel = next(ch for _, ch, data in tap.messages if text in data)
+            channel = tap.wait_for_channel(text)
             return float(job_state(redis_client, job_of_channel(channel))["started_at"])
         assert started_at(b"fimjob") < started_at(b"chatjob")
     finally:
