@@ -22,8 +22,9 @@ class BackendKind:
     passes_images: bool = False
     # The queue (pool) its models use unless the registry says otherwise.
     default_pool: str = "local"
-    # Runs one job at a time per worker process (one model context): the
-    # fair queue gives its jobs only to a worker whose copy is idle.
+    # Runs a bounded number of jobs per worker process (`jobs_at_once` of its
+    # settings: llama.cpp's sequences of one context): the fair queue gives
+    # its jobs only to a worker whose copy has room.
     serial: bool = False
 
 

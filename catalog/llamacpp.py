@@ -27,13 +27,21 @@ def smollm2_gguf() -> Path:
 
 class LlamaCppSettings(BackendSettings):
     gguf: Path = Field(default_factory=smollm2_gguf)
-    n_ctx: int = Field(default=4096, ge=16, description="context allocated unless a job asks for num_ctx")
-    n_threads: int | None = Field(default=None, ge=1)
-    n_batch: int = Field(default=512, ge=1)
+    n_ctx: int = Field(default=4096, ge=16, description=(
+        "each sequence's context (a job's num_ctx can narrow it); the model allocates parallel times this"))
+    parallel: int = Field(default=4, ge=1, le=64, description=(
+        "jobs decoded together in one batch per token (llama.cpp's sequences, Ollama's OLLAMA_NUM_PARALLEL)"))
+    n_threads: int | None = Field(default=None, ge=1, description=(
+        "threads decoding one token (default: physical cores)"))
+    n_threads_batch: int | None = Field(default=None, ge=1, description=(
+        "threads evaluating prompts and batches of several people's tokens (default: every usable CPU)"))
+    n_batch: int = Field(default=512, ge=1, description=(
+        "tokens in one decode step: every generating sequence's next token, then chunks of new prompts"))
     embedding_ctx: int = Field(default=2048, ge=16, description=(
         "the context embeddings are computed in (longer inputs are truncated or refused)"))
     prompt_cache_mb: int = Field(default=512, ge=0, description=(
-        "memory for saved prompt states, so that people taking turns each keep their prefix (0: off)"))
+        "memory for prompt states saved when a sequence goes to someone else's prompt, so that more people "
+        "than sequences taking turns each keep their prefix (0: only what the sequences hold)"))
 
     def describe(self, model_name: str) -> ModelInfo:
         if not self.gguf.is_file():
@@ -42,7 +50,11 @@ class LlamaCppSettings(BackendSettings):
         defaults = {k: v for k, v in DEFAULT_SAMPLING.items()} | {"num_ctx": self.served_context()}
         # Clients budget prompts from this: the context the model is served
         # with, not the one it was trained for.
-        return info.model_copy(update={"parameters": defaults, "context_length": self.served_context()})
+        return info.model_copy(update={"parameters": defaults, "context_length": self.served_context(),
+                                       "parallel": self.parallel})
+
+    def jobs_at_once(self) -> int:
+        return self.parallel
 
     def trained_context(self) -> int:
         return read_gguf_info(self.gguf).context_length

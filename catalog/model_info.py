@@ -22,6 +22,7 @@ class ModelInfo(BaseModel):
     modified_at: datetime
     template: str = ""
     parameters: dict[str, str | float | int | list[str]] = {}
+    parallel: int = 1  # jobs one worker serves at once, each with context_length of its own
 
 
 class BackendSettings(BaseModel):
@@ -31,6 +32,11 @@ class BackendSettings(BaseModel):
 
     def describe(self, model_name: str) -> ModelInfo:  # pragma: no cover - abstract
         raise NotImplementedError
+
+    def jobs_at_once(self) -> int:
+        """For a kind that runs a bounded number of jobs per worker process
+        (catalog.kinds, `serial`): how many."""
+        return 1
 
     def check_environment(self) -> None:
         """Raise ValueError if what the settings name outside the registry

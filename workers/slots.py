@@ -6,15 +6,17 @@ ends, the same slot takes the next one if any waits (a ticket is "a slot may
 take a job", and a finished job frees a slot), so a job skipped for a while
 (its person at their limit, its model busy here) is run as soon as it may be.
 
-Models that run one job at a time per process (llama.cpp) are tracked here:
-which are idle in this process, published in Redis (refreshed with the
-heartbeat) so that a busy worker can hand such a job to an idle one, and the
-person whose prompt this process's cache now holds.
+Models that run a bounded number of jobs per process (llama.cpp: its
+`parallel` sequences) are tracked here: which have a free sequence in this
+process, published in Redis (refreshed with the heartbeat) so that a worker
+whose copy is full can hand such a job to one with room, and the person
+whose prompt this process's cache now holds.
 """
 from __future__ import annotations
 
 import logging
 import threading
+from collections import Counter
 from typing import Callable
 
 from redis import Redis
@@ -35,8 +37,10 @@ class Slots:
     def __init__(self, redis: Redis, worker_id: str, registry: Registry, send_ticket: SendTicket):
         self._redis, self.worker_id, self._send = redis, worker_id, send_ticket
         self._registry = registry
-        self._serial = sorted(e.name for e in registry.entries() if backend_kind(e.backend).serial)
-        self._running_serial: set[str] = set()
+        self._capacity = {e.name: e.settings.jobs_at_once() for e in registry.entries()
+                          if backend_kind(e.backend).serial}
+        self._serial = sorted(self._capacity)
+        self._running_serial: Counter[str] = Counter()
         self._lock = threading.Lock()
         # Only a worker whose own process consumes its direct queue (threads,
         # gevent or solo pool; not prefork, whose children run the jobs) can
@@ -60,7 +64,8 @@ class Slots:
                 jobqueue.mark_free(self._redis, self.worker_id, self._idle())
 
     def _idle(self) -> list[str]:
-        return [m for m in self._serial if m not in self._running_serial]
+        """The bounded models with a free sequence here."""
+        return [m for m in self._serial if self._running_serial[m] < self._capacity[m]]
 
     def take(self, pool: str, want: str = "", ticket_from: str = "") -> Taken:
         """The fairest job this slot may run (`want` first); `ticket_from`: the
@@ -71,8 +76,9 @@ class Slots:
             with self._lock:
                 taken = jobqueue.take(self._redis, pool, self.worker_id, want,
                                       self._idle() if self.tracks_free else None, ticket_from)
-                if taken.job is not None and taken.job.model in self._serial:  # runs now: not idle
-                    self._running_serial.add(taken.job.model)
+                if taken.job is not None and taken.job.model in self._capacity:  # runs now: a sequence less
+                    self._running_serial[taken.job.model] += 1
+                    self._still_free(taken.job.model)
         self._forward(pool, taken)
         return taken
 
@@ -93,11 +99,17 @@ class Slots:
         self._unblock(pool, jobqueue.release(self._redis, taken))
         return self.take(pool) if take_next else Taken(None)
 
+    def _still_free(self, model: str) -> None:
+        """The take unmarked this worker's copy as free; it still has room
+        for another job if it runs several at once."""
+        if self.tracks_free and model in self._idle():
+            jobqueue.mark_free(self._redis, self.worker_id, [model])
+
     def _release_serial(self, taken: Taken) -> None:
         model = taken.job.model if taken.job is not None else ""
         with self._lock:
-            if model in self._running_serial:
-                self._running_serial.discard(model)
+            if self._running_serial[model] > 0:
+                self._running_serial[model] -= 1
                 jobqueue.remember_cache(self._redis, model, taken, self.worker_id)
                 if self.tracks_free:
                     jobqueue.mark_free(self._redis, self.worker_id, self._idle())

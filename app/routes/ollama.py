@@ -89,6 +89,8 @@ def show():
             "general.architecture": info.architecture,
             "general.basename": info.basename,
             f"{info.architecture}.context_length": info.context_length,
+            # Not Ollama's: how many jobs a worker decodes together, each with the context above.
+            "switchboard.parallel": info.parallel,
         },
         "capabilities": entry.capabilities,
         "modified_at": info.modified_at.isoformat(),

@@ -9,7 +9,7 @@ def parse_sse(body: bytes) -> list[dict]:
     assert b"\r" not in body
     frames = body.split(b"\n\n")
     assert frames[-2:] == [b"data: [DONE]", b""], frames[-3:]
-    assert all(f.startswith(b"data: {") for f in frames[:-2])
+    assert all(f.startswith(b"data: {") for f in frames[:-2]), [f for f in frames[:-2] if not f.startswith(b"data: {")]
     return [json.loads(f.removeprefix(b"data: ")) for f in frames[:-2]]
 
 

@@ -1,7 +1,8 @@
 """The local model's prompt cache and cache-aware routing, on the real model
 with two workers: people taking turns each keep their prefix (cache hits in
 /metrics and in OpenAI's usage), a person's next request goes to the worker
-holding their prefix when it is free, and to the other one when it is busy."""
+holding their prefix while it has a free sequence (beside someone else's
+job), and to the other one when it has none."""
 from __future__ import annotations
 
 import json
@@ -14,7 +15,9 @@ from jobqueue.records import job_state
 from scripts.processes import stack_env, start_web, start_worker
 from tests.integration.waits import wait_until
 
-MODEL = '[models."cached"]\nbackend = "llamacpp"\npool = "cache"\nn_ctx = 2048\nprompt_cache_mb = 256\n'
+MODEL = ('[models."cached"]\nbackend = "llamacpp"\npool = "cache"\nn_ctx = 2048\nprompt_cache_mb = 256\n'
+         # one job at a time per worker: a worker busy with someone else's job has no room for the next
+         '[models."single"]\nbackend = "llamacpp"\npool = "cache"\nn_ctx = 2048\nparallel = 1\n')
 
 
 def source(person: str) -> str:
@@ -35,10 +38,10 @@ def cache_stack(redis_url, tmp_path_factory):
         worker.stop()
 
 
-def complete(base: str, person: str, tail: str, max_tokens: int = 2, **extra) -> dict:
+def complete(base: str, person: str, tail: str, max_tokens: int = 2, model: str = "cached", **extra) -> dict:
     """An editor's completion request: the person's file, then what they typed."""
     reply = httpx.post(f"{base}/v1/completions", json={
-        "model": "cached", "prompt": source(person) + tail, "max_tokens": max_tokens, "temperature": 0, **extra},
+        "model": model, "prompt": source(person) + tail, "max_tokens": max_tokens, "temperature": 0, **extra},
         timeout=300)
     assert reply.status_code == 200, reply.text
     return reply.json()
@@ -72,21 +75,37 @@ def test_people_taking_turns_each_keep_their_prefix_on_their_worker(cache_stack,
     assert metric(cache_stack, "switchboard_prompt_tokens_total", model="cached", source="reused") > 0
 
 
-def test_a_busy_worker_is_not_waited_for_only_for_its_cache(cache_stack, clean_redis):
-    home = worker_of(clean_redis, complete(cache_stack, "alice", "def "))
+def dave_counting(base: str, redis, model: str, while_streaming):
+    """Runs `while_streaming()` while dave's long job streams; returns its
+    result, dave's worker, and dave's job's record once it ended."""
     counting = ", ".join(str(n) for n in range(1, 30)) + ","
-    # dave's long job (counting on): whichever worker takes it is busy for a while
-    with httpx.stream("POST", f"{cache_stack}/v1/completions", timeout=300, json={
-            "model": "cached", "prompt": counting, "max_tokens": 1500, "stream": True, "temperature": 0}) as stream:
+    with httpx.stream("POST", f"{base}/v1/completions", timeout=300, json={
+            "model": model, "prompt": counting, "max_tokens": 1500, "stream": True, "temperature": 0}) as stream:
         lines = stream.iter_lines()  # kept: a dropped iterator would close the stream (and abort the job)
         dave_id = json.loads(next(lines).removeprefix("data: "))["id"].removeprefix("cmpl-")
-        dave_worker = job_state(clean_redis, dave_id)["worker"]
-        again = complete(cache_stack, "alice", "def more")
-    dave_state = wait_until(lambda: (state := job_state(clean_redis, dave_id)).get("finished_at") and state,
+        dave_worker = job_state(redis, dave_id)["worker"]
+        result = while_streaming()
+    dave_state = wait_until(lambda: (state := job_state(redis, dave_id)).get("finished_at") and state,
                             what="dave's job to end")
+    return result, dave_worker, dave_state
+
+
+def test_a_busy_worker_is_not_waited_for_only_for_its_cache(cache_stack, clean_redis):
+    home = worker_of(clean_redis, complete(cache_stack, "alice", "def ", model="single"))
+    again, dave_worker, dave_state = dave_counting(
+        cache_stack, clean_redis, "single", lambda: complete(cache_stack, "alice", "def more", model="single"))
     alice_state = job_state(clean_redis, again["id"].removeprefix("cmpl-"))
     assert float(alice_state["started_at"]) < float(dave_state["finished_at"])  # she did not wait for dave's job
     if dave_worker == home:
         assert alice_state["worker"] != home  # her worker was busy: the other one took her request
     else:
         assert alice_state["worker"] == home and cached(again) > 0
+
+
+def test_a_worker_with_a_free_sequence_serves_its_person_beside_someone_elses_job(cache_stack, clean_redis):
+    home = worker_of(clean_redis, complete(cache_stack, "erin", "def "))
+    again, _, dave_state = dave_counting(
+        cache_stack, clean_redis, "cached", lambda: complete(cache_stack, "erin", "def more"))
+    erin_state = job_state(clean_redis, again["id"].removeprefix("cmpl-"))
+    assert float(erin_state["started_at"]) < float(dave_state["finished_at"])
+    assert erin_state["worker"] == home and cached(again) >= again["usage"]["prompt_tokens"] - 12

@@ -1,8 +1,9 @@
 """The llama-cpp-python internals the llamacpp backend relies on, pinned so
 an upgrade that changes them fails here: the model's vocab handle and
 end-of-generation check, token texts for the chat template, the Jinja2 chat
-formatter's result, the grammar builders, and `Llama.generate`'s sampling
-keywords and stopping when closed."""
+formatter's result, the grammar builders and their fields, the low-level
+calls of the batched engine, and the sampler order of llama-cpp-python's
+own `Llama` (which our chains follow)."""
 from __future__ import annotations
 
 import inspect
@@ -42,16 +43,44 @@ def test_grammar_builders():
                                          verbose=False) is not None
 
 
-def test_generate_takes_our_sampling_keywords_and_stops_when_closed(llm):
-    parameters = inspect.signature(llm.generate).parameters
-    assert {"temp", "top_k", "top_p", "min_p", "repeat_penalty", "grammar"} <= set(parameters)
-    tokens = llm.generate(llm.tokenize(b"Once upon a time", add_bos=True), temp=0.0, top_k=40, top_p=0.9, min_p=0.0,
-                          repeat_penalty=1.1, grammar=None)
-    first = next(tokens)
-    assert isinstance(first, int) and llm.detokenize([first])
-    tokens.close()
-    with pytest.raises(StopIteration):
-        next(tokens)
+def test_the_low_level_calls_the_engine_makes():
+    """workers/backends/llama_engine.py, llama_sampling.py and
+    prompt_cache.py call these positionally."""
+    arity = {"llama_init_from_model": 2, "llama_get_memory": 1, "llama_batch_init": 3, "llama_batch_free": 1,
+             "llama_decode": 2, "llama_memory_seq_rm": 4, "llama_state_seq_get_size": 2,
+             "llama_state_seq_get_data": 4, "llama_state_seq_set_data": 4, "llama_sampler_chain_init": 1,
+             "llama_sampler_chain_add": 2, "llama_sampler_sample": 3, "llama_sampler_free": 1,
+             "llama_sampler_init_penalties": 5, "llama_sampler_init_grammar": 3, "llama_sampler_init_top_k": 1,
+             "llama_sampler_init_top_p": 2, "llama_sampler_init_min_p": 2, "llama_sampler_init_temp": 1,
+             "llama_sampler_init_dist": 1, "llama_sampler_init_greedy": 0, "llama_vocab_is_eog": 2}
+    for name, count in arity.items():
+        assert len(inspect.signature(getattr(llama_cpp, name)).parameters) == count, name
+    # llama-cpp-python passes the vocabulary size first; so must we, to sample as it does
+    assert list(inspect.signature(llama_cpp.llama_sampler_init_penalties).parameters)[0] == "n_vocab"
+    params = llama_cpp.llama_context_default_params()
+    for field in ("n_ctx", "n_batch", "n_ubatch", "n_seq_max", "n_threads", "n_threads_batch", "kv_unified",
+                  "flash_attn_type", "no_perf"):
+        assert hasattr(params, field), field
+    assert llama_cpp.LLAMA_FLASH_ATTN_TYPE_DISABLED == 0
+    assert {"token", "pos", "n_seq_id", "seq_id", "logits", "n_tokens"} <= {f for f, _ in llama_cpp.llama_batch._fields_}
+
+
+def test_llama_cpp_pythons_own_sampler_order_and_defaults(llm):
+    """llama_sampling.Sampler builds the chain Llama._init_sampler builds:
+    if this changes, jobs stop matching llama-cpp-python's own results."""
+    source = inspect.getsource(llama_cpp.Llama._init_sampler)
+    order = [source.rindex(call) for call in ("add_penalties", "add_grammar", "add_top_k", "add_top_p", "add_min_p",
+                                             "add_temp", "add_dist")]
+    assert order == sorted(order)
+    assert llm.last_n_tokens_size == 64 and llm.context_params.flash_attn_type == 0
+
+
+def test_the_model_and_grammar_internals(llm):
+    model = llm._model
+    assert isinstance(model.n_vocab(), int) and model.vocab is not None and "general.architecture" in model.metadata()
+    assert model.detokenize(model.tokenize(b"hello", add_bos=False, special=False), special=False) == b"hello"
+    grammar = LlamaGrammar.from_string(JSON_GBNF, verbose=False)
+    assert isinstance(grammar._grammar, str) and grammar._root == "root"
 
 
 def test_the_schema_grammar_patch_still_applies():
@@ -61,36 +90,6 @@ def test_the_schema_grammar_patch_still_applies():
 
     grammar = schema_grammar_text({"type": "object", "properties": {"a": {"type": "string"}}})
     assert _JSON_CHAR in grammar and LlamaGrammar.from_string(grammar, verbose=False) is not None
-
-
-def greedy(llm, prompt: list[int], count: int = 6) -> list[int]:
-    out = []
-    for token in llm.generate(prompt, temp=0.0, top_k=40, top_p=0.9, min_p=0.0, repeat_penalty=1.1, grammar=None):
-        out.append(token)
-        if len(out) == count:
-            break
-    return out
-
-
-def test_a_restored_prompt_state_continues_exactly_as_a_fresh_evaluation(llm):
-    """workers/backends/prompt_cache.py saves and restores sequence 0 with
-    llama.cpp's per-sequence state calls and sets `input_ids`, `n_tokens`
-    and `_requires_eval` itself."""
-    from workers.backends.prompt_cache import PromptCache
-
-    alice = llm.tokenize(b"def add(a, b):\n    return a + b\n\ndef mul(a, b):\n", add_bos=True)
-    bob = llm.tokenize(b"The capital of France is Paris. The capital of Italy is", add_bos=True)
-    llm.reset()
-    expected = greedy(llm, alice + llm.tokenize(b"    return", add_bos=False))
-    cache = PromptCache(64 * 2**20)
-    llm.reset()
-    greedy(llm, alice, 1)  # alice's prompt is live
-    assert cache.prepare(llm, bob).restored is False  # bob's turn: alice's state is saved
-    greedy(llm, bob, 3)
-    reuse = cache.prepare(llm, alice + llm.tokenize(b"    return", add_bos=False))
-    assert reuse.restored and reuse.tokens >= len(alice) and cache.size_bytes > 0
-    assert greedy(llm, alice + llm.tokenize(b"    return", add_bos=False)) == expected
-    assert llm._requires_eval is False  # the internal flag prompt_cache sets: still the name llama-cpp-python reads
 
 
 def test_the_backend_counts_a_text_with_the_models_tokenizer(llm):

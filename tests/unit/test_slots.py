@@ -1,5 +1,5 @@
-"""A worker's slots on a real Redis: one-at-a-time models tracked as idle or
-running (and published for other workers), affinity remembered after a job
+"""A worker's slots on a real Redis: models that run a bounded number of
+jobs per worker tracked as having room or full (and published for other workers), affinity remembered after a job
 of such a model, tickets sent for a person's jobs skipped elsewhere for their
 limit, and the keys file's weights."""
 from __future__ import annotations
@@ -18,8 +18,8 @@ from protocol.contract import Job, Message
 from workers.slots import Slots
 
 
-def registry() -> Registry:
-    return Registry({"smol": parse_entry("smol", {"backend": "llamacpp"}),
+def registry(parallel: int = 1) -> Registry:
+    return Registry({"smol": parse_entry("smol", {"backend": "llamacpp", "parallel": parallel}),
                      "echo": parse_entry("echo", {"backend": "echo"})})
 
 
@@ -31,8 +31,8 @@ def queue(redis, web, person, model, pool="local", limit=16, serial=True, ticket
     return job.id
 
 
-def slots(redis, sent) -> Slots:
-    own = Slots(redis, "w1", registry(), lambda *ticket: sent.append(ticket[:3]))
+def slots(redis, sent, parallel: int = 1) -> Slots:
+    own = Slots(redis, "w1", registry(parallel), lambda *ticket: sent.append(ticket[:3]))
     own.start_tracking({"local"})
     return own
 
@@ -50,6 +50,21 @@ def test_a_one_at_a_time_model_runs_one_job_per_worker_and_is_published_idle_aga
     assert clean_redis.zscore(keys.FAIR_FREE_PREFIX + "smol", "w1") is not None
     assert clean_redis.get(keys.affinity_key("smol", "alice")) == b"w1"
     assert own.take("local").person == "bob"
+
+
+def test_a_model_decoding_several_jobs_at_once_takes_as_many_as_it_has_sequences(clean_redis, web):
+    own = slots(clean_redis, [], parallel=2)
+    for person in ("alice", "bob", "carol"):
+        queue(clean_redis, web, person, "smol")
+    first = own.take("local")
+    assert clean_redis.zscore(keys.FAIR_FREE_PREFIX + "smol", "w1") is not None  # a sequence is still free
+    second = own.take("local")
+    assert {first.person, second.person} == {"alice", "bob"}
+    assert clean_redis.zscore(keys.FAIR_FREE_PREFIX + "smol", "w1") is None  # full
+    assert own.take("local").job is None
+    own.finish("local", second)
+    assert clean_redis.zscore(keys.FAIR_FREE_PREFIX + "smol", "w1") is not None
+    assert own.take("local").person == "carol"
 
 
 def test_a_job_with_a_cache_key_leaves_its_affinity_to_the_key_not_the_person(clean_redis, web):

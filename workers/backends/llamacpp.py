@@ -1,28 +1,33 @@
 """`llamacpp`: a GGUF model run in the worker process by llama-cpp-python.
 
-The model is loaded once per process (again only if a job asks for another
-context size) and generation runs token by token through `Llama.generate`, so
-token counts are exact and closing the generator stops llama.cpp at once.
-llama_cpp is imported lazily: the front end describes models without it.
+The model is loaded once per process and serves up to `parallel` jobs at
+once, decoded together by its engine (workers/backends/llama_engine.py);
+each job reads its tokens one by one, so token counts are exact, and
+closing its generator frees its sequence at the engine's next step. A job's
+`num_ctx` can narrow its window, never widen it past the registry's `n_ctx`:
+reloading for one person would stop everyone else's jobs.
 """
 from __future__ import annotations
 
 import codecs
 import json
+import logging
 import random
 import threading
-import time
 
-from catalog.llamacpp import DEFAULT_SAMPLING, LlamaCppSettings
+from catalog.llamacpp import LlamaCppSettings
 from protocol.contract import EmbedSpec, FinishReason, Job, SamplingOptions
 from protocol.errors import BackendError, PromptTooLong
 from workers.backends.base import Backend
-from workers.backends.prompt_cache import PromptCache, live_reuse
+from workers.backends.cpu_threads import batch_threads, decode_threads
+from workers.backends.llama_engine import Engine, Finished, Request, Shape
+from workers.backends.llama_sampling import Sampler
+from workers.backends.llamacpp_embed import Embedder
+from workers.backends.prompt_cache import SavedPrefixes
+from workers.backends.residency import Residency
 from workers.cancel import Cancel
 from workers.model_output import Embedded, Outcome, Prompted, TextGenerator
 from workers.stops import StopMatcher
-
-DEFAULT_KEEP_ALIVE = 300.0
 
 
 # llama-cpp-python's schema converter lets raw control characters into JSON
@@ -56,20 +61,42 @@ def _grammar(job: Job):
 
 
 class _Loaded:
-    def __init__(self, llm, n_ctx: int, cache_bytes: int):
-        self.llm, self.n_ctx = llm, n_ctx
-        self.cache = PromptCache(cache_bytes) if cache_bytes else None
-        template = llm.metadata.get("tokenizer.chat_template")
-        if not template:
-            raise BackendError("the GGUF has no chat template", 500)
+    """The model and its engine; the chat template's formatter."""
+
+    def __init__(self, settings: LlamaCppSettings):
+        from llama_cpp._internals import LlamaModel
         from llama_cpp.llama_chat_format import Jinja2ChatFormatter
 
-        vocab = llm._model  # token texts for the template's bos/eos variables
+        self.model = LlamaModel(path_model=str(settings.gguf), params=_model_params(), verbose=False)
+        template = self.model.metadata().get("tokenizer.chat_template")
+        if not template:
+            self.model.close()
+            raise BackendError("the GGUF has no chat template", 500)
         self.formatter = Jinja2ChatFormatter(
             template=template,
-            eos_token=vocab.token_get_text(llm.token_eos()),
-            bos_token=vocab.token_get_text(llm.token_bos()),
+            eos_token=self.model.token_get_text(self.model.token_eos()),
+            bos_token=self.model.token_get_text(self.model.token_bos()),
         )
+        self.seq_ctx = settings.served_context()
+        saved = SavedPrefixes(settings.prompt_cache_mb * 2**20) if settings.prompt_cache_mb else None
+        shape = Shape(settings.parallel, self.seq_ctx, settings.n_batch, decode_threads(settings.n_threads),
+                      batch_threads(settings.n_threads_batch))
+        self.engine = Engine(self.model, shape, saved)
+
+    def tokenize(self, text: str, add_bos: bool, special: bool) -> list[int]:
+        return self.model.tokenize(text.encode(), add_bos=add_bos, special=special)
+
+    def close(self) -> None:
+        self.engine.close()
+        self.model.close()
+
+
+def _model_params():
+    import llama_cpp
+
+    # llama.cpp's own log goes through this logger: errors only, as Llama(verbose=False) sets it.
+    logging.getLogger("llama-cpp-python").setLevel(logging.ERROR)
+    return llama_cpp.llama_model_default_params()
 
 
 class LlamaCppBackend(Backend):
@@ -79,142 +106,119 @@ class LlamaCppBackend(Backend):
 
     def __init__(self, model_name: str, settings: LlamaCppSettings):
         super().__init__(model_name, settings)
-        self._lock = threading.Lock()  # one Llama context serves one job at a time
-        self._loaded: _Loaded | None = None
-        self._embedder = None  # llamacpp_embed.Embedder, made on the first embedding job
-        self._unload_timer: threading.Timer | None = None
+        self._model = Residency(lambda: _Loaded(settings), _Loaded.close)
+        self._embedder = Residency(lambda: Embedder(settings), lambda _: None)  # its own context, for embeddings
+        self._embed_lock = threading.Lock()  # which runs one batch at a time
 
-    def _context_size(self, options: SamplingOptions) -> int:
-        trained = self.settings.trained_context()
-        return min(options.num_ctx or self.settings.n_ctx, trained)
+    def _window(self, options: SamplingOptions) -> int:
+        """A job's context: its num_ctx, within the one each sequence is served with."""
+        served = self.settings.served_context()
+        return min(options.num_ctx or served, served)
 
     def load(self) -> int:
-        with self._lock:
-            return self._load(self._context_size(SamplingOptions()))
+        return self._model.load()
 
     def keep_loaded(self, seconds: float | None) -> None:
-        """Unload after `seconds` idle (Ollama's keep_alive; default 5 min)."""
-        seconds = DEFAULT_KEEP_ALIVE if seconds is None else seconds
-        with self._lock:
-            if self._unload_timer is not None:
-                self._unload_timer.cancel()
-                self._unload_timer = None
-            if seconds == 0:
-                self._loaded = self._embedder = None
-            elif seconds > 0:
-                self._unload_timer = threading.Timer(seconds, self._unload_if_idle)
-                self._unload_timer.daemon = True
-                self._unload_timer.start()
-
-    def _unload_if_idle(self) -> None:
-        if self._lock.acquire(blocking=False):  # a job running now keeps it
-            try:
-                self._loaded = self._embedder = None
-            finally:
-                self._lock.release()
-
-    def _load(self, n_ctx: int) -> int:
-        """Load (or reload for another context size); returns nanoseconds spent."""
-        if self._unload_timer is not None:  # a job is starting: no unloading meanwhile
-            self._unload_timer.cancel()
-            self._unload_timer = None
-        if self._loaded and self._loaded.n_ctx == n_ctx:
-            return 0
-        from llama_cpp import Llama
-
-        started = time.perf_counter_ns()
-        self._loaded = None
-        llm = Llama(
-            model_path=str(self.settings.gguf), n_ctx=n_ctx, n_batch=self.settings.n_batch,
-            n_threads=self.settings.n_threads, verbose=False,
-        )
-        self._loaded = _Loaded(llm, n_ctx, self.settings.prompt_cache_mb * 2**20)
-        return time.perf_counter_ns() - started
+        self._model.keep_loaded(seconds)
+        self._embedder.keep_loaded(seconds)
 
     def generate(self, job: Job, cancel: Cancel | None = None) -> TextGenerator:
-        # llama.cpp runs in this thread: the runner's check between tokens is enough.
-        with self._lock:
-            load_ns = self._load(self._context_size(job.options))
-            outcome = yield from self._generate(self._loaded, job)
-            outcome.load_ns = load_ns
-            return outcome
+        with self._model.using() as (loaded, load_ns):
+            outcome = yield from self._generate(loaded, job, cancel)
+        outcome.load_ns = load_ns
+        return outcome
 
     def count_tokens(self, job: Job) -> int:
         """The prompt through the model's own chat template and tokenizer,
         exactly as a reply to the job would count it."""
-        with self._lock:
-            self._load(self._context_size(job.options))
-            return len(self._prompt_tokens(self._loaded, job)[0])
+        with self._model.using() as (loaded, _):
+            return len(self._prompt_tokens(loaded, job)[0])
 
     def count_text(self, text: str) -> int:
         """Its tokens by the model's own tokenizer (an estimate if the model
         was unloaded meanwhile: this is asked just after a reply)."""
-        with self._lock:
-            if self._loaded is None:
+        with self._model.using(load=False) as (loaded, _):
+            if loaded is None:
                 return super().count_text(text)
-            return len(self._loaded.llm.tokenize(text.encode(), add_bos=False, special=False))
+            return len(loaded.tokenize(text, add_bos=False, special=False))
 
     def embed(self, spec: EmbedSpec, cancel: Cancel | None = None) -> Embedded:
-        from workers.backends.llamacpp_embed import Embedder
+        with self._embedder.using() as (embedder, load_ns), self._embed_lock:
+            embedded = embedder.embed(spec)
+        embedded.load_ns = load_ns
+        return embedded
 
-        with self._lock:
-            if self._unload_timer is not None:  # as _load: no unloading while a job runs
-                self._unload_timer.cancel()
-                self._unload_timer = None
-            started = time.perf_counter_ns()
-            if self._embedder is None:
-                self._embedder = Embedder(self.settings)
-            load_ns = time.perf_counter_ns() - started
-            embedded = self._embedder.embed(spec)
-            embedded.load_ns = load_ns
-            return embedded
-
-    def _prompt_tokens(self, loaded: _Loaded, job: Job) -> tuple[list[int], list[str]]:
+    @staticmethod
+    def _prompt_tokens(loaded: _Loaded, job: Job) -> tuple[list[int], list[str]]:
         if job.prompt is not None:  # raw: byte for byte; special tokens (FIM markers) are parsed
-            return loaded.llm.tokenize(job.prompt.prompt.encode(), add_bos=True, special=True), []
-        messages = [m.model_dump(include={"role", "content"}) for m in job.messages]
-        formatted = loaded.formatter(messages=messages)
-        tokens = loaded.llm.tokenize(formatted.prompt.encode(), add_bos=not formatted.added_special, special=True)
-        template_stops = formatted.stop if isinstance(formatted.stop, list) else [formatted.stop or ""]
-        return tokens, template_stops
+            tokens, stops = loaded.tokenize(job.prompt.prompt, add_bos=True, special=True), []
+        else:
+            messages = [m.model_dump(include={"role", "content"}) for m in job.messages]
+            formatted = loaded.formatter(messages=messages)
+            tokens = loaded.tokenize(formatted.prompt, add_bos=not formatted.added_special, special=True)
+            stops = formatted.stop if isinstance(formatted.stop, list) else [formatted.stop or ""]
+        if not tokens:
+            raise BackendError("prompt: empty (no tokens to continue from)", 400)
+        return tokens, stops
 
-    def _generate(self, loaded: _Loaded, job: Job) -> TextGenerator:
-        import llama_cpp
-
-        llm, options = loaded.llm, job.options
+    def _generate(self, loaded: _Loaded, job: Job, cancel: Cancel | None) -> TextGenerator:
+        options = job.options
         prompt, template_stops = self._prompt_tokens(loaded, job)
-        limit = _token_limit(loaded.n_ctx, len(prompt), options.max_tokens)
+        limit = _token_limit(self._window(options), len(prompt), options.max_tokens)
         stops = StopMatcher(options.stop + [s for s in template_stops if s])
-        utf8 = codecs.getincrementaldecoder("utf-8")(errors="replace")
-        reused = loaded.cache.prepare(llm, prompt) if loaded.cache else live_reuse(llm, prompt)
-        llm.set_seed(options.seed if options.seed is not None else random.randrange(2**31))
-        sampling = {k: v if (v := getattr(options, k)) is not None else d for k, d in DEFAULT_SAMPLING.items()}
-        count, reason = 0, FinishReason.LENGTH
-        tokens = llm.generate(prompt, temp=sampling["temperature"], top_k=sampling["top_k"], top_p=sampling["top_p"],
-                              min_p=sampling["min_p"], repeat_penalty=sampling["repeat_penalty"],
-                              grammar=_grammar(job))
+        request = loaded.engine.submit(Request(prompt, _sampler(loaded, job), limit))
+        if cancel is not None:
+            cancel.on_cancel(lambda: loaded.engine.cancel(request))
         try:
-            yield Prompted(len(prompt), reused.tokens)  # after the grammar: a bad schema is still a 400
-            for token in tokens:
-                if llama_cpp.llama_vocab_is_eog(llm._model.vocab, token):
-                    reason = FinishReason.STOP
-                    break
-                count += 1
-                text = stops.feed(utf8.decode(llm.detokenize([token])))
-                if text:
-                    yield text
-                if stops.stopped:
-                    reason = FinishReason.STOP
-                    break
-                if count >= limit:
-                    break
+            admitted = request.out.get()
+            if isinstance(admitted, Finished):  # aborted, or the model unloaded, while it waited
+                return _unstarted(admitted, len(prompt))
+            yield Prompted(len(prompt), admitted.reused)
+            count, reason = yield from _relay(loaded, request, stops)
         finally:
-            tokens.close()
-        tail = stops.feed(utf8.decode(b"", final=True)) + stops.flush()
-        if tail:
-            yield tail
+            loaded.engine.cancel(request)  # left early (a stop sequence, closed): its sequence is freed
         fired = stops.matched if stops.matched in options.stop else None  # the client's, not the template's
-        return Outcome(reason, len(prompt), count, cached_tokens=reused.tokens, stop_sequence=fired)
+        return Outcome(reason, len(prompt), count, cached_tokens=admitted.reused, stop_sequence=fired)
+
+
+def _sampler(loaded: _Loaded, job: Job) -> Sampler:
+    """The job's sampler chain; a grammar llama.cpp refuses is the client's 400."""
+    seed = job.options.seed if job.options.seed is not None else random.randrange(2**31)
+    try:
+        return Sampler(loaded.model.vocab, loaded.model.n_vocab(), job.options, seed, _grammar(job))
+    except ValueError as error:
+        raise BackendError(f"format: {error}", 400) from None
+
+
+def _unstarted(finished: Finished, prompt_tokens: int) -> Outcome:
+    if finished.error is not None:
+        raise finished.error
+    return Outcome(FinishReason.STOP, prompt_tokens, 0)
+
+
+def _relay(loaded: _Loaded, request: Request, stops: StopMatcher):
+    """The engine's tokens as text, until it finishes or a stop sequence
+    matches; returns (tokens, finish reason)."""
+    utf8 = codecs.getincrementaldecoder("utf-8")(errors="replace")
+    count, reason = 0, FinishReason.LENGTH
+    while True:
+        item = request.out.get()
+        if isinstance(item, Finished):
+            if item.error is not None:
+                raise item.error
+            reason = item.reason if item.reason != FinishReason.ABORTED else FinishReason.STOP
+            break
+        count += 1
+        text = stops.feed(utf8.decode(loaded.model.detokenize([item])))
+        if text:
+            yield text
+        if stops.stopped:
+            reason = FinishReason.STOP
+            break
+    tail = stops.feed(utf8.decode(b"", final=True)) + stops.flush()
+    if tail:
+        yield tail
+    return count, reason
 
 
 def _token_limit(n_ctx: int, prompt_tokens: int, asked: int | None) -> int:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from catalog.llamacpp import LlamaCppSettings
 from protocol.contract import EmbedSpec
 from workers.backends.base import too_long
+from workers.backends.cpu_threads import batch_threads, decode_threads
 from workers.model_output import Embedded
 
 
@@ -19,7 +20,8 @@ class Embedder:
         self.n_ctx = min(settings.embedding_ctx, settings.trained_context())
         self.llm = llama_cpp.Llama(
             model_path=str(settings.gguf), embedding=True, n_ctx=self.n_ctx, n_batch=self.n_ctx, n_ubatch=self.n_ctx,
-            pooling_type=llama_cpp.LLAMA_POOLING_TYPE_MEAN, n_threads=settings.n_threads, verbose=False)
+            pooling_type=llama_cpp.LLAMA_POOLING_TYPE_MEAN, n_threads=decode_threads(settings.n_threads),
+            n_threads_batch=batch_threads(settings.n_threads_batch), verbose=False)
 
     def _texts(self, spec: EmbedSpec) -> list[str]:
         if spec.tokens is not None:
