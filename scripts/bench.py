@@ -25,7 +25,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from scripts.benchkit import abort, celery_floor, local_model, overhead, profile, relay, scale, sharing  # noqa: E402
+from scripts.benchkit import (abort, celery_floor, local_batching, local_model, overhead, profile, relay, scale,  # noqa: E402
+                              sharing)
 from scripts.benchkit.report import chart, markdown  # noqa: E402
 from scripts.benchkit.stack import BenchStack, redis_connection_bound  # noqa: E402
 from scripts.benchkit.targets import check_all  # noqa: E402
@@ -42,6 +43,8 @@ class Sizes:
     rounds: int = 4
     local_tokens: int = 128
     local_rounds: int = 5
+    batch_tokens: int = 96  # section 2b: tokens per person
+    batch_rounds: int = 3
     relay_levels: tuple[int, ...] = (1, 10, 100)
     relay_tokens: int = 2000
     streams: int = 1000
@@ -57,11 +60,12 @@ class Sizes:
     file_chars: int = 7000
 
 
-QUICK = Sizes(levels=(1, 16, 64), per_level=20, rounds=2, local_tokens=32, local_rounds=2, relay_levels=(1, 10, 100),
+QUICK = Sizes(levels=(1, 16, 64), per_level=20, rounds=2, local_tokens=32, local_rounds=2, batch_tokens=48,
+              batch_rounds=1, relay_levels=(1, 10, 100),
               relay_tokens=500, streams=300, stream_tokens=10, aborts=10, probes=20, background=60,
               profile_seconds=4.0, fair_a_jobs=100, fair_b_jobs=10, cache_rounds=2)
 TINY = Sizes(upstream_tokens=8, levels=(1, 4), route_levels=(1, 4), per_level=4, rounds=1, local_tokens=8,
-             local_rounds=1,
+             local_rounds=1, batch_tokens=8, batch_rounds=1,
              relay_levels=(1, 4), relay_tokens=50, streams=20, stream_tokens=4, aborts=3, probes=3, background=5,
              profile_seconds=2.0, fair_a_jobs=20, fair_b_jobs=4, burst=16, cache_rounds=1, file_chars=1200)
 
@@ -94,7 +98,10 @@ def run(sizes: Sizes, command: str, log=print) -> dict:
         log("2. local model")
         results["local"] = asyncio.run(local_model.measure(endpoints, sizes.local_tokens, sizes.local_rounds))
         results["local_setup"] = (f"{sizes.local_tokens} tokens, greedy, seed 42, {sizes.local_rounds} rounds in "
-                                  "turns after a warm-up; llama.cpp's default thread count everywhere.")
+                                  "turns after a warm-up; llama-cpp-python's default threads in-process, "
+                                  "Switchboard's own default (physical cores) served.")
+        log("2b. local model, shared")
+        results["local_batching"] = local_batching.measure(sizes.batch_tokens, sizes.batch_rounds, log)
         log("3. relay capacity")
         results["relay"] = asyncio.run(relay.capacity(endpoints, sizes.relay_levels, sizes.relay_tokens))
         log(f"4. {sizes.streams} streams")

@@ -65,6 +65,21 @@ def _local_table(results: dict) -> list[str]:
     return lines
 
 
+def _batching_lines(batching: dict) -> list[str]:
+    rates, each = batching["rates"], batching["each_p50"]
+    lines = [batching["setup"], "", "| way | people at once | tokens/s, all | tokens/s, each (p50) |",
+             "|---|---:|---:|---:|"]
+    for name, rate in rates.items():
+        way, _, people = name.rpartition(", ")
+        if not people.isdigit():
+            way, people = name, "1"
+        lines.append(f"| {way} | {people} | {rate:.1f} | {each[name]:.1f} |" if name in each else
+                     f"| {way} | {people} | {rate:.1f} | |")
+    arrival = batching["arrival"]
+    return lines + ["", f"A ~500-token prompt's time to first token: {arrival['alone_ms']:.0f} ms on the idle "
+                        f"server, {arrival['beside_three_ms']:.0f} ms while three people stream."]
+
+
 def _relay_tables(results: dict) -> list[str]:
     lines = ["| streams | tokens each | seconds | delivered tok/s | SSE frames per stream | failures |",
              "|---:|---:|---:|---:|---:|---:|"]
@@ -143,6 +158,8 @@ def markdown(results: dict, chart_name: str) -> str:
             lines += ["", f"## {heading}", "", setup, ""] + _overhead_tables(results[route])
     lines += ["", "### Where the time of one request goes", ""] + _profile_lines(results)
     lines += ["", "## 2. Local model", "", results["local_setup"], ""] + _local_table(results)
+    if results.get("local_batching"):
+        lines += ["", "## 2b. Local model, shared", ""] + _batching_lines(results["local_batching"])
     lines += ["", "## 3-4. Relay capacity and 1,000 streams", ""] + _relay_tables(results)
     lines += ["", "## 5-6. Abort and queue latency", ""] + _abort_lines(results)
     if results.get("sharing"):

@@ -6,9 +6,9 @@
 - an anonymous burst: concurrent requests from the official `ollama` client
   with keys off, all from one address (the default set-up);
 - the prompt cache: people taking turns with completion requests over their
-  own ~2k-token file on the local model, with the cache, without it, one
-  person alone (warm), and llama-cpp-python's server with the same cache
-  budget (`--cache`).
+  own ~2k-token file on the local model, with the cache, with every prompt
+  new (nothing to reuse), one person alone (warm), and llama-cpp-python's
+  server with the same cache budget (`--cache`).
 """
 from __future__ import annotations
 
@@ -147,9 +147,8 @@ def anonymous_burst(requests: int) -> dict:
 
 # --- prompt cache --------------------------------------------------------------------
 def _cache_registry() -> str:
-    common = 'backend = "llamacpp"\npool = "local"\nn_ctx = 4096\n'
-    return (f'[models."smol-cache"]\n{common}prompt_cache_mb = {CACHE_MB}\n\n'
-            f'[models."smol-nocache"]\n{common}prompt_cache_mb = 0\n')
+    return f'[models."smol-cache"]\nbackend = "llamacpp"\npool = "local"\nn_ctx = 4096\nprompt_cache_mb = {CACHE_MB}\n'
+
 
 
 def _file(n: int, chars: int) -> str:
@@ -157,13 +156,16 @@ def _file(n: int, chars: int) -> str:
 
 
 async def _turns(port: int, model: str, people: tuple[str, ...], rounds: int, chars: int,
-                 headers: dict | None = None, path: str = "/v1/completions") -> list[float]:
+                 headers: dict | None = None, path: str = "/v1/completions", new: bool = False) -> list[float]:
     """Each person's file plus what they typed this round; the first round
-    warms up (not counted). Returns times to first token, in seconds."""
+    warms up (not counted). `new`: each prompt starts with a line of its own,
+    so no cache holds any of it. Returns times to first token, in seconds."""
     ttfts = []
     for round_ in range(rounds + 1):
         for n, person in enumerate(people):
             prompt = _file(PEOPLE.index(person), chars) + f"\n# {person} edits, round {round_}\ndef "
+            if new:
+                prompt = f"# {person}, round {round_}\n" + prompt
             result = await stream(port, path, {"model": model, "prompt": prompt, "max_tokens": 4, "stream": True,
                                                "temperature": 0}, headers)
             if result.status != 200 or result.ttft is None:
@@ -175,15 +177,15 @@ async def _turns(port: int, model: str, people: tuple[str, ...], rounds: int, ch
 
 def prompt_cache(rounds: int, chars: int = FILE_CHARS) -> dict:
     rows = {}
-    # Two slots: the fair queue gives the model one job at a time either way,
-    # and a worker whose only slot is busy stops polling Celery for up to a
-    # second after it frees (kombu's Redis transport sleeps while it may not
-    # consume), which would add that second to every request here.
+    # Two slots: a worker whose only slot is busy stops polling Celery for up
+    # to a second after it frees (kombu's Redis transport sleeps while it may
+    # not consume), which would add that second to every request here.
     with _Stack(_cache_registry(), [(2, "local-completion,local", "threads")]) as stack:
         rows["one person alone (warm)"] = summary(asyncio.run(_turns(stack.port, "smol-cache", ("A",), rounds * 4,
                                                                      chars)))
         rows["4 people, prompt cache"] = summary(asyncio.run(_turns(stack.port, "smol-cache", PEOPLE, rounds, chars)))
-        rows["4 people, no cache"] = summary(asyncio.run(_turns(stack.port, "smol-nocache", PEOPLE, rounds, chars)))
+        rows["4 people, every prompt new"] = summary(asyncio.run(_turns(stack.port, "smol-cache", PEOPLE, rounds, chars,
+                                                                        new=True)))
     server, url = start_llama_server(smollm2_gguf(), LLAMA_KEY, (
         "--n_ctx", "4096", "--cache", "true", "--cache_type", "ram", "--cache_size", str(CACHE_MB * 2**20)))
     try:
@@ -192,8 +194,9 @@ def prompt_cache(rounds: int, chars: int = FILE_CHARS) -> dict:
     finally:
         server.stop()
     return {"rows": rows, "setup": (
-        f"SmolLM2-135M, n_ctx 4096, one worker (two slots, one model context). Four people, each with their own file "
+        f"SmolLM2-135M, n_ctx 4096, one worker (two slots; the model's four sequences). Four people, each with their own file "
         f"({chars} characters of a source file of this repository; 7,000 are about 2k tokens), take turns with completion requests "
         f"(`/v1/completions`, 4 tokens, greedy): their file plus a line typed that round. {rounds} rounds after "
-        f"a warm-up round. Prompt cache budget {CACHE_MB} MB, the same for llama-cpp-python's server "
+        f"a warm-up round; `every prompt new` starts each prompt with a line of its own (nothing to reuse). "
+        f"Prompt cache budget {CACHE_MB} MB, the same for llama-cpp-python's server "
         "(`--cache true --cache_type ram`). Time to first token, milliseconds.")}

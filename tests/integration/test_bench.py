@@ -29,6 +29,7 @@ def test_the_benchmark_runs_every_section_and_writes_its_report(tmp_path):
         assert {r["way"] for r in routed} == {"direct", "switchboard chat", f"switchboard {route}", f"litellm {route}"}
         assert all(r["failures"] == 0 and r["requests"] > 0 for r in routed), routed
     assert all(v["same_text"] and not v["errors"] for v in results["local"].values()), results["local"]
+    assert results["local_batching"]["same_tokens"], results["local_batching"]
     assert all(r["failures"] == 0 for r in results["relay"]), results["relay"]
     assert results["thousand"]["correct"] == results["thousand"]["streams"], results["thousand"]
     assert results["abort"]["streaming"]["aborted"] == results["sizes"]["aborts"]
@@ -36,6 +37,7 @@ def test_the_benchmark_runs_every_section_and_writes_its_report(tmp_path):
     assert results["queue_latency"]["idle"]["n"] == results["sizes"]["probes"]
     report = (tmp_path / "benchmarks.md").read_text()
     assert "## Targets" in report and "## 1. Gateway overhead" in report and "## 7. Sharing the server" in report
+    assert "## 2b. Local model, shared" in report
     assert "## 1b. Anthropic's Messages route" in report and "## 1c. OpenAI's Responses route" in report
     sharing = results["sharing"]
     assert all(r["failed"] == 0 for r in sharing["fairness"]["rows"].values()), sharing["fairness"]
