@@ -3,8 +3,8 @@ llama-cpp-python's server, all started here on loopback and stopped at the
 end; writes docs/benchmarks.md, docs/benchmarks.png and the raw numbers
 (docs/benchmarks.json).
 
-    python scripts/bench.py            # the full run (about 10 minutes)
-    python scripts/bench.py --quick    # smaller sizes, under 2 minutes
+    python scripts/bench.py            # the full run (about 17 minutes on 2 cores)
+    python scripts/bench.py --quick    # smaller sizes (about 5 minutes on 2 cores)
     python scripts/bench.py --scale    # section 8 only: web x worker configurations up to 256 clients
     python scripts/bench.py --scale --configs 1+1,2+2,4+4,8+4 --before /tmp/old-tree
 
@@ -63,7 +63,7 @@ class Sizes:
 QUICK = Sizes(levels=(1, 16, 64), per_level=20, rounds=2, local_tokens=32, local_rounds=2, batch_tokens=48,
               batch_rounds=1, relay_levels=(1, 10, 100),
               relay_tokens=500, streams=300, stream_tokens=10, aborts=10, probes=20, background=60,
-              profile_seconds=4.0, fair_a_jobs=100, fair_b_jobs=10, cache_rounds=2)
+              profile_seconds=4.0, fair_a_jobs=100, fair_b_jobs=10, cache_rounds=2, file_chars=3000)
 TINY = Sizes(upstream_tokens=8, levels=(1, 4), route_levels=(1, 4), per_level=4, rounds=1, local_tokens=8,
              local_rounds=1, batch_tokens=8, batch_rounds=1,
              relay_levels=(1, 4), relay_tokens=50, streams=20, stream_tokens=4, aborts=3, probes=3, background=5,
@@ -100,8 +100,6 @@ def run(sizes: Sizes, command: str, log=print) -> dict:
         results["local_setup"] = (f"{sizes.local_tokens} tokens, greedy, seed 42, {sizes.local_rounds} rounds in "
                                   "turns after a warm-up; llama-cpp-python's default threads in-process, "
                                   "Switchboard's own default (physical cores) served.")
-        log("2b. local model, shared")
-        results["local_batching"] = local_batching.measure(sizes.batch_tokens, sizes.batch_rounds, log)
         log("3. relay capacity")
         results["relay"] = asyncio.run(relay.capacity(endpoints, sizes.relay_levels, sizes.relay_tokens))
         log(f"4. {sizes.streams} streams")
@@ -112,6 +110,10 @@ def run(sizes: Sizes, command: str, log=print) -> dict:
                             "queued": abort.queued_aborts(endpoints, sizes.aborts)}
         log("6. queue latency")
         results["queue_latency"] = asyncio.run(abort.queue_latency(endpoints, sizes.probes, sizes.background))
+    # Apart from the stack above, whose idle processes (LiteLLM's proxy most) cost llama.cpp's
+    # threads a third of their speed in this process on 2 cores.
+    log("2b. local model, shared")
+    results["local_batching"] = local_batching.measure(sizes.batch_tokens, sizes.batch_rounds, log)
     results["sharing"] = run_sharing(sizes, log)
     return results
 
@@ -153,7 +155,7 @@ def write(results: dict, out: Path, notes: Path | None) -> None:
 def main() -> None:
     stop_on_signals()
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true", help="smaller sizes (under 2 minutes)")
+    parser.add_argument("--quick", action="store_true", help="smaller sizes (about 5 minutes on 2 cores)")
     parser.add_argument("--tiny", action="store_true", help="the smallest sizes (the smoke test)")
     parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parents[1] / "docs")
     parser.add_argument("--notes", type=Path, help="a Markdown file appended to the report (profiles, findings)")

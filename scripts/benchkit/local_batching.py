@@ -5,10 +5,10 @@ gives the same tokens for the same person's prompt:
 - the anchor: llama.cpp's own batched decode through its low-level API (one
   context, a sequence per person, one `llama_decode` per step for all of
   them), no serving around it;
-- llama-cpp-python's `Llama` in-process, one person: with every core
-  (physical cores decoding, every CPU for prompts) and with its default
-  threads (half the CPUs: what the llamacpp backend ran with before it
-  batched);
+- llama-cpp-python's `Llama` in-process, one person: its completion API
+  with every core (physical cores decoding, every CPU for prompts), and
+  `Llama.generate` token by token with its default threads (half the CPUs),
+  which is what the llamacpp backend ran before it batched;
 - Switchboard served (web, Redis, a worker) with 1, 2, 4 and 8 people at
   once, with the default threads and with `n_threads = 1`.
 
@@ -53,19 +53,23 @@ def chat_text(n: int) -> str:
 
 
 class Anchor:
-    """llama.cpp's batched decode, as little around it as its API allows."""
+    """llama.cpp's batched decode, as little around it as its API allows: a
+    context with a sequence per person, made for each run."""
 
-    def __init__(self, sequences: int):
+    def __init__(self):
         logging.getLogger("llama-cpp-python").setLevel(logging.ERROR)  # llama.cpp's log: errors only
         self.model = llama_cpp._internals.LlamaModel(path_model=str(smollm2_gguf()),
                                                      params=llama_cpp.llama_model_default_params(), verbose=False)
+        self.batch = llama_cpp.llama_batch_init(512, 0, 1)
+        self.vocab = self.model.vocab
+        self.ctx = None
+
+    def _context(self, sequences: int):
         params = llama_cpp.llama_context_default_params()
         params.n_ctx, params.n_batch, params.n_ubatch, params.n_seq_max = 2048 * sequences, 512, 512, sequences
         params.n_threads, params.n_threads_batch = physical_cores(), usable_cpus()
         params.kv_unified, params.flash_attn_type = False, llama_cpp.LLAMA_FLASH_ATTN_TYPE_DISABLED
-        self.ctx = llama_cpp.llama_init_from_model(self.model.model, params)
-        self.batch = llama_cpp.llama_batch_init(512, 0, 1)
-        self.vocab = self.model.vocab
+        return llama_cpp.llama_init_from_model(self.model.model, params)
 
     def _put(self, i: int, token: int, pos: int, seq: int, logits: bool) -> None:
         b = self.batch
@@ -74,7 +78,9 @@ class Anchor:
 
     def run(self, people: int, tokens: int) -> tuple[float, list[int]]:
         """Aggregate tokens/s of `people` greedy sequences; each one's count."""
-        llama_cpp.llama_memory_clear(llama_cpp.llama_get_memory(self.ctx), True)
+        if self.ctx is not None:
+            llama_cpp.llama_free(self.ctx)
+        self.ctx = self._context(people)
         chains = [self._chain() for _ in range(people)]
         started = time.perf_counter()
         prompts = [self.model.tokenize(chat_text(n).encode(), add_bos=False, special=True) for n in range(people)]
@@ -118,16 +124,33 @@ class Anchor:
 
     def close(self) -> None:
         llama_cpp.llama_batch_free(self.batch)
-        llama_cpp.llama_free(self.ctx)
+        if self.ctx is not None:
+            llama_cpp.llama_free(self.ctx)
         self.model.close()
 
 
 def library_rate(llm, tokens: int) -> float:
-    """One person on llama-cpp-python in-process."""
+    """One person on llama-cpp-python in-process, its completion API."""
     started = time.perf_counter()
     reply = llm.create_chat_completion([{"role": "user", "content": question(0)}], max_tokens=tokens, temperature=0,
                                        repeat_penalty=REPEAT_PENALTY)
     return reply["usage"]["completion_tokens"] / (time.perf_counter() - started)
+
+
+def generate_loop_rate(llm, tokens: int) -> float:
+    """One person through `Llama.generate`, token by token, as the llamacpp
+    backend ran before it batched (an upper bound of what it served: the
+    serving around it only adds)."""
+    started, count = time.perf_counter(), 0
+    prompt = llm.tokenize(chat_text(0).encode(), add_bos=False, special=True)
+    for token in llm.generate(prompt, temp=0.0, top_k=40, top_p=0.9, min_p=0.0, repeat_penalty=REPEAT_PENALTY):
+        if llama_cpp.llama_vocab_is_eog(llm._model.vocab, token):
+            break
+        llm.detokenize([token])
+        count += 1
+        if count == tokens:
+            break
+    return count / (time.perf_counter() - started)
 
 
 async def served(port: int, model: str, people: int, tokens: int) -> dict:
@@ -185,7 +208,7 @@ def measure(tokens: int, rounds: int, log=print) -> dict:
     arrivals: list[tuple[float, float]] = []
     same_tokens = True  # every way generated as many tokens for each person (greedy: the same ones)
     with ExitStack() as stack:
-        anchor = Anchor(max(PEOPLE))
+        anchor = Anchor()
         stack.callback(anchor.close)
         every_core = llama_cpp.Llama(model_path=str(smollm2_gguf()), n_ctx=2048, n_threads=physical_cores(),
                                      n_threads_batch=usable_cpus(), verbose=False)
@@ -193,7 +216,7 @@ def measure(tokens: int, rounds: int, log=print) -> dict:
         served_stack = stack.enter_context(_Stack(REGISTRY, [(8, "local-completion,local", "threads")]))
         for round_ in range(rounds + 1):  # round 0 loads and warms every way up
             got = {"llama-cpp-python in-process, every core": library_rate(every_core, tokens),
-                   "llama-cpp-python in-process, its default threads": library_rate(default, tokens)}
+                   "before batching: Llama.generate, default threads": generate_loop_rate(default, tokens)}
             for people in PEOPLE:
                 got[f"anchor: llama.cpp batched, {people}"], anchor_counts = anchor.run(people, tokens)
                 for model, label in (("smol", "switchboard"), ("smol-1-thread", "switchboard n_threads=1")):
