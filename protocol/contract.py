@@ -36,7 +36,7 @@ from protocol.errors import PromptTooLong, SwitchboardError
 CONTRACT_VERSION = 3  # what this code speaks
 # The release this one must run beside during a rolling deploy (see above):
 # the main branch as it last landed. Moved on when this release has landed.
-PREVIOUS_RELEASE = "0a5d9bb"
+PREVIOUS_RELEASE = "e3516a2"
 EMBED_VERSION = 2  # embedding jobs need a worker that knows them
 IMAGES_VERSION = 2  # so do images (an older worker would drop them unseen)
 COUNT_VERSION = 3  # so do token counts (an older worker would generate a reply)
