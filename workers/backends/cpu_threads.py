@@ -1,11 +1,16 @@
-"""How many threads llama.cpp gets by default: the machine, as Ollama and
-llama.cpp's server give it. Decoding a token is bound by memory bandwidth,
-which a second hyperthread of a core does not add, so it uses one thread
-per physical core; evaluating a prompt (or a batch of several people's
-tokens) is bound by arithmetic, so it uses every CPU this process may run on.
+"""How many threads llama.cpp gets by default: the machine. Evaluating a
+prompt (or a batch of several people's tokens) is bound by arithmetic, so it
+uses every CPU this process may run on. Decoding one token is bound by
+memory bandwidth, which a second hyperthread of a core does not add: one
+thread per physical core, less one for the rest of a shared server (the web
+process, Redis, the worker's own threads).
 
-llama-cpp-python's own default is half the logical CPUs, which left half of
-a 2-core machine idle.
+Why one less: llama.cpp's threads wait for each other by spinning, so when
+another process takes a core they lose whole time slices. On 2 cores with
+two busy processes beside it, one person decoded at 25 tokens/s with two
+threads and 97 with one; with the cores idle, one and two threads decode
+one person equally fast. (llama-cpp-python's own default, half the logical
+CPUs, also gave prompts only half of a 2-core machine.)
 """
 from __future__ import annotations
 
@@ -33,7 +38,7 @@ def physical_cores() -> int:
 
 
 def decode_threads(configured: int | None) -> int:
-    return configured or physical_cores()
+    return configured or max(1, physical_cores() - 1)
 
 
 def batch_threads(configured: int | None) -> int:
