@@ -3,9 +3,15 @@
 A supervisor or `timeout` ends a launcher (`make run`, the benchmark) with
 SIGTERM, and Python's default for it is to die on the spot: no `finally`
 runs, and gunicorn, Celery, Redis and the upstream fakes it started outlive
-it. `stop_on_signals()` makes SIGTERM and SIGHUP end the launcher as Ctrl-C
-does, by an exception, so every `finally` stops what it started; whatever is
-still tracked is stopped at exit, newest first.
+it. `stop_on_signals()` makes SIGTERM, SIGHUP and SIGINT end the launcher
+by an exception, so every `finally` stops what it started; whatever is still
+tracked is stopped at exit, newest first.
+
+SIGINT gets the handler too rather than Python's KeyboardInterrupt: a shell
+without job control starts a background job (`make run &` in a script) with
+SIGINT ignored, Python then keeps it ignored, and a supervisor's SIGINT would
+leave everything running. gunicorn and Celery handle SIGINT themselves for
+the same reason.
 """
 from __future__ import annotations
 
@@ -45,6 +51,6 @@ def _exit_by_exception(signum: int, _frame) -> None:
 
 
 def stop_on_signals() -> None:
-    for signum in (signal.SIGTERM, signal.SIGHUP):
+    for signum in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
         signal.signal(signum, _exit_by_exception)
     atexit.register(stop_all)

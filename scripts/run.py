@@ -90,8 +90,6 @@ def main() -> int:
     honcho = Honcho(env, env.get("PORT", "11434"))
     try:
         return honcho.popen.wait()
-    except KeyboardInterrupt:
-        return 0
     finally:
         stop_all()  # honcho, then the embedded Redis (newest first)
 

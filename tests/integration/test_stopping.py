@@ -73,13 +73,20 @@ def _kill(launcher: subprocess.Popen, tree: list[psutil.Process]) -> None:
             pass
 
 
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
-def test_make_runs_launcher_stops_the_web_process_and_the_workers(sig):
+def _ignore_sigint() -> None:
+    """As a shell without job control starts `make run &`."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+@pytest.mark.parametrize("sig, preexec", [(signal.SIGTERM, None), (signal.SIGINT, None),
+                                          (signal.SIGINT, _ignore_sigint)],
+                         ids=["SIGTERM", "SIGINT", "SIGINT-started-in-the-background"])
+def test_make_runs_launcher_stops_the_web_process_and_the_workers(sig, preexec):
     redis = EmbeddedRedis()
     env = dict(os.environ, REDIS_URL=redis.url, PORT=str(free_port()), WORKER_CONCURRENCY="1",
                UPSTREAM_CONCURRENCY="2")
     launcher = subprocess.Popen([sys.executable, "scripts/run.py"], cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
-                                stderr=subprocess.DEVNULL)
+                                stderr=subprocess.DEVNULL, preexec_fn=preexec)
     tree: list[psutil.Process] = []
     try:
         tree += _descendants_once_running(launcher, {"gunicorn", "celery"}, 90)
