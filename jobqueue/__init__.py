@@ -12,8 +12,9 @@ Below them: admission.py (a person's rate, the pool's queue bound),
 fairqueue.py (the order workers take jobs in: fair shares across people,
 completions first, one-at-a-time models handed to an idle worker, prompt
 cache affinity, the tickets counted on their way), records.py (a job's
-state, heartbeat and abort mark), states.py, and lua/ (one script per
-transition). Only redis-py and the protocol package are imported here.
+state, heartbeat and abort mark), states.py, deployments.py (which server
+of an upstream model a request goes to, and each server's health), and lua/
+(one script per transition). Only redis-py and the protocol package are imported here.
 """
 from __future__ import annotations
 
@@ -35,9 +36,9 @@ from protocol.presence import batched
 from protocol.queue import ticket_queue
 
 __all__ = ["Asker", "Busy", "JobState", "Limits", "Placement", "SendTicket", "Taken", "TicketSender", "Verdict",
-           "abort", "aborted", "aborted_among", "finish", "finish_and_take", "forget_lost_tickets", "keep_alive",
-           "lost", "mark_free", "queue_depth", "release", "remember_cache", "started", "status", "submit",
-           "supersede", "take", "withdraw"]
+           "abort", "aborted", "aborted_among", "expected_wait", "finish", "finish_and_take", "forget_lost_tickets",
+           "keep_alive", "lost", "mark_free", "queue_depth", "release", "remember_cache", "started", "status",
+           "submit", "supersede", "take", "withdraw"]
 
 
 # --- the web process's side ----------------------------------------------------------
@@ -137,6 +138,12 @@ def supersede(redis: Redis, client: str, model: str, job: Job) -> str | None:
 def queue_depth(redis: Redis, pool: str) -> tuple[int, dict[str, int]]:
     """The pool's waiting jobs: how many, and how many per person."""
     return fairqueue.depth(redis, pool), fairqueue.waiting_by_person(redis, pool)
+
+
+def expected_wait(redis: Redis, pool: str) -> float:
+    """Seconds a job queued now would wait, at the pool's recent rate (0 if none waits)."""
+    waiting = fairqueue.depth(redis, pool)
+    return admission.retry_after_seconds(redis, pool, waiting) if waiting else 0
 
 
 def status(redis: Redis, job_id: str) -> dict[str, str]:

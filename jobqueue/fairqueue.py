@@ -21,6 +21,10 @@ cache holds their prefix; jobs naming a cache key follow that key instead
 of their person), and never waiting for a busy worker for the
 cache's sake.
 
+A job of an upstream model whose deployments are all bounded
+(`max_concurrent`) is skipped while every one is full (jobqueue/deployments.py):
+it waits here, in its turn, rather than on a worker.
+
 Jobs whose client left, whose web process died or whose time is up are
 dropped by whoever meets them first.
 """
@@ -60,6 +64,7 @@ class Placement:
     job_class: str = "chat"  # or "completion", served first
     policy: str = "fair"  # or "fifo"
     serial: bool = False  # its model runs one job at a time per worker
+    deployments: str = ""  # its model's bounded deployments (jobqueue.deployments.gate): it waits while all are full
 
 
 @dataclass(frozen=True)
@@ -90,7 +95,8 @@ def push(redis: Redis | Pipeline, job: Job, asker: Asker, where: Placement, tick
     member = keys.lease_member(job.web_id, job.id)
     fields = {"limit": asker.limit, "lease": member, "model": job.model,
               "serial": "1" if where.serial else "0", "expires": repr(job.expires_at), "web": job.web_id,
-              "enqueued": repr(job.enqueued_at), "affinity": affinity_of(job, asker.person)}
+              "enqueued": repr(job.enqueued_at), "affinity": affinity_of(job, asker.person),
+              "deployments": where.deployments}
     named = {"job_id": job.id, "person": asker.person, "weight": asker.weight, "policy": where.policy,
              "member": member, "fields": {name: str(value) for name, value in fields.items()}, "now": time.time()}
     args = [json.dumps(named), job.model_dump_json()]

@@ -6,8 +6,10 @@ Per job: `events` (pub/sub: under the web process that relays it, see
 Per person: `rpm` (admission), `active` (running jobs). Per pool: `queued`
 (admitted, not yet taken: the queue bound), `drained` (Retry-After), and the
 fair queue `fq:*` (the waiting jobs themselves, in the order workers take
-them). Per process: `worker` (presence, for
-/readyz), `loaded` (/api/ps), a web process's lease and its stream count.
+them). Per upstream deployment (`deployment:*`): its requests in flight,
+its rest after failures, its probe, and whose prompts it holds. Per process:
+`worker` (presence, for /readyz), `loaded` (/api/ps), a web process's lease
+and its stream count.
 Metrics: `metrics:*`.
 """
 from __future__ import annotations
@@ -247,6 +249,41 @@ def blocked_pools_key(person: str) -> str:
     return f"{FAIR_BLOCKED_PREFIX}{person}"
 
 
+# --- upstream deployments (jobqueue/deployments.py) ------------------------------------
+DEPLOYMENT_PREFIX = f"{PREFIX}:deployment:"  # + model:deployment:...
+DEPLOYMENT_METRICS = f"{PREFIX}:metrics:deployments"  # field "model\x1fdeployment\x1fmetric"
+
+
+def inflight_key(model: str, deployment: str) -> str:
+    """The requests a deployment serves now (member "worker|request", score:
+    when sent): its bound counts these; a dead worker's are dropped."""
+    return f"{DEPLOYMENT_PREFIX}{model}:{deployment}:inflight"
+
+
+def cooldown_key(model: str, deployment: str) -> str:
+    """Present while a failed deployment rests (it lapses when the rest ends)."""
+    return f"{DEPLOYMENT_PREFIX}{model}:{deployment}:cooldown"
+
+
+def failures_key(model: str, deployment: str) -> str:
+    """Its failures in a row (each rest is twice the last); gone once it is healthy."""
+    return f"{DEPLOYMENT_PREFIX}{model}:{deployment}:failures"
+
+
+def probe_key(model: str, deployment: str) -> str:
+    """A worker is probing a rested deployment (only one does)."""
+    return f"{DEPLOYMENT_PREFIX}{model}:{deployment}:probe"
+
+
+def deployment_affinity_key(model: str, who: str) -> str:
+    """The deployment that last served a person, or a prompt prefix ("prefix:" + its hash)."""
+    return f"{DEPLOYMENT_PREFIX}{model}:affinity:{who}"
+
+
+def deployment_ttft_key(model: str, deployment: str) -> str:
+    return f"{PREFIX}:metrics:deployment_ttft_buckets:{model}\x1f{deployment}"
+
+
 @lru_cache(maxsize=1)
 def lua_key_templates() -> str:
     """The key names the job queue's Lua scripts build for the jobs, people,
@@ -257,4 +294,7 @@ def lua_key_templates() -> str:
                        "affinity": affinity_key(s, s), "reserved": reserved_key(s, s),
                        "blocked": blocked_pools_key(s), "web_lease": web_lease_key(s), "abort": abort_key(s),
                        "alive": alive_key(s), "state": state_key(s),
-                       "early_ticket": early_ticket_key(s)})
+                       "early_ticket": early_ticket_key(s), "worker": worker_key(s),
+                       "inflight": inflight_key(s, s), "cooldown": cooldown_key(s, s), "failures": failures_key(s, s),
+                       "probe": probe_key(s, s), "deploy_affinity": deployment_affinity_key(s, s),
+                       "deployment_metrics": DEPLOYMENT_METRICS})

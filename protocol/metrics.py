@@ -19,7 +19,7 @@ TOOL_SECONDS_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 6
 SEPARATOR = "\x1f"
 
 
-def _observe(pipe: Pipeline, key: str, seconds: float, buckets: tuple[float, ...]) -> None:
+def observe(pipe: Pipeline, key: str, seconds: float, buckets: tuple[float, ...]) -> None:
     """One observation into a histogram hash: its own bucket (the smallest
     bound it fits under, or +Inf) and the sum; two commands, where keeping
     cumulative counts would take one per bucket above it (`histogram` adds
@@ -48,14 +48,14 @@ def count_job(redis: Redis | Pipeline, model: str, reason: str, tokens: int, ttf
         if tokens:
             pipe.hincrby(TOKENS, model, tokens)
         if ttft_seconds is not None:
-            _observe(pipe, ttft_key(model), ttft_seconds, TTFT_BUCKETS)
+            observe(pipe, ttft_key(model), ttft_seconds, TTFT_BUCKETS)
 
 
 def count_tool_call(redis: Redis | Pipeline, server: str, tool: str, status: str, seconds: float) -> None:
     """A server-side (MCP) tool call: its outcome and its duration."""
     with batched(redis) as pipe:
         pipe.hincrby(TOOL_CALLS, SEPARATOR.join((server, tool, status)), 1)
-        _observe(pipe, tool_seconds_key(server, tool), seconds, TOOL_SECONDS_BUCKETS)
+        observe(pipe, tool_seconds_key(server, tool), seconds, TOOL_SECONDS_BUCKETS)
 
 
 def tool_calls(redis: Redis) -> dict[tuple[str, str, str], int]:

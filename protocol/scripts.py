@@ -4,14 +4,21 @@ loading a script on its first use (and again after a Redis restart), one
 pipeline by its SHA, for a caller that handles a script Redis does not have
 yet (NoScriptError in the pipeline's results; redis-py's own pipelined
 scripts would first ask Redis whether it has them: a round trip more, each
-time), or by its text, for one that does not."""
+time), or by its text, for one that does not.
+
+A line `-- include: NAME.lua` is replaced by that file of the folder: scripts
+share functions that way (Redis runs each script alone)."""
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from redis import Redis
 from redis.client import Pipeline
 from redis.commands.core import Script
+
+
+_INCLUDE = re.compile(r"^-- include: (\S+\.lua)$", re.MULTILINE)
 
 
 class ScriptBook:
@@ -21,8 +28,12 @@ class ScriptBook:
 
     def _script(self, redis: Redis, name: str) -> Script:
         if name not in self._scripts:
-            self._scripts[name] = redis.register_script((self._folder / f"{name}.lua").read_text())
+            self._scripts[name] = redis.register_script(self._text(name))
         return self._scripts[name]
+
+    def _text(self, name: str) -> str:
+        text = (self._folder / f"{name}.lua").read_text()
+        return _INCLUDE.sub(lambda line: (self._folder / line[1]).read_text(), text)
 
     def run(self, redis: Redis, name: str, keys: list[str], args: list) -> object:
         return self._script(redis, name)(keys=keys, args=args, client=redis)

@@ -19,6 +19,7 @@
 -- Returns {found ('job' or 'none'), payload, person, lease, job id, worker to forward to, job to forward}.
 local K, A = cjson.decode(ARGV[1]), cjson.decode(ARGV[2])
 local function key(name, ...) return string.format(K[name], ...) end
+-- include: deployments.lua
 local ready_sets = {KEYS[1], KEYS[2]}
 local state, waiting, queued, drained = KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 -- The slot's ticket has arrived: it is no longer on its way, whatever the slot finds.
@@ -30,7 +31,7 @@ if tracks_free then
   for _, model in ipairs(A.idle_serial) do idle_here[model] = true end
 end
 local FIELDS = {'person', 'limit', 'lease', 'model', 'serial', 'expires', 'web', 'reserved', 'payload', 'tag', 'ready',
-                'member', 'enqueued', 'affinity'}
+                'member', 'enqueued', 'affinity', 'deployments'}
 local forward = nil
 
 local function read(job_id)
@@ -103,6 +104,12 @@ local function verdict(job)
     redis.call('SADD', key('blocked', job.person), A.pool)
     redis.call('EXPIRE', key('blocked', job.person), 86400)
     return 'skip'
+  end
+  -- An upstream model whose deployments are all bounded: it waits while every one is full.
+  if job.deployments and job.deployments ~= '' then
+    local deployments = cjson.decode(job.deployments)
+    deployment_states(job.model, deployments)
+    if not has_room(deployments) then return 'skip' end
   end
   if job.serial ~= '1' or not tracks_free then return 'take' end
   -- A model that runs one job at a time per worker: this worker's copy must

@@ -1,0 +1,170 @@
+"""Which server (deployment) of an upstream model a request goes to, and
+each deployment's health, shared by every worker through Redis. A request's
+life on a deployment, one function per step (workers/backends/routed.py
+calls them):
+
+    pick      it gets a deployment, counted in flight there: one that served
+              its prompt prefix or its person last, while not overloaded;
+              else the least loaded, by weight; none at its bound
+    started   its first token came: the deployment is healthy, and the
+              prefix and person stick to it
+    failed    it failed before its first token: the deployment rests (a
+              cooldown, shared by all workers) and the request moves on
+    release   it ended: no longer in flight
+    probed    a rested deployment was probed: back, or resting longer
+
+A job of a model whose deployments are all bounded waits in the fair queue
+while every one is full (fair_take.lua asks deployments.lua, as pick does).
+"""
+from __future__ import annotations
+
+import json
+import random
+import time
+from dataclasses import asdict, dataclass
+from typing import Iterable
+
+from redis import Redis
+
+from jobqueue.scripts import run_script
+from protocol import keys
+from protocol.metrics import SEPARATOR, TTFT_BUCKETS, histogram, observe
+from protocol.presence import batched
+
+AFFINITY_SECONDS = 3600  # how long a person or a prefix sticks to the deployment that served it
+
+
+@dataclass(frozen=True)
+class Target:
+    """A deployment as the router sees it."""
+    name: str
+    weight: float = 1.0
+    max: int | None = None  # requests at once (None: unbounded)
+
+
+@dataclass(frozen=True)
+class Pick:
+    deployment: str  # "" when none could be picked
+    how: str  # "ready"; "last_resort" (all rest or recover); "full" (wait for room); "none" (all excluded)
+    probe: str  # a recovering deployment this worker should probe ("" for none)
+
+
+def targets_of(deployments: Iterable) -> list[Target]:
+    """The registry's deployments (catalog.deployments.Deployment) as targets."""
+    return [Target(d.name, d.weight, d.max_concurrent) for d in deployments]
+
+
+def gate(targets: list[Target]) -> str:
+    """What fair_take.lua needs to hold a model's jobs back while all its
+    deployments are full (a job field); "" when one of them is unbounded."""
+    if not targets or any(t.max is None for t in targets):
+        return ""
+    return json.dumps([asdict(t) for t in targets])
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """A request's attempt: how it is counted in flight ("worker|request"),
+    whose prompts it shares (most specific first), and the deployments that
+    already failed it."""
+    member: str
+    affinity: tuple[str, ...] = ()
+    tried: tuple[str, ...] = ()
+
+
+def pick(redis: Redis, model: str, targets: list[Target], attempt: Attempt, probe_seconds: float) -> Pick:
+    """The deployment for the attempt, in flight there from now on (see
+    deploy_pick.lua)."""
+    named = {"model": model, "deployments": [asdict(t) for t in targets], "affinity": list(attempt.affinity),
+             "exclude": list(attempt.tried), "member": attempt.member, "now": time.time(), "random": random.random(),
+             "probe_ms": int(probe_seconds * 1000)}
+    name, how, probe = run_script(redis, "deploy_pick", [], [keys.lua_key_templates(), json.dumps(named)])
+    return Pick(_text(name), _text(how), _text(probe))
+
+
+def started(redis: Redis, model: str, deployment: str, affinity: tuple[str, ...], ttft_seconds: float) -> None:
+    with batched(redis) as pipe:
+        pipe.delete(keys.failures_key(model, deployment))
+        for who in affinity:
+            pipe.set(keys.deployment_affinity_key(model, who), deployment, ex=AFFINITY_SECONDS)
+        observe(pipe, keys.deployment_ttft_key(model, deployment), ttft_seconds, TTFT_BUCKETS)
+
+
+def failed(redis: Redis, model: str, deployment: str, member: str, rest: "Rest") -> float:
+    """Seconds the deployment now rests."""
+    named = {"model": model, "deployment": deployment, "member": member, "cooldown_ms": int(rest.first * 1000),
+             "max_cooldown_ms": int(rest.most * 1000), "retry_after_ms": int((rest.retry_after or 0) * 1000)}
+    return int(run_script(redis, "deploy_failed", [], [keys.lua_key_templates(), json.dumps(named)])) / 1000
+
+
+@dataclass(frozen=True)
+class Rest:
+    """How long a failed deployment rests: `first`, doubled per failure in a
+    row, at most `most`; at least the upstream's Retry-After."""
+    first: float
+    most: float
+    retry_after: float | None = None
+
+
+def release(redis: Redis, model: str, deployment: str, member: str) -> None:
+    redis.zrem(keys.inflight_key(model, deployment), member)
+
+
+def probed(redis: Redis, model: str, deployment: str, healthy: bool, rest: Rest) -> None:
+    if healthy:
+        redis.delete(keys.failures_key(model, deployment), keys.probe_key(model, deployment))
+    else:
+        failed(redis, model, deployment, "", rest)
+
+
+def any_ready(redis: Redis, model: str, targets: list[Target]) -> bool:
+    """Whether a deployment of the model takes requests (not all rest after failures)."""
+    pipe = redis.pipeline(transaction=False)
+    for t in targets:
+        pipe.exists(keys.cooldown_key(model, t.name), keys.failures_key(model, t.name))
+    return any(found == 0 for found in pipe.execute())
+
+
+@dataclass(frozen=True)
+class DeploymentState:
+    """One deployment as an operator sees it."""
+    model: str
+    name: str
+    state: str  # "ready", "resting" or "recovering"
+    in_flight: int
+    max: int | None
+    rest_seconds: float  # left of its cooldown
+    requests: int
+    failures: int
+    cooldowns: int
+    ttft: dict[str, float]  # the cumulative histogram (protocol.metrics.histogram)
+
+
+def states(redis: Redis, model: str, targets: list[Target]) -> list[DeploymentState]:
+    pipe = redis.pipeline(transaction=False)
+    for t in targets:
+        pipe.zcard(keys.inflight_key(model, t.name))
+        pipe.pttl(keys.cooldown_key(model, t.name))
+        pipe.exists(keys.failures_key(model, t.name))
+    read, counters, found = pipe.execute(), _counters(redis, model), []
+    for i, t in enumerate(targets):
+        in_flight, rest_ms, failing = read[3 * i:3 * i + 3]
+        count = {metric: counters.get((t.name, metric), 0) for metric in ("requests", "failures", "cooldowns")}
+        found.append(DeploymentState(
+            model, t.name, "resting" if rest_ms > 0 else "recovering" if failing else "ready", in_flight, t.max,
+            max(rest_ms, 0) / 1000, **count, ttft=histogram(redis, keys.deployment_ttft_key(model, t.name),
+                                                            TTFT_BUCKETS)))
+    return found
+
+
+def _counters(redis: Redis, model: str) -> dict[tuple[str, str], int]:
+    found = {}
+    for field, value in redis.hgetall(keys.DEPLOYMENT_METRICS).items():
+        owner, name, metric = field.decode().split(SEPARATOR, 2)
+        if owner == model:
+            found[(name, metric)] = int(value)
+    return found
+
+
+def _text(value) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)

@@ -1,0 +1,58 @@
+-- A model's deployments as they stand (included by fair_take.lua and deploy_pick.lua; see
+-- jobqueue/deployments.py). Needs `key` (the key templates) in scope. A deployment is a table
+-- {name, weight, max (null: unbounded)}; deployment_states fills in:
+--   count    its requests in flight (a dead worker's are dropped when they would fill it)
+--   room     whether it takes another
+--   state    'ready'; 'resting' (a cooldown after a failure: rest_ms left); or 'recovering' (rested,
+--            not yet found healthy again: only a probe, or a last resort, goes there)
+
+-- Members are "worker|request": those of a worker whose presence lapsed (it died) are dropped.
+local function drop_dead(inflight)
+  local dropped, alive = 0, {}
+  for _, member in ipairs(redis.call('ZRANGE', inflight, 0, -1)) do
+    local worker = string.match(member, '^([^|]+)|')
+    if worker then
+      if alive[worker] == nil then alive[worker] = redis.call('EXISTS', key('worker', worker)) == 1 end
+      if not alive[worker] then
+        redis.call('ZREM', inflight, member)
+        dropped = dropped + 1
+      end
+    end
+  end
+  return dropped
+end
+
+local function deployment_states(model, deployments)
+  for _, d in ipairs(deployments) do
+    local inflight = key('inflight', model, d.name)
+    local bounded = d.max ~= nil and d.max ~= cjson.null
+    local count = redis.call('ZCARD', inflight)
+    if bounded and count >= d.max then count = count - drop_dead(inflight) end
+    d.count, d.room = count, (not bounded) or count < d.max
+    local rest = redis.call('PTTL', key('cooldown', model, d.name))
+    if rest > 0 then
+      d.state, d.rest_ms = 'resting', rest
+    elseif redis.call('EXISTS', key('failures', model, d.name)) == 1 then
+      d.state, d.rest_ms = 'recovering', 0
+    else
+      d.state, d.rest_ms = 'ready', 0
+    end
+  end
+end
+
+-- Whether a request could be placed now: on a ready deployment with room; or, when none is ready
+-- (all rest or recover), on any with room, as a last resort. False: it must wait for room.
+local function has_room(deployments)
+  local any_ready = false
+  for _, d in ipairs(deployments) do
+    if d.state == 'ready' then
+      any_ready = true
+      if d.room then return true end
+    end
+  end
+  if any_ready then return false end
+  for _, d in ipairs(deployments) do
+    if d.room then return true end
+  end
+  return false
+end

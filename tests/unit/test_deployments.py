@@ -1,0 +1,137 @@
+"""jobqueue/deployments.py against a real Redis: where requests go, how a
+failed deployment rests and comes back, and the fair queue's hold on jobs
+while every bounded deployment is full."""
+from __future__ import annotations
+
+import json
+import time
+from collections import Counter
+
+import pytest
+
+from jobqueue import deployments, fairqueue
+from jobqueue.deployments import Attempt, Rest, Target
+from jobqueue.fairqueue import Asker, Placement
+from protocol import keys
+from protocol.contract import Job
+
+MODEL = "coder"
+REST = Rest(first=0.2, most=1.0)
+
+
+@pytest.fixture
+def worker(clean_redis):
+    """A live worker's id (its presence set: its requests count in flight),
+    gone after the test (clean_redis keeps presence, as live state)."""
+    clean_redis.set(keys.worker_key("w1"), json.dumps({"id": "w1", "queues": []}), ex=60)
+    yield "w1"
+    clean_redis.delete(keys.worker_key("w1"))
+
+
+def _pick(redis, targets, n, affinity=(), exclude=()):
+    return deployments.pick(redis, MODEL, targets, Attempt(f"w1|{n}", tuple(affinity), tuple(exclude)), 1.0)
+
+
+def test_requests_spread_by_weight_under_load(clean_redis, worker):
+    targets = [Target("a", weight=3), Target("b", weight=1)]
+    placed = Counter(_pick(clean_redis, targets, n).deployment for n in range(40))  # none released: all in flight
+    assert placed == {"a": 30, "b": 10}
+
+
+def test_a_bounded_deployment_is_skipped_when_full_and_all_full_means_wait(clean_redis, worker):
+    targets = [Target("a", max=2), Target("b", max=1)]
+    picks = [_pick(clean_redis, targets, n) for n in range(4)]
+    assert Counter(p.deployment for p in picks[:3]) == {"a": 2, "b": 1}
+    assert (picks[3].deployment, picks[3].how) == ("", "full")
+    on_b = next(n for n, p in enumerate(picks) if p.deployment == "b")
+    deployments.release(clean_redis, MODEL, "b", f"w1|{on_b}")
+    assert _pick(clean_redis, targets, 5).deployment == "b"
+
+
+def test_a_dead_workers_requests_free_their_places(clean_redis, worker):
+    targets = [Target("a", max=1)]
+    assert deployments.pick(clean_redis, MODEL, targets, Attempt("gone|1"), 1.0).deployment == "a"
+    assert _pick(clean_redis, targets, 2).deployment == "a"  # worker "gone" has no presence
+
+
+def test_affinity_holds_while_the_deployment_is_not_overloaded(clean_redis, worker):
+    targets = [Target("a"), Target("b")]
+    deployments.started(clean_redis, MODEL, "b", ("person:alice",), 0.1)
+    assert {_pick(clean_redis, targets, n, ["person:alice"]).deployment for n in range(2)} == {"b"}
+    # b now runs 2, a none: 2 <= 2*0 + 1 fails, so the next goes to a
+    assert _pick(clean_redis, targets, 3, ["person:alice"]).deployment == "a"
+
+
+def test_the_most_specific_affinity_wins(clean_redis, worker):
+    targets = [Target("a"), Target("b")]
+    deployments.started(clean_redis, MODEL, "a", ("person:alice",), 0.1)
+    deployments.started(clean_redis, MODEL, "b", ("prefix:p1",), 0.1)
+    assert _pick(clean_redis, targets, 1, ["prefix:p1", "person:alice"]).deployment == "b"
+
+
+def test_a_failed_deployment_rests_then_is_probed_back(clean_redis, worker):
+    targets = [Target("a"), Target("b")]
+    assert deployments.failed(clean_redis, MODEL, "a", "w1|1", REST) == pytest.approx(0.2)
+    assert deployments.failed(clean_redis, MODEL, "a", "w1|2", REST) <= 0.2  # the same outage: no second rest
+    assert {_pick(clean_redis, targets, n).deployment for n in range(3, 8)} == {"b"}
+    _wait_until(lambda: clean_redis.pttl(keys.cooldown_key(MODEL, "a")) < 0)
+    recovering = _pick(clean_redis, targets, 9)
+    assert (recovering.deployment, recovering.probe) == ("b", "a")  # not routed to: probed
+    assert _pick(clean_redis, targets, 10).probe == ""  # one probe at a time
+    deployments.probed(clean_redis, MODEL, "a", False, REST)
+    assert deployments.states(clean_redis, MODEL, targets)[0].state == "resting"
+    assert clean_redis.pttl(keys.cooldown_key(MODEL, "a")) > 200  # the second rest in a row is twice the first
+    _wait_until(lambda: clean_redis.pttl(keys.cooldown_key(MODEL, "a")) < 0)
+    deployments.probed(clean_redis, MODEL, "a", True, REST)
+    assert deployments.states(clean_redis, MODEL, targets)[0].state == "ready"
+
+
+def test_retry_after_sets_the_rest_up_to_the_most(clean_redis, worker):
+    assert deployments.failed(clean_redis, MODEL, "a", "w1|1", Rest(0.2, 1.0, retry_after=0.6)) == pytest.approx(0.6)
+    assert deployments.failed(clean_redis, MODEL, "b", "w1|1", Rest(0.2, 1.0, retry_after=30)) == pytest.approx(1.0)
+
+
+def test_when_every_deployment_rests_the_one_back_soonest_is_the_last_resort(clean_redis, worker):
+    targets = [Target("a"), Target("b")]
+    deployments.failed(clean_redis, MODEL, "a", "w1|1", Rest(5, 10))
+    deployments.failed(clean_redis, MODEL, "b", "w1|2", Rest(1, 10))
+    assert (_pick(clean_redis, targets, 3).deployment, _pick(clean_redis, targets, 3).how) == ("b", "last_resort")
+    assert _pick(clean_redis, targets, 4, exclude=["a", "b"]).how == "none"
+
+
+def test_states_and_counters_for_operators(clean_redis, worker):
+    targets = [Target("a", max=4), Target("b")]
+    failing = _pick(clean_redis, targets, 1).deployment
+    _pick(clean_redis, targets, 2)
+    deployments.failed(clean_redis, MODEL, failing, "w1|1", REST)
+    a, b = deployments.states(clean_redis, MODEL, targets)
+    rested = a if failing == "a" else b
+    assert (rested.state, rested.failures, rested.cooldowns) == ("resting", 1, 1) and (a.max, b.max) == (4, None)
+    assert a.requests + b.requests == 2 and a.in_flight + b.in_flight == 1
+
+
+def _job(job_id: str, web: str) -> Job:
+    return Job(id=job_id, model=MODEL, web_id=web, enqueued_at=time.time(), expires_at=time.time() + 60)
+
+
+def test_the_fair_queue_holds_a_job_while_every_bounded_deployment_is_full(clean_redis, worker, web):
+    targets = [Target("a", max=1), Target("b", max=1)]
+    where = Placement("upstream", deployments=deployments.gate(targets))
+    first = _pick(clean_redis, targets, 0).deployment
+    _pick(clean_redis, targets, 1)
+    fairqueue.push(clean_redis, _job("j1", web), Asker("alice", 10), where)
+    assert fairqueue.take(clean_redis, "upstream", "w1").job is None
+    deployments.release(clean_redis, MODEL, first, "w1|0")
+    assert fairqueue.take(clean_redis, "upstream", "w1").job.id == "j1"
+
+
+def test_an_unbounded_deployment_needs_no_gate():
+    assert deployments.gate([Target("a", max=1), Target("b")]) == ""
+    assert json.loads(deployments.gate([Target("a", max=1)])) == [{"name": "a", "weight": 1.0, "max": 1}]
+
+
+def _wait_until(condition, seconds: float = 10) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
