@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from catalog.echo import EchoSettings
 from catalog.llamacpp import LlamaCppSettings
 from catalog.model_info import BackendSettings
-from catalog.upstream import AnthropicSettings, UpstreamSettings
+from catalog.deployments import AnthropicDeployments, Deployments, OllamaDeployments
 from protocol.errors import UnknownBackend
 
 
@@ -31,9 +31,9 @@ class BackendKind:
 KINDS: dict[str, BackendKind] = {kind.name: kind for kind in (
     BackendKind("echo", EchoSettings),
     BackendKind("llamacpp", LlamaCppSettings, serial=True),
-    BackendKind("openai", UpstreamSettings, native_tools=True, passes_images=True, default_pool="upstream"),
-    BackendKind("ollama", UpstreamSettings, native_tools=True, passes_images=True, default_pool="upstream"),
-    BackendKind("anthropic", AnthropicSettings, native_tools=True, passes_images=True, default_pool="upstream"),
+    BackendKind("openai", Deployments, native_tools=True, passes_images=True, default_pool="upstream"),
+    BackendKind("ollama", OllamaDeployments, native_tools=True, passes_images=True, default_pool="upstream"),
+    BackendKind("anthropic", AnthropicDeployments, native_tools=True, passes_images=True, default_pool="upstream"),
 )}
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 
 class ModelInfo(BaseModel):
@@ -41,3 +41,9 @@ class BackendSettings(BaseModel):
     def check_environment(self) -> None:
         """Raise ValueError if what the settings name outside the registry
         (a file, an environment variable) is missing: checked at start-up."""
+
+
+def validation_message(error: ValidationError) -> str:
+    """A registry entry's problems, each after the key it is about."""
+    return "; ".join(f'{".".join(str(p) for p in e["loc"]) or "entry"}: {e["msg"].removeprefix("Value error, ")}'
+                     for e in error.errors())

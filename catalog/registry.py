@@ -24,14 +24,15 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from catalog.fim import FAMILIES
 from catalog.kinds import backend_kind, kind_names
 from catalog.mcp import McpServer
-from catalog.model_info import BackendSettings, ModelInfo
+from catalog.model_info import BackendSettings, ModelInfo, validation_message
 from protocol.errors import RegistryError, SwitchboardError, UnknownModel
 
 FimFamily = Literal[tuple(FAMILIES)]  # type: ignore[valid-type]
 
 DEFAULT_REGISTRY = Path(__file__).resolve().parent.parent / "models.toml"
 _COMMON_KEYS = {"backend", "pool", "display_name", "tools", "system", "step_limit", "fim", "supersede",
-                "mcp_servers", "embeddings", "vision", "thinking", "think_tags", "aliases"}
+                "mcp_servers", "embeddings", "vision", "thinking", "think_tags", "aliases", "fallbacks",
+                "fallback_after"}
 
 
 class ModelEntry(BaseModel):
@@ -65,6 +66,11 @@ class ModelEntry(BaseModel):
     # names of their own (Claude Code's claude-* background calls); listed
     # only under its real name.
     aliases: tuple[str, ...] = ()
+    # Models that answer instead, in order, when every deployment of this one
+    # is down, or (with fallback_after) its queue's wait would be longer than
+    # that many seconds (app/fallback.py).
+    fallbacks: tuple[str, ...] = ()
+    fallback_after: float | None = Field(default=None, gt=0)
     settings: BackendSettings
 
     def answers_to(self, name: str) -> bool:
@@ -91,12 +97,6 @@ class ModelEntry(BaseModel):
         return info
 
 
-def _validation_message(error: ValidationError) -> str:
-    return "; ".join(
-        f'{".".join(str(p) for p in e["loc"]) or "entry"}: {e["msg"]}' for e in error.errors()
-    )
-
-
 def parse_entry(name: str, table: dict) -> ModelEntry:
     where = f'models."{name}"'
     if not isinstance(table, dict) or "backend" not in table:
@@ -116,7 +116,7 @@ def parse_entry(name: str, table: dict) -> ModelEntry:
         entry.info  # fail at start-up, not on the first request, if the model file is unusable
         return entry
     except ValidationError as error:
-        raise RegistryError(f"{where}: {_validation_message(error)}") from None
+        raise RegistryError(f"{where}: {validation_message(error)}") from None
     except (SwitchboardError, OSError, ValueError) as error:
         raise RegistryError(f"{where}: {error}") from None
 
@@ -130,7 +130,7 @@ def parse_server(name: str, table: dict) -> McpServer:
         server.check_environment()
         return server
     except ValidationError as error:
-        raise RegistryError(f"{where}: {_validation_message(error)}") from None
+        raise RegistryError(f"{where}: {validation_message(error)}") from None
     except (TypeError, ValueError) as error:
         raise RegistryError(f"{where}: {error}") from None
 
@@ -145,11 +145,22 @@ def _check_servers_known(entries: dict[str, ModelEntry], servers: dict[str, McpS
             raise RegistryError(f'models."{entry.name}": mcp_servers needs tools = "emulated" or "native"')
 
 
+def _check_fallbacks_known(entries: dict[str, ModelEntry]) -> None:
+    for entry in entries.values():
+        unknown = [name for name in entry.fallbacks if name not in entries or name == entry.name]
+        if unknown:
+            raise RegistryError(f'models."{entry.name}": fallbacks: "{unknown[0]}" is not another model of the '
+                                "registry (name it exactly as its [models.\"NAME\"] table)")
+        if entry.fallback_after is not None and not entry.fallbacks:
+            raise RegistryError(f'models."{entry.name}": fallback_after needs fallbacks')
+
+
 class Registry:
     def __init__(self, entries: dict[str, ModelEntry], servers: dict[str, McpServer] | None = None):
         self._entries = entries
         self.servers: dict[str, McpServer] = servers or {}
         _check_servers_known(entries, self.servers)
+        _check_fallbacks_known(entries)
 
     def names(self) -> list[str]:
         return list(self._entries)

@@ -3,14 +3,16 @@ from __future__ import annotations
 
 import threading
 
+from redis import Redis
+
 from catalog.registry import ModelEntry, Registry
-from workers.backends import backend_class
+from workers.backends import build_backend
 from workers.backends.base import Backend
 
 
 class ModelBackends:
-    def __init__(self, registry: Registry):
-        self._registry = registry
+    def __init__(self, registry: Registry, redis: Redis, worker_id: str):
+        self._registry, self._redis, self._worker_id = registry, redis, worker_id
         self._instances: dict[str, Backend] = {}
         self._lock = threading.Lock()
 
@@ -21,5 +23,5 @@ class ModelBackends:
         entry = self._registry.get(model)
         with self._lock:
             if entry.name not in self._instances:
-                self._instances[entry.name] = backend_class(entry.backend)(entry.name, entry.settings)
+                self._instances[entry.name] = build_backend(entry, self._redis, self._worker_id)
             return self._instances[entry.name]

@@ -52,7 +52,7 @@ def _context(pid: int) -> RunContext:
     registry = load_registry(settings.models_path)
     return RunContext(
         redis=redis,
-        backends=ModelBackends(registry),
+        backends=ModelBackends(registry, redis, worker_id),
         slots=Slots(redis, worker_id, registry, send_direct_ticket),
         aborts=AbortWatch(redis),
         toolbox=Toolbox(registry.servers),

@@ -64,7 +64,8 @@ def test_an_upstream_whose_key_variable_is_unset_is_refused_at_start_up(tmp_path
                                 "(it must hold the upstream's key)")
     monkeypatch.setenv("GPU_BOX_KEY", "secret-value")
     entry = load_registry(write(tmp_path, text)).get("office-coder")
-    assert entry.pool == "upstream" and entry.settings.auth_headers() == {"Authorization": "Bearer secret-value"}
+    assert entry.pool == "upstream" and entry.settings.deployments[0].settings.auth_headers() == {
+        "Authorization": "Bearer secret-value"}
 
 
 # --- MCP servers ------------------------------------------------------------------------
@@ -72,7 +73,7 @@ ECHO = '[models."m"]\nbackend = "echo"\n'
 
 
 @pytest.mark.parametrize("text, message", [
-    ('[mcp_servers.s]\nargs = ["x"]', 'mcp_servers."s": entry: Value error, give either "command" (a stdio server) '
+    ('[mcp_servers.s]\nargs = ["x"]', 'mcp_servers."s": entry: give either "command" (a stdio server) '
                                       'or "url" (streamable HTTP), not both'),
     ('[mcp_servers.s]\ncommand = "x"\nurl = "http://h/mcp"', 'give either "command"'),
     ('[mcp_servers.s]\nurl = "file:///etc/passwd"', 'url must be http:// or https://'),

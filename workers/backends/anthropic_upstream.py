@@ -88,6 +88,7 @@ class MessageStream:
 
 class AnthropicUpstreamBackend(UpstreamBackend):
     name = "anthropic"
+    health_path = "/v1/models"
 
     def request(self, job: Job) -> tuple[str, dict]:
         return upstream_request(job, self.settings.upstream_model)

@@ -128,6 +128,14 @@ class ConnectionPool:
         `on_connect(shut_down)` is called with the connection's shutdown as
         soon as it exists. A kept connection the server closed meanwhile is
         replaced once, transparently: nothing was answered on it."""
+        return self._send(path, body, headers, header_timeout, on_connect)
+
+    def get(self, path: str, headers: dict[str, str], timeout: float) -> Response:
+        return self._send(path, None, headers, timeout, lambda shut_down: None)
+
+    def _send(self, path: str, body: bytes | None, headers: dict[str, str], header_timeout: float,
+              on_connect) -> Response:
+        """`post`, or a GET when there is no body."""
         connection, reused = self._take()
         while True:
             try:
@@ -154,7 +162,7 @@ class ConnectionPool:
         sock.sendall(self._request(path, body, headers))
         sent_at = time.monotonic()
         sock.settimeout(header_timeout)
-        raw = http.client.HTTPResponse(sock, method="POST")
+        raw = http.client.HTTPResponse(sock, method="GET" if body is None else "POST")
         try:
             raw.begin()
         except BaseException:
@@ -162,16 +170,16 @@ class ConnectionPool:
             raise
         return Response(self, connection, sock, raw, time.monotonic() - sent_at)
 
-    def _request(self, path: str, body: bytes, headers: dict[str, str]) -> bytes:
+    def _request(self, path: str, body: bytes | None, headers: dict[str, str]) -> bytes:
         if self._proxy and not self._https:
             headers = headers | self._proxy_headers
-        lines = [f"POST {self._target(path)} HTTP/1.1", f"Host: {self._host_header}",
-                 f"Content-Length: {len(body)}", "Accept-Encoding: identity"]
+        lines = [f"{'GET' if body is None else 'POST'} {self._target(path)} HTTP/1.1", f"Host: {self._host_header}",
+                 *([] if body is None else [f"Content-Length: {len(body)}"]), "Accept-Encoding: identity"]
         for name, value in headers.items():
             if any(c in name + value for c in "\r\n\0") or ":" in name:
                 raise ValueError(f"the upstream header {name!r} is not a valid header")  # never its value
             lines.append(f"{name}: {value}")
-        return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body
+        return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + (body or b"")
 
     def keep(self, connection: http.client.HTTPConnection) -> None:
         with self._lock:

@@ -18,6 +18,7 @@ from workers.model_output import Outcome, TextGenerator, Thinking, flush_texts
 
 class OllamaUpstreamBackend(UpstreamBackend):
     name = "ollama"
+    health_path = "/api/version"
 
     def request(self, job: Job) -> tuple[str, dict]:
         return upstream_request(job, self.settings.upstream_model)

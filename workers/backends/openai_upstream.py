@@ -20,6 +20,7 @@ from workers.model_output import Outcome, TextGenerator, Thinking, flush_texts
 
 class OpenAIUpstreamBackend(UpstreamBackend):
     name = "openai"
+    health_path = "/models"
 
     def request(self, job: Job) -> tuple[str, dict]:
         return upstream_request(job, self.settings.upstream_model)

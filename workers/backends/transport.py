@@ -78,6 +78,20 @@ def open_stream(upstream: Upstream, path: str, body: dict, cancel: Cancel | None
             response.close()
 
 
+def probe(upstream: Upstream, path: str) -> bool:
+    """Whether the server answers at all (any status below 500) within its
+    connect timeout: how a rested deployment is found back."""
+    client, settings, _ = upstream
+    try:
+        response = client.get(path, {"User-Agent": USER_AGENT, **settings.auth_headers()}, settings.connect_timeout)
+    except HTTP_ERRORS:
+        return False
+    try:
+        return response.status_code < 500
+    finally:
+        response.close()
+
+
 def _backoff(settings: UpstreamSettings, attempt: int, cancel: Cancel | None, reason) -> None:
     delay = settings.retry_backoff * (2 ** attempt)
     log.warning("upstream %s: %s; retry %d in %.1f s", settings.upstream_name, reason, attempt + 1, delay)

@@ -4,19 +4,21 @@ its dialect's pure mapping, in dialects/) and reads the streamed reply."""
 from __future__ import annotations
 
 import json
+from typing import ClassVar
 
 from catalog.upstream import UpstreamSettings
 from protocol.contract import EmbedSpec, Job
 from protocol.errors import BackendError
 from workers.backends.base import Backend
 from workers.backends.http_pool import Response
-from workers.backends.transport import Upstream, new_client, open_stream
+from workers.backends.transport import Upstream, new_client, open_stream, probe
 from workers.cancel import Cancel
 from workers.model_output import Embedded, TextGenerator
 
 
 class UpstreamBackend(Backend):
     settings: UpstreamSettings
+    health_path: ClassVar[str]  # a cheap GET that any server of the kind answers (see `healthy`)
 
     def __init__(self, model_name: str, settings: UpstreamSettings):
         super().__init__(model_name, settings)
@@ -50,6 +52,10 @@ class UpstreamBackend(Backend):
         if vectors is None or len(vectors) != len(spec.tokens if spec.tokens is not None else spec.inputs):
             raise BackendError(f"upstream {self.settings.upstream_name} sent a malformed embeddings reply", 502)
         return Embedded(vectors, tokens)
+
+    def healthy(self) -> bool:
+        """Whether the server answers again (after failures)."""
+        return probe(self.upstream, self.health_path)
 
     def generate(self, job: Job, cancel: Cancel | None = None) -> TextGenerator:
         path, body = self.request(job)
