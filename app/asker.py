@@ -9,9 +9,11 @@ import hashlib
 from flask import request
 
 import jobqueue
+from jobqueue.deployments import gate, targets_of
 from app.auth import current_key
 from app.errors import ApiError
 from app.services import Services
+from catalog.deployments import Deployments
 from catalog.kinds import backend_kind
 from catalog.registry import ModelEntry
 from protocol import usage
@@ -49,9 +51,12 @@ def terms(shared: Services) -> jobqueue.Asker:
 
 
 def placement(entry: ModelEntry, job: Job) -> jobqueue.Placement:
-    """Where the job waits: its model's pool, its class, and whether its
-    model runs one job at a time per worker (llama.cpp)."""
-    return jobqueue.Placement(entry.pool, job_class(job), serial=backend_kind(entry.backend).serial)
+    """Where the job waits: its model's pool, its class, whether its model
+    runs a bounded number of jobs per worker (llama.cpp), and the bounds of
+    its upstream deployments."""
+    bounded = isinstance(entry.settings, Deployments) and entry.settings.bounded
+    return jobqueue.Placement(entry.pool, job_class(job), serial=backend_kind(entry.backend).serial,
+                              deployments=gate(targets_of(entry.settings.deployments)) if bounded else "")
 
 
 def limits(shared: Services) -> jobqueue.Limits:

@@ -1,7 +1,8 @@
 """What the operator's console shows, as one JSON-ready snapshot of the
-cluster: served models (loaded or idle), workers (slots, last beat),
-queues, active streams, the last half hour per minute, today's usage per
-person, the last errors. Read from Redis and the registry only, so the
+cluster: served models (loaded or idle), upstream deployments (their state,
+requests in flight, failures), workers (slots, last beat), queues, active
+streams, the last half hour per minute, today's usage per person, the last
+errors. Read from Redis and the registry only, so the
 admin CLI (scripts/admin.py) shows the same numbers as the page."""
 from __future__ import annotations
 
@@ -9,8 +10,10 @@ import time
 
 from redis import Redis
 
+from catalog.deployments import Deployments
 from catalog.registry import Registry
 import jobqueue
+from jobqueue import deployments as routing
 from protocol import usage
 from protocol.presence import live_workers, loaded_models, streams_relayed
 
@@ -20,6 +23,21 @@ def models(redis: Redis, registry: Registry) -> list[dict]:
     return [{"name": e.name, "backend": e.backend, "pool": e.pool, "context_length": e.info.context_length,
              "capabilities": e.capabilities, "loaded": e.name in loaded,
              "expires_in": loaded.get(e.name)} for e in registry.entries()]
+
+
+def deployment_states(redis: Redis, registry: Registry) -> list[routing.DeploymentState]:
+    """Every routed upstream model's deployments (several, or bounded)."""
+    found = []
+    for entry in registry.entries():
+        if isinstance(entry.settings, Deployments) and entry.settings.routed:
+            found += routing.states(redis, entry.name, routing.targets_of(entry.settings.deployments))
+    return found
+
+
+def deployments(redis: Redis, registry: Registry) -> list[dict]:
+    return [{"model": d.model, "name": d.name, "state": d.state, "in_flight": d.in_flight, "max": d.max,
+             "rest_seconds": round(d.rest_seconds, 1), "requests": d.requests, "failures": d.failures,
+             "cooldowns": d.cooldowns} for d in deployment_states(redis, registry)]
 
 
 def workers(redis: Redis) -> list[dict]:
@@ -46,6 +64,7 @@ def snapshot(redis: Redis, registry: Registry) -> dict:
     return {
         "time": time.time(),
         "models": models(redis, registry),
+        "deployments": deployments(redis, registry),
         "workers": workers(redis),
         "queues": queues(redis, registry),
         "active_streams": streams_relayed(redis),

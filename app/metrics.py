@@ -8,6 +8,7 @@ from typing import Callable
 
 from prometheus_client.core import CollectorRegistry, CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 
+from app.console import deployment_states
 from app.services import Services
 from protocol.keys import REJECTED, TOKENS, tool_seconds_key
 from protocol.presence import streams_relayed
@@ -38,6 +39,7 @@ class ClusterCollector:
                                 value=streams_relayed(redis))
         yield self._ttft(redis, [name for name in registry.names() if self._visible(name)])
         yield from _tool_calls(redis)
+        yield from _deployments([d for d in deployment_states(redis, registry) if self._visible(d.model)])
         if self._people:
             yield _usage_today(redis)
 
@@ -85,6 +87,30 @@ def _tool_calls(redis):
         observed = histogram(redis, tool_seconds_key(server, tool), TOOL_SECONDS_BUCKETS)
         _add_histogram(seconds, [server, tool], observed, TOOL_SECONDS_BUCKETS)
     return calls, seconds
+
+
+def _deployments(states: list):
+    """Each routed upstream model's deployments (catalog/deployments.py)."""
+    labels = ["model", "deployment"]
+    in_flight = GaugeMetricFamily("switchboard_deployment_in_flight", "Requests a deployment serves now.",
+                                  labels=labels)
+    ready = GaugeMetricFamily("switchboard_deployment_ready", "1 if a deployment takes requests; 0 while it rests "
+                              "after a failure or waits for its probe.", labels=labels)
+    rest = GaugeMetricFamily("switchboard_deployment_cooldown_seconds", "What is left of a deployment's rest.",
+                             labels=labels)
+    counters = {metric: CounterMetricFamily(f"switchboard_deployment_{metric}", doc, labels=labels) for metric, doc in (
+        ("requests", "Requests sent to a deployment."), ("failures", "Requests a deployment failed before their "
+         "first token (each went on to another)."), ("cooldowns", "Times a deployment was put to rest."))}
+    ttft = HistogramMetricFamily("switchboard_deployment_time_to_first_token_seconds", "From sending a request to "
+                                 "a deployment to its first token.", labels=labels)
+    for d in states:
+        in_flight.add_metric([d.model, d.name], d.in_flight)
+        ready.add_metric([d.model, d.name], 1 if d.state == "ready" else 0)
+        rest.add_metric([d.model, d.name], d.rest_seconds)
+        for metric, family in counters.items():
+            family.add_metric([d.model, d.name], getattr(d, metric))
+        _add_histogram(ttft, [d.model, d.name], d.ttft, TTFT_BUCKETS)
+    return in_flight, ready, rest, *counters.values(), ttft
 
 
 # Per-person waiting counts name at most this many people per pool (those

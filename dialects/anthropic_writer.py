@@ -101,6 +101,9 @@ class MessagesWriter(Writer):
         self._thoughts: list[str] = []  # the open thinking block's text, for its signature
         self._signature: str | None = None  # the upstream's signature of the open thinking block
 
+    def answered_by(self, model: str) -> None:
+        self.message["model"] = model
+
     def _begin(self, prompt: PromptEvent | None = None) -> list[Frame]:
         if self._started:
             return []

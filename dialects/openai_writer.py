@@ -49,6 +49,9 @@ class _OpenAIWriter(Writer):
         self.base = {"id": completion_id, "object": self.object_name, "created": created, "model": model}
         self.include_usage = include_usage
 
+    def answered_by(self, model: str) -> None:
+        self.base["model"] = model
+
     def _usage_chunk(self, done: DoneEvent) -> list[Frame]:
         return [self.base | {"choices": [], "usage": usage(done)}] if self.include_usage else []
 

@@ -84,6 +84,9 @@ class ResponsesWriter(Writer):
         self._open: dict | None = None  # the item being streamed: its kind, id, index, text
         self._items = 0
 
+    def answered_by(self, model: str) -> None:
+        self.response["model"] = model
+
     def _event(self, kind: str, **fields) -> NamedEvent:
         event = NamedEvent(kind, {"type": kind, "sequence_number": self._sequence, **fields})
         self._sequence += 1

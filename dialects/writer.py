@@ -84,6 +84,13 @@ def reply_extensions(transcript: Transcript) -> dict:
 class Writer:
     """Defaults for the operations a dialect does not need."""
 
+    model: str
+
+    def answered_by(self, model: str) -> None:
+        """The model that answers is not the one asked for (a fallback): the
+        reply names it."""
+        self.model = model
+
     def opening(self) -> list[Frame]:
         return []
 

@@ -105,7 +105,12 @@ def ps_text(status: dict) -> str:
     workers = [[w["host"], w["pid"], ",".join(w["queues"]), w["busy"], max(w["slots"] - w["busy"], 0)]
                for w in status["workers"]]
     queues = [[q["pool"], q["waiting"]] for q in status["queues"]]
+    deployments = [[d["model"], d["name"], d["state"] + (f' ({d["rest_seconds"]} s)' if d["rest_seconds"] else ""),
+                    f'{d["in_flight"]}/{d["max"] or "-"}', d["requests"], d["failures"]]
+                   for d in status["deployments"]]
     return "\n\n".join([_table(["MODEL", "POOL", "CONTEXT", "UNTIL"], loaded),
+                        *([_table(["MODEL", "DEPLOYMENT", "STATE", "IN FLIGHT", "REQUESTS", "FAILURES"], deployments)]
+                          if deployments else []),
                         _table(["HOST", "PID", "QUEUES", "BUSY", "FREE"], workers),
                         _table(["POOL", "WAITING"], queues),
                         f"active streams: {status['active_streams']}"])

@@ -135,6 +135,18 @@ def start_stack(env: dict, concurrency: int = 4, web_env: dict | None = None,
     return worker, web, base
 
 
+def start_fake_upstream(port: int, tokens: int = 64, rate: float = 200, capacity: int = 0,
+                        wait: bool = True) -> Process:
+    """The benchmark's OpenAI-compatible upstream (scripts/benchkit/upstream.py)
+    on `port`; with wait=False, call wait_http_ready on /v1/models before use."""
+    process = Process("upstream", [sys.executable, "-m", "scripts.benchkit.upstream", "--port", str(port),
+                                   "--tokens", str(tokens), "--rate", str(rate), "--capacity", str(capacity)],
+                      stack_env("redis://unused"))
+    if wait:
+        wait_http_ready(process, f"http://127.0.0.1:{port}/v1/models")
+    return process
+
+
 def start_llama_server(gguf: Path, api_key: str, extra_args: tuple[str, ...] = (),
                        wait: bool = True) -> tuple[Process, str]:
     """llama-cpp-python's own OpenAI-compatible server on the given GGUF."""

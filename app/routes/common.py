@@ -11,7 +11,8 @@ from app.auth import current_key
 from app.body import decoded, read_json_object
 from app.cork import Cork
 from app.errors import ApiError, ClientGone
-from app.jobs import JobRun, start_job
+from app.fallback import start_on_a_model
+from app.jobs import JobRun
 from app.services import services
 from app.streaming import NDJSON_CONTENT_TYPE, SSE_CONTENT_TYPE, ndjson, sse, stream, whole_reply
 from catalog.registry import ModelEntry
@@ -132,6 +133,10 @@ def serve(job: Job, entry: ModelEntry, writer: Writer, framing: str | None) -> R
     """Run the job and answer it: a view's last step."""
     check_job_kind(job, entry)
     check_prompt_size(job, entry)
-    run, events = start_job(job, entry, stream=framing is not None)
-    return respond(run, events, writer, framing)
+    run, events = start_on_a_model(job, entry, stream=framing is not None)
+    if run.job.model != entry.name:  # a fallback answers
+        writer.answered_by(run.job.model)
+    response = respond(run, events, writer, framing)
+    response.headers["X-Switchboard-Model"] = run.job.model
+    return response
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import secrets
-import sys
 import tempfile
 from contextlib import ExitStack
 from dataclasses import dataclass, field
@@ -21,7 +20,8 @@ from scripts.embedded_redis import EmbeddedRedis, free_port
 from queue_config import BROKER_CONSUMER_CONNECTIONS, BROKER_POOL_LIMIT
 from settings import settings_from_environment
 from scripts.processes import (
-    BIN, ROOT, Process, stack_env, start_llama_server, start_web, start_worker, wait_http_ready, wait_worker_ready,
+    BIN, ROOT, Process, stack_env, start_fake_upstream, start_llama_server, start_web, start_worker, wait_http_ready,
+    wait_worker_ready,
 )
 from catalog.llamacpp import smollm2_gguf
 
@@ -97,9 +97,7 @@ class BenchStack:
         redis = EmbeddedRedis()
         self._stack.callback(redis.stop)
         upstream_port = free_port()
-        upstream = self._process(Process("upstream", [
-            sys.executable, "-m", "scripts.benchkit.upstream", "--port", str(upstream_port),
-            "--tokens", str(self.tokens), "--rate", str(self.rate)], stack_env(redis.url)))
+        upstream = self._process(start_fake_upstream(upstream_port, self.tokens, self.rate, wait=False))
         litellm = self._launch_litellm(upstream_port) if self.litellm else None
         llama = None
         if self.llama:

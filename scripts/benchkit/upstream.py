@@ -4,8 +4,11 @@ upstream that is reached directly, through Switchboard and through LiteLLM.
 `POST /v1/chat/completions` with `"stream": true` streams a fixed number of
 one-word tokens. The model name picks the pace: "paced" sends them at a
 fixed rate, "instant" all at once. A non-streaming request gets the whole
-text in one JSON reply. Run it as its own process, so its work is not
-counted against the client or the gateway:
+text in one JSON reply. With `--capacity N` it is a server of fixed
+capacity (a GPU box): it answers N requests at once and the others wait
+their turn. `GET /stats` says how many requests it served per model and the
+most it ever answered at once. Run it as its own process, so its work is
+not counted against the client or the gateway:
 
     python -m scripts.benchkit.upstream --port 9000 --tokens 64 --rate 200
 
@@ -40,9 +43,12 @@ def http_chunk(data: bytes) -> bytes:
 
 
 class Upstream:
-    def __init__(self, tokens: int, rate: float):
+    def __init__(self, tokens: int, rate: float, capacity: int = 0):
         self.tokens = tokens
         self.interval = 1.0 / rate
+        self._turns = asyncio.Semaphore(capacity) if capacity else None
+        self.served: dict[str, int] = {}
+        self.at_once = self.most_at_once = 0
 
     async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
@@ -59,11 +65,13 @@ class Upstream:
         method, path, _ = lines[0].split(" ", 2)
         headers = {k.strip().lower(): v.strip() for k, _, v in (line.partition(":") for line in lines[1:] if line)}
         body = await reader.readexactly(int(headers.get("content-length", "0")))
-        if method == "GET":
+        if method == "GET" and path == "/stats":
+            await self._json(writer, 200, {"served": self.served, "most_at_once": self.most_at_once})
+        elif method == "GET":
             await self._json(writer, 200, {"object": "list", "data": [
                 {"id": name, "object": "model", "created": 0, "owned_by": "bench"} for name in ("paced", "instant")]})
         elif path.endswith("/chat/completions"):
-            await self._completion(writer, json.loads(body))
+            await self._in_turn(writer, json.loads(body))
         else:
             await self._json(writer, 404, {"error": {"message": f"no route {path}"}})
         return headers.get("connection", "").lower() != "close"
@@ -73,6 +81,22 @@ class Upstream:
         writer.write(b"HTTP/1.1 %d X\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s"
                      % (status, len(data), data))
         await writer.drain()
+
+    async def _in_turn(self, writer, request: dict) -> None:
+        if self._turns is None:
+            return await self._counted(writer, request)
+        async with self._turns:
+            await self._counted(writer, request)
+
+    async def _counted(self, writer, request: dict) -> None:
+        model = request.get("model", "paced")
+        self.served[model] = self.served.get(model, 0) + 1
+        self.at_once += 1
+        self.most_at_once = max(self.most_at_once, self.at_once)
+        try:
+            await self._completion(writer, request)
+        finally:
+            self.at_once -= 1
 
     async def _completion(self, writer, request: dict) -> None:
         model, created = request.get("model", "paced"), int(time.time())
@@ -102,8 +126,8 @@ class Upstream:
         await writer.drain()
 
 
-async def serve(port: int, tokens: int, rate: float) -> None:
-    upstream = Upstream(tokens, rate)
+async def serve(port: int, tokens: int, rate: float, capacity: int = 0) -> None:
+    upstream = Upstream(tokens, rate, capacity)
     server = await asyncio.start_server(upstream.handle, "127.0.0.1", port, backlog=2048)
     async with server:
         await server.serve_forever()
@@ -114,8 +138,9 @@ def main() -> None:
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--tokens", type=int, default=64, help="tokens per reply")
     parser.add_argument("--rate", type=float, default=200.0, help='tokens per second for model "paced"')
+    parser.add_argument("--capacity", type=int, default=0, help="requests answered at once (0: no bound)")
     args = parser.parse_args()
-    asyncio.run(serve(args.port, args.tokens, args.rate))
+    asyncio.run(serve(args.port, args.tokens, args.rate, args.capacity))
 
 
 if __name__ == "__main__":

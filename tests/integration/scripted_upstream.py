@@ -27,6 +27,10 @@ class ScriptedUpstream:
             def log_message(self, *args):  # quiet
                 pass
 
+            def do_GET(self):  # a health probe (/api/version, /v1/models)
+                upstream._headers(self, 200, content_type="application/json")
+                self.wfile.write(b"{}")
+
             def do_POST(self):
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 model = body.get("model", "")
