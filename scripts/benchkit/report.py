@@ -140,6 +140,15 @@ ROUTE_SECTIONS = {  # results key -> heading, setup
 }
 
 
+def _deployment_lines(section: dict) -> list[str]:
+    lines = [section["setup"], "", "| servers | requests/s | replies | failed |", "|---|---|---|---|"]
+    lines += [f"| {count} | {row['requests_per_second']:g} | {row['ok']} | {row['failed']} |"
+              for count, row in section["rows"].items()]
+    killed = section["kill"]
+    return lines + ["", f"One of two servers killed under load: {killed['ok']} replies, {killed['failed']} failed, "
+                        f"{killed['cut']} cut mid-stream (they were streaming from the killed server)."]
+
+
 def markdown(results: dict, chart_name: str) -> str:
     checks = check_all(results)
     env = results["environment"]
@@ -166,6 +175,8 @@ def markdown(results: dict, chart_name: str) -> str:
         lines += ["", "## 7. Sharing the server", ""] + _sharing_lines(results["sharing"])
     if results.get("scale"):
         lines += ["", "## 8. Scaling: web processes x upstream workers", ""] + scale_lines(results["scale"])
+    if results.get("deployments"):
+        lines += ["", "## 9. One model on several servers", ""] + _deployment_lines(results["deployments"])
     notes = results.get("notes")
     if notes:
         lines += ["", "## Notes", "", notes.strip()]

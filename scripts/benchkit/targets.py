@@ -17,6 +17,7 @@ OVERLOAD_SHARE_OF_PEAK = 0.9  # requests/s at 256 clients, of the peak of the sa
 LONE_SHARE_OF_LIBRARY = 0.9  # one person on the local model, of llama-cpp-python in-process with every core
 FOUR_SHARE_OF_ANCHOR = 0.9  # four people's aggregate, of llama.cpp's own batched decode of four
 FOUR_OF_LONE_BEFORE = 1.4  # four people's aggregate, in the lone-person rate before batching
+TWO_SERVERS_OF_ONE = 1.8  # requests/s of a model on two servers, of the same on one
 ARRIVAL_OF_ALONE = 1.5  # a prompt's time to first token beside three streams, of the same on an idle server
 
 
@@ -179,7 +180,20 @@ def _scale(scale: dict) -> list[Check]:
     return checks
 
 
+def _deployments(results: dict) -> list[Check]:
+    section = results.get("deployments")
+    if not section:
+        return []
+    one, two, killed = section["rows"]["1"], section["rows"]["2"], section["kill"]
+    return [Check(f"requests/s on two servers >= {TWO_SERVERS_OF_ONE:g} x on one",
+                  f"{two['requests_per_second']:g} vs {one['requests_per_second']:g} "
+                  f"({two['requests_per_second'] / max(one['requests_per_second'], 0.1):.2f}x)",
+                  two["requests_per_second"] >= TWO_SERVERS_OF_ONE * one["requests_per_second"]),
+            Check("requests failed while a server was killed under load", f"{killed['failed']} of "
+                  f"{killed['requests']} ({killed['cut']} cut mid-stream on the killed server)", killed["failed"] == 0)]
+
+
 def check_all(results: dict) -> list[Check]:
     scale = _scale(results["scale"]) if results.get("scale") else []
     return (_overhead(results) + _routes(results) + _local(results) + _batching(results) + _relay(results)
-            + _abort(results) + _sharing(results) + scale)
+            + _abort(results) + _sharing(results) + _deployments(results) + scale)

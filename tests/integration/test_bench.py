@@ -42,6 +42,9 @@ def test_the_benchmark_runs_every_section_and_writes_its_report(tmp_path):
     sharing = results["sharing"]
     assert all(r["failed"] == 0 for r in sharing["fairness"]["rows"].values()), sharing["fairness"]
     assert sharing["burst"]["succeeded"] == sharing["burst"]["requests"], sharing["burst"]
+    servers = results["deployments"]
+    assert all(r["failed"] == 0 and r["ok"] > 0 for r in servers["rows"].values()), servers
+    assert servers["kill"]["failed"] == 0 and "## 9. One model on several servers" in report, servers["kill"]
     assert (tmp_path / "benchmarks.png").read_bytes().startswith(b"\x89PNG")
 
 
