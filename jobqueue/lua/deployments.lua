@@ -1,20 +1,21 @@
--- A model's deployments as they stand (included by fair_take.lua and deploy_pick.lua; see
--- jobqueue/deployments.py). Needs `key` (the key templates) in scope. A deployment is a table
+-- A model's deployments as they stand, and drop_dead (included by fair_take.lua and
+-- deploy_pick.lua; see jobqueue/deployments.py). Needs `key` (the key templates) in scope. A deployment is a table
 -- {name, weight, max (null: unbounded)}; deployment_states fills in:
 --   count    its requests in flight (a dead worker's are dropped when they would fill it)
 --   room     whether it takes another
 --   state    'ready'; 'resting' (a cooldown after a failure: rest_ms left); or 'recovering' (rested,
 --            not yet found healthy again: only a probe, or a last resort, goes there)
 
--- Members are "worker|request": those of a worker whose presence lapsed (it died) are dropped.
-local function drop_dead(inflight)
+-- A set's members "owner|...": those whose owner's liveness key (the template named `liveness`:
+-- a web process's lease, a worker's presence) lapsed are dropped; returns how many.
+local function drop_dead(set, liveness)
   local dropped, alive = 0, {}
-  for _, member in ipairs(redis.call('ZRANGE', inflight, 0, -1)) do
-    local worker = string.match(member, '^([^|]+)|')
-    if worker then
-      if alive[worker] == nil then alive[worker] = redis.call('EXISTS', key('worker', worker)) == 1 end
-      if not alive[worker] then
-        redis.call('ZREM', inflight, member)
+  for _, member in ipairs(redis.call('ZRANGE', set, 0, -1)) do
+    local owner = string.match(member, '^([^|]+)|')
+    if owner then
+      if alive[owner] == nil then alive[owner] = redis.call('EXISTS', key(liveness, owner)) == 1 end
+      if not alive[owner] then
+        redis.call('ZREM', set, member)
         dropped = dropped + 1
       end
     end
@@ -27,7 +28,7 @@ local function deployment_states(model, deployments)
     local inflight = key('inflight', model, d.name)
     local bounded = d.max ~= nil and d.max ~= cjson.null
     local count = redis.call('ZCARD', inflight)
-    if bounded and count >= d.max then count = count - drop_dead(inflight) end
+    if bounded and count >= d.max then count = count - drop_dead(inflight, 'worker') end
     d.count, d.room = count, (not bounded) or count < d.max
     local rest = redis.call('PTTL', key('cooldown', model, d.name))
     if rest > 0 then

@@ -65,18 +65,7 @@ local function below_limit(person, limit)
   local running = key('active', person)
   local count = redis.call('ZCARD', running)
   if count < limit then return true end
-  local alive = {}
-  for _, held in ipairs(redis.call('ZRANGE', running, 0, -1)) do
-    local web = string.match(held, '^([^|]+)|')
-    if web then
-      if alive[web] == nil then alive[web] = redis.call('EXISTS', key('web_lease', web)) == 1 end
-      if not alive[web] then
-        redis.call('ZREM', running, held)
-        count = count - 1
-      end
-    end
-  end
-  return count < limit
+  return count - drop_dead(running, 'web_lease') < limit
 end
 
 local function is_free(model, w)
