@@ -72,6 +72,15 @@ class Attempt:
     tried: tuple[str, ...] = ()
 
 
+@dataclass(frozen=True)
+class Rest:
+    """How long a failed deployment rests: `first`, doubled per failure in a
+    row, at most `most`; at least the upstream's Retry-After."""
+    first: float
+    most: float
+    retry_after: float | None = None
+
+
 def pick(redis: Redis, model: str, targets: list[Target], attempt: Attempt, probe_seconds: float) -> Pick:
     """The deployment for the attempt, in flight there from now on (see
     deploy_pick.lua)."""
@@ -90,20 +99,11 @@ def started(redis: Redis, model: str, deployment: str, affinity: tuple[str, ...]
         observe(pipe, keys.deployment_ttft_key(model, deployment), ttft_seconds, TTFT_BUCKETS)
 
 
-def failed(redis: Redis, model: str, deployment: str, member: str, rest: "Rest") -> float:
+def failed(redis: Redis, model: str, deployment: str, member: str, rest: Rest) -> float:
     """Seconds the deployment now rests."""
     named = {"model": model, "deployment": deployment, "member": member, "cooldown_ms": int(rest.first * 1000),
              "max_cooldown_ms": int(rest.most * 1000), "retry_after_ms": int((rest.retry_after or 0) * 1000)}
     return int(run_script(redis, "deploy_failed", [], [keys.lua_key_templates(), json.dumps(named)])) / 1000
-
-
-@dataclass(frozen=True)
-class Rest:
-    """How long a failed deployment rests: `first`, doubled per failure in a
-    row, at most `most`; at least the upstream's Retry-After."""
-    first: float
-    most: float
-    retry_after: float | None = None
 
 
 def release(redis: Redis, model: str, deployment: str, member: str) -> None:
