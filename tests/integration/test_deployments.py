@@ -55,7 +55,8 @@ def _deployment(box: Box, name: str, extra: str = "") -> str:
 
 def _registry(boxes: dict[str, Box], ollama_url: str) -> str:
     a, b, c, d, e, f = (boxes[n] for n in "abcdef")
-    common = 'backend = "openai"\ncontext_length = 8192\ncooldown = 0.5\nmax_cooldown = 2\n'
+    # A pool of their own: the session's other upstream workers share this Redis, with other registries.
+    common = 'backend = "openai"\npool = "routed"\ncontext_length = 8192\ncooldown = 0.5\nmax_cooldown = 2\n'
     models = {
         "spread": [_deployment(a, "a", ", weight = 3"), _deployment(b, "b")],
         "sticky": [_deployment(a, "a"), _deployment(b, "b")],
@@ -80,7 +81,7 @@ def routed(redis_url, tmp_path_factory):
     registry.write_text(_registry(boxes, ollama_box.url))
     env = stack_env(redis_url, SWITCHBOARD_MODELS=str(registry), SWITCHBOARD_MAX_CONCURRENT="1000",
                     SWITCHBOARD_REQUESTS_PER_MINUTE="100000")
-    worker = start_worker(env, concurrency=60, queues="upstream-completion,upstream", pool="gevent")
+    worker = start_worker(env, concurrency=60, queues="routed-completion,routed", pool="gevent")
     web, base = start_web(env)
     yield {"base": base, "boxes": boxes, "env": env}
     web.stop()
