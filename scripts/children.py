@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import atexit
 import signal
-from typing import Protocol
+from contextlib import contextmanager
+from typing import Iterator, Protocol
 
 
 class Stoppable(Protocol):
@@ -25,6 +26,8 @@ class Stoppable(Protocol):
 
 
 _running: list[Stoppable] = []
+_starting = 0  # blocks of `starting` open now
+_deferred: list[int] = []  # stop signals that arrived in one
 
 
 def track(child: Stoppable) -> None:
@@ -41,7 +44,27 @@ def stop_all() -> None:
         _running.pop().stop()
 
 
+@contextmanager
+def starting() -> Iterator[None]:
+    """Around starting a child and tracking it: a stop signal that arrives
+    in between is acted on at the end of the block. Acted on at once, it
+    would end the launcher with the child started but not yet tracked, and
+    left running (a supervisor's SIGTERM can come the moment the child's
+    command line shows)."""
+    global _starting
+    _starting += 1
+    try:
+        yield
+    finally:
+        _starting -= 1
+        if not _starting and _deferred:
+            _exit_by_exception(_deferred.pop(), None)
+
+
 def _exit_by_exception(signum: int, _frame) -> None:
+    if _starting:
+        _deferred.append(signum)
+        return
     signal.signal(signum, signal.SIG_IGN)  # a second signal must not cut the clean-up short
     for child in list(_running):  # all begin to stop at once; each `finally` then waits for its own
         begin_stop = getattr(child, "begin_stop", None)

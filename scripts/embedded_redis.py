@@ -17,7 +17,7 @@ from pathlib import Path
 
 import redis
 
-from scripts.children import track, untrack
+from scripts.children import starting, track, untrack
 
 DEFAULT_LOCAL = "redis://127.0.0.1:6379/0"
 
@@ -50,12 +50,13 @@ class EmbeddedRedis:
         self.port = port or free_port()
         self.url = f"redis://127.0.0.1:{self.port}/0"
         self._dir = tempfile.mkdtemp(prefix="switchboard-redis-")
-        self.process = subprocess.Popen(
-            [binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-             "--dir", self._dir],
-            stdout=subprocess.DEVNULL,
-        )
-        track(self)
+        with starting():
+            self.process = subprocess.Popen(
+                [binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+                 "--dir", self._dir],
+                stdout=subprocess.DEVNULL,
+            )
+            track(self)
         self._wait_ready()
 
     def _wait_ready(self, timeout: float = 10.0) -> None:

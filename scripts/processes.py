@@ -17,7 +17,7 @@ from typing import Callable
 
 import httpx
 
-from scripts.children import track, untrack
+from scripts.children import starting, track, untrack
 from scripts.embedded_redis import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -28,9 +28,10 @@ class Process:
     def __init__(self, name: str, argv: list[str], env: dict, cwd: Path = ROOT):
         self.name = name
         self.log = tempfile.NamedTemporaryFile(prefix=f"switchboard-{name}-", suffix=".log", delete=False)
-        self.popen = subprocess.Popen(argv, cwd=cwd, env=env, stdout=self.log, stderr=subprocess.STDOUT,
-                                      start_new_session=True)
-        track(self)
+        with starting():
+            self.popen = subprocess.Popen(argv, cwd=cwd, env=env, stdout=self.log, stderr=subprocess.STDOUT,
+                                          start_new_session=True)
+            track(self)
 
     def output(self) -> str:
         path = Path(self.log.name)

@@ -18,7 +18,7 @@ import psutil
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from scripts.children import stop_all, stop_on_signals, track, untrack  # noqa: E402
+from scripts.children import starting, stop_all, stop_on_signals, track, untrack  # noqa: E402
 from scripts.embedded_redis import resolve_redis  # noqa: E402
 
 
@@ -32,9 +32,10 @@ class Honcho:
     and SIGKILL after the grace period."""
 
     def __init__(self, env: dict, port: str):
-        self.popen = subprocess.Popen(
-            [sys.executable, "-m", "honcho", "start", "-f", str(ROOT / "Procfile"), "-p", port], cwd=ROOT, env=env)
-        track(self)
+        with starting():
+            self.popen = subprocess.Popen(
+                [sys.executable, "-m", "honcho", "start", "-f", str(ROOT / "Procfile"), "-p", port], cwd=ROOT, env=env)
+            track(self)
 
     def stop(self, grace_seconds: float = 30) -> None:
         untrack(self)
