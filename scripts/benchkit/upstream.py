@@ -7,7 +7,7 @@ fixed rate, "instant" all at once. A non-streaming request gets the whole
 text in one JSON reply. With `--capacity N` it is a server of fixed
 capacity (a GPU box): it answers N requests at once and the others wait
 their turn. `GET /stats` says how many requests it served per model and the
-most it ever answered at once. Run it as its own process, so its work is
+most it ever answered at once, per model. Run it as its own process, so its work is
 not counted against the client or the gateway:
 
     python -m scripts.benchkit.upstream --port 9000 --tokens 64 --rate 200
@@ -48,7 +48,8 @@ class Upstream:
         self.interval = 1.0 / rate
         self._turns = asyncio.Semaphore(capacity) if capacity else None
         self.served: dict[str, int] = {}
-        self.at_once = self.most_at_once = 0
+        self.at_once: dict[str, int] = {}
+        self.most_at_once: dict[str, int] = {}
 
     async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
@@ -91,12 +92,12 @@ class Upstream:
     async def _counted(self, writer, request: dict) -> None:
         model = request.get("model", "paced")
         self.served[model] = self.served.get(model, 0) + 1
-        self.at_once += 1
-        self.most_at_once = max(self.most_at_once, self.at_once)
+        self.at_once[model] = self.at_once.get(model, 0) + 1
+        self.most_at_once[model] = max(self.most_at_once.get(model, 0), self.at_once[model])
         try:
             await self._completion(writer, request)
         finally:
-            self.at_once -= 1
+            self.at_once[model] -= 1
 
     async def _completion(self, writer, request: dict) -> None:
         model, created = request.get("model", "paced"), int(time.time())
