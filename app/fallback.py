@@ -67,11 +67,12 @@ def _fallbacks(shared: Services, entry: ModelEntry) -> list[ModelEntry]:
 
 def _up(shared: Services, entry: ModelEntry) -> bool:
     """Not every deployment of it rests (an upstream model whose requests are
-    routed; any other model counts as up)."""
+    routed; any other model counts as up). Its rest over, a deployment is up
+    again: the job tries it, and fails over to the fallback if it still fails."""
     settings = entry.settings
     if not isinstance(settings, Deployments) or not settings.routed:
         return True
-    return deployments.any_ready(shared.redis, entry.name, deployments.targets_of(settings.deployments))
+    return not deployments.all_resting(shared.redis, entry.name, deployments.targets_of(settings.deployments))
 
 
 def _waits_too_long(shared: Services, entry: ModelEntry) -> bool:

@@ -117,12 +117,12 @@ def probed(redis: Redis, model: str, deployment: str, healthy: bool, rest: Rest)
         failed(redis, model, deployment, "", rest)
 
 
-def any_ready(redis: Redis, model: str, targets: list[Target]) -> bool:
-    """Whether a deployment of the model takes requests (not all rest after failures)."""
-    pipe = redis.pipeline(transaction=False)
-    for t in targets:
-        pipe.exists(keys.cooldown_key(model, t.name), keys.failures_key(model, t.name))
-    return any(found == 0 for found in pipe.execute())
+def all_resting(redis: Redis, model: str, targets: list[Target]) -> bool:
+    """Whether every deployment of the model rests after failures. One whose
+    rest is over counts as awake though not yet found healthy: the next
+    request goes there and has it probed, which is how a model that sends
+    its jobs to a fallback meanwhile comes back."""
+    return bool(redis.exists(*(keys.cooldown_key(model, t.name) for t in targets)) == len(targets))
 
 
 @dataclass(frozen=True)

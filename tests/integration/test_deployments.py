@@ -212,6 +212,11 @@ def test_a_fallback_answers_when_every_deployment_is_down(routed):
     finally:
         boxes["e"].start()
         boxes["f"].start()
+    # Back by itself: once their rests are over (2 s at most here), a request tries them again.
+    deadline = time.monotonic() + 30
+    while client.chat.completions.with_raw_response.create(
+            model="primary", messages=[{"role": "user", "content": "back?"}]).headers["x-switchboard-model"] != "primary":
+        assert time.monotonic() < deadline, "primary never came back from its fallback"
 
 
 def test_a_model_over_two_kinds_of_server_reports_the_smaller_context(routed):

@@ -51,6 +51,16 @@ def test_when_every_deployment_rests_the_first_fallback_that_is_up_answers(share
     assert fallback._entry_to_run(shared, shared.registry.get("coder")).name == "spare"
 
 
+def test_once_its_rests_are_over_a_model_runs_itself_again_though_not_yet_probed(shared):
+    for name in ("gpu1", "gpu2"):
+        deployments.failed(shared.redis, "coder", name, "", Rest(0.001, 0.001))
+    deadline = time.monotonic() + 10
+    while shared.redis.exists(keys.cooldown_key("coder", "gpu1"), keys.cooldown_key("coder", "gpu2")):
+        assert time.monotonic() < deadline
+    assert shared.redis.exists(keys.failures_key("coder", "gpu1"))  # recovering: only a request will probe it
+    assert fallback._entry_to_run(shared, shared.registry.get("coder")).name == "coder"
+
+
 def test_a_queue_whose_wait_is_too_long_sends_new_jobs_to_the_fallback(shared, web):
     for n in range(5):  # waiting, with nothing drained lately: the estimate is 30 s, over fallback_after's 20
         job = Job(id=f"j{n}", model="coder", web_id=web, expires_at=time.time() + 60)
