@@ -113,3 +113,14 @@ def test_affinity_is_the_cache_key_then_the_prompt_prefix_then_the_person():
     longer = JOB.model_copy(update={"messages": [Message(role="user", content="hi" + "x" * 5000)]})
     same_start = JOB.model_copy(update={"messages": [Message(role="user", content="hi" + "x" * 5000 + "more")]})
     assert affinity_of(longer)[0] == affinity_of(same_start)[0]  # only the first 4,096 characters count
+
+
+def test_a_conversation_past_the_prefix_keeps_its_prefix_and_an_early_change_moves_it():
+    turns = [Message(role="user", content=f"turn {n} " + "y" * 1000) for n in range(10)]
+    conversation = JOB.model_copy(update={"messages": turns})
+    continued = JOB.model_copy(update={"messages": [*turns, Message(role="user", content="one more")]})
+    edited = JOB.model_copy(update={"messages": [Message(role="user", content="edited"), *turns[1:]]})
+    assert affinity_of(conversation)[0] == affinity_of(continued)[0]
+    assert affinity_of(conversation)[0] != affinity_of(edited)[0]
+    short = JOB.model_copy(update={"messages": turns[:1]})
+    assert affinity_of(short)[0] != affinity_of(conversation)[0]  # under 4,096 characters: all of it counts

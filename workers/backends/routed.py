@@ -13,7 +13,8 @@ import threading
 import time
 import uuid
 from dataclasses import replace
-from typing import Callable, TypeVar
+from itertools import chain
+from typing import Callable, Iterator, TypeVar
 
 from redis import Redis
 
@@ -45,13 +46,26 @@ def affinity_of(job: Job) -> tuple[str, ...]:
     key, its prompt's first characters, its person."""
     found = [f"cache:{_digest(job.cache_key)}"] if job.cache_key else []
     if job.prompt is not None:
-        text = (job.prompt.system or "") + job.prompt.prompt
+        parts = iter(((job.prompt.system or "") + job.prompt.prompt,))
     else:
-        text = "".join(t.name + t.description for t in job.tools) + "".join(
-            f"{m.role}\n{m.content}\n" for m in job.messages)
+        parts = chain((t.name + t.description for t in job.tools),
+                      (f"{m.role}\n{m.content}\n" for m in job.messages))
+    text = _leading(parts, PREFIX_CHARACTERS)
     if text:
-        found.append(f"prefix:{_digest(text[:PREFIX_CHARACTERS])}")
+        found.append(f"prefix:{_digest(text)}")
     return (*found, *([f"person:{job.usage_of}"] if job.usage_of else []))
+
+
+def _leading(parts: Iterator[str], limit: int) -> str:
+    """The first `limit` characters of the parts joined, without joining a
+    long conversation whole."""
+    taken, length = [], 0
+    for part in parts:
+        taken.append(part)
+        length += len(part)
+        if length >= limit:
+            break
+    return "".join(taken)[:limit]
 
 
 def _digest(text: str) -> str:
@@ -69,6 +83,7 @@ class RoutedUpstream(Backend):
         self._redis, self._worker_id = redis, worker_id
         self._rest = Rest(settings.cooldown, settings.max_cooldown)
         self._patience = max(s.settings.first_token_timeout for s in servers)
+        self._probe_seconds = max(s.settings.connect_timeout for s in servers) * 2
 
     def generate(self, job: Job, cancel: Cancel | None = None) -> TextGenerator:
         placed, member, (first, stream) = self._on_a_deployment(
@@ -122,7 +137,7 @@ class RoutedUpstream(Backend):
         full: this is only for a request that lost a race, or failed over)."""
         deadline = time.monotonic() + self._patience
         while True:
-            pick = deployments.pick(self._redis, self.model_name, self._targets, attempt, self._probe_seconds())
+            pick = deployments.pick(self._redis, self.model_name, self._targets, attempt, self._probe_seconds)
             if pick.probe:
                 self._start_probe(pick.probe)
             if pick.deployment:
@@ -141,9 +156,6 @@ class RoutedUpstream(Backend):
         seconds = deployments.failed(self._redis, self.model_name, placed, member, rest)
         log.warning('model "%s": deployment %s failed before the first token (%s); it rests %.1f s, and the '
                     "request goes to another", self.model_name, placed, error.message, seconds)
-
-    def _probe_seconds(self) -> float:
-        return max(s.settings.connect_timeout for s in self._servers.values()) * 2
 
     def _start_probe(self, name: str) -> None:
         threading.Thread(target=self._probe, args=(name,), name=f"probe {name}", daemon=True).start()
