@@ -27,11 +27,9 @@ def models(redis: Redis, registry: Registry) -> list[dict]:
 
 def deployment_states(redis: Redis, registry: Registry) -> list[routing.DeploymentState]:
     """Every routed upstream model's deployments (several, or bounded)."""
-    found = []
-    for entry in registry.entries():
-        if isinstance(entry.settings, Deployments) and entry.settings.routed:
-            found += routing.states(redis, entry.name, routing.targets_of(entry.settings.deployments))
-    return found
+    return routing.states(redis, {entry.name: routing.targets_of(entry.settings.deployments)
+                                  for entry in registry.entries()
+                                  if isinstance(entry.settings, Deployments) and entry.settings.routed})
 
 
 def deployments(redis: Redis, registry: Registry) -> list[dict]:

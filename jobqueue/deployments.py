@@ -28,7 +28,7 @@ from redis import Redis
 
 from jobqueue.scripts import run_script
 from protocol import keys
-from protocol.metrics import SEPARATOR, TTFT_BUCKETS, histogram, observe
+from protocol.metrics import SEPARATOR, TTFT_BUCKETS, cumulative, observe
 from protocol.presence import batched
 
 AFFINITY_SECONDS = 3600  # how long a person or a prefix sticks to the deployment that served it
@@ -140,30 +140,33 @@ class DeploymentState:
     ttft: dict[str, float]  # the cumulative histogram (protocol.metrics.histogram)
 
 
-def states(redis: Redis, model: str, targets: list[Target]) -> list[DeploymentState]:
+def states(redis: Redis, routed: dict[str, list[Target]]) -> list[DeploymentState]:
+    """Every routed model's deployments (model -> its targets), read in one
+    round trip: a scrape costs the same with one model or fifty."""
+    listed = [(model, t) for model, targets in routed.items() for t in targets]
     pipe = redis.pipeline(transaction=False)
-    for t in targets:
+    pipe.hgetall(keys.DEPLOYMENT_METRICS)
+    for model, t in listed:
         pipe.zcard(keys.inflight_key(model, t.name))
         pipe.pttl(keys.cooldown_key(model, t.name))
         pipe.exists(keys.failures_key(model, t.name))
-    read, counters, found = pipe.execute(), _counters(redis, model), []
-    for i, t in enumerate(targets):
-        in_flight, rest_ms, failing = read[3 * i:3 * i + 3]
-        count = {metric: counters.get((t.name, metric), 0) for metric in ("requests", "failures", "cooldowns")}
-        found.append(DeploymentState(
-            model, t.name, "resting" if rest_ms > 0 else "recovering" if failing else "ready", in_flight, t.max,
-            max(rest_ms, 0) / 1000, **count, ttft=histogram(redis, keys.deployment_ttft_key(model, t.name),
-                                                            TTFT_BUCKETS)))
-    return found
+        pipe.hgetall(keys.deployment_ttft_key(model, t.name))
+    counted, *read = pipe.execute()
+    counters = _counters(counted)
+    return [_state(model, t, counters, read[4 * i:4 * i + 4]) for i, (model, t) in enumerate(listed)]
 
 
-def _counters(redis: Redis, model: str) -> dict[tuple[str, str], int]:
-    found = {}
-    for field, value in redis.hgetall(keys.DEPLOYMENT_METRICS).items():
-        owner, name, metric = field.decode().split(SEPARATOR, 2)
-        if owner == model:
-            found[(name, metric)] = int(value)
-    return found
+def _state(model: str, t: Target, counters: dict, read: list) -> DeploymentState:
+    in_flight, rest_ms, failing, ttft = read
+    count = {metric: counters.get((model, t.name, metric), 0) for metric in ("requests", "failures", "cooldowns")}
+    state = "resting" if rest_ms > 0 else "recovering" if failing else "ready"
+    return DeploymentState(model, t.name, state, in_flight, t.max, max(rest_ms, 0) / 1000, **count,
+                           ttft=cumulative(ttft, TTFT_BUCKETS))
+
+
+def _counters(counted: dict[bytes, bytes]) -> dict[tuple[str, str, str], int]:
+    """The counters hash as (model, deployment, metric) -> count."""
+    return {tuple(field.decode().split(SEPARATOR, 2)): int(value) for field, value in counted.items()}
 
 
 def _text(value) -> str:

@@ -32,7 +32,12 @@ def observe(pipe: Pipeline, key: str, seconds: float, buckets: tuple[float, ...]
 def histogram(redis: Redis, key: str, buckets: tuple[float, ...]) -> dict[str, float]:
     """Bucket bound (repr) or "+Inf" -> the cumulative count, and "sum";
     empty if nothing was observed yet."""
-    raw = {k.decode(): float(v) for k, v in redis.hgetall(key).items()}
+    return cumulative(redis.hgetall(key), buckets)
+
+
+def cumulative(stored: dict[bytes, bytes], buckets: tuple[float, ...]) -> dict[str, float]:
+    """A histogram's hash as read from Redis, as `histogram` returns it."""
+    raw = {k.decode(): float(v) for k, v in stored.items()}
     if not raw:
         return {}
     cumulative, running = {"sum": raw.get("sum", 0.0)}, 0.0

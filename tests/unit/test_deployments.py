@@ -79,11 +79,11 @@ def test_a_failed_deployment_rests_then_is_probed_back(clean_redis, worker):
     assert (recovering.deployment, recovering.probe) == ("b", "a")  # not routed to: probed
     assert _pick(clean_redis, targets, 10).probe == ""  # one probe at a time
     deployments.probed(clean_redis, MODEL, "a", False, REST)
-    assert deployments.states(clean_redis, MODEL, targets)[0].state == "resting"
+    assert deployments.states(clean_redis, {MODEL: targets})[0].state == "resting"
     assert clean_redis.pttl(keys.cooldown_key(MODEL, "a")) > 200  # the second rest in a row is twice the first
     _wait_until(lambda: clean_redis.pttl(keys.cooldown_key(MODEL, "a")) < 0)
     deployments.probed(clean_redis, MODEL, "a", True, REST)
-    assert deployments.states(clean_redis, MODEL, targets)[0].state == "ready"
+    assert deployments.states(clean_redis, {MODEL: targets})[0].state == "ready"
 
 
 def test_retry_after_sets_the_rest_up_to_the_most(clean_redis, worker):
@@ -104,10 +104,20 @@ def test_states_and_counters_for_operators(clean_redis, worker):
     failing = _pick(clean_redis, targets, 1).deployment
     _pick(clean_redis, targets, 2)
     deployments.failed(clean_redis, MODEL, failing, "w1|1", REST)
-    a, b = deployments.states(clean_redis, MODEL, targets)
+    a, b = deployments.states(clean_redis, {MODEL: targets})
     rested = a if failing == "a" else b
     assert (rested.state, rested.failures, rested.cooldowns) == ("resting", 1, 1) and (a.max, b.max) == (4, None)
     assert a.requests + b.requests == 2 and a.in_flight + b.in_flight == 1
+
+
+def test_states_of_several_models_keep_each_models_counters(clean_redis, worker):
+    deployments.pick(clean_redis, "other", [Target("a")], Attempt("w1|9"), 1)
+    deployments.started(clean_redis, "other", "a", (), 0.3)
+    _pick(clean_redis, [Target("a")], 1)
+    mine, others = deployments.states(clean_redis, {MODEL: [Target("a")], "other": [Target("a")]})
+    assert (mine.model, mine.requests, mine.ttft) == (MODEL, 1, {})
+    assert (others.model, others.requests, others.in_flight) == ("other", 1, 1)
+    assert others.ttft["+Inf"] == 1 and others.ttft["sum"] == 0.3
 
 
 def _job(job_id: str, web: str) -> Job:
