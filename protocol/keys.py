@@ -250,34 +250,41 @@ def blocked_pools_key(person: str) -> str:
 
 
 # --- upstream deployments (jobqueue/deployments.py) ------------------------------------
-DEPLOYMENT_PREFIX = f"{PREFIX}:deployment:"  # + model:deployment:...
+DEPLOYMENT_PREFIX = f"{PREFIX}:deployment:"  # + model, \x1f, and deployment:... or affinity\x1f...
 DEPLOYMENT_METRICS = f"{PREFIX}:metrics:deployments"  # field "model\x1fdeployment\x1fmetric"
+
+
+def _deployment_key(model: str, deployment: str, kind: str) -> str:
+    # A unit separator, not ":", after the model: model and deployment names may hold ":"
+    # ("qwen2.5-coder:7b", an IPv6 host), and model "a:b" with deployment "c" must not meet
+    # model "a" with deployment "b:c".
+    return f"{DEPLOYMENT_PREFIX}{model}\x1f{deployment}:{kind}"
 
 
 def inflight_key(model: str, deployment: str) -> str:
     """The requests a deployment serves now (member "worker|request", score:
     when sent): its bound counts these; a dead worker's are dropped."""
-    return f"{DEPLOYMENT_PREFIX}{model}:{deployment}:inflight"
+    return _deployment_key(model, deployment, "inflight")
 
 
 def cooldown_key(model: str, deployment: str) -> str:
     """Present while a failed deployment rests (it lapses when the rest ends)."""
-    return f"{DEPLOYMENT_PREFIX}{model}:{deployment}:cooldown"
+    return _deployment_key(model, deployment, "cooldown")
 
 
 def failures_key(model: str, deployment: str) -> str:
     """Its failures in a row (each rest is twice the last); gone once it is healthy."""
-    return f"{DEPLOYMENT_PREFIX}{model}:{deployment}:failures"
+    return _deployment_key(model, deployment, "failures")
 
 
 def probe_key(model: str, deployment: str) -> str:
     """A worker is probing a rested deployment (only one does)."""
-    return f"{DEPLOYMENT_PREFIX}{model}:{deployment}:probe"
+    return _deployment_key(model, deployment, "probe")
 
 
 def deployment_affinity_key(model: str, who: str) -> str:
     """The deployment that last served a person, or a prompt prefix ("prefix:" + its hash)."""
-    return f"{DEPLOYMENT_PREFIX}{model}:affinity:{who}"
+    return f"{DEPLOYMENT_PREFIX}{model}\x1faffinity\x1f{who}"
 
 
 def deployment_ttft_key(model: str, deployment: str) -> str:

@@ -145,3 +145,11 @@ def _wait_until(condition, seconds: float = 10) -> None:
     while not condition():
         assert time.monotonic() < deadline
         time.sleep(0.02)
+
+
+def test_names_with_colons_never_share_a_deployments_count(clean_redis, worker):
+    """Model "a:b" on deployment "c" and model "a" on deployment "b:c"."""
+    bound = [Target("c", max=1)]
+    assert deployments.pick(clean_redis, "a:b", bound, Attempt("w1|1"), 1).deployment == "c"
+    assert deployments.pick(clean_redis, "a", [Target("b:c", max=1)], Attempt("w1|2"), 1).deployment == "b:c"
+    assert deployments.pick(clean_redis, "a:b", bound, Attempt("w1|3"), 1).how == "full"
