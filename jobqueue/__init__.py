@@ -25,7 +25,7 @@ from typing import Callable, Protocol
 from redis import Redis
 from redis.client import Pipeline
 
-from jobqueue import admission, fairqueue, records
+from jobqueue import admission, deployments, fairqueue, records
 from jobqueue.admission import Busy, Limits, Verdict
 from jobqueue.fairqueue import Asker, Placement, Taken, Ticketing, affinity_of
 from jobqueue.states import JobState
@@ -38,7 +38,7 @@ from protocol.queue import ticket_queue
 __all__ = ["Asker", "Busy", "JobState", "Limits", "Placement", "SendTicket", "Taken", "TicketSender", "Verdict",
            "abort", "aborted", "aborted_among", "expected_wait", "finish", "finish_and_take", "forget_lost_tickets",
            "keep_alive", "lost", "mark_free", "queue_depth", "release", "remember_cache", "started", "status",
-           "submit", "supersede", "take", "withdraw"]
+           "submit", "supersede", "take", "wake_held", "withdraw"]
 
 
 # --- the web process's side ----------------------------------------------------------
@@ -186,6 +186,7 @@ def release(redis: Redis, taken: Taken) -> list[str]:
 finish_and_take = fairqueue.finish_and_take  # release, then take the next job: one round trip
 mark_free = fairqueue.mark_free  # this worker's one-at-a-time models that are idle
 forget_lost_tickets = fairqueue.forget_lost_tickets  # said by a worker with a free slot
+wake_held = deployments.wake_held  # pools whose jobs held for full deployments may run: tickets for them
 
 
 def remember_cache(redis: Redis, model: str, taken: Taken, worker_id: str) -> None:

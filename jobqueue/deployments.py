@@ -15,6 +15,8 @@ calls them):
 
 A job of a model whose deployments are all bounded waits in the fair queue
 while every one is full (fair_take.lua asks deployments.lua, as pick does).
+A request that ends has its slot take the next job; places held by a worker
+that died are found by wake_held, which every worker calls with its beat.
 """
 from __future__ import annotations
 
@@ -115,6 +117,15 @@ def probed(redis: Redis, model: str, deployment: str, healthy: bool, rest: Rest)
         redis.delete(keys.failures_key(model, deployment), keys.probe_key(model, deployment))
     else:
         failed(redis, model, deployment, "", rest)
+
+
+def wake_held(redis: Redis, pools: list[str]) -> list[str]:
+    """The pools whose jobs held for full deployments can run now that a dead
+    worker's places are dropped (deploy_wake.lua): each needs a ticket."""
+    if not pools:
+        return []
+    woken = run_script(redis, "deploy_wake", [], [keys.lua_key_templates(), json.dumps({"pools": pools})])
+    return [_text(pool) for pool in woken]
 
 
 def all_resting(redis: Redis, model: str, targets: list[Target]) -> bool:

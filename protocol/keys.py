@@ -244,6 +244,12 @@ def reserved_key(model: str, worker_id: str) -> str:
     return f"{FAIR_RESERVED_PREFIX}{model}:{worker_id}"
 
 
+def held_for_deployments_key(pool: str) -> str:
+    """Models with jobs waiting in the pool while all their deployments are
+    full: model -> its deployments (jobqueue.deployments.gate)."""
+    return f"{PREFIX}:fq:{pool}:held"
+
+
 def blocked_pools_key(person: str) -> str:
     """Pools where the person's jobs wait on their concurrency limit."""
     return f"{FAIR_BLOCKED_PREFIX}{person}"
@@ -304,4 +310,5 @@ def lua_key_templates() -> str:
                        "early_ticket": early_ticket_key(s), "worker": worker_key(s),
                        "inflight": inflight_key(s, s), "cooldown": cooldown_key(s, s), "failures": failures_key(s, s),
                        "probe": probe_key(s, s), "deploy_affinity": deployment_affinity_key(s, s),
+                       "held": held_for_deployments_key(s),
                        "deployment_metrics": DEPLOYMENT_METRICS})

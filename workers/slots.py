@@ -47,21 +47,27 @@ class Slots:
         # be handed jobs; until then it takes any job, as before.
         self.tracks_free = False
         self.stopping = False
+        self._pools: list[str] = []
 
     def start_tracking(self, pools: set[str]) -> str:
         """Called once the worker consumes the pools' queues; returns its
         direct queue. Only those pools' one-at-a-time models are tracked (and
         published as idle): no job is ever handed to a worker of another pool."""
         self._serial = [m for m in self._serial if self._registry.get(m).pool in pools]
+        self._pools = sorted(pools)
         self.tracks_free = True
         self.refresh()
         return direct_queue(self.worker_id)
 
     def refresh(self) -> None:
-        """This process's idle one-at-a-time models count as free (heartbeat)."""
+        """With each heartbeat: this process's idle one-at-a-time models
+        count as free, and jobs held for full deployments whose places a dead
+        worker left get a ticket (no job of theirs ends to take them)."""
         if self.tracks_free:
             with self._lock:
                 jobqueue.mark_free(self._redis, self.worker_id, self._idle())
+        for pool in jobqueue.wake_held(self._redis, self._pools):
+            self._ticket(pool, pool, "")
 
     def _idle(self) -> list[str]:
         """The bounded models with a free sequence here."""

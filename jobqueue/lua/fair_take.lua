@@ -98,7 +98,11 @@ local function verdict(job)
   if job.deployments and job.deployments ~= '' then
     local deployments = cjson.decode(job.deployments)
     deployment_states(job.model, deployments)
-    if not has_room(deployments) then return 'skip' end
+    if not has_room(deployments) then
+      redis.call('HSET', key('held', A.pool), job.model, job.deployments)  -- for deploy_wake.lua
+      redis.call('EXPIRE', key('held', A.pool), 86400)
+      return 'skip'
+    end
   end
   if job.serial ~= '1' or not tracks_free then return 'take' end
   -- A model that runs one job at a time per worker: this worker's copy must

@@ -76,8 +76,8 @@ class ScriptedUpstream:
             return self._stream(handler, (RECORDINGS / "text.sse").read_bytes())
         if model == "stall":
             return self._stream(handler, _chunk("partial"), stall_after=3.0)
-        if model == "endless":
-            return self._endless(handler, model)
+        if kind == "endless":  # "endless-60": for 60 s (else 20)
+            return self._endless(handler, model, float(arg or 20))
         if model == "hang":
             return self._hang(handler, model)
         return self._stream(handler, (RECORDINGS / "text.sse").read_bytes())
@@ -155,9 +155,9 @@ class ScriptedUpstream:
                           usage={"output_tokens": 9}), _named("message_stop")]
         self._stream(handler, b"".join(frames))
 
-    def _endless(self, handler, model: str) -> None:
+    def _endless(self, handler, model: str, seconds: float) -> None:
         self._headers(handler, 200)
-        deadline = time.monotonic() + 20
+        deadline = time.monotonic() + seconds
         while time.monotonic() < deadline:
             if _client_gone(handler.connection):
                 self.closed_at[model] = time.monotonic()

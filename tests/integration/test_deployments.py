@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -15,6 +16,7 @@ import ollama
 import openai
 import pytest
 
+import jobqueue
 from scripts.embedded_redis import free_port
 from scripts.processes import ROOT, Process, stack_env, start_fake_upstream, start_web, start_worker
 from tests.integration.scripted_upstream import ScriptedUpstream
@@ -75,7 +77,14 @@ def _registry(boxes: dict[str, Box], ollama_url: str) -> str:
     }
     tables = "".join(f'[models."{name}"]\n{common}upstream_model = "{name}"\ndeployments = [\n  '
                      + ",\n  ".join(listed) + "\n]\n\n" for name, listed in models.items())
-    return tables.replace('[models."primary"]\n', '[models."primary"]\nfallbacks = ["backup"]\n')
+    return tables.replace('[models."primary"]\n', '[models."primary"]\nfallbacks = ["backup"]\n') + _crash_model(ollama_url)
+
+
+def _crash_model(scripted_url: str) -> str:
+    """Two places in a pool of its own, on replies that last a minute."""
+    places = ", ".join(f'{{ base_url = "{scripted_url}/v1", name = "{name}", max_concurrent = 1 }}' for name in "xy")
+    return (f'[models."crash"]\nbackend = "openai"\npool = "crashed"\ncontext_length = 8192\n'
+            f'upstream_model = "endless-60"\ndeployments = [{places}]\n')
 
 
 @pytest.fixture(scope="module")
@@ -239,6 +248,63 @@ def test_operators_see_the_deployments(routed):
     ps = subprocess.run([sys.executable, str(ROOT / "scripts" / "admin.py"), "ps"], env=routed["env"],
                         capture_output=True, text=True, timeout=60, check=True).stdout
     assert re.search(r"^bounded\s+a\s+ready\s+0/2\s+\d+\s+0$", ps, re.M), ps
+
+
+def test_places_held_by_a_worker_that_died_go_to_the_job_waiting_for_them(routed, redis_client):
+    """Both places of "crash" are taken by a worker that is then killed, and
+    a third request waits for a place: it starts once the dead worker's
+    presence lapses, with no other request to wake it."""
+    env, base = routed["env"], routed["base"]
+    doomed = start_worker(env, concurrency=4, queues="crashed-completion,crashed", pool="gevent")
+    holders = [_Streaming(base, "crash", f"hold {n}") for n in range(2)]
+    try:
+        for holder in holders:
+            holder.wait_first_token()
+        waiting = _Streaming(base, "crash", "wait for a place")
+        _wait_for(lambda: jobqueue.queue_depth(redis_client, "crashed")[0] == 1, "the third request was not held")
+        survivor = start_worker(env, concurrency=4, queues="crashed-completion,crashed", pool="gevent")
+        try:
+            assert not any(holder.ended.is_set() for holder in holders)  # the dead worker's places: still held
+            doomed.stop(sig=9)
+            waiting.wait_first_token(timeout=45)  # presence lapses in 12 s, then a beat wakes it
+        finally:
+            survivor.stop()
+    finally:
+        doomed.stop()
+
+
+class _Streaming:
+    """A streamed request read in a thread: `first_token` once text came
+    (a waiting one then leaves), `ended` when its stream closed."""
+
+    def __init__(self, base: str, model: str, text: str):
+        self.first_token, self.ended = threading.Event(), threading.Event()
+        self._leave_at_first = text.startswith("wait")
+        body = {"model": model, "stream": True, "messages": [{"role": "user", "content": text}]}
+        threading.Thread(target=self._read, args=(f"{base}/v1/chat/completions", body), daemon=True).start()
+
+    def _read(self, url: str, body: dict) -> None:
+        try:
+            with httpx.stream("POST", url, json=body, timeout=120) as reply:
+                for line in reply.iter_lines():
+                    if line.startswith("data:") and "tick" in line:
+                        self.first_token.set()
+                        if self._leave_at_first:
+                            return
+        except httpx.HTTPError:
+            pass
+        finally:
+            self.ended.set()
+
+    def wait_first_token(self, timeout: float = 60) -> None:
+        assert self.first_token.wait(timeout), "no text came"
+
+
+def _wait_for(condition, why: str, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, why
+        time.sleep(0.05)
 
 
 def _metric(text: str, name: str, model: str, deployment: str, default: float | None = None) -> float:

@@ -140,6 +140,22 @@ def test_an_unbounded_deployment_needs_no_gate():
     assert json.loads(deployments.gate([Target("a", max=1)])) == [{"name": "a", "weight": 1.0, "max": 1}]
 
 
+def test_places_a_dead_worker_held_wake_the_jobs_held_for_them(clean_redis, worker, web):
+    """No job of the model ends to take the held job: the beat's wake_held
+    finds the places free once the worker's presence lapsed."""
+    targets = [Target("a", max=1), Target("b", max=1)]
+    where = Placement("upstream", deployments=deployments.gate(targets))
+    for n in range(2):
+        deployments.pick(clean_redis, MODEL, targets, Attempt(f"w1|{n}"), 1)
+    fairqueue.push(clean_redis, _job("j1", web), Asker("alice", 10), where)
+    assert fairqueue.take(clean_redis, "upstream", "w2").job is None  # held: both places taken
+    assert deployments.wake_held(clean_redis, ["upstream", "other"]) == []  # w1 lives: still full
+    clean_redis.delete(keys.worker_key("w1"))  # w1 died; its presence lapsed
+    assert deployments.wake_held(clean_redis, ["upstream", "other"]) == ["upstream"]
+    assert deployments.wake_held(clean_redis, ["upstream"]) == []  # one ticket per freeing
+    assert fairqueue.take(clean_redis, "upstream", "w2").job.id == "j1"
+
+
 def _wait_until(condition, seconds: float = 10) -> None:
     deadline = time.monotonic() + seconds
     while not condition():
