@@ -29,14 +29,14 @@ def start_on_a_model(job: Job, entry: ModelEntry, stream: bool) -> tuple[JobRun,
     """app.jobs.start_job on the job's model or, when that cannot serve it,
     its fallbacks in order (the run's job names the model that answers)."""
     shared, asked, tried = services(), entry.name, set()
-    entry = _entry_to_run(shared, entry)
+    entry = _entry_to_run(shared, entry, job)
     while True:
         tried.add(entry.name)
         try:
             run, events = start_job(job.model_copy(update={"model": entry.name}), entry, stream)
             break
         except SwitchboardError as error:
-            entry = _fallback_after(shared, entry, error, tried)
+            entry = _fallback_after(shared, entry, job, error, tried)
             if entry is None:
                 raise
         job = job.model_copy(update={"id": new_job_id()})
@@ -45,24 +45,41 @@ def start_on_a_model(job: Job, entry: ModelEntry, stream: bool) -> tuple[JobRun,
     return run, events
 
 
-def _entry_to_run(shared: Services, entry: ModelEntry) -> ModelEntry:
+def _entry_to_run(shared: Services, entry: ModelEntry, job: Job) -> ModelEntry:
     """The model a new job runs on: its own, unless it must fall back (and
     a fallback can take it)."""
     if not entry.fallbacks or (_up(shared, entry) and not _waits_too_long(shared, entry)):
         return entry
-    return next((e for e in _fallbacks(shared, entry) if _up(shared, e)), entry)
+    return next((e for e in _fallbacks(shared, entry, job) if _up(shared, e)), entry)
 
 
-def _fallback_after(shared: Services, entry: ModelEntry, error: SwitchboardError,
+def _fallback_after(shared: Services, entry: ModelEntry, job: Job, error: SwitchboardError,
                     tried: set[str]) -> ModelEntry | None:
     """The model to run the job on after it failed before its first token."""
     if error.status not in UNSERVED_STATUSES:
         return None
-    return next((e for e in _fallbacks(shared, entry) if e.name not in tried), None)
+    return next((e for e in _fallbacks(shared, entry, job) if e.name not in tried), None)
 
 
-def _fallbacks(shared: Services, entry: ModelEntry) -> list[ModelEntry]:
-    return [shared.registry.get(name) for name in entry.fallbacks]
+def _fallbacks(shared: Services, entry: ModelEntry, job: Job) -> list[ModelEntry]:
+    """Those that can serve the job as it was translated for the model asked
+    for: one without vision would drop its images, one without "insert" its
+    suffix."""
+    needs = _needs(job)
+    return [e for e in (shared.registry.get(name) for name in entry.fallbacks) if needs <= set(e.capabilities)]
+
+
+def _needs(job: Job) -> set[str]:
+    prompt, needs = job.prompt, set()
+    if any(m.images for m in job.messages) or (prompt is not None and prompt.images):
+        needs.add("vision")
+    if prompt is not None and prompt.suffix:
+        needs.add("insert")
+    if job.tools:
+        needs.add("tools")
+    if job.think not in (None, False):
+        needs.add("thinking")
+    return needs
 
 
 def _up(shared: Services, entry: ModelEntry) -> bool:
