@@ -40,7 +40,7 @@ def create_app(overrides: dict | None = None) -> Flask:
     app.config["MAX_CONTENT_LENGTH"] = settings.max_body_bytes
     app.json.sort_keys = False  # keep wire objects in the order the APIs document
     relay = Relay(redis, uuid.uuid4().hex)  # the process's id: its reply channels' and its lease's
-    app.extensions["switchboard"] = Services(settings, registry, redis, relay, Tickets(redis), keys,
+    app.extensions["switchboard"] = Services(settings, registry, redis, relay, Tickets(), keys,
                                              WebLease(relay.web_id, relay))
     install_request_log(app, settings.log_prompts)  # first: a refused request is logged too
     install_auth(app, keys)

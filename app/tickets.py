@@ -2,30 +2,21 @@
 Celery (queue_config), on one producer held for the process, those of
 requests submitted together in one round trip; and beside the job's
 queueing while the queue's jobs need tickets (slots are idle), so that the
-ticket costs the request no round trip of its own. Beside only while every
-live worker marks a ticket that overtakes its job (the previous release's do
-not); their presence is read at most every few seconds, by the request that
-finds the reading old."""
+ticket costs the request no round trip of its own (a worker's take marks a
+ticket that overtakes its job, and the job's queueing then asks for another:
+jobqueue.submit)."""
 from __future__ import annotations
 
-import time
 from typing import Callable
 
 import gevent
-from redis import Redis
-from redis.exceptions import RedisError
 
-from protocol.presence import live_workers
-from protocol.queue import MARKS_EARLY_TICKETS
 from queue_config import HeldProducer, Ticket
-
-READ_EVERY_SECONDS = 3.0
 
 
 class Tickets:
-    def __init__(self, redis: Redis, publish: Callable[[list[Ticket]], None] | None = None):
-        self._redis, self._publish = redis, publish or HeldProducer().send_tickets
-        self._read_at, self._workers_mark = float("-inf"), False
+    def __init__(self, publish: Callable[[list[Ticket]], None] | None = None):
+        self._publish = publish or HeldProducer().send_tickets
         self._pending: list[Ticket] = []
         self._sending = False
         self._needed: dict[str, bool] = {}  # per Celery queue: whether its last job needed a ticket
@@ -55,7 +46,7 @@ class Tickets:
         runs it (a slot that takes the ticket before the job is queued leaves
         a mark, and the queueing asks for another: jobqueue.submit). Returns
         what waits for the send and raises its error; None if not sent."""
-        if not self._needed.get(queue, True) or not self._every_worker_marks():
+        if not self._needed.get(queue, True):
             return None
         sending = gevent.spawn(self._send_catching, queue, pool, job_id)
 
@@ -67,16 +58,6 @@ class Tickets:
 
     def learn(self, queue: str, needed: bool) -> None:
         self._needed[queue] = needed
-
-    def _every_worker_marks(self) -> bool:
-        now = time.monotonic()
-        if now - self._read_at > READ_EVERY_SECONDS:
-            self._read_at = now
-            try:
-                self._workers_mark = all(w.get(MARKS_EARLY_TICKETS) for w in live_workers(self._redis))
-            except RedisError:
-                self._workers_mark = False
-        return self._workers_mark
 
     def _send_catching(self, queue: str, pool: str, job_id: str) -> Exception | None:
         """The send's error as its result: a refused job's ticket is never

@@ -248,9 +248,8 @@ def forget_lost_tickets(redis: Redis, queues: list[str], sent_before: float) -> 
     """Tickets still counted as on their way to these queues, sent before
     `sent_before`: a worker with a free slot consuming them says they were
     lost (it would have taken them at once). A ticket is lost when its web
-    process dies between counting and sending it, or a worker of the
-    previous release takes it without telling; left counted, it would stand
-    in for a ticket a waiting job needs."""
+    process dies between counting and sending it; left counted, it would
+    stand in for a ticket a waiting job needs."""
     pipe = redis.pipeline(transaction=False)
     for queue in queues:
         pipe.zremrangebyscore(keys.tickets_key(queue), "-inf", sent_before)

@@ -36,7 +36,7 @@ from protocol.errors import PromptTooLong, SwitchboardError
 CONTRACT_VERSION = 3  # what this code speaks
 # The release this one must run beside during a rolling deploy (see above):
 # the main branch as it last landed. Moved on when this release has landed.
-PREVIOUS_RELEASE = "e3516a2"
+PREVIOUS_RELEASE = "1e6e35f"
 EMBED_VERSION = 2  # embedding jobs need a worker that knows them
 IMAGES_VERSION = 2  # so do images (an older worker would drop them unseen)
 COUNT_VERSION = 3  # so do token counts (an older worker would generate a reply)
@@ -318,9 +318,6 @@ class DoneEvent(_Strict):
     reason: str  # a FinishReason (see there why a str)
     usage: Usage = Field(default_factory=Usage)
     timings: Timings = Field(default_factory=Timings)
-    # Always true from this release's workers (they count every finished
-    # request's usage): read by the previous release's web processes.
-    usage_counted: bool = False
     # The client's stop sequence that ended the reply (reason "stop"), where
     # the backend can tell (Anthropic's clients are told which one fired).
     stop_sequence: str | None = None

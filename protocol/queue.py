@@ -29,12 +29,8 @@ def is_direct_queue(queue: str) -> bool:
     return queue.startswith("direct.")
 
 
-# What a worker says in its presence: its slots tell the job queue that a
-# ticket arrived (the tickets counted on their way: jobqueue/fairqueue.py).
-# Read by the previous release's web processes, which send a ticket for every
-# job while a worker without it runs.
-COUNTED_TICKETS = "counted"
 # A field of a worker's presence: its take marks a ticket that came before
-# its job (jobqueue/lua/fair_take.lua). The web process sends a ticket beside
-# the job's queueing only while every live worker's presence has it.
+# its job (jobqueue/lua/fair_take.lua). Every worker since e3516a2 does; the
+# previous release's web processes (1e6e35f) send a ticket beside the job's
+# queueing only while every live worker's presence says so.
 MARKS_EARLY_TICKETS = "marks_early_tickets"

@@ -19,7 +19,7 @@ from redis import Redis
 
 import jobqueue
 from protocol.presence import dead_webs
-from protocol.queue import COUNTED_TICKETS, MARKS_EARLY_TICKETS, is_direct_queue
+from protocol.queue import MARKS_EARLY_TICKETS, is_direct_queue
 from workers.cancel import Cancel
 
 log = logging.getLogger(__name__)
@@ -62,7 +62,7 @@ class Heartbeat:
 
     def beat_once(self) -> None:
         presence = {"id": self._worker_id, "queues": self.queues, "slots": self.slots, "busy": len(self._jobs),
-                    "beat_at": time.time(), "tickets": COUNTED_TICKETS,
+                    "beat_at": time.time(),
                     MARKS_EARLY_TICKETS: True} if self.queues else None
         jobs = dict(self._jobs)
         jobqueue.keep_alive(self._redis, list(jobs), presence)

@@ -125,7 +125,7 @@ def _count_usage(pipe: Pipeline, job: Job, final: DoneEvent | ErrorEvent | None)
         return final
     if not job.count_only:
         record_request(pipe, job.id, job.usage_of, job.model, "ok", final.usage)
-    return final.model_copy(update={"usage_counted": True})
+    return final
 
 
 def _count_metrics(pipe: Pipeline, job: Job, ending: Ending, final: DoneEvent | ErrorEvent | None) -> None:

@@ -139,7 +139,7 @@ def test_a_finished_jobs_usage_is_counted_with_its_final_write():
     events = []
     while (message := pubsub.get_message()) is not None:
         events.append(json.loads(message["data"]))
-    assert events[-1]["type"] == "done" and events[-1]["usage_counted"] is True  # for the previous release's web
+    assert events[-1]["type"] == "done"
     assert usage.usage(redis).get("alice", {}).get("m") == {
         "requests": 1, "prompt_tokens": 3, "completion_tokens": 2, "errors": 0, "aborts": 0}
 
@@ -168,7 +168,7 @@ def test_a_token_count_generates_nothing_and_uses_no_budget():
     assert run_taken(job, ctx) == "counted"
     events = [json.loads(message["data"]) for message in iter(pubsub.get_message, None)]
     assert [e["type"] for e in events] == ["done"]
-    assert events[0]["usage"]["prompt_tokens"] == 42 and events[0]["usage_counted"] is True
+    assert events[0]["usage"]["prompt_tokens"] == 42
     assert usage.usage(redis) == {}
 
 

@@ -9,7 +9,6 @@ import json
 import time
 import uuid
 
-import fakeredis
 import pytest
 
 import jobqueue
@@ -18,8 +17,6 @@ from jobqueue import fairqueue
 from protocol import keys
 from protocol.contract import Job, Message
 from protocol.errors import SwitchboardError
-from protocol.presence import live_workers
-from protocol.queue import MARKS_EARLY_TICKETS
 
 LIMITS = jobqueue.Limits(requests_per_minute=100, max_queue=10, stale_after=60)
 
@@ -34,9 +31,8 @@ def _submit(redis, job, person: str, pool: str, tickets) -> None:
 
 
 def _recording(sent: list) -> Tickets:
-    """The web process's Tickets, publishing into `sent`, with no worker
-    present (their presence is read from a Redis of its own)."""
-    return Tickets(fakeredis.FakeRedis(), lambda batch: sent.extend((queue, job_id) for queue, _, job_id in batch))
+    """The web process's Tickets, publishing into `sent`."""
+    return Tickets(lambda batch: sent.extend((queue, job_id) for queue, _, job_id in batch))
 
 
 def test_tickets_go_beside_the_queueing_while_jobs_need_them_else_only_when_needed(clean_redis, web):
@@ -66,7 +62,7 @@ def test_a_ticket_that_overtook_its_job_is_sent_again(clean_redis, web):
             assert jobqueue.take(clean_redis, pool, "w", want=job_id, ticket_from=queue).job is None
             return lambda: None
     sent = []
-    tickets = Overtaken(fakeredis.FakeRedis(), lambda batch: sent.extend(job_id for _, _, job_id in batch))
+    tickets = Overtaken(lambda batch: sent.extend(job_id for _, _, job_id in batch))
     _submit(clean_redis, job, "alice", pool, tickets)
     assert sent == [job.id] and clean_redis.zcard(keys.tickets_key(pool)) == 1
     assert jobqueue.take(clean_redis, pool, "w", want=job.id, ticket_from=pool).job.id == job.id
@@ -78,26 +74,10 @@ def test_a_ticket_that_cannot_be_sent_withdraws_the_job(clean_redis, web):
     def broker_down(batch):
         raise ConnectionError("broker down")
     with pytest.raises(SwitchboardError, match="the job queue is unavailable: broker down") as refused:
-        _submit(clean_redis, job, "alice", pool, Tickets(fakeredis.FakeRedis(), broker_down))
+        _submit(clean_redis, job, "alice", pool, Tickets(broker_down))
     assert refused.value.status == 503
     assert fairqueue.depth(clean_redis, pool) == 0 and clean_redis.zcard(keys.queued_key(pool)) == 0
     assert clean_redis.zcard(keys.tickets_key(pool)) == 0
-
-
-@pytest.mark.parametrize("presences, beside", [([], True), ([True], True), ([True, False], False)],
-                         ids=["no-workers", "this-release", "a-previous-release-worker"])
-def test_tickets_go_beside_only_while_every_worker_marks_one_that_overtakes_its_job(presences, beside):
-    redis = fakeredis.FakeRedis()  # (the real one holds the test session's own workers)
-    for n, marks in enumerate(presences):
-        presence = {"id": f"w{n}", "queues": ["local"], "slots": 1, "busy": 0, "beat_at": time.time()}
-        jobqueue.keep_alive(redis, [], presence | ({MARKS_EARLY_TICKETS: True} if marks else {}))
-    assert len(live_workers(redis)) == len(presences)
-    sent = []
-    waiting = Tickets(redis, sent.extend).beside("local", "local", "job-1")
-    assert (waiting is not None) is beside
-    if waiting is not None:
-        waiting()
-        assert sent == [("local", "local", "job-1")]
 
 
 def test_tickets_sent_while_a_batch_is_on_its_way_go_in_the_next_one():
@@ -111,7 +91,7 @@ def test_tickets_sent_while_a_batch_is_on_its_way_go_in_the_next_one():
         if len(batches) == 1:
             tickets.send("local", "local", "job-2")
             tickets.send("local", "local", "job-3")
-    tickets = Tickets(fakeredis.FakeRedis(), publish)
+    tickets = Tickets(publish)
     tickets.send("local", "local", "job-1")
     assert batches == [[("local", "local", "job-1")], [("local", "local", "job-2"), ("local", "local", "job-3")]]
 
@@ -124,7 +104,7 @@ def test_a_batch_that_fails_fails_its_sender_and_the_next_ticket_still_goes():
             sent.append("failed")
             raise ConnectionError("broker down")
         sent.append(batch)
-    tickets = Tickets(fakeredis.FakeRedis(), publish)
+    tickets = Tickets(publish)
     with pytest.raises(ConnectionError):
         tickets.send("local", "local", "job-1")
     tickets.send("local", "local", "job-2")
