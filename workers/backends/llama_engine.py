@@ -191,12 +191,13 @@ class Engine:
     def _place(self, prompt: list[int], free: list[Slot]) -> Slot:
         """The free sequence for a prompt, holding the longest prefix of it
         that any sequence (copied over) or saved state (restored) holds."""
-        slot = max(free, key=lambda s: (common_prefix(s.kept, prompt), -s.used_at))
-        own = common_prefix(slot.kept, prompt)
+        held = {s.seq: common_prefix(s.kept, prompt) for s in self.slots}  # once: up to 8k tokens each
+        slot = max(free, key=lambda s: (held[s.seq], -s.used_at))
+        own = held[slot.seq]
         if self.saved is not None and own < len(slot.kept) // 2:  # it goes to someone else's prompt: keep theirs
             self.saved.save(self.ctx, slot.seq, slot.kept)
-        donor = max(self.slots, key=lambda s: common_prefix(s.kept, prompt))
-        shared = common_prefix(donor.kept, prompt)
+        donor = max(self.slots, key=lambda s: held[s.seq])
+        shared = held[donor.seq]
         state, stored = self.saved.longest(prompt) if self.saved is not None else (None, 0)
         if stored > max(own, shared):
             self._forget(slot, 0)

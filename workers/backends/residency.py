@@ -63,10 +63,6 @@ class Residency(Generic[T]):
                 self._timer.daemon = True
                 self._timer.start()
 
-    @property
-    def loaded(self) -> bool:
-        return self._loaded is not None
-
     def _load(self) -> int:
         self._stop_timer()
         self._unload_when_idle = False
