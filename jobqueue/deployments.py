@@ -133,7 +133,7 @@ def all_resting(redis: Redis, model: str, targets: list[Target]) -> bool:
     rest is over counts as awake though not yet found healthy: the next
     request goes there and has it probed, which is how a model that sends
     its jobs to a fallback meanwhile comes back."""
-    return bool(redis.exists(*(keys.cooldown_key(model, t.name) for t in targets)) == len(targets))
+    return redis.exists(*(keys.cooldown_key(model, t.name) for t in targets)) == len(targets)
 
 
 @dataclass(frozen=True)
