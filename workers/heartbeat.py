@@ -69,13 +69,13 @@ class Heartbeat:
         if self.counts_tickets and len(jobs) < self.slots:
             jobqueue.forget_lost_tickets(self._redis, [q for q in self.queues if not is_direct_queue(q)],
                                          time.time() - LOST_TICKET_SECONDS)
-        if self.on_beat is not None:
-            self.on_beat()
         dead = dead_webs(self._redis, {web for web, _ in jobs.values() if web})
         for job_id, (web_id, cancel) in jobs.items():
             if web_id in dead and cancel is not None and not cancel.is_set():
                 log.warning("job %s: its web process %s is gone; aborting it", job_id, web_id)
                 cancel.set()
+        if self.on_beat is not None:  # last: whatever it fails, the beat's own work is done
+            self.on_beat()
 
 
 class _Running:

@@ -1,6 +1,7 @@
 """workers.heartbeat on a real Redis: a running job's alive key and the
 worker's presence are refreshed; a job that left is no longer beaten; a
-worker with a free slot forgets tickets lost on their way."""
+worker with a free slot forgets tickets lost on their way; a job whose web
+process died is cancelled even if what else the beat does fails."""
 from __future__ import annotations
 
 import time
@@ -11,6 +12,7 @@ import pytest
 from protocol import keys
 from protocol.presence import ALIVE_TTL_SECONDS, live_workers
 from protocol.queue import direct_queue
+from workers.cancel import Cancel
 from workers.heartbeat import LOST_TICKET_SECONDS, Heartbeat
 
 
@@ -44,3 +46,16 @@ def test_a_worker_with_a_free_slot_forgets_tickets_lost_on_their_way(clean_redis
     clean_redis.zadd(keys.tickets_key(queue), {"lost": time.time() - LOST_TICKET_SECONDS - 1, "fresh": time.time()})
     heartbeat.beat_once()
     assert clean_redis.zrange(keys.tickets_key(queue), 0, -1) == ([b"fresh"] if forgotten else [b"lost", b"fresh"])
+
+
+def test_a_failing_extra_does_not_keep_a_dead_webs_job_running(clean_redis):
+    heartbeat = Heartbeat(clean_redis, "w-extra")
+    cancel = Cancel()
+    heartbeat._jobs["job-1"] = (f"web-{uuid.uuid4().hex[:6]}", cancel)  # no lease: its web process is gone
+
+    def broken() -> None:
+        raise RuntimeError("the slots' refresh failed")
+    heartbeat.on_beat = broken
+    with pytest.raises(RuntimeError):
+        heartbeat.beat_once()
+    assert cancel.is_set()
