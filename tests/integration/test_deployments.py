@@ -16,10 +16,10 @@ import ollama
 import openai
 import pytest
 
-import jobqueue
 from scripts.embedded_redis import free_port
 from scripts.processes import ROOT, Process, stack_env, start_fake_upstream, start_web, start_worker
 from tests.integration.scripted_upstream import ScriptedUpstream
+from tests.integration.waits import wait_until, waiting
 
 pytestmark = pytest.mark.slow
 
@@ -260,13 +260,13 @@ def test_places_held_by_a_worker_that_died_go_to_the_job_waiting_for_them(routed
     try:
         for holder in holders:
             holder.wait_first_token()
-        waiting = _Streaming(base, "crash", "wait for a place")
-        _wait_for(lambda: jobqueue.queue_depth(redis_client, "crashed")[0] == 1, "the third request was not held")
+        third = _Streaming(base, "crash", "wait for a place")
+        wait_until(lambda: waiting(redis_client, "crashed") == 1, 60, "the third request to be held")
         survivor = start_worker(env, concurrency=4, queues="crashed-completion,crashed", pool="gevent")
         try:
             assert not any(holder.ended.is_set() for holder in holders)  # the dead worker's places: still held
             doomed.stop(sig=9)
-            waiting.wait_first_token(timeout=45)  # presence lapses in 12 s, then a beat wakes it
+            third.wait_first_token(timeout=45)  # presence lapses in 12 s, then a beat wakes it
         finally:
             survivor.stop()
     finally:
@@ -298,13 +298,6 @@ class _Streaming:
 
     def wait_first_token(self, timeout: float = 60) -> None:
         assert self.first_token.wait(timeout), "no text came"
-
-
-def _wait_for(condition, why: str, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, why
-        time.sleep(0.05)
 
 
 def _metric(text: str, name: str, model: str, deployment: str, default: float | None = None) -> float:
