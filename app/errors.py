@@ -17,6 +17,7 @@ from werkzeug.exceptions import HTTPException, RequestEntityTooLarge
 
 from app.services import services
 from dialects import anthropic_writer, ollama_writer, openai_writer, simple_chat
+from dialects.common import TAG_MARK
 from jobqueue import Busy, Verdict
 from protocol.errors import SwitchboardError
 from protocol.metrics import count_rejection
@@ -26,8 +27,9 @@ _BRANCH_TAGS = {"str", "int", "float", "bool", "list", "dict", "none"}
 
 
 def _is_union_branch(part) -> bool:
-    """pydantic names union branches in error locations: `str`, `list[...]`."""
-    return isinstance(part, str) and (part in _BRANCH_TAGS or "[" in part)
+    """pydantic names union branches in error locations: `str`, `list[...]`,
+    and a tagged union's tag (dialects.common.union_by_type)."""
+    return isinstance(part, str) and (part in _BRANCH_TAGS or "[" in part or part.startswith(TAG_MARK))
 
 
 class ApiError(SwitchboardError):

@@ -3,11 +3,11 @@ docs). Unknown fields are ignored: Claude Code sends `context_management`,
 `output_config` and betas this server has no use for."""
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Literal, Union
 
-from pydantic import Discriminator, Field, Tag
+from pydantic import Field
 
-from dialects.common import PositiveInt, Request
+from dialects.common import PositiveInt, Request, union_by_type
 
 
 class TextBlock(Request):
@@ -59,19 +59,9 @@ class OtherBlock(Request):
     type: str
 
 
-_BLOCKS = {"text", "image", "tool_use", "tool_result", "thinking", "redacted_thinking"}
-
-
-def _block_kind(value: Any) -> str:
-    kind = value.get("type") if isinstance(value, dict) else getattr(value, "type", None)
-    return kind if kind in _BLOCKS else "other"
-
-
-ContentBlock = Annotated[Union[
-    Annotated[TextBlock, Tag("text")], Annotated[ImageBlock, Tag("image")], Annotated[ToolUseBlock, Tag("tool_use")],
-    Annotated[ToolResultBlock, Tag("tool_result")], Annotated[ThinkingBlock, Tag("thinking")],
-    Annotated[RedactedThinkingBlock, Tag("redacted_thinking")], Annotated[OtherBlock, Tag("other")],
-], Discriminator(_block_kind)]
+ContentBlock = union_by_type({"text": TextBlock, "image": ImageBlock, "tool_use": ToolUseBlock,
+                              "tool_result": ToolResultBlock, "thinking": ThinkingBlock,
+                              "redacted_thinking": RedactedThinkingBlock}, other=OtherBlock)
 
 
 class Message(Request):

@@ -1,9 +1,9 @@
 """Field definitions shared by the request models of several APIs."""
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag
 
 Temperature = Annotated[float, Field(ge=0, le=2)]
 TopP = Annotated[float, Field(ge=0, le=1)]
@@ -15,6 +15,24 @@ class Request(BaseModel):
     """Base for request bodies: unknown fields are ignored."""
 
     model_config = ConfigDict(extra="ignore")
+
+
+# pydantic names the branch of a tagged union it tried in an error's
+# location; the tags carry this mark so that the error shown to the client
+# (app/errors.py) leaves them out: "messages.0.content.0.text", not "...0.text.text".
+TAG_MARK = "type="
+
+
+def union_by_type(kinds: dict[str, type], other: type, absent: str | None = None):
+    """A block or item of the kinds named, told apart by its `type`: a known
+    type's model, the kind `absent` when it has none, else `other`. A `type`
+    that is not a string (a list, an object) is `other` too, whose model
+    then refuses it by name, never a 500 (it is unhashable)."""
+    def kind(value: Any) -> str:
+        tag = value.get("type", absent) if isinstance(value, dict) else getattr(value, "type", absent)
+        return TAG_MARK + (tag if isinstance(tag, str) and tag in kinds else "other")
+    branches = [Annotated[model, Tag(TAG_MARK + name)] for name, model in {**kinds, "other": other}.items()]
+    return Annotated[Union[tuple(branches)], Discriminator(kind)]
 
 
 def stop_list(stop: str | list[str] | None) -> list[str]:

@@ -3,11 +3,11 @@ docs). Unknown fields are ignored: Codex sends `include`,
 `client_metadata` and betas this server has no use for."""
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Literal, Union
 
-from pydantic import Discriminator, Field, Tag
+from pydantic import Field
 
-from dialects.common import PositiveInt, Request, Temperature, TopP
+from dialects.common import PositiveInt, Request, Temperature, TopP, union_by_type
 
 
 class InputText(Request):
@@ -94,24 +94,12 @@ class OtherItem(Request):
     type: str
 
 
-_ITEMS = {"message", "function_call", "function_call_output", "custom_tool_call", "custom_tool_call_output",
-          "local_shell_call", "local_shell_call_output", "reasoning"}
-
-
-def _item_kind(value: Any) -> str:
-    kind = value.get("type", "message") if isinstance(value, dict) else getattr(value, "type", "message")
-    return kind if kind in _ITEMS else "other"
-
-
-InputItem = Annotated[Union[
-    Annotated[MessageItem, Tag("message")], Annotated[FunctionCallItem, Tag("function_call")],
-    Annotated[FunctionCallOutputItem, Tag("function_call_output")],
-    Annotated[CustomToolCallItem, Tag("custom_tool_call")],
-    Annotated[CustomToolCallOutputItem, Tag("custom_tool_call_output")],
-    Annotated[LocalShellCallItem, Tag("local_shell_call")],
-    Annotated[LocalShellCallOutputItem, Tag("local_shell_call_output")],
-    Annotated[ReasoningItem, Tag("reasoning")], Annotated[OtherItem, Tag("other")],
-], Discriminator(_item_kind)]
+# An item without a type is a message (the openai SDK sends {"role", "content"}).
+InputItem = union_by_type({"message": MessageItem, "function_call": FunctionCallItem,
+                           "function_call_output": FunctionCallOutputItem, "custom_tool_call": CustomToolCallItem,
+                           "custom_tool_call_output": CustomToolCallOutputItem,
+                           "local_shell_call": LocalShellCallItem, "local_shell_call_output": LocalShellCallOutputItem,
+                           "reasoning": ReasoningItem}, other=OtherItem, absent="message")
 
 
 class Tool(Request):

@@ -3,6 +3,7 @@ client sends, the answer is never a 5xx and every stream ends."""
 from __future__ import annotations
 
 import json
+import threading
 
 import httpx
 import pytest
@@ -60,3 +61,118 @@ def test_no_5xx_and_no_hung_stream(stack, route, body):
         assert response.status_code < 500, response.read()
         for _ in response.iter_bytes():  # the stream must end (the timeout would fail the test)
             pass
+
+
+# --- the agents' dialects: every position of a valid body, type-confused ------------
+# Valid bodies holding every kind of block and item the routes read, each
+# mutated at every position (a field replaced by each odd value, removed, or
+# an odd field added beside it): a `type` that is a list broke the
+# discriminators once (issue 41). Tool schemas are mutated at their root
+# only: below it they are the client's JSON Schema, passed on as it is.
+ODD = [[1], {"a": 1}, None, "x", -1, True]  # a list, an object, null, a string, a number, a boolean
+IMAGE = {"type": "base64", "media_type": "image/png",
+         "data": "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="}
+MESSAGES = {
+    "model": "echo", "max_tokens": 16, "stream": False, "system": [{"type": "text", "text": "be brief"}],
+    "messages": [
+        {"role": "user", "content": [{"type": "text", "text": "hi", "cache_control": {"type": "ephemeral"}}]},
+        {"role": "assistant", "content": [{"type": "thinking", "thinking": "hm", "signature": "s"},
+                                          {"type": "redacted_thinking", "data": "xyz"},
+                                          {"type": "tool_use", "id": "t1", "name": "get", "input": {"a": 1}}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1",
+                                      "content": [{"type": "text", "text": "42"}]}]},
+        {"role": "user", "content": "and now?"}],
+    "tools": [{"name": "get", "description": "d", "input_schema": {"type": "object"}}],
+    "tool_choice": {"type": "auto"}, "metadata": {"user_id": "u"}, "thinking": {"type": "enabled", "budget_tokens": 8},
+    "output_config": {"effort": "low"}, "stop_sequences": ["zz"], "temperature": 0.5, "top_p": 0.9, "top_k": 5,
+}
+COUNT_TOKENS = {k: v for k, v in MESSAGES.items() if k not in ("max_tokens", "stream")}
+# echo takes no images: these are refused (400) after their blocks are read.
+MESSAGES_IMAGE = {"model": "echo", "max_tokens": 16, "messages": [
+    {"role": "user", "content": [{"type": "text", "text": "what is it?"}, {"type": "image", "source": IMAGE}]}]}
+RESPONSES = {
+    "model": "echo", "stream": False, "store": False, "instructions": "be brief", "max_output_tokens": 16,
+    "input": [
+        {"type": "message", "role": "developer", "content": [{"type": "input_text", "text": "rules"}]},
+        {"role": "user", "content": [{"type": "input_text", "text": "hi"}]},
+        {"type": "reasoning", "id": "rs_1", "summary": [{"type": "summary_text", "text": "hm"}]},
+        {"type": "function_call", "call_id": "c1", "name": "get", "arguments": "{}"},
+        {"type": "function_call_output", "call_id": "c1", "output": "42"},
+        {"type": "custom_tool_call", "call_id": "c2", "name": "apply_patch", "input": "*** Begin Patch"},
+        {"type": "custom_tool_call_output", "call_id": "c2", "output": "done"},
+        {"type": "local_shell_call", "call_id": "c3", "action": {"type": "exec", "command": ["ls"]},
+         "status": "completed"},
+        {"type": "local_shell_call_output", "call_id": "c3", "output": "a b"}],
+    "tools": [{"type": "function", "name": "get", "parameters": {"type": "object"}},
+              {"type": "custom", "name": "apply_patch", "format": {"type": "grammar", "syntax": "lark",
+                                                                  "definition": "start: /.+/"}},
+              {"type": "web_search"}],
+    "tool_choice": "auto", "parallel_tool_calls": True, "reasoning": {"effort": "low", "summary": "auto"},
+    "include": ["reasoning.encrypted_content"], "text": {"format": {"type": "text"}}, "prompt_cache_key": "k",
+    "temperature": 0.5, "top_p": 0.9, "metadata": {"a": "b"},
+}
+RESPONSES_IMAGE = {"model": "echo", "input": [{"role": "user", "content": [
+    {"type": "input_text", "text": "what is it?"},
+    {"type": "input_image", "image_url": "data:image/png;base64," + IMAGE["data"]}]}]}
+def opaque(path: tuple) -> bool:
+    """Below a tool's schema or a tool call's arguments: the client's own JSON."""
+    return bool(path) and (path[-1] in ("input_schema", "parameters") or path[-1] == "input" and len(path) > 1)
+
+
+def positions(value, path=()):
+    """Every path into a JSON value (not below an opaque one)."""
+    yield path
+    if opaque(path):
+        return
+    children = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    for key, child in children:
+        yield from positions(child, (*path, key))
+
+
+def mutants(body: dict):
+    """(what changed, the body) for each odd value at each position, and
+    each position removed."""
+    for path in positions(body):
+        if not path:
+            continue
+        for odd in ODD:
+            yield f"{path}={odd!r}"[:120], _changed(body, path, lambda parent, key, odd=odd: parent.__setitem__(key, odd))
+        yield f"{path} removed", _changed(body, path, lambda parent, key: parent.pop(key))
+
+
+def _changed(body: dict, path: tuple, change) -> dict:
+    copy = json.loads(json.dumps(body))
+    parent = copy
+    for key in path[:-1]:
+        parent = parent[key]
+    change(parent, path[-1])
+    return copy
+
+
+def _status(client: httpx.Client, route: str, body: dict) -> int:
+    with client.stream("POST", route, json=body) as response:
+        for _ in response.iter_bytes():  # a stream must end (the timeout would fail the test)
+            pass
+        return response.status_code
+
+
+@pytest.mark.parametrize("route, body, status", [
+    ("/v1/messages", MESSAGES, 200), ("/v1/messages/count_tokens", COUNT_TOKENS, 200), ("/v1/responses", RESPONSES, 200),
+    ("/v1/messages", MESSAGES_IMAGE, 400), ("/v1/responses", RESPONSES_IMAGE, 400),
+], ids=["messages", "count_tokens", "responses", "messages-image", "responses-image"])
+def test_type_confused_values_in_every_position_of_the_agents_dialects(stack, route, body, status):
+    from concurrent.futures import ThreadPoolExecutor
+
+    clients = threading.local()
+
+    def status_of(case: dict) -> int:
+        if not hasattr(clients, "client"):
+            clients.client = httpx.Client(base_url=stack, timeout=httpx.Timeout(30))
+        return _status(clients.client, route, case)
+    assert status_of(body) == status  # the body itself is answered as it should be
+    cases = list(mutants(body))
+    with ThreadPoolExecutor(8) as pool:
+        statuses = list(pool.map(lambda case: status_of(case[1]), cases))
+    failed = [(what, status) for (what, _), status in zip(cases, statuses) if status >= 500]
+    assert not failed, f"{len(failed)} of {len(cases)} mutants got a 5xx: {failed[:10]}"
+    assert len(cases) > (300 if status == 200 else 50)
