@@ -1,45 +1,89 @@
-"""An OpenAPI 3.1 document of the routes, from the pydantic request models."""
+"""An OpenAPI 3.1 document of every route the server answers, its request
+bodies from the pydantic request models (the same ones that validate them),
+so fuzzers and client generators see the whole surface. A test checks that
+every route of the app is listed here."""
 from __future__ import annotations
 
 from functools import lru_cache
 
+from pydantic import BaseModel
 from pydantic.json_schema import models_json_schema
 
-from dialects.ollama_schemas import ChatRequest, GenerateRequest, ShowRequest
-from dialects.openai_schemas import ChatCompletionRequest, CompletionRequest
+from dialects.anthropic_schemas import CountTokensRequest, MessagesRequest
+from dialects.ollama_schemas import (
+    ChatRequest, EmbeddingsRequest as OllamaEmbeddingsRequest, EmbedRequest, GenerateRequest, PullRequest, ShowRequest,
+)
+from dialects.openai_schemas import ChatCompletionRequest, CompletionRequest, EmbeddingsRequest
+from dialects.responses_schemas import ResponsesRequest
 
-POST_ROUTES = [
-    ("/api/chat", ChatRequest, "Ollama chat (NDJSON stream by default)"),
-    ("/api/generate", GenerateRequest, "Ollama completion: raw, FIM (suffix), templates"),
-    ("/api/show", ShowRequest, "Ollama model details"),
-    ("/v1/chat/completions", ChatCompletionRequest, "OpenAI chat completion (SSE with stream)"),
-    ("/v1/completions", CompletionRequest, "OpenAI text completion"),
-    ("/chat/completions", ChatCompletionRequest, "Simple chat (NDJSON with stream)"),
-    ("/chat/sse", ChatCompletionRequest, "Simple chat over SSE"),
-]
-GET_ROUTES = [
-    ("/", "Liveness text, as Ollama answers"), ("/api/version", "Ollama-compatible version"),
-    ("/api/tags", "Models"), ("/api/ps", "Models loaded in workers"), ("/v1/models", "Models (OpenAI)"),
-    ("/healthz", "Process up"), ("/readyz", "Redis and workers ready"), ("/metrics", "Prometheus metrics"),
+# (method, path, request model or None, summary), in the order of the README's endpoint table.
+ROUTES: list[tuple[str, str, type[BaseModel] | None, str]] = [
+    ("get", "/", None, "Liveness text, as Ollama answers"),
+    ("get", "/api/version", None, "Ollama-compatible version"),
+    ("get", "/api/tags", None, "Models"),
+    ("post", "/api/show", ShowRequest, "Ollama model details"),
+    ("get", "/api/ps", None, "Models loaded in workers"),
+    ("post", "/api/chat", ChatRequest, "Ollama chat (NDJSON stream by default)"),
+    ("post", "/api/generate", GenerateRequest, "Ollama completion: raw, FIM (suffix), templates"),
+    ("post", "/api/embed", EmbedRequest, "Ollama embeddings"),
+    ("post", "/api/embeddings", OllamaEmbeddingsRequest, "Ollama embeddings (the older route)"),
+    ("post", "/api/pull", PullRequest, "Reports success for a served model"),
+    ("post", "/api/create", None, "Refused (403): the operator manages models"),
+    ("post", "/api/copy", None, "Refused (403): the operator manages models"),
+    ("post", "/api/push", None, "Refused (403): the operator manages models"),
+    ("delete", "/api/delete", None, "Refused (403): the operator manages models"),
+    ("post", "/api/blobs/{digest}", None, "Refused (403): the operator manages models"),
+    ("get", "/v1/models", None, "Models (OpenAI; Anthropic's shape for an Anthropic client)"),
+    ("get", "/v1/models/{name}", None, "One model"),
+    ("post", "/v1/chat/completions", ChatCompletionRequest, "OpenAI chat completion (SSE with stream)"),
+    ("post", "/v1/completions", CompletionRequest, "OpenAI text completion"),
+    ("post", "/v1/embeddings", EmbeddingsRequest, "OpenAI embeddings"),
+    ("post", "/v1/responses", ResponsesRequest, "OpenAI Responses (SSE with stream)"),
+    ("get", "/v1/responses/{response_id}", None, "A stored response (its creator's only)"),
+    ("delete", "/v1/responses/{response_id}", None, "Delete a stored response"),
+    ("post", "/v1/messages", MessagesRequest, "Anthropic Messages (SSE with stream)"),
+    ("post", "/v1/messages/count_tokens", CountTokensRequest, "Anthropic token count"),
+    ("post", "/chat/completions", ChatCompletionRequest, "Simple chat (NDJSON with stream)"),
+    ("post", "/chat/sse", ChatCompletionRequest, "Simple chat over SSE"),
+    ("get", "/healthz", None, "Process up"),
+    ("get", "/readyz", None, "Redis and workers ready; says whether Redis persists"),
+    ("get", "/metrics", None, "Prometheus metrics"),
+    ("get", "/openapi.json", None, "This document"),
+    ("get", "/admin", None, "The operator's console (HTML)"),
+    ("get", "/admin/status", None, "The console's data"),
+    ("get", "/admin/usage", None, "Usage per person and model for a day (?day=YYYY-MM-DD)"),
 ]
 _RESPONSES = {"200": {"description": "OK"}, "400": {"description": "Invalid request (the message names the field)"},
-              "401": {"description": "Missing or wrong API key"}, "403": {"description": "No access to the model"},
-              "404": {"description": "Unknown model"}, "413": {"description": "Body too large"},
-              "429": {"description": "Over a limit (OpenAI routes), with Retry-After"},
-              "503": {"description": "Busy (Ollama routes), with Retry-After"}}
+              "401": {"description": "Missing or wrong API key"}, "403": {"description": "No access"},
+              "404": {"description": "Unknown model or object"}, "413": {"description": "Body too large"},
+              "429": {"description": "Over a limit (OpenAI and Anthropic routes), with Retry-After"},
+              "503": {"description": "Busy or unavailable, with Retry-After"}}
+_KEY_IN_PATH = ("Every path is also served under /k/{key}/ (the API key in the path); else the key is "
+                "sent as `Authorization: Bearer` or `x-api-key`.")
+
+
+def _parameters(path: str) -> list[dict]:
+    names = [part[1:-1] for part in path.split("/") if part.startswith("{")]
+    return [{"name": name, "in": "path", "required": True, "schema": {"type": "string"}} for name in names]
+
+
+def _operation(summary: str, path: str, schema: dict | None) -> dict:
+    operation: dict = {"summary": summary, "responses": _RESPONSES}
+    if _parameters(path):
+        operation["parameters"] = _parameters(path)
+    if schema is not None:
+        operation["requestBody"] = {"required": True, "content": {"application/json": {"schema": schema}}}
+    return operation
 
 
 @lru_cache(maxsize=1)
 def openapi_document() -> dict:
-    refs, top = models_json_schema([(model, "validation") for _, model, _ in POST_ROUTES],
+    models = list(dict.fromkeys(model for _, _, model, _ in ROUTES if model is not None))
+    refs, top = models_json_schema([(model, "validation") for model in models],
                                    ref_template="#/components/schemas/{model}")
-    paths: dict = {path: {"get": {"summary": summary, "responses": {"200": {"description": "OK"}}}}
-                   for path, summary in GET_ROUTES}
-    for path, model, summary in POST_ROUTES:
-        paths[path] = {"post": {
-            "summary": summary,
-            "requestBody": {"required": True, "content": {"application/json": {"schema": refs[(model, "validation")]}}},
-            "responses": _RESPONSES,
-        }}
-    return {"openapi": "3.1.0", "info": {"title": "Switchboard", "version": "1.0"}, "paths": paths,
-            "components": {"schemas": top.get("$defs", {})}}
+    paths: dict = {}
+    for method, path, model, summary in ROUTES:
+        schema = refs[(model, "validation")] if model is not None else None
+        paths.setdefault(path, {})[method] = _operation(summary, path, schema)
+    return {"openapi": "3.1.0", "info": {"title": "Switchboard", "version": "1.0", "description": _KEY_IN_PATH},
+            "paths": paths, "components": {"schemas": top.get("$defs", {})}}
