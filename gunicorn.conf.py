@@ -8,8 +8,10 @@ graceful_timeout = settings_from_environment().graceful_timeout_seconds
 
 
 def post_worker_init(worker):
+    from app.persistence_check import check_at_start
     from app.shutdown import watch_for_shutdown
     from settings.collector import tune_garbage_collector
 
     watch_for_shutdown(worker)
+    check_at_start(worker)  # a Redis that forgets is said in the log at start
     tune_garbage_collector(settings_from_environment().gc_threshold)  # the app is loaded by now

@@ -8,6 +8,7 @@ from flask import current_app
 from redis import Redis
 
 from app.auth import KeyRing
+from app.persistence_check import PersistenceCheck
 from app.presence import WebLease
 from app.relay import Relay
 from app.tickets import Tickets
@@ -25,6 +26,7 @@ class Services:
     keys: KeyRing
     lease: WebLease
     open_runs: set = field(default_factory=set)  # this process's unfinished requests (for shutdown)
+    persistence: PersistenceCheck = field(default_factory=PersistenceCheck)  # does its Redis keep what it holds
 
 
 def services() -> Services:

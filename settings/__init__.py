@@ -16,6 +16,8 @@ from pydantic import AliasChoices, Field, ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
+# Beside the project (git ignores it): the embedded Redis's files.
+DEFAULT_DATA_DIR = Path(__file__).resolve().parents[1] / "data"
 
 
 def _env(name: str, default, **constraints):
@@ -29,6 +31,8 @@ class Settings(BaseSettings):
 
     redis_url: str = _env("REDIS_URL", DEFAULT_REDIS_URL)
     models_path: Path | None = _env("SWITCHBOARD_MODELS", None)
+    # What the server keeps on disk: the embedded Redis's append-only file (`make run`).
+    data_dir: Path = _env("SWITCHBOARD_DATA_DIR", DEFAULT_DATA_DIR)
     # Connections one process's Redis pool may open (pub/sub and Celery's own
     # broker connections come on top): bounded however many streams it carries.
     redis_connections: int = _env("SWITCHBOARD_REDIS_CONNECTIONS", 32, ge=1)

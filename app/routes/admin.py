@@ -45,7 +45,8 @@ def page():
 @admin_only
 def status():
     shared = services()
-    return jsonify(snapshot(shared.redis, shared.registry))
+    return jsonify({**snapshot(shared.redis, shared.registry),
+                    "redis": shared.persistence.current(shared.redis).report()})
 
 
 @bp.get("/usage")

@@ -28,17 +28,20 @@ def healthz():
 @bp.get("/readyz")
 @public
 def readyz():
+    shared = services()
     try:
-        services().redis.ping()
-        workers = live_workers(services().redis)
+        shared.redis.ping()
+        workers = live_workers(shared.redis)
     except RedisError as error:
         return jsonify({"status": "unavailable", "reason": f"Redis unreachable: {type(error).__name__}"}), 503
+    redis = shared.persistence.current(shared.redis).report()  # ready either way; a Redis that forgets is said
     consumed = {queue for worker in workers for queue in worker["queues"]}
-    missing = sorted(pool for pool in services().registry.pools()
+    missing = sorted(pool for pool in shared.registry.pools()
                      if pool not in consumed and completion_queue(pool) not in consumed)
     if missing:
-        return jsonify({"status": "unavailable", "reason": f"no worker consumes pool(s): {', '.join(missing)}"}), 503
-    return jsonify({"status": "ready", "workers": len(workers)})
+        return jsonify({"status": "unavailable", "reason": f"no worker consumes pool(s): {', '.join(missing)}",
+                        "redis": redis}), 503
+    return jsonify({"status": "ready", "workers": len(workers), "redis": redis})
 
 
 @bp.get("/metrics")
