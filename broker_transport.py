@@ -1,4 +1,5 @@
-"""Kombu's Redis transport, publishing through one redis-py client per channel.
+"""Kombu's Redis transports (one Redis, or the master Redis Sentinel names),
+publishing through one redis-py client per channel.
 
 Celery loads it by name (queue_config: broker_transport, kombu's documented
 way to name a transport class). Kombu's Redis channel builds a new redis-py
@@ -18,7 +19,8 @@ import redis
 from kombu.transport import redis as kombu_redis
 
 
-class Channel(kombu_redis.Channel):
+class OnePublisher:
+    """A channel's publishes through one client on its pool."""
     _publisher: redis.Redis | None = None
 
     @contextmanager
@@ -32,5 +34,17 @@ class Channel(kombu_redis.Channel):
         yield self._publisher
 
 
+class Channel(OnePublisher, kombu_redis.Channel):
+    pass
+
+
+class SentinelChannel(OnePublisher, kombu_redis.SentinelChannel):
+    pass
+
+
 class Transport(kombu_redis.Transport):
     Channel = Channel
+
+
+class SentinelTransport(kombu_redis.SentinelTransport):
+    Channel = SentinelChannel

@@ -23,7 +23,7 @@ from app.services import Services
 from app.tickets import Tickets
 from catalog.registry import load_registry
 from protocol.keys import configure as configure_redis_names
-from protocol.connection import redis_client
+from protocol.connection import RedisTarget, redis_client
 from settings import load_settings
 
 
@@ -34,7 +34,7 @@ def create_app(overrides: dict | None = None) -> Flask:
     keys = load_keys(settings.keys_file, settings.api_keys, settings.trusted_networks)
     # Fail fast when Redis is down (redis-py would retry for many seconds):
     # a stream should end with an error at once, and recover when Redis does.
-    redis = redis_client(settings.redis_url, "switchboard-web", settings.redis_connections,
+    redis = redis_client(RedisTarget.of(settings), "switchboard-web", settings.redis_connections,
                          socket_connect_timeout=2, retry=Retry(ExponentialBackoff(cap=0.5, base=0.05), 2))
     app = Flask(__name__, static_folder=None)
     app.config["MAX_CONTENT_LENGTH"] = settings.max_body_bytes

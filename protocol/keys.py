@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import json
 from functools import lru_cache
-from urllib.parse import urlparse
+
+from protocol.connection import database
 
 PREFIX = "switchboard"
 # How long per-job records (a finished job's state; abort marks of jobs never
@@ -40,8 +41,7 @@ def configure(redis_url: str, record_seconds: int | None = None) -> None:
 
 def channels_prefix(redis_url: str) -> str:
     """The channel names' prefix for the database a URL names."""
-    path = urlparse(redis_url).path.strip("/")
-    return f"{PREFIX}:db{int(path) if path.isdigit() else 0}"
+    return f"{PREFIX}:db{database(redis_url)}"
 
 
 def abort_channel(prefix: str | None = None) -> str:

@@ -19,6 +19,7 @@ import json
 import os
 import secrets
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import tomlkit
@@ -29,7 +30,7 @@ from app.auth import digest, read_keys_file  # noqa: E402
 from app.console import snapshot  # noqa: E402
 from catalog.registry import load_registry  # noqa: E402
 from protocol import usage  # noqa: E402
-from protocol.connection import redis_client  # noqa: E402
+from protocol.connection import RedisTarget, redis_client  # noqa: E402
 from protocol.keys import configure  # noqa: E402
 from settings import settings_from_environment  # noqa: E402
 
@@ -159,9 +160,11 @@ def _keys_file(options: argparse.Namespace) -> Path:
 
 def _redis(options: argparse.Namespace):
     settings = settings_from_environment()
-    url = options.redis_url or settings.redis_url
-    configure(url)
-    return redis_client(url, "switchboard-admin", 2), settings
+    target = RedisTarget.of(settings)
+    if options.redis_url:
+        target = replace(target, url=options.redis_url)
+    configure(target.url)
+    return redis_client(target, "switchboard-admin", 2), settings
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -18,6 +18,7 @@ import psutil
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from protocol.connection import redacted  # noqa: E402
 from scripts.children import starting, stop_all, stop_on_signals, track, untrack  # noqa: E402
 from scripts.embedded_redis import resolve_redis  # noqa: E402
 from settings import settings_from_environment  # noqa: E402
@@ -86,8 +87,8 @@ def _stop_processes(processes: list[psutil.Process], grace_seconds: float) -> No
 def main() -> int:
     stop_on_signals()
     url, embedded = resolve_redis(settings_from_environment().data_dir)
-    print(f"switchboard: using Redis at {url}" + (f" (embedded, keeping its data in {embedded.dir})" if embedded
-                                                   else ""), flush=True)
+    kept = f" (embedded, keeping its data in {embedded.dir})" if embedded else ""
+    print(f"switchboard: using Redis at {redacted(url)}{kept}", flush=True)
     env = dict(os.environ, REDIS_URL=url)
     env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
     honcho = Honcho(env, env.get("PORT", "11434"))

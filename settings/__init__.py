@@ -12,7 +12,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 
-from pydantic import AliasChoices, Field, ValidationError
+from pydantic import AliasChoices, Field, SecretStr, ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
@@ -30,6 +30,9 @@ class Settings(BaseSettings):
                                       frozen=True)
 
     redis_url: str = _env("REDIS_URL", DEFAULT_REDIS_URL)
+    # With a sentinel:// REDIS_URL: the master's name, and the sentinels' own password.
+    redis_master: str = _env("SWITCHBOARD_REDIS_MASTER", "mymaster", min_length=1)
+    redis_sentinel_password: SecretStr | None = _env("SWITCHBOARD_REDIS_SENTINEL_PASSWORD", None)
     models_path: Path | None = _env("SWITCHBOARD_MODELS", None)
     # What the server keeps on disk: the embedded Redis's append-only file (`make run`).
     data_dir: Path = _env("SWITCHBOARD_DATA_DIR", DEFAULT_DATA_DIR)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import socket
 import threading
+from functools import partial
 
 from celery.signals import task_postrun
 from celery.worker import loops
@@ -58,6 +59,18 @@ def consume_loop(*loop_args, **loop_kwargs):
     return loops.synloop(*loop_args, **loop_kwargs)
 
 
+# After losing the broker (a Redis restart, a Sentinel failover) the consumer
+# tries again this often: kombu's default waits 2, 4, 6 ... up to 30 s, so a
+# Redis back (or a replica promoted) after two seconds was consumed from
+# again only after six, and tickets waited for it meanwhile.
+RECONNECT_EVERY = {"interval_start": 0.25, "interval_step": 0.25, "interval_max": 1.0}
+
+
 class Consumer(CeleryConsumer):
-    """Celery's consumer with the loop above (queue_config: worker_consumer)."""
+    """Celery's consumer with the loop above (queue_config: worker_consumer),
+    reconnecting within a second of the broker's return."""
     loop = staticmethod(consume_loop)
+
+    def ensure_connected(self, conn):
+        conn.ensure_connection = partial(conn.ensure_connection, **RECONNECT_EVERY)
+        return super().ensure_connected(conn)

@@ -19,7 +19,7 @@ from catalog.registry import load_registry
 import jobqueue
 from jobqueue import Taken
 from protocol import keys
-from protocol.connection import redis_client
+from protocol.connection import RedisTarget, redis_client
 from protocol.contract import ErrorEvent, FinishReason
 from protocol.presence import publish_event
 from protocol.queue import TAKE_TASK
@@ -47,7 +47,7 @@ if not settings_from_environment().log_tasks:
 def _context(pid: int) -> RunContext:
     settings = settings_from_environment()
     keys.configure(settings.redis_url, settings.record_seconds)
-    redis = redis_client(settings.redis_url, "switchboard-worker", settings.redis_connections)
+    redis = redis_client(RedisTarget.of(settings), "switchboard-worker", settings.redis_connections)
     worker_id = f"{socket.gethostname()}:{pid}"
     registry = load_registry(settings.models_path)
     return RunContext(
