@@ -6,10 +6,8 @@ watch are greenlets): `gunicorn -k gevent 'app:create_app()'`. It imports
 """
 from __future__ import annotations
 
-import uuid
-
 from flask import Flask
-from redis.backoff import ExponentialBackoff
+from redis.backoff import ExponentialBackoff, NoBackoff
 from redis.retry import Retry
 
 from app.auth import install_auth, load_keys
@@ -34,14 +32,16 @@ def create_app(overrides: dict | None = None) -> Flask:
     keys = load_keys(settings.keys_file, settings.api_keys, settings.trusted_networks)
     # Fail fast when Redis is down (redis-py would retry for many seconds):
     # a stream should end with an error at once, and recover when Redis does.
-    redis = redis_client(RedisTarget.of(settings), "switchboard-web", settings.redis_connections,
+    target = RedisTarget.of(settings)
+    redis = redis_client(target, "switchboard-web", settings.redis_connections,
                          socket_connect_timeout=2, retry=Retry(ExponentialBackoff(cap=0.5, base=0.05), 2))
     app = Flask(__name__, static_folder=None)
     app.config["MAX_CONTENT_LENGTH"] = settings.max_body_bytes
     app.json.sort_keys = False  # keep wire objects in the order the APIs document
-    relay = Relay(redis, uuid.uuid4().hex)  # the process's id: its reply channels' and its lease's
-    app.extensions["switchboard"] = Services(settings, registry, redis, relay, Tickets(), keys,
-                                             WebLease(relay.web_id, relay))
+    # The relay's pub/sub connection, never retried by redis-py: a lost one is a gap (app/relay.py).
+    relay = Relay(redis_client(target, "switchboard-relay", 2, socket_connect_timeout=2,
+                               retry=Retry(NoBackoff(), 0)))
+    app.extensions["switchboard"] = Services(settings, registry, redis, relay, Tickets(), keys, WebLease(relay))
     install_request_log(app, settings.log_prompts)  # first: a refused request is logged too
     install_auth(app, keys)
     install_fallback_errors(app)

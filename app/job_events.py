@@ -21,7 +21,10 @@ from protocol.contract import ErrorEvent, Event, Job, KeepAliveEvent, TextEvent,
 from protocol.metrics import count_job
 
 KEEPALIVE = KeepAliveEvent()
-LOST_QUEUE = "lost the connection to the job queue"
+# Redis went away (a restart, a failover): what the job sent meanwhile is
+# lost, so its request ends; retryable, as any client takes a 503.
+LOST_QUEUE = ErrorEvent(message="lost the connection to the job queue (Redis); try again", status=503,
+                        retry_after=1)
 
 
 class JobEvents:
@@ -36,13 +39,13 @@ class JobEvents:
         try:
             payload = self._wait(keepalive)
         except RedisError:
-            return ErrorEvent(message=LOST_QUEUE, status=502)
+            return LOST_QUEUE
         if isinstance(payload, (KeepAliveEvent, ErrorEvent)):
             return payload
         if payload is CLOSED:
             if self.client_gone:
                 raise ClientGone()
-            return ErrorEvent(message=LOST_QUEUE, status=502)
+            return LOST_QUEUE
         event = decode_event(payload)
         if not isinstance(event, ErrorEvent):  # (an error may be a superseding web process's)
             self.started = True  # its worker sent it, so its worker had started it

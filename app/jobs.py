@@ -8,27 +8,29 @@ asking (app/asker.py), reading the events (app/job_events.py), jobqueue/.
 from __future__ import annotations
 
 import itertools
+import logging
 import time
 from dataclasses import replace
 from typing import Iterator
 
 from flask import request
+from redis.exceptions import RedisError
 
 import jobqueue
 from app import asker
 from app.auth import current_key
 from app.disconnect import DisconnectWatch
-from app.errors import ApiError
 from app.job_events import JobEvents
-from app.relay import RelayUnavailable
 from app.requestlog import job_observers
 from app.services import Services, services
 from app.streaming import Observer
 from catalog.registry import ModelEntry
 from protocol import keys, usage
-from protocol.contract import DoneEvent, ErrorEvent, Event, FinishReason, Job, UnknownEvent, encode_event
+from protocol.contract import DoneEvent, ErrorEvent, Event, Job, UnknownEvent, encode_event
 from protocol.metrics import count_job
 from protocol.presence import batched
+
+log = logging.getLogger(__name__)
 
 
 def start_job(job: Job, entry: ModelEntry, stream: bool = False) -> tuple[JobRun, Iterator[Event]]:
@@ -71,17 +73,14 @@ class JobRun:
         settings, redis, relay, tickets = (self._services.settings, self._services.redis, self._services.relay,
                                            self._services.tickets)
         job, self._pool = self.job, where.pool
-        job.web_id = self._services.lease.ensure_held(redis)
+        subscription = relay.listen(job.id, settings.subscribe_timeout_seconds)  # or RelayUnavailable: a 503
+        job.web_id = subscription.web_id  # the identity the relay listens under now
         job.reply_channel, job.usage_of = keys.reply_channel(job.web_id, job.id), self._asker.person
         job.enqueued_at = time.time()
         job.expires_at = job.enqueued_at + settings.max_queue_wait_seconds
         try:
-            subscription = relay.listen(job.id, settings.subscribe_timeout_seconds)
-        except RelayUnavailable as error:
-            raise ApiError(503, f"the job queue is unavailable: {error}") from None
-        try:
-            where = replace(where, policy=settings.queue_policy)
-            jobqueue.submit(redis, job, self._asker, limits, where, tickets)
+            self._services.lease.ensure_held(redis)
+            jobqueue.submit(redis, job, self._asker, limits, replace(where, policy=settings.queue_policy), tickets)
         except BaseException:
             relay.forget(subscription)
             raise
@@ -116,33 +115,35 @@ class JobRun:
             self._reader.subscription.close()
 
     def close(self) -> None:
-        """Idempotent: aborts the job unless it finished. A job that ended in
-        its worker's DoneEvent was recorded by that worker (jobqueue.finish,
-        its usage with it); any other end is recorded here."""
+        """Idempotent: ends the job (`_end`); if Redis is away, what it held
+        goes with its relay's identity (app/relay.py)."""
         self._services.open_runs.discard(self)
         if self._watch is not None:
             self._watch.stop()
             self._watch = None
         if self._reader is not None:
-            if not self.finished:
-                jobqueue.abort(self._services.redis, self.job.id)
             self._services.relay.forget(self._reader.subscription)
-            if not isinstance(self.final, DoneEvent):  # its worker finished it, and counted it then
-                self._withdraw(self._reader.started)
+            try:
+                self._end(self._reader.started)
+            except RedisError as error:
+                log.warning("job %s: its end could not be recorded (%s)", self.job.id, error)
             self._reader = None
         observers, self.observers = self.observers, []
         for observer in observers:
             getattr(observer, "close", lambda: None)()
 
-    def _withdraw(self, started: bool) -> None:
+    def _end(self, started: bool) -> None:
+        """Aborted unless it finished, and withdrawn (its places freed, its
+        outcome counted) unless its worker finished it and counted it then."""
         redis, final, person = self._services.redis, self.final, self._asker.person
-        outcome = "ok" if isinstance(final, DoneEvent) and final.reason != FinishReason.ABORTED else \
-            "error" if isinstance(final, ErrorEvent) else "abort"
+        if not self.finished:
+            jobqueue.abort(redis, self.job.id)
+        if isinstance(final, DoneEvent):
+            return
         with batched(redis) as pipe:  # one round trip for what it leaves
             unrun = jobqueue.withdraw(redis, pipe, self.job, person, self._pool, started)
             if unrun is not None:
                 count_job(pipe, self.job.model, unrun, 0, None)
-            usage.record_request(pipe, self.job.id, person, self.job.model, outcome,
-                                 final.usage if isinstance(final, DoneEvent) else None)
-            if isinstance(final, ErrorEvent):
+            usage.record_request(pipe, self.job.id, person, self.job.model, "error" if final else "abort")
+            if final is not None:
                 usage.record_error(pipe, person, self.job.model, final.message)

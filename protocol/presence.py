@@ -48,9 +48,14 @@ def publish_event(redis: Redis | Pipeline, channel: str, event: Event) -> None:
 
 
 # --- liveness of web processes and workers -------------------------------------------
-def renew_web_lease(redis: Redis, web_id: str, streams: int = 0) -> None:
+def renew_web_lease(redis: Redis | Pipeline, web_id: str, streams: int = 0) -> None:
     """The lease's value is the number of streams the process relays."""
     redis.set(keys.web_lease_key(web_id), streams, ex=WEB_LEASE_SECONDS)
+
+
+def drop_web_lease(redis: Redis | Pipeline, web_id: str) -> None:
+    """Its jobs are nobody's from now on (an identity a relay gave up)."""
+    redis.delete(keys.web_lease_key(web_id))
 
 
 def streams_relayed(redis: Redis) -> int:

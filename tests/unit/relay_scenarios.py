@@ -60,13 +60,20 @@ def shares_one_connection_with_no_subscription_per_stream(url: str) -> None:
 
 
 def ends_every_stream_when_redis_drops_it_and_recovers(url: str) -> None:
+    """A dropped connection is a gap, even when redis-py makes it again and
+    resubscribes by itself (this client retries, as redis-py's default
+    does): the streams end, and nobody listens under the old identity again."""
     relay, client = _relay(url)
     waiting = relay.listen("c", 5)
+    old = relay.web_id
     for connection in client.client_list():
         if connection["name"] == NAME and int(connection.get("psub", 0)) > 0:
             client.client_kill_filter(_id=connection["id"])
     assert waiting.messages.get(timeout=5) is CLOSED
+    assert relay.web_id != old and relay.retired == [old]
+    assert client.publish(reply_channel(old, "c"), b"lost") == 0  # a worker hears nobody: it stops the job
     fresh = relay.listen("d", 5)  # a new reader on a new connection, subscribed before listen returns
+    assert fresh.web_id == relay.web_id
     client.publish(reply_channel(relay.web_id, "d"), b"back")
     assert fresh.messages.get(timeout=5) == b"back"
 

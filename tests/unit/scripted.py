@@ -28,7 +28,7 @@ class ScriptedJobs:
 
     # Relay
     def listen(self, job_id: str, timeout: float) -> Subscription:
-        subscription = self._subscriptions[job_id] = Subscription(job_id)
+        subscription = self._subscriptions[job_id] = Subscription(job_id, "web")
         return subscription
 
     def forget(self, subscription: Subscription) -> None:

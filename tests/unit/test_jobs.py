@@ -20,7 +20,7 @@ SETTINGS = SimpleNamespace(keepalive_seconds=10, heartbeat_timeout_seconds=5, ev
 
 
 def _reader(*events, job=Job(id="j", model="m"), redis=None) -> JobEvents:
-    reader = JobEvents(Subscription("j"), job, SETTINGS, redis)
+    reader = JobEvents(Subscription("j", "web"), job, SETTINGS, redis)
     for event in events:
         reader.subscription.messages.put(event if event is CLOSED else encode_event(event))
     return reader
