@@ -17,7 +17,7 @@ from redis import Redis
 from redis.client import Pipeline
 
 from protocol import keys
-from protocol.contract import Usage
+from protocol.contract import DoneEvent, Job, Usage, encode_event
 from protocol.keys import ERRORS, series_key, usage_key, usage_tokens_key
 from protocol.presence import batched
 from protocol.scripts import ScriptBook
@@ -48,6 +48,23 @@ def record_request(redis: Redis | Pipeline, request_id: str, person: str, model:
     worker that finished a request counts it with its final write (the web
     process then need not), the web process any other (its client left, its
     worker was lost, it never ran) or, in a race with the worker, the same."""
+    script_keys = [keys.state_key(request_id)]  # its `counted` field
+    args = _counts(person, model, outcome, used)
+    if isinstance(redis, Pipeline):
+        _SCRIPTS.queue_text(redis, "count_once", script_keys, args)
+    else:
+        _SCRIPTS.run(redis, "count_once", script_keys, args)
+
+
+def deliver_answer(pipe: Pipeline, job: Job, final: DoneEvent) -> None:
+    """A finished job's final event published, and its request counted as
+    answered (once) only if a web process heard it (lua/deliver_final.lua)."""
+    _SCRIPTS.queue_text(pipe, "deliver_final", [keys.state_key(job.id)],
+                        [job.reply_channel, encode_event(final), *_counts(job.usage_of, job.model, "ok", final.usage)])
+
+
+def _counts(person: str, model: str, outcome: str, used: Usage | None) -> list:
+    """count_once's arguments (lua/counting.lua): TTLs, then the counters."""
     day = today()
     prompt_tokens, completion_tokens = (used.prompt_tokens, used.completion_tokens) if used else (0, 0)
     counts = {"requests": 1, "prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
@@ -58,11 +75,7 @@ def record_request(redis: Redis | Pipeline, request_id: str, person: str, model:
             args += [usage_key(day), SEPARATOR.join((person, model, metric)), value]
     if prompt_tokens + completion_tokens:
         args += [usage_tokens_key(day), person, prompt_tokens + completion_tokens]
-    script_keys = [keys.state_key(request_id)]  # its `counted` field
-    if isinstance(redis, Pipeline):
-        _SCRIPTS.queue_text(redis, "count_once", script_keys, args)
-    else:
-        _SCRIPTS.run(redis, "count_once", script_keys, args)
+    return args
 
 
 def tokens_today(redis: Redis, person: str) -> int:

@@ -18,12 +18,18 @@ reply reaches it in many small pieces, and without this each piece was a
 message, a relay wake-up, a frame and a client write, which cost much of
 the throughput (docs/benchmarks-notes.md has the measurements). Most clients
 render streamed text no faster than this anyway.
+
+A message nobody received (PUBLISH counted no subscriber) means nobody will:
+the web process that queued the job lost Redis and listens under a new
+identity now (app/relay.py), or it died. `on_unheard` is called once then
+(the runner stops the job, and it is not counted as answered).
 """
 from __future__ import annotations
 
 import threading
 import time
 from itertools import groupby
+from typing import Callable
 
 from redis import Redis
 
@@ -62,10 +68,12 @@ class EventPublisher:
     the caller to publish with the job's final event in the same round trip)
     unless told to drop it, and re-raises a failure of the publishing thread."""
 
-    def __init__(self, redis: Redis, channel: str, interval: float = STREAM_INTERVAL_SECONDS):
+    def __init__(self, redis: Redis, channel: str, interval: float = STREAM_INTERVAL_SECONDS,
+                 on_unheard: Callable[[], None] = lambda: None):
         self._redis = redis
         self._channel = channel
         self._interval = interval
+        self._on_unheard = on_unheard
         self._pending: list[Event] = []
         self._lock = threading.Lock()
         self._wake = threading.Event()
@@ -140,9 +148,11 @@ class EventPublisher:
 
     def _publish(self, events: list[Event]) -> None:
         if len(events) == 1:
-            self._redis.publish(self._channel, encode_event(events[0]))
-            return
-        pipe = self._redis.pipeline(transaction=False)
-        for event in events:
-            pipe.publish(self._channel, encode_event(event))
-        pipe.execute()
+            heard = self._redis.publish(self._channel, encode_event(events[0]))
+        else:
+            pipe = self._redis.pipeline(transaction=False)
+            for event in events:
+                pipe.publish(self._channel, encode_event(event))
+            heard = max(pipe.execute())
+        if not heard:
+            self._on_unheard()

@@ -37,7 +37,8 @@ class Rounds:
     def run(self, tail: list[Event]) -> DoneEvent:
         """The job's rounds, to its DoneEvent; what the publisher still holds
         at the end is left in `tail` (it goes out with the final event)."""
-        publisher = EventPublisher(self.ctx.redis, self.server.job.reply_channel, self.ctx.stream_interval_seconds)
+        publisher = EventPublisher(self.ctx.redis, self.server.job.reply_channel, self.ctx.stream_interval_seconds,
+                                   on_unheard=self._nobody_listens)
         try:
             ended = self._rounds(publisher)
         finally:
@@ -48,6 +49,12 @@ class Rounds:
         reason = FinishReason.TOOL_CALLS if replies.filter.calls else \
             FinishReason.STEP_LIMIT if plan.step_limited and outcome.reason == FinishReason.STOP else outcome.reason
         return done(reason, self.totals.outcome(outcome), self.started, self.totals.first_token_at)
+
+    def _nobody_listens(self) -> None:
+        if not self.aborted.is_set():
+            log.warning("job %s: nobody hears its events any more (its web process lost Redis or died); "
+                        "stopping it", self.server.job.id)
+            self.aborted.set()
 
     def _rounds(self, publisher: EventPublisher) -> tuple[Outcome, ToolPlan, Replies] | None:
         """Rounds while the model calls only server tools; None if aborted."""

@@ -22,7 +22,7 @@ from protocol.contract import CONTRACT_VERSION, DoneEvent, ErrorEvent, Event, Fi
 from protocol.errors import SwitchboardError, UnknownModel
 from protocol.metrics import count_job, count_prompt_cache
 from protocol.presence import FOREVER_SECONDS, forget_loaded, mark_loaded, publish_event
-from protocol.usage import record_minute, record_request
+from protocol.usage import deliver_answer, record_minute
 from workers.cancel import Cancel
 from workers.context import RunContext
 from workers.generate import generate
@@ -104,10 +104,11 @@ def _finish(job: Job, ctx: RunContext, ending: Ending, batch: Pipeline | None) -
     """Everything a finished job leaves in Redis, in one round trip (on
     `batch` if given, sent by the caller)."""
     pipe = ctx.redis.pipeline(transaction=False) if batch is None else batch
-    final = _count_usage(pipe, job, ending.final)
+    final = ending.final
     if final is not None:
-        for event in [*ending.tail, final]:
+        for event in ending.tail:
             publish_event(pipe, job.reply_channel, event)
+        _deliver(pipe, job, final)
     jobqueue.finish(pipe, job.id, ending.reason, **ending.record)
     if ending.loaded:
         _note_loaded(pipe, job, ctx)
@@ -117,15 +118,14 @@ def _finish(job: Job, ctx: RunContext, ending: Ending, batch: Pipeline | None) -
     return ending.reason
 
 
-def _count_usage(pipe: Pipeline, job: Job, final: DoneEvent | ErrorEvent | None) -> DoneEvent | ErrorEvent | None:
-    """A finished reply's usage, counted by its worker with its final event:
-    the web process counts only requests that end otherwise. Counting a
-    prompt uses no tokens."""
-    if not isinstance(final, DoneEvent):
-        return final
-    if not job.count_only:
-        record_request(pipe, job.id, job.usage_of, job.model, "ok", final.usage)
-    return final
+def _deliver(pipe: Pipeline, job: Job, final: DoneEvent | ErrorEvent) -> None:
+    """Its last event; an answer is counted by its worker, with it, if a web
+    process heard it (the web process counts requests that end otherwise).
+    Counting a prompt uses no tokens."""
+    if isinstance(final, DoneEvent) and not job.count_only:
+        deliver_answer(pipe, job, final)
+    else:
+        publish_event(pipe, job.reply_channel, final)
 
 
 def _count_metrics(pipe: Pipeline, job: Job, ending: Ending, final: DoneEvent | ErrorEvent | None) -> None:

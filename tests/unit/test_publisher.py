@@ -140,3 +140,20 @@ def test_a_redis_failure_reaches_the_runner():
     assert attempted.wait(2)  # the publishing thread tried (not at once: the first event does not yield)
     with pytest.raises(RedisConnectionError):
         publisher.close()
+
+
+def test_events_nobody_hears_tell_the_runner(clean_redis):
+    """PUBLISH reached no subscriber: the job's web process lost Redis (it
+    listens under a new identity now) or died, so the job is stopped."""
+    unheard = threading.Event()
+    publisher = EventPublisher(clean_redis, reply_channel("web", "nobody"), interval=0, on_unheard=unheard.set)
+    publisher.put([TextEvent(text="anyone?")])
+    assert unheard.wait(5)
+    publisher.close()
+    heard = threading.Event()
+    pubsub = _listen(clean_redis, "somebody")
+    publisher = EventPublisher(clean_redis, reply_channel("web", "somebody"), interval=0, on_unheard=heard.set)
+    publisher.put([TextEvent(text="hello"), CALL])  # two messages: one pipeline
+    assert _received(pubsub) == [TextEvent(text="hello"), CALL]
+    assert publisher.close() == [] and not heard.is_set()
+    pubsub.close()

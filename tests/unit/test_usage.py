@@ -84,3 +84,27 @@ def test_the_admin_tool_edits_the_keys_file_keeping_comments(tmp_path):
     assert "carol" not in path.read_text()
     revoke_key(path, "alice")
     assert [k["name"] for k in list_keys(path)] == ["bob"] and "# bob's laptop" in path.read_text()
+
+
+def test_an_answer_is_counted_only_if_a_web_process_heard_it(clean_redis):
+    """A finished job's final event and its count (lua/deliver_final.lua):
+    nobody hears a channel whose web process lost Redis, and that client was
+    told of an error, so nothing is counted; once heard, counted once."""
+    from protocol.contract import DoneEvent, Job, decode_event
+
+    job = Job(id="r9", model="echo", usage_of="alice", reply_channel="switchboard:db13:web:w:job:r9:events")
+    done = DoneEvent(reason="stop", usage=Usage(prompt_tokens=3, completion_tokens=5))
+
+    def deliver() -> int:
+        pipe = clean_redis.pipeline(transaction=False)
+        usage.deliver_answer(pipe, job, done)
+        return pipe.execute()[0]
+    assert deliver() == 0 and usage.usage(clean_redis) == {}
+    pubsub = clean_redis.pubsub()
+    pubsub.psubscribe("switchboard:db13:web:w:job:*:events")
+    pubsub.get_message(timeout=1)
+    assert deliver() == 1 and deliver() == 1  # heard twice, counted once
+    assert decode_event(pubsub.get_message(timeout=1)["data"]) == done
+    assert usage.usage(clean_redis)["alice"]["echo"]["completion_tokens"] == 5
+    assert usage.tokens_today(clean_redis, "alice") == 8
+    pubsub.close()
