@@ -9,9 +9,11 @@ OpenAI's error object; after it, a `response.failed` event.
 """
 from __future__ import annotations
 
+import logging
 import time
 
 from flask import Blueprint, jsonify
+from redis.exceptions import RedisError
 
 from app import stored_responses
 from app.asker import person
@@ -23,6 +25,7 @@ from dialects.responses_schemas import ResponsesRequest
 from dialects.responses_writer import ResponsesWriter, error_body
 from protocol.contract import new_job_id
 
+log = logging.getLogger(__name__)
 bp = Blueprint("responses", __name__, url_prefix="/v1")
 register_error_handlers(bp, error_body)
 
@@ -32,12 +35,21 @@ def _owner() -> str:
 
 
 def _storing(request: ResponsesRequest):
-    """What the writer calls with the finished response, if it is to be kept."""
+    """What the writer calls with the finished response, if it is to be kept.
+    If Redis went away since the answer came (a restart, a failover), the
+    answer stands (it was made, and counted): it says `store: false`."""
     if not request.store:
         return None
     shared, owner, items = services(), _owner(), translate.input_items(request)
-    return lambda response: stored_responses.save(shared.redis, owner, response, items, request.previous_response_id,
-                                                  shared.settings.responses_ttl_seconds)
+
+    def store(response: dict) -> None:
+        try:
+            stored_responses.save(shared.redis, owner, response, items, request.previous_response_id,
+                                  shared.settings.responses_ttl_seconds)
+        except RedisError as error:
+            log.warning("response %s answered but not stored: %s", response["id"], error)
+            response["store"] = False
+    return store
 
 
 @bp.post("/responses")

@@ -139,3 +139,21 @@ def test_openai_bad_input_names_the_field(scripted, body, param):
     response = scripted.client.post("/v1/chat/completions", json=body)
     assert response.status_code == 400 and response.json["error"]["param"] == param
     assert response.json["error"]["type"] == "invalid_request_error"
+
+
+def test_an_answer_that_cannot_be_stored_still_answers_and_says_so(scripted, monkeypatch):
+    """Redis went away between the answer and its storing (a failover): the
+    answer was made and counted, so the client gets it, marked not stored."""
+    import redis
+
+    from app import stored_responses
+
+    def lost(*_, **__):
+        raise redis.ConnectionError("Redis went away")
+    monkeypatch.setattr(stored_responses, "save", lost)
+    scripted.replies.append([TextEvent(text="kept?"), DONE])
+    response = scripted.client.post("/v1/responses", json={"model": "echo", "input": "hi", "store": True})
+    assert response.status_code == 200
+    body = response.get_json()
+    assert body["status"] == "completed" and body["store"] is False
+    assert body["output"][0]["content"][0]["text"] == "kept?"
