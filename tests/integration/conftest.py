@@ -6,6 +6,7 @@ import pytest
 
 from scripts.embedded_redis import free_port
 from scripts.processes import ROOT, stack_env, start_stack, start_web
+from tests.integration.browser import chromium
 from tests.integration.scripted_upstream import ScriptedUpstream
 from tests.integration.upstream_stack import registry_text, start_llama_server, start_upstream_stack
 
@@ -61,3 +62,11 @@ def upstreams(stack, redis_url, tmp_path_factory):
     worker.stop()
     llama.stop()
     scripted.close()
+
+
+@pytest.fixture
+def browser(tmp_path):
+    """Headless chromium (tests/integration/browser.py), quit after the test."""
+    driver = chromium(tmp_path / "profile")
+    yield driver
+    driver.quit()

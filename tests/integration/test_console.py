@@ -5,7 +5,6 @@ adding and revoking keys, and the status page in a real headless browser
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 import threading
@@ -15,12 +14,9 @@ import httpx
 import ollama
 import openai
 import pytest
-from selenium import webdriver
-from selenium.webdriver.chrome.service import Service
-from selenium.webdriver.common.by import By
-
 from app.auth import digest
 from scripts.processes import ROOT, stack_env, start_web, start_worker
+from tests.integration.browser import text_of
 from tests.integration.waits import wait_until
 
 KEYS = {"root": "root-key-5d1f", "alice": "alice-key-91aa", "carol": "carol-key-0c3e"}
@@ -130,26 +126,6 @@ def test_the_cli_adds_a_key_that_works_and_revokes_it(stack):
 
 
 # --- the page, in a real browser ----------------------------------------------------------
-@pytest.fixture
-def browser(tmp_path):
-    if not (shutil.which("chromium") and shutil.which("chromedriver")):
-        pytest.fail("Debian's chromium and chromium-driver are needed: `make install-dev` installs them")
-    options = webdriver.ChromeOptions()
-    options.binary_location = shutil.which("chromium")
-    for argument in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run",
-                     "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                     "--disable-quic", f"--user-data-dir={tmp_path / 'profile'}", "--window-size=1440,1000"):
-        options.add_argument(argument)
-    os.environ.setdefault("SE_OFFLINE", "true")  # Selenium Manager downloads nothing
-    driver = webdriver.Chrome(service=Service(shutil.which("chromedriver")), options=options)
-    yield driver
-    driver.quit()
-
-
-def text_of(driver, selector: str) -> str:
-    return driver.find_element(By.CSS_SELECTOR, selector).text
-
-
 def test_the_status_page_lives(stack, browser):
     browser.get(f"{stack['a']}/k/{KEYS['root']}/admin")
     wait_until(lambda: "echo:slow" in text_of(browser, "#models"), 30, "the models to show")

@@ -38,3 +38,20 @@ def test_without_a_directory_it_keeps_nothing():
     assert redis.Redis.from_url(server.url).config_get("appendonly")["appendonly"] == "no"
     server.stop()
     assert not folder.exists()
+
+
+def test_make_run_keeps_its_own_redis_in_the_data_directory(tmp_path, monkeypatch):
+    """With no REDIS_URL and nothing on 6379, `make run` (scripts/run.py)
+    starts its own Redis, persisting in SWITCHBOARD_DATA_DIR/redis."""
+    from scripts import embedded_redis
+
+    monkeypatch.delenv("REDIS_URL", raising=False)
+    answers = embedded_redis.answers
+    monkeypatch.setattr(embedded_redis, "answers",
+                        lambda url, timeout=0.5: url != embedded_redis.DEFAULT_LOCAL and answers(url, timeout))
+    url, server = embedded_redis.resolve_redis(tmp_path)
+    try:
+        assert url == server.url and server.dir == tmp_path / "redis"
+        assert redis.Redis.from_url(url).config_get("appendonly")["appendonly"] == "yes"
+    finally:
+        server.stop()
