@@ -7,6 +7,7 @@ end; writes docs/benchmarks.md, docs/benchmarks.png and the raw numbers
     python scripts/bench.py --quick    # smaller sizes (about 5 minutes on 2 cores)
     python scripts/bench.py --scale    # section 8 only: web x worker configurations up to 256 clients
     python scripts/bench.py --deployments  # section 9 only: one model on 1, 2 and 4 servers
+    python scripts/bench.py --durability   # section 10 only: Redis persistence's cost, a failover's pause
     python scripts/bench.py --scale --configs 1+1,2+2,4+4,8+4 --before /tmp/old-tree
 
 Needs `make install-dev` (it builds .venv with the bench tools and LiteLLM's .venv-litellm).
@@ -26,8 +27,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from scripts.benchkit import (abort, celery_floor, deployments, local_batching, local_model, overhead,  # noqa: E402
-                              profile, relay, scale, sharing)
+from scripts.benchkit import (abort, celery_floor, deployments, durability, local_batching,  # noqa: E402
+                              local_model, overhead, profile, relay, scale, sharing)
 from scripts.benchkit.report import chart, markdown  # noqa: E402
 from scripts.benchkit.stack import BenchStack, redis_connection_bound  # noqa: E402
 from scripts.benchkit.targets import check_all  # noqa: E402
@@ -61,18 +62,26 @@ class Sizes:
     file_chars: int = 7000
     deploy_seconds: float = 10.0  # section 9: each load's length
     deploy_clients: int = 32
+    durability_levels: tuple[int, ...] = (1, 16, 64)  # section 10
+    durability_seconds: float = 3.0
+    durability_rounds: int = 6
+    failover_trials: int = 3
+    failover_clients: int = 16
+    failover_seconds: float = 10.0
 
 
 QUICK = Sizes(levels=(1, 16, 64), per_level=20, rounds=2, local_tokens=32, local_rounds=2, batch_tokens=48,
               batch_rounds=1, relay_levels=(1, 10, 100),
               relay_tokens=500, streams=300, stream_tokens=10, aborts=10, probes=20, background=60,
               profile_seconds=4.0, fair_a_jobs=100, fair_b_jobs=10, cache_rounds=2, file_chars=3000,
-              deploy_seconds=5.0)
+              deploy_seconds=5.0, durability_levels=(1, 64), durability_seconds=2.0, durability_rounds=4,
+              failover_trials=1)
 TINY = Sizes(upstream_tokens=8, levels=(1, 4), route_levels=(1, 4), per_level=4, rounds=1, local_tokens=8,
              local_rounds=1, batch_tokens=8, batch_rounds=1,
              relay_levels=(1, 4), relay_tokens=50, streams=20, stream_tokens=4, aborts=3, probes=3, background=5,
              profile_seconds=2.0, fair_a_jobs=20, fair_b_jobs=4, burst=16, cache_rounds=1, file_chars=1200,
-             deploy_seconds=1.5, deploy_clients=8)
+             deploy_seconds=1.5, deploy_clients=8, durability_levels=(1, 4), durability_seconds=0.5,
+             durability_rounds=2, failover_trials=1, failover_clients=2, failover_seconds=6.0)
 
 
 def environment(command: str) -> dict:
@@ -121,7 +130,16 @@ def run(sizes: Sizes, command: str, log=print) -> dict:
     results["local_batching"] = local_batching.measure(sizes.batch_tokens, sizes.batch_rounds, log)
     results["sharing"] = run_sharing(sizes, log)
     results["deployments"] = deployments.measure(sizes.deploy_seconds, sizes.deploy_clients, log)
+    results["durability"] = run_durability(sizes, log)
     return results
+
+
+def run_durability(sizes: Sizes, log=print) -> dict:
+    """10. Redis persistence's cost, and a failover's pause."""
+    return {"persistence": durability.persistence(sizes.durability_levels, sizes.durability_seconds,
+                                                  sizes.durability_rounds, log),
+            "failover": durability.failover(sizes.failover_trials, sizes.failover_clients, sizes.failover_seconds,
+                                            log)}
 
 
 def run_sharing(sizes: Sizes, log=print) -> dict:
@@ -172,6 +190,8 @@ def main() -> None:
                         help="run only section 8 (scaling) and merge it into OUT/benchmarks.json")
     parser.add_argument("--deployments", action="store_true",
                         help="run only section 9 (one model on several servers) and merge it into OUT/benchmarks.json")
+    parser.add_argument("--durability", action="store_true",
+                        help="run only section 10 (Redis persistence and failover) and merge it into OUT/benchmarks.json")
     parser.add_argument("--configs", type=_configs, default=None,
                         help="with --scale: web+worker process counts, e.g. 1+1,2+2,4+4,8+4 (default 1+1,2+2)")
     parser.add_argument("--slots", type=int, default=None, help="with --scale: greenlets per upstream worker")
@@ -194,6 +214,10 @@ def main() -> None:
     elif args.deployments:
         results = json.loads((args.out / "benchmarks.json").read_text())
         results["deployments"] = deployments.measure(sizes.deploy_seconds, sizes.deploy_clients, log)
+    elif args.durability:
+        results = json.loads((args.out / "benchmarks.json").read_text())
+        results["durability"] = run_durability(sizes, log)
+        results["durability"]["environment"] = environment(command + " --durability")
     elif args.scale:
         results = json.loads((args.out / "benchmarks.json").read_text())
         results["scale"] = scale.run(_scale_sizes(args), args.before, log)

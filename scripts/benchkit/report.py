@@ -149,6 +149,23 @@ def _deployment_lines(section: dict) -> list[str]:
                         f"{killed['cut']} cut mid-stream (they were streaming from the killed server)."]
 
 
+def _durability_lines(section: dict) -> list[str]:
+    persisted, env = section["persistence"], section.get("environment")
+    lines = [f"Run {env['date']} with `{env['command']}` on {env['cpu']} ({env['cores']} cores)." if env else "",
+             persisted["setup"], "", "| clients | direct req/s | none req/s | aof req/s | aof cost (rounds) | "
+             "added TTFT p50, none / aof | Redis CPU per reply, none / aof |", "|---|---|---|---|---|---|---|"]
+    lines += [f"| {r['clients']} | {r['direct']['rps']:.0f} | {r['none']['rps']:.0f} | {r['aof']['rps']:.0f} | "
+              f"{r['aof_cost']:+.1%} ({', '.join(f'{c:+.0%}' for c in r['aof_costs'])}) | "
+              f"{r['none']['added_ttft_ms']:.1f} / {r['aof']['added_ttft_ms']:.1f} ms | "
+              f"{r['none']['redis_cpu_ms']:.3f} / {r['aof']['redis_cpu_ms']:.3f} ms |" for r in persisted["rows"]]
+    failover = section["failover"]
+    lines += ["", failover["setup"], "", "| trial | promoted after | served again after | in flight, failed | "
+              "failed after the kill |", "|---|---|---|---|---|"]
+    lines += [f"| {n + 1} | {t['promoted_s']:.1f} s | {t['served_s']:.1f} s | {t['in_flight_failed']} | "
+              f"{t['failed_after']} |" for n, t in enumerate(failover["trials"])]
+    return lines
+
+
 def markdown(results: dict, chart_name: str) -> str:
     checks = check_all(results)
     env = results["environment"]
@@ -177,6 +194,8 @@ def markdown(results: dict, chart_name: str) -> str:
         lines += ["", "## 8. Scaling: web processes x upstream workers", ""] + scale_lines(results["scale"])
     if results.get("deployments"):
         lines += ["", "## 9. One model on several servers", ""] + _deployment_lines(results["deployments"])
+    if results.get("durability"):
+        lines += ["", "## 10. Redis persistence and failover", ""] + _durability_lines(results["durability"])
     notes = results.get("notes")
     if notes:
         lines += ["", "## Notes", "", notes.strip()]

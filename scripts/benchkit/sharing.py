@@ -36,14 +36,17 @@ FILE_CHARS = 7000
 class _Stack:
     """A Redis, a registry, workers and a web process; all stopped on exit."""
 
-    def __init__(self, registry: str, workers: list[tuple[int, str, str]], **env: str):
+    def __init__(self, registry: str, workers: list[tuple[int, str, str]], redis_url: str | None = None, **env: str):
+        """On a Redis of its own, or on `redis_url`."""
         self._exit = ExitStack()
         self.folder = Path(self._exit.enter_context(tempfile.TemporaryDirectory()))
         (self.folder / "models.toml").write_text(registry)
-        redis = EmbeddedRedis()
-        self._exit.callback(redis.stop)
-        self.redis_url = redis.url
-        self.env = stack_env(redis.url, SWITCHBOARD_MODELS=str(self.folder / "models.toml"),
+        if redis_url is None:
+            redis = EmbeddedRedis()
+            self._exit.callback(redis.stop)
+            redis_url = redis.url
+        self.redis_url = redis_url
+        self.env = stack_env(redis_url, SWITCHBOARD_MODELS=str(self.folder / "models.toml"),
                              SWITCHBOARD_MAX_QUEUE="5000", **env)
         for concurrency, queues, pool in workers:
             self._exit.callback(start_worker(self.env, concurrency, queues, pool).stop)

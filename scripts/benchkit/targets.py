@@ -19,6 +19,8 @@ FOUR_SHARE_OF_ANCHOR = 0.9  # four people's aggregate, of llama.cpp's own batche
 FOUR_OF_LONE_BEFORE = 1.4  # four people's aggregate, in the lone-person rate before batching
 TWO_SERVERS_OF_ONE = 1.8  # requests/s of a model on two servers, of the same on one
 ARRIVAL_OF_ALONE = 1.5  # a prompt's time to first token beside three streams, of the same on an idle server
+AOF_COST = 0.05  # requests/s lost to an append-only file (everysec) at 64 clients
+SERVED_AFTER_KILL_S = 10.0  # from a primary's SIGKILL to the first request served again
 
 
 @dataclass
@@ -193,7 +195,21 @@ def _deployments(results: dict) -> list[Check]:
                   f"{killed['requests']} ({killed['cut']} cut mid-stream on the killed server)", killed["failed"] == 0)]
 
 
+def _durability(results: dict) -> list[Check]:
+    section = results.get("durability")
+    if not section:
+        return []
+    checks = [Check(f"requests/s lost to AOF (everysec) at {row['clients']} clients < {AOF_COST:.0%}",
+                    f"{row['aof']['rps']:.0f} vs {row['none']['rps']:.0f} ({row['aof_cost']:+.1%}; rounds "
+                    f"{min(row['aof_costs']):+.0%} to {max(row['aof_costs']):+.0%}; Redis CPU per reply "
+                    f"{row['aof']['redis_cpu_ms']:.3f} vs {row['none']['redis_cpu_ms']:.3f} ms)",
+                    row["aof_cost"] < AOF_COST) for row in section["persistence"]["rows"] if row["clients"] == 64]
+    slowest = max(t["served_s"] for t in section["failover"]["trials"])
+    return checks + [Check(f"served again within {SERVED_AFTER_KILL_S:g} s of a primary's SIGKILL (slowest trial)",
+                           f"{slowest:.1f} s", slowest <= SERVED_AFTER_KILL_S)]
+
+
 def check_all(results: dict) -> list[Check]:
     scale = _scale(results["scale"]) if results.get("scale") else []
     return (_overhead(results) + _routes(results) + _local(results) + _batching(results) + _relay(results)
-            + _abort(results) + _sharing(results) + _deployments(results) + scale)
+            + _abort(results) + _sharing(results) + _deployments(results) + _durability(results) + scale)

@@ -64,9 +64,10 @@ def upstreams(stack, redis_url, tmp_path_factory):
     scripted.close()
 
 
-@pytest.fixture
-def browser(tmp_path):
-    """Headless chromium (tests/integration/browser.py), quit after the test."""
-    driver = chromium(tmp_path / "profile")
+@pytest.fixture(scope="session")
+def browser(tmp_path_factory):
+    """Headless chromium (tests/integration/browser.py), started once for the
+    session (several seconds each time), quit at its end."""
+    driver = chromium(tmp_path_factory.mktemp("chromium") / "profile")
     yield driver
     driver.quit()

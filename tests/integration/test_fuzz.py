@@ -69,7 +69,7 @@ def test_no_5xx_and_no_hung_stream(stack, route, body):
 # an odd field added beside it): a `type` that is a list broke the
 # discriminators once (issue 41). Tool schemas are mutated at their root
 # only: below it they are the client's JSON Schema, passed on as it is.
-ODD = [[1], {"a": 1}, None, "x", -1, True]  # a list, an object, null, a string, a number, a boolean
+ODD = [[1], {"a": 1}, None, "x", -1, True]  # each JSON type: array, object, null, string, number, boolean
 IMAGE = {"type": "base64", "media_type": "image/png",
          "data": "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="}
 MESSAGES = {

@@ -1,14 +1,13 @@
 """TLS Redis (`rediss://`, as Heroku-style hosts hand it out), kept working
-everywhere: the web process, the workers, Celery's broker, the admin tool
-and Sentinel over TLS, through real processes on a redis-server speaking
-only TLS with a certificate of a CA made for the test. A self-signed one
-is taken with `ssl_cert_reqs=none`, checked against `ssl_ca_certs`, and
-refused against the system's CAs."""
+everywhere: the web process, the workers, Celery's broker and the admin
+tool, through real processes on a redis-server speaking only TLS with a
+certificate of a CA made for the test. A self-signed one is taken with
+`ssl_cert_reqs=none`, checked against `ssl_ca_certs`, and refused against
+the system's CAs. Sentinel over TLS: test_redis_failover.py."""
 from __future__ import annotations
 
 import subprocess
 import sys
-from pathlib import Path
 
 import httpx
 import openai
@@ -18,7 +17,7 @@ from app.auth import digest
 from protocol.persistence import FIX
 from scripts.processes import ROOT, stack_env, start_web, start_worker
 from tests.integration.browser import text_of
-from scripts.redis_servers import MASTER, SentinelSet, TlsRedis, make_certificates
+from scripts.redis_servers import TlsRedis, make_certificates
 from tests.integration.waits import wait_until
 
 ROOT_KEY = "root-key-tls"
@@ -96,21 +95,3 @@ def _ready_or_refused(base: str) -> httpx.Response | None:
         return httpx.get(f"{base}/readyz", timeout=10)
     except httpx.HTTPError:
         return None
-
-
-def test_sentinel_over_tls_serves_and_counts(certificates, tmp_path: Path):
-    watched = SentinelSet(certificates=certificates, fails_over=False).start()
-    env = stack_env(watched.url, SWITCHBOARD_REDIS_MASTER=MASTER)
-    worker = start_worker(env, concurrency=2)
-    try:
-        web, base = start_web(env)
-        try:
-            assert _streamed_chat(base, "unused") == "over TLS we go"
-            usage = subprocess.run([sys.executable, str(ROOT / "scripts" / "admin.py"), "usage", "--json"], env=env,
-                                   capture_output=True, text=True, timeout=60)
-            assert usage.returncode == 0 and '"echo"' in usage.stdout, usage.stderr
-        finally:
-            web.stop()
-    finally:
-        worker.stop()
-        watched.stop()

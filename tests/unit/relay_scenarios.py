@@ -6,6 +6,7 @@ from gevent import monkey
 monkey.patch_all()
 
 import sys  # noqa: E402
+import time  # noqa: E402
 import uuid  # noqa: E402
 from pathlib import Path  # noqa: E402
 
@@ -71,7 +72,10 @@ def ends_every_stream_when_redis_drops_it_and_recovers(url: str) -> None:
             client.client_kill_filter(_id=connection["id"])
     assert waiting.messages.get(timeout=5) is CLOSED
     assert relay.web_id != old and relay.retired == [old]
-    assert client.publish(reply_channel(old, "c"), b"lost") == 0  # a worker hears nobody: it stops the job
+    deadline = time.monotonic() + 5  # once Redis has seen the old connection close
+    while client.publish(reply_channel(old, "c"), b"lost") != 0:  # a worker then hears nobody: it stops the job
+        assert time.monotonic() < deadline, "somebody still listens under the old identity"
+        time.sleep(0.01)
     fresh = relay.listen("d", 5)  # a new reader on a new connection, subscribed before listen returns
     assert fresh.web_id == relay.web_id
     client.publish(reply_channel(relay.web_id, "d"), b"back")

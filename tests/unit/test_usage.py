@@ -90,9 +90,13 @@ def test_an_answer_is_counted_only_if_a_web_process_heard_it(clean_redis):
     """A finished job's final event and its count (lua/deliver_final.lua):
     nobody hears a channel whose web process lost Redis, and that client was
     told of an error, so nothing is counted; once heard, counted once."""
+    import uuid
+
     from protocol.contract import DoneEvent, Job, decode_event
 
-    job = Job(id="r9", model="echo", usage_of="alice", reply_channel="switchboard:db13:web:w:job:r9:events")
+    # a channel of its own: the suite's event taps listen to every reply channel of this database
+    channel = f"test-answer:{uuid.uuid4().hex}"
+    job = Job(id="r9", model="echo", usage_of="alice", reply_channel=channel)
     done = DoneEvent(reason="stop", usage=Usage(prompt_tokens=3, completion_tokens=5))
 
     def deliver() -> int:
@@ -101,7 +105,7 @@ def test_an_answer_is_counted_only_if_a_web_process_heard_it(clean_redis):
         return pipe.execute()[0]
     assert deliver() == 0 and usage.usage(clean_redis) == {}
     pubsub = clean_redis.pubsub()
-    pubsub.psubscribe("switchboard:db13:web:w:job:*:events")
+    pubsub.subscribe(channel)
     pubsub.get_message(timeout=1)
     assert deliver() == 1 and deliver() == 1  # heard twice, counted once
     assert decode_event(pubsub.get_message(timeout=1)["data"]) == done
