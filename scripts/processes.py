@@ -27,6 +27,7 @@ BIN = Path(sys.executable).parent
 class Process:
     def __init__(self, name: str, argv: list[str], env: dict, cwd: Path = ROOT):
         self.name = name
+        self.until_ready: Callable[[], None] = lambda: None  # set by the starter: waits until it serves
         self.log = tempfile.NamedTemporaryFile(prefix=f"switchboard-{name}-", suffix=".log", delete=False)
         with starting():
             self.popen = subprocess.Popen(argv, cwd=cwd, env=env, stdout=self.log, stderr=subprocess.STDOUT,
@@ -78,8 +79,9 @@ def start_worker(env: dict, concurrency: int = 4, queues: str = "local-completio
         "-Q", queues, "-n", f"test-{uuid.uuid4().hex[:8]}@%h", "--loglevel", "INFO", "--without-mingle",
         "--without-gossip",
     ], env, cwd)
+    worker.until_ready = lambda: wait_worker_ready(worker)
     if wait:
-        wait_worker_ready(worker)
+        worker.until_ready()
     return worker
 
 
@@ -118,21 +120,35 @@ def start_web(env: dict, extra_args: tuple[str, ...] = (), wait: bool = True, pr
         "--no-control-socket", *extra_args, "app:create_app()",
     ], env, cwd)
     base = f"http://127.0.0.1:{port}"
+    web.until_ready = lambda: wait_http_ready(web, f"{base}/api/version")
     if wait:
-        wait_http_ready(web, f"{base}/api/version")
+        web.until_ready()
     return web, base
+
+
+def ready_together(processes: list[Process]) -> None:
+    """Wait for processes started side by side (wait=False: each spends
+    seconds importing, and two start in about the time of one); if one
+    fails, all are stopped (no process outlives a failed start)."""
+    try:
+        for process in processes:
+            process.until_ready()
+    except BaseException:
+        for process in processes:
+            process.stop()
+        raise
 
 
 def start_stack(env: dict, concurrency: int = 4, web_env: dict | None = None,
                 queues: str = "local-completion,local") -> tuple[Process, Process, str]:
-    """A worker and a web process; if the web process fails to start, the
-    worker is stopped too (no process outlives a failed start)."""
-    worker = start_worker(env, concurrency=concurrency, queues=queues)
+    """A worker and a web process, started side by side."""
+    worker = start_worker(env, concurrency=concurrency, queues=queues, wait=False)
     try:
-        web, base = start_web(dict(env, **(web_env or {})))
+        web, base = start_web(dict(env, **(web_env or {})), wait=False)
     except BaseException:
         worker.stop()
         raise
+    ready_together([worker, web])
     return worker, web, base
 
 

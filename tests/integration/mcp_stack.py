@@ -12,7 +12,7 @@ from pathlib import Path
 
 from app.auth import digest
 from scripts.embedded_redis import free_port
-from scripts.processes import BIN, Process, stack_env, start_web, start_worker, wait_http_ready
+from scripts.processes import BIN, Process, ready_together, stack_env, start_web, start_worker, wait_http_ready
 
 ALICE_KEY, BOB_KEY = "alice-key-3b9d", "bob-key-8e21"
 TOOLS_TOKEN = "tools-secret-61c0"  # the header the operator's registry sends the tool server
@@ -109,13 +109,14 @@ def start_mcp_stack(redis_url: str, folder: Path, tools_port: int, killable_port
     env = stack_env(redis_url, SWITCHBOARD_MODELS=str(registry), SWITCHBOARD_KEYS_FILE=str(keys),
                     SWITCHBOARD_CONVERSATION_LOG_DIR=str(folder / "conversations"),
                     TEST_TOOLS_TOKEN=TOOLS_TOKEN, SWITCHBOARD_KEEPALIVE="0.5")
-    processes = [start_worker(env, concurrency=4, queues="mcp-local")]
+    processes = [start_worker(env, concurrency=4, queues="mcp-local", wait=False)]
     try:
-        processes.append(start_worker(env, concurrency=20, queues="mcp-gevent", pool="gevent"))
-        web, base = start_web(env)
+        processes.append(start_worker(env, concurrency=20, queues="mcp-gevent", pool="gevent", wait=False))
+        web, base = start_web(env, wait=False)
         processes.append(web)
     except BaseException:
         for process in processes:
             process.stop()
         raise
+    ready_together(processes)
     return processes, base

@@ -15,7 +15,7 @@ import ollama
 import openai
 import pytest
 from app.auth import digest
-from scripts.processes import ROOT, stack_env, start_web, start_worker
+from scripts.processes import ROOT, ready_together, stack_env, start_web, start_worker
 from tests.integration.browser import text_of
 from tests.integration.waits import wait_until
 
@@ -34,16 +34,17 @@ def keys_file(path: Path) -> Path:
 def console(redis_url, tmp_path_factory):
     folder = tmp_path_factory.mktemp("console")
     env = stack_env(redis_url, SWITCHBOARD_KEYS_FILE=str(keys_file(folder / "keys.toml")))
-    processes, bases = [start_worker(env, concurrency=4)], []
+    processes, bases = [start_worker(env, concurrency=4, wait=False)], []
     try:
         for _ in range(2):
-            web, base = start_web(env)
+            web, base = start_web(env, wait=False)
             processes.append(web)
             bases.append(base)
     except BaseException:
         for process in processes:
             process.stop()
         raise
+    ready_together(processes)
     yield {"env": env, "keys_file": folder / "keys.toml", "a": bases[0], "b": bases[1]}
     for process in reversed(processes):
         process.stop()

@@ -13,7 +13,7 @@ import time
 import httpx
 import pytest
 
-from scripts.processes import stack_env, start_web, start_worker
+from scripts.processes import stack_env, start_stack
 from tests.integration.office_load import OfficeLoad, held_places
 from scripts.redis_servers import MASTER, SentinelSet, make_certificates
 from tests.integration.test_redis_restart import PEOPLE, answered_usage, keys_file
@@ -25,8 +25,7 @@ def sentinels(tmp_path):
     watched = SentinelSet(down_after_ms=1000, certificates=make_certificates(tmp_path / "tls")).start()
     env = stack_env(watched.url, SWITCHBOARD_REDIS_MASTER=MASTER, SWITCHBOARD_HEARTBEAT_TIMEOUT="3",
                     SWITCHBOARD_KEYS_FILE=str(keys_file(tmp_path / "keys.toml")))
-    worker = start_worker(env, concurrency=3)
-    web, base = start_web(env)
+    worker, web, base = start_stack(env, concurrency=3)
     yield {"set": watched, "base": base}
     web.stop()
     worker.stop()

@@ -16,7 +16,7 @@ import redis
 from app.auth import digest
 from protocol import usage
 from scripts.embedded_redis import EmbeddedRedis
-from scripts.processes import stack_env, start_web, start_worker
+from scripts.processes import stack_env, start_stack
 from tests.integration.office_load import OfficeLoad, held_places
 from scripts.redis_servers import debian_redis
 from tests.integration.waits import queued, wait_until
@@ -38,8 +38,7 @@ def office(tmp_path):
     server = EmbeddedRedis(data_dir=tmp_path / "redis", binary=debian_redis())
     env = stack_env(server.url, SWITCHBOARD_KEYS_FILE=str(keys_file(tmp_path / "keys.toml")),
                     SWITCHBOARD_HEARTBEAT_TIMEOUT="3")
-    worker = start_worker(env, concurrency=3)
-    web, base = start_web(env)
+    worker, web, base = start_stack(env, concurrency=3)
     office = {"redis": server, "base": base, "dir": tmp_path / "redis"}
     yield office
     web.stop()

@@ -15,7 +15,7 @@ import pytest
 
 from app.auth import digest
 from protocol.persistence import FIX
-from scripts.processes import ROOT, stack_env, start_web, start_worker
+from scripts.processes import ROOT, ready_together, stack_env, start_stack, start_web
 from tests.integration.browser import text_of
 from scripts.redis_servers import TlsRedis, make_certificates
 from tests.integration.waits import wait_until
@@ -36,11 +36,9 @@ def tls(certificates, tmp_path_factory):
     keys = tmp_path_factory.mktemp("tls-keys") / "keys.toml"
     keys.write_text(f'[keys.root]\nsha256 = "{digest(ROOT_KEY)}"\nadmin = true\n')
     env = stack_env(f"rediss://127.0.0.1:{server.port}/0?ssl_cert_reqs=none", SWITCHBOARD_KEYS_FILE=str(keys))
-    worker = start_worker(env, concurrency=2)
     try:
-        web, base = start_web(env)
+        worker, web, base = start_stack(env, concurrency=2)
     except BaseException:
-        worker.stop()
         server.stop()
         raise
     yield {"server": server, "env": env, "base": base, "web": web}
@@ -78,6 +76,7 @@ def test_a_certificate_checked_against_the_ca_is_taken_and_against_the_systems_r
     port = tls["server"].port
     strict = [start_web(stack_env(f"rediss://127.0.0.1:{port}/0{query}"), wait=False)
               for query in (f"?ssl_ca_certs={certificates.ca}", "")]  # our CA's, the system's
+    ready_together([web for web, _ in strict])
     try:
         (_, own_ca), (_, system_cas) = strict
         assert wait_until(lambda: _ready_or_refused(own_ca), 60, "/readyz").status_code == 200

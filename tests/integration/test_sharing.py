@@ -97,6 +97,7 @@ def test_waiting_jobs_are_shared_out_between_people(turns_env, one_slot, clean_r
         wait_until(lambda: len(service_order(tap, expected)) == len(expected), what="the tap to hear every job")
         assert service_order(tap, expected) == expected
     finally:
+        tap.close()
         for stream in streams:
             stream.drop()
         for web, _ in webs:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from scripts.processes import Process, stack_env, start_web, start_worker
+from scripts.processes import Process, ready_together, stack_env, start_web, start_worker
 from scripts.processes import start_llama_server as llama_server
 from catalog.llamacpp import smollm2_gguf
 
@@ -86,10 +86,11 @@ def registry_text(llama: str, scripted: str, switchboard: str, closed_port: int)
 def start_upstream_stack(redis_url: str, registry: Path):
     env = stack_env(redis_url, SWITCHBOARD_MODELS=str(registry), TEST_UPSTREAM_KEY=LLAMA_KEY,
                     TEST_WRONG_KEY="not-the-key-5c1e")
-    worker = start_worker(env, concurrency=50, queues="upstream-completion,upstream", pool="gevent")
+    worker = start_worker(env, concurrency=50, queues="upstream-completion,upstream", pool="gevent", wait=False)
     try:
-        web, base = start_web(env)
-    except Exception:
+        web, base = start_web(env, wait=False)
+    except BaseException:
         worker.stop()
         raise
+    ready_together([worker, web])
     return worker, web, base

@@ -22,7 +22,9 @@ NAME = f"relay-test-{uuid.uuid4().hex[:8]}"  # other processes may share this Re
 
 
 def _relay(url: str, web_id: str = "") -> tuple[Relay, redis.Redis]:
-    configure(url)
+    # Channels named as for a database no test uses: pub/sub is server-wide, and
+    # another test's event tap (every reply channel of its database) must not count.
+    configure(url.rsplit("/", 1)[0] + "/11")
     client = redis.Redis.from_url(url, client_name=NAME)
     return Relay(client, web_id or uuid.uuid4().hex), client
 
