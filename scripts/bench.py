@@ -81,7 +81,7 @@ TINY = Sizes(upstream_tokens=8, levels=(1, 4), route_levels=(1, 4), per_level=4,
              relay_levels=(1, 4), relay_tokens=50, streams=20, stream_tokens=4, aborts=3, probes=3, background=5,
              profile_seconds=2.0, fair_a_jobs=20, fair_b_jobs=4, burst=16, cache_rounds=1, file_chars=1200,
              deploy_seconds=1.5, deploy_clients=8, durability_levels=(1, 4), durability_seconds=0.5,
-             durability_rounds=2, failover_trials=1, failover_clients=2, failover_seconds=6.0)
+             durability_rounds=2, failover_trials=1, failover_clients=2, failover_seconds=3.0)
 
 
 def environment(command: str) -> dict:

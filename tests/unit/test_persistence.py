@@ -7,6 +7,8 @@ import logging
 
 import pytest
 import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 from app.persistence_check import PersistenceCheck
 from protocol.persistence import FIX, persistence
@@ -39,7 +41,8 @@ def test_how_a_redis_persists(server, mode):
 
 
 def test_an_unreachable_redis_is_unknown_not_a_failure():
-    found = persistence(redis.Redis(port=free_port(), socket_connect_timeout=0.5))
+    nobody = redis.Redis(port=free_port(), socket_connect_timeout=0.5, retry=Retry(NoBackoff(), 0))
+    found = persistence(nobody)
     assert found.mode == "unknown" and "unreachable" in found.detail
 
 
