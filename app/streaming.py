@@ -6,6 +6,7 @@ Framings:
   on blank lines; comments (`: keep-alive`) are skipped by every parser.
 - NDJSON: one object per line, every line ending in `\\n` and no blank
   lines, because the ollama client runs json.loads on every line.
+- WebSocket: one text message per object (app/routes/responses_socket.py).
 - JSON: one object, the writer's whole reply, once the job has finished; an
   error (nothing was sent yet) is raised, to be answered with its status.
 
@@ -41,6 +42,19 @@ def sse(frame: Frame) -> bytes:
     if isinstance(frame, NamedEvent):
         return b"event: " + frame.name.encode() + b"\n" + sse(frame.body)
     return b"data: " + to_json(frame) + b"\n\n"
+
+
+def websocket_text(frame: Frame) -> str | None:
+    """A frame as one WebSocket text message: the JSON of an object, or of a
+    named event's body (its name is its `type`); None for a comment (a
+    keep-alive: a ping on a socket)."""
+    if isinstance(frame, Comment):
+        return None
+    if isinstance(frame, NamedEvent):
+        return websocket_text(frame.body)
+    if isinstance(frame, Marker):
+        raise TypeError(f"a WebSocket carries objects only, not {frame!r}")
+    return json.dumps(frame, separators=(",", ":"), ensure_ascii=False)
 
 
 def ndjson(frame: Frame) -> bytes:
