@@ -62,6 +62,29 @@ def error_response(error: SwitchboardError, error_body: Callable[[SwitchboardErr
     return response
 
 
+def busy_error(busy: Busy, status: int = 429) -> ApiError:
+    """Over a limit (counted): `status`, in Ollama's words where that is 503."""
+    count_rejection(services().redis, busy.reason)
+    return ApiError(status, OLLAMA_BUSY if status == 503 else busy.message, retry_after=busy.retry_after)
+
+
+def redis_down_error(error: RedisError) -> ApiError:
+    """Redis down, or every pooled connection busy for 10 s: retryable."""
+    return ApiError(503, f"the job queue is unavailable ({type(error).__name__}); try again", retry_after=1)
+
+
+def known_error(error: Exception) -> SwitchboardError | None:
+    """What a view's error is to its client, where the handlers below would
+    render it (for answers that are not an HTTP response: a WebSocket's)."""
+    if isinstance(error, SwitchboardError):
+        return error
+    if isinstance(error, Busy):
+        return busy_error(error)
+    if isinstance(error, RedisError):
+        return redis_down_error(error)
+    return None
+
+
 def register_error_handlers(target, error_body: Callable[[SwitchboardError], dict], busy_status: int = 429,
                             queue_full_status: int | None = None) -> None:
     """Errors of a blueprint's (or the app's) routes, in its API's shape.
@@ -71,15 +94,11 @@ def register_error_handlers(target, error_body: Callable[[SwitchboardError], dic
         return error_response(error, error_body)
 
     def render_busy(busy: Busy) -> Response:
-        count_rejection(services().redis, busy.reason)
         status = queue_full_status if busy.reason == Verdict.QUEUE_FULL and queue_full_status else busy_status
-        message = OLLAMA_BUSY if status == 503 else busy.message
-        return render(ApiError(status, message, retry_after=busy.retry_after))
+        return render(busy_error(busy, status))
 
     def render_redis_down(error: RedisError) -> Response:
-        # Redis down, or every pooled connection busy for 10 s: retryable, and said in the API's shape.
-        return render(ApiError(503, f"the job queue is unavailable ({type(error).__name__}); try again",
-                               retry_after=1))
+        return render(redis_down_error(error))
 
     def render_too_large(_: RequestEntityTooLarge) -> Response:
         count_rejection(services().redis, "too_large")

@@ -25,7 +25,8 @@ from protocol.errors import SwitchboardError
 UNSERVED_STATUSES = (502, 503, 504)
 
 
-def start_on_a_model(job: Job, entry: ModelEntry, stream: bool) -> tuple[JobRun, Iterator[Event]]:
+def start_on_a_model(job: Job, entry: ModelEntry, stream: bool,
+                     watch_client: bool = True) -> tuple[JobRun, Iterator[Event]]:
     """app.jobs.start_job on the job's model or, when that cannot serve it,
     its fallbacks in order (the run's job names the model that answers)."""
     shared, asked, tried = services(), entry.name, set()
@@ -33,7 +34,7 @@ def start_on_a_model(job: Job, entry: ModelEntry, stream: bool) -> tuple[JobRun,
     while True:
         tried.add(entry.name)
         try:
-            run, events = start_job(job.model_copy(update={"model": entry.name}), entry, stream)
+            run, events = start_job(job.model_copy(update={"model": entry.name}), entry, stream, watch_client)
             break
         except SwitchboardError as error:
             entry = _fallback_after(shared, entry, job, error, tried)

@@ -33,17 +33,18 @@ from protocol.presence import batched
 log = logging.getLogger(__name__)
 
 
-def start_job(job: Job, entry: ModelEntry, stream: bool = False) -> tuple[JobRun, Iterator[Event]]:
+def start_job(job: Job, entry: ModelEntry, stream: bool = False, watch_client: bool = True
+              ) -> tuple[JobRun, Iterator[Event]]:
     """Submit the job and wait for its first event. On a model that opts in
     (registry `supersede = true`), a code completion supersedes the same
     person's previous one for the model (once queued: a refused request
-    cancels nothing)."""
+    cancels nothing). A WebSocket's reader calls `client_left` itself."""
     shared = services()
     asker.check_budget(shared)
     job.server_tools = asker.server_tools(entry)
     run = JobRun(shared, job, asker.terms(shared))
     try:
-        run.start(asker.placement(entry, job), asker.limits(shared))
+        run.start(asker.placement(entry, job), asker.limits(shared), watch_client)
         if entry.supersede and asker.is_code_completion(job):
             jobqueue.supersede(shared.redis, asker.client_identity(shared.keys.enabled), entry.name, job)
         events = run.events(keepalive=stream)  # a stream starts at once if the job keeps it waiting
@@ -68,7 +69,7 @@ class JobRun:
         self.finished = False
         self.final: Event | None = None  # the DoneEvent or ErrorEvent that ended it
 
-    def start(self, where: jobqueue.Placement, limits: jobqueue.Limits) -> JobRun:
+    def start(self, where: jobqueue.Placement, limits: jobqueue.Limits, watch_client: bool = True) -> JobRun:
         """Listen on its reply channel (under this process), then submit it."""
         settings, redis, relay, tickets = (self._services.settings, self._services.redis, self._services.relay,
                                            self._services.tickets)
@@ -86,7 +87,7 @@ class JobRun:
             raise
         self._reader = JobEvents(subscription, job, settings, redis)
         self._services.open_runs.add(self)
-        self._watch = DisconnectWatch(request.environ, self._on_disconnect).start()
+        self._watch = DisconnectWatch(request.environ, self.client_left).start() if watch_client else None
         return self
 
     def events(self, keepalive: bool = False) -> Iterator[Event]:
@@ -109,7 +110,7 @@ class JobRun:
             jobqueue.abort(self._services.redis, self.job.id)
             self._reader.subscription.messages.put(encode_event(ErrorEvent(message=message, status=503)))
 
-    def _on_disconnect(self) -> None:
+    def client_left(self) -> None:
         if self._reader is not None:
             self._reader.client_gone = True
             self._reader.subscription.close()

@@ -49,14 +49,21 @@ def install_request_log(app: Flask, log_prompts: bool) -> None:
     @app.after_request
     def stamp(response):
         response.headers["X-Request-Id"] = g.get("request_id", "")
-        fields = {"request_id": g.get("request_id"), "key": getattr(g.get("api_key"), "name", None),
-                  "method": request.method, "path": request.path, "status": response.status_code,
-                  "ms": round((time.perf_counter() - g.get("started", time.perf_counter())) * 1000, 1)}
-        fields |= g.get("log_fields", {})  # what a view noted about the request (tools it left out)
-        if log_prompts and request.is_json:
-            fields["body"] = request.get_json(silent=True)
-        log.info("request", extra={"fields": fields})
+        log_request(response.status_code, g.get("started", time.perf_counter()),
+                    request.get_json(silent=True) if log_prompts and request.is_json else None)
         return response
+
+
+def log_request(status: int, started: float, body=None, **fields) -> None:
+    """The request's log line (a WebSocket writes one per turn, `fields`
+    saying so): what a view noted about it (tools it left out, the model
+    that answered) included; the body only if given (SWITCHBOARD_LOG_PROMPTS)."""
+    fields = {"request_id": g.get("request_id"), "key": getattr(g.get("api_key"), "name", None),
+              "method": request.method, "path": request.path, "status": status,
+              "ms": round((time.perf_counter() - started) * 1000, 1)} | fields | g.get("log_fields", {})
+    if body is not None:
+        fields["body"] = body
+    log.info("request", extra={"fields": fields})
 
 
 def job_observers(log_dir: Path | None, model: str, server_tools: bool, key_name: str) -> list:

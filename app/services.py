@@ -26,6 +26,7 @@ class Services:
     keys: KeyRing
     lease: WebLease
     open_runs: set = field(default_factory=set)  # this process's unfinished requests (for shutdown)
+    open_sockets: set = field(default_factory=set)  # its Responses WebSockets (closed at shutdown)
     persistence: PersistenceCheck = field(default_factory=PersistenceCheck)  # does its Redis keep what it holds
 
 

@@ -24,8 +24,11 @@ def watch_for_shutdown(worker) -> None:
 def _watch(worker) -> None:
     while worker.alive:
         gevent.sleep(0.2)
+    shared = worker.wsgi.extensions["switchboard"]
+    for session in list(shared.open_sockets):  # an idle WebSocket would hold the worker for the grace period
+        session.stop()
     gevent.sleep(max(worker.cfg.graceful_timeout - MARGIN_SECONDS, 0.5))
-    end_open_streams(worker.wsgi.extensions["switchboard"], SHUTTING_DOWN)
+    end_open_streams(shared, SHUTTING_DOWN)
 
 
 def end_open_streams(services: Services, message: str) -> int:

@@ -10,6 +10,7 @@ can read, continue or delete it: for anyone else it does not exist.
 from __future__ import annotations
 
 import json
+from typing import Callable
 
 from redis import Redis
 
@@ -24,6 +25,8 @@ class ResponseNotFound(SwitchboardError):
 
     def __init__(self, response_id: str):
         super().__init__(f"Response with id '{response_id}' not found.", param="previous_response_id")
+
+    code = "previous_response_not_found"  # OpenAI's code for it
 
 
 def save(redis: Redis, owner: str, response: dict, input_items: list[dict], previous: str | None,
@@ -48,12 +51,40 @@ def load(redis: Redis, owner: str, response_id: str) -> dict:
 def history(redis: Redis, owner: str, response_id: str) -> list[dict]:
     """The conversation up to and including the response: every turn's input
     items then its output items, oldest first."""
+    return walk(lambda next_id: _record(redis, owner, next_id), response_id)
+
+
+def walk(record_of: Callable[[str], dict], response_id: str) -> list[dict]:
+    """A chain of records, each with its turn's input, its response and the
+    id it continued, as one list of items, oldest first."""
     turns, next_id = [], response_id
     while next_id is not None and len(turns) < MAX_CHAIN:
-        record = _record(redis, owner, next_id)
+        record = record_of(next_id)
         turns.append(record["input"] + record["response"]["output"])
         next_id = record["previous"]
     return [item for turn in reversed(turns) for item in turn]
+
+
+class ConnectionMemory:
+    """The responses made on one Responses WebSocket, stored or not (Codex
+    sends `store: false` and, on the same socket, only a turn's new items
+    after `previous_response_id`). The newest MAX_CHAIN are kept; a chain
+    that leaves this socket's memory continues from Redis if it was stored."""
+
+    def __init__(self, redis: Redis, owner: str):
+        self._redis, self._owner = redis, owner
+        self._records: dict[str, dict] = {}
+
+    def save(self, response: dict, input_items: list[dict], previous: str | None) -> None:
+        self._records[response["id"]] = {"response": response, "input": input_items, "previous": previous}
+        if len(self._records) > MAX_CHAIN:
+            del self._records[next(iter(self._records))]
+
+    def _record(self, response_id: str) -> dict:
+        return self._records.get(response_id) or _record(self._redis, self._owner, response_id)
+
+    def history(self, response_id: str) -> list[dict]:
+        return walk(self._record, response_id)
 
 
 def delete(redis: Redis, owner: str, response_id: str) -> None:

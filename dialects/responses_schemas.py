@@ -144,6 +144,8 @@ class ResponsesRequest(Request):
     metadata: dict[str, str] | None = None
     parallel_tool_calls: bool = True
     previous_response_id: str | None = None
+    # WebSocket only: false asks for no output (Codex warms a socket with its prompt so, then continues it).
+    generate: bool = True
     prompt_cache_key: str | None = None
     reasoning: Reasoning | None = None
     store: bool = True

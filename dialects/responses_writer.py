@@ -38,6 +38,8 @@ def error_body(error: SwitchboardError) -> dict:
     body["error"]["message"] = error_message(error)
     if isinstance(error, PromptTooLong) or error.status in _CODES:
         body["error"]["code"] = error_code(error)
+    elif getattr(error, "code", None):  # an error with OpenAI's own code (previous_response_not_found)
+        body["error"]["code"] = error.code
     return body
 
 

@@ -78,6 +78,12 @@ class Settings(BaseSettings):
     record_seconds: int = _env("SWITCHBOARD_RECORD_SECONDS", 600, ge=1)
     # How long a stored response (/v1/responses with store: true) is kept.
     responses_ttl_seconds: int = _env("SWITCHBOARD_RESPONSES_TTL", 86400, ge=1)
+    # The Responses API over WebSocket (GET /v1/responses upgraded: Codex's own transport); off, the upgrade
+    # is answered 426 and clients use HTTP.
+    responses_websocket: bool = _env("SWITCHBOARD_RESPONSES_WEBSOCKET", True)
+    # A Responses WebSocket's life: past it, its next response.create is refused with OpenAI's
+    # websocket_connection_limit_reached and the socket closed (clients open a new one).
+    websocket_max_seconds: float = _env("SWITCHBOARD_WEBSOCKET_MAX_SECONDS", 3600.0, gt=0)
     # Worker side: caps on one job, whatever it asks for.
     max_job_seconds: float = _env("SWITCHBOARD_MAX_JOB_SECONDS", 600.0, gt=0)
     max_job_tokens: int = _env("SWITCHBOARD_MAX_JOB_TOKENS", 16384, ge=1)

@@ -129,13 +129,20 @@ def check_job_kind(job: Job, entry: ModelEntry) -> None:
                             'with embeddings = "only" or "also")')
 
 
-def serve(job: Job, entry: ModelEntry, writer: Writer, framing: str | None) -> Response:
-    """Run the job and answer it: a view's last step."""
+def start_serving(job: Job, entry: ModelEntry, writer: Writer, stream: bool,
+                  watch_client: bool = True) -> tuple[JobRun, Iterator[Event]]:
+    """Check the job, start it (or a fallback: the writer names who answers)."""
     check_job_kind(job, entry)
     check_prompt_size(job, entry)
-    run, events = start_on_a_model(job, entry, stream=framing is not None)
-    if run.job.model != entry.name:  # a fallback answers
+    run, events = start_on_a_model(job, entry, stream, watch_client)
+    if run.job.model != entry.name:
         writer.answered_by(run.job.model)
+    return run, events
+
+
+def serve(job: Job, entry: ModelEntry, writer: Writer, framing: str | None) -> Response:
+    """Run the job and answer it: a view's last step."""
+    run, events = start_serving(job, entry, writer, framing is not None)
     response = respond(run, events, writer, framing)
     response.headers["X-Switchboard-Model"] = run.job.model
     return response

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import time
+from typing import Callable
 
 from flask import Blueprint, jsonify
 from redis.exceptions import RedisError
@@ -18,12 +19,15 @@ from redis.exceptions import RedisError
 from app import stored_responses
 from app.asker import person
 from app.errors import register_error_handlers
+from app.routes import responses_socket
 from app.routes.common import check_request_limits, find_model, note_tools_left_out, parse_body, serve
 from app.services import services
+from app.stored_responses import ConnectionMemory
+from catalog.registry import ModelEntry
 from dialects import responses as translate
 from dialects.responses_schemas import ResponsesRequest
 from dialects.responses_writer import ResponsesWriter, error_body
-from protocol.contract import new_job_id
+from protocol.contract import Job, new_job_id
 
 log = logging.getLogger(__name__)
 bp = Blueprint("responses", __name__, url_prefix="/v1")
@@ -34,15 +38,20 @@ def _owner() -> str:
     return person(services().keys.enabled)
 
 
-def _storing(request: ResponsesRequest):
-    """What the writer calls with the finished response, if it is to be kept.
-    If Redis went away since the answer came (a restart, a failover), the
-    answer stands (it was made, and counted): it says `store: false`."""
-    if not request.store:
+def _storing(request: ResponsesRequest, memory: ConnectionMemory | None = None):
+    """What the writer calls with the finished response, if it is to be kept
+    (in Redis, and in a WebSocket's `memory`). If Redis went away since the
+    answer came (a restart, a failover), the answer stands (it was made, and
+    counted): it says `store: false`."""
+    if not request.store and memory is None:
         return None
     shared, owner, items = services(), _owner(), translate.input_items(request)
 
     def store(response: dict) -> None:
+        if memory is not None:
+            memory.save(response, items, request.previous_response_id)
+        if not request.store:
+            return
         try:
             stored_responses.save(shared.redis, owner, response, items, request.previous_response_id,
                                   shared.settings.responses_ttl_seconds)
@@ -52,20 +61,37 @@ def _storing(request: ResponsesRequest):
     return store
 
 
-@bp.post("/responses")
-def responses():
-    request = parse_body(ResponsesRequest)
+def prepared(request: ResponsesRequest, history: Callable[[str], list[dict]],
+             on_final: Callable[[dict], None] | None) -> tuple[Job, ModelEntry, ResponsesWriter]:
+    """A response's job, its model and its writer (over HTTP or a WebSocket):
+    `history` gives the conversation a `previous_response_id` continues."""
     entry = find_model(request.model)
-    on_final = _storing(request)  # (its own input: the stored history is not kept twice)
     if request.previous_response_id:
-        request = translate.continued(request, stored_responses.history(
-            services().redis, _owner(), request.previous_response_id))
+        request = translate.continued(request, history(request.previous_response_id))
     check_request_limits(request.input if isinstance(request.input, list) else None, translate.unfolded(request.tools))
     note_tools_left_out(translate.server_only_tools(request))
     job = translate.responses_to_job(request, new_job_id(), entry.name, entry.capabilities)
     writer = ResponsesWriter(f"resp_{job.id}", request.model, int(time.time()), translate.request_fields(request),
                              translate.custom_tool_names(request), on_final)
+    return job, entry, writer
+
+
+@bp.post("/responses")
+def responses():
+    request = parse_body(ResponsesRequest)
+    redis, owner = services().redis, _owner()
+    job, entry, writer = prepared(request, lambda earlier: stored_responses.history(redis, owner, earlier),
+                                  _storing(request))  # (its own input: the stored history is not kept twice)
     return serve(job, entry, writer, "sse" if request.stream else None)
+
+
+@bp.get("/responses", websocket=True)  # werkzeug routes an upgrade only to rules marked so
+@bp.get("/responses")  # without the upgrade: 426
+def websocket():
+    """The Responses API over a WebSocket (app/routes/responses_socket.py)."""
+    def prepare(request: ResponsesRequest, memory: ConnectionMemory):
+        return prepared(request, memory.history, _storing(request, memory))
+    return responses_socket.serve_socket(ConnectionMemory(services().redis, _owner()), prepare)
 
 
 @bp.get("/responses/<response_id>")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from scripts.embedded_redis import free_port
-from scripts.processes import ROOT, stack_env, start_stack, start_web
+from scripts.processes import ROOT, ready_together, stack_env, start_stack, start_web
 from tests.integration.browser import chromium
 from tests.integration.scripted_upstream import ScriptedUpstream
 from tests.integration.upstream_stack import registry_text, start_llama_server, start_upstream_stack
@@ -38,6 +38,20 @@ def keyed_base(stack, redis_url, tmp_path_factory):
                                     SWITCHBOARD_MODELS=str(registry)))
     yield base
     web.stop()
+
+
+@pytest.fixture(scope="session")
+def socket_webs(stack, redis_url):
+    """Web processes beside the session's worker for the Responses
+    WebSocket: "plain" (whose request log a test reads), "short" (a socket
+    lives 2 s) and "off" (WebSocket mode switched off)."""
+    settings = {"plain": {}, "short": {"SWITCHBOARD_WEBSOCKET_MAX_SECONDS": "2"},
+                "off": {"SWITCHBOARD_RESPONSES_WEBSOCKET": "false"}}
+    started = {name: start_web(stack_env(redis_url, **extra), wait=False) for name, extra in settings.items()}
+    ready_together([web for web, _ in started.values()])
+    yield started
+    for web, _ in started.values():
+        web.stop()
 
 
 @pytest.fixture(scope="session")

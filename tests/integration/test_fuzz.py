@@ -176,3 +176,37 @@ def test_type_confused_values_in_every_position_of_the_agents_dialects(stack, ro
     failed = [(what, status) for (what, _), status in zip(cases, statuses) if status >= 500]
     assert not failed, f"{len(failed)} of {len(cases)} mutants got a 5xx: {failed[:10]}"
     assert len(cases) > (300 if status == 200 else 50)
+
+
+def test_type_confused_frames_on_the_responses_websocket(stack):
+    """The same mutants as response.create messages (the frame's own `type`
+    among the positions), on 8 sockets: each ends with a terminal event,
+    none an error of status 5xx, and the sockets stay usable throughout."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from websockets.sync.client import connect
+
+    frame = {"type": "response.create"} | RESPONSES
+    cases = list(mutants(frame))
+    sockets, opened = threading.local(), []
+
+    def terminal(case: dict) -> dict:
+        if not hasattr(sockets, "ws"):
+            sockets.ws = connect(stack.replace("http://", "ws://") + "/v1/responses")
+            opened.append(sockets.ws)
+        sockets.ws.send(json.dumps(case))
+        while (event := json.loads(sockets.ws.recv(timeout=30)))["type"] not in (
+                "response.completed", "response.incomplete", "response.failed", "error"):
+            pass
+        return event
+
+    try:
+        assert terminal(frame)["type"] == "response.completed"
+        with ThreadPoolExecutor(8) as pool:
+            ends = list(pool.map(lambda case: terminal(case[1]), cases))
+    finally:
+        for ws in opened:
+            ws.close()
+    failed = [(what, end) for (what, _), end in zip(cases, ends) if end["type"] == "error" and end["status"] >= 500]
+    assert not failed, f"{len(failed)} of {len(cases)} mutants got a 5xx: {failed[:5]}"
+    assert len(cases) > 300 and sum(end["type"] == "error" for end in ends) > 100
