@@ -1,12 +1,19 @@
 """Codex itself (npm @openai/codex, installed by `make install-dev` in
-tests/agents), headless (`codex exec`), against Switchboard's Responses
-API: a plain answer, and a round of its own tool loop in which the echo
-model's reply calls Codex's shell tool (exec_command), Codex runs the
-command (it writes a file) and sends the output back, and the answer is
-that output; on echo, through each upstream kind chained to echo, and
-with a key; on the local model, whose context is too small for Codex."""
+tests/agents: the pinned version and the newest, `codex-newest`), headless
+(`codex exec`), against Switchboard's Responses API: a plain answer, and a
+round of its own tool loop in which the echo model's reply calls Codex's
+shell tool (exec_command), Codex runs the command (it writes a file) and
+sends the output back, and the answer is that output.
+
+Two set-ups: a custom provider (`wire_api = "responses"`: HTTP), on echo,
+through each upstream kind chained to echo, with a key, and on the local
+model; and the simplest an office writes, the built-in OpenAI provider
+pointed at us (`openai_base_url`, the key from `codex login
+--with-api-key`), where Codex speaks its native transport, the Responses
+WebSocket."""
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 from pathlib import Path
@@ -15,31 +22,47 @@ import pytest
 
 from tests.integration.conftest import KEY
 
-CODEX = Path(__file__).resolve().parent.parent / "agents" / "node_modules" / ".bin" / "codex"
+AGENTS = Path(__file__).resolve().parent.parent / "agents" / "node_modules"
+PINNED = AGENTS / "@openai" / "codex" / "bin" / "codex.js"
+NEWEST = AGENTS / "codex-newest" / "bin" / "codex.js"
 
 
 def codex(base: str, prompt: str, workdir: Path, *args: str, model: str = "echo", key: str | None = None,
-          succeeds: bool = True) -> str:
-    """One headless run with a provider of its own (config.toml in its home);
-    the key, if any, from the variable the provider names. Its output (its
-    errors, when it fails)."""
-    assert CODEX.exists(), f"{CODEX} is missing: run `make install-dev`"
+          succeeds: bool = True, binary: Path = PINNED, native: bool = False) -> str:
+    """One headless run, configured in its own home; its output (its errors,
+    when it fails). `native`: only `openai_base_url`, the key logged in."""
+    run = codex_run(base, prompt, workdir, *args, model=model, key=key, binary=binary, native=native)
+    assert (run.returncode == 0) is succeeds, run.stdout + run.stderr
+    return run.stdout if succeeds else run.stderr
+
+
+def codex_run(base: str, prompt: str, workdir: Path, *args: str, model: str = "echo", key: str | None = None,
+              binary: Path = PINNED, native: bool = False, config: str = "") -> subprocess.CompletedProcess:
+    assert binary.exists(), f"{binary} is missing: run `make install-dev`"
     home = workdir / "codex-home"
     home.mkdir(exist_ok=True)
-    (home / "config.toml").write_text(
-        f'model = "{model}"\nmodel_provider = "switchboard"\n\n[model_providers.switchboard]\nname = "Switchboard"\n'
-        f'base_url = "{base}/v1"\nwire_api = "responses"\n' + ('env_key = "SWITCHBOARD_KEY"\n' if key else ""))
-    env = {"PATH": os.environ["PATH"], "HOME": str(home), "CODEX_HOME": str(home)} | (
-        {"SWITCHBOARD_KEY": key} if key else {})
-    done = subprocess.run([str(CODEX), "exec", prompt, "--skip-git-repo-check", *args], cwd=workdir, env=env,
-                          capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
-    assert (done.returncode == 0) is succeeds, done.stdout + done.stderr
-    return done.stdout if succeeds else done.stderr
+    env = {"PATH": os.environ["PATH"], "HOME": str(home), "CODEX_HOME": str(home)}
+    if native:
+        (home / "config.toml").write_text(f'model = "{model}"\nopenai_base_url = "{base}/v1"\n{config}')
+        subprocess.run(["node", str(binary), "login", "--with-api-key"], input=key or "unused", env=env,
+                       capture_output=True, text=True, timeout=60, check=True)
+    else:
+        (home / "config.toml").write_text(
+            f'model = "{model}"\nmodel_provider = "switchboard"\n\n[model_providers.switchboard]\n'
+            f'name = "Switchboard"\nbase_url = "{base}/v1"\nwire_api = "responses"\n'
+            + ('env_key = "SWITCHBOARD_KEY"\n' if key else ""))
+        env |= {"SWITCHBOARD_KEY": key} if key else {}
+    return subprocess.run(["node", str(binary), "exec", prompt, "--skip-git-repo-check", *args], cwd=workdir,
+                          env=env, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+
+
+def shell_call(command: str) -> str:
+    return f'<invoke name="exec_command"><parameter name="cmd">{command}</parameter></invoke>'
 
 
 def shell_round(base: str, workdir: Path, **options) -> None:
-    call = '<invoke name="exec_command"><parameter name="cmd">echo hello-from-codex > made.txt</parameter></invoke>'
-    answer = codex(base, call, workdir, "--sandbox", "workspace-write", **options)
+    answer = codex(base, shell_call("echo hello-from-codex > made.txt"), workdir, "--sandbox", "workspace-write",
+                   **options)
     assert (workdir / "made.txt").read_text() == "hello-from-codex\n"
     assert "Process exited with code 0" in answer  # the command's output, echoed back
 
@@ -73,3 +96,85 @@ def test_through_each_upstream_kind(upstreams, clean_redis, tmp_path, model):
     base = upstreams["base"]
     assert codex(base, "say hi", tmp_path, model=model).strip() == "say hi"
     shell_round(base, tmp_path, model=model)
+
+
+# --- the built-in provider, on its native transport ---------------------------------------
+def turns(web) -> list[dict]:
+    """The request log's lines of a web process."""
+    return [json.loads(line) for line in web.output().splitlines()
+            if line.startswith("{") and '"message": "request"' in line]
+
+
+def assert_quiet(run: subprocess.CompletedProcess, words: tuple[str, ...] = ("Reconnecting", "ERROR")) -> None:
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert [line for line in (run.stdout + run.stderr).splitlines() if any(w in line for w in words)] == []
+
+
+@pytest.mark.parametrize("binary", [PINNED, NEWEST], ids=["pinned", "newest"])
+def test_with_only_openai_base_url_it_works_over_the_websocket(socket_webs, clean_redis, tmp_path, binary):
+    """No retries, no errors, every turn on the socket (none POSTed), the
+    turns after the first continuing the socket's last response."""
+    web, base = socket_webs["plain"]
+    before = len(turns(web))
+    run = codex_run(base, "say hi", tmp_path, binary=binary, native=True)
+    assert_quiet(run)
+    assert run.stdout.strip() == "say hi"
+    shell = codex_run(base, shell_call("echo hello-from-codex > made.txt"), tmp_path, "--sandbox", "workspace-write",
+                      binary=binary, native=True)
+    assert_quiet(shell)
+    assert (tmp_path / "made.txt").read_text() == "hello-from-codex\n"
+    assert "Process exited with code 0" in shell.stdout
+    lines = turns(web)[before:]
+    assert not [line for line in lines if line["method"] == "POST"]
+    sockets = [line for line in lines if line.get("transport") == "websocket"]
+    assert len(sockets) >= 3 and all(line["status"] == 200 for line in sockets)
+    assert [line for line in sockets if line["generate"] is True and line["continues"]]
+
+
+@pytest.mark.slow
+def test_with_only_openai_base_url_on_the_local_model(socket_webs, clean_redis, tmp_path):
+    """Codex's own instructions are more than smollm2:135m's 8K context
+    holds (above); with a short instructions file of its own the prompt
+    fits, and the local model answers over the socket. (A model this small
+    does not call tools: the tool round is shown on echo.)"""
+    web, base = socket_webs["plain"]
+    instructions = tmp_path / "instructions.md"
+    instructions.write_text("You are a helpful assistant. Answer briefly.\n")
+    before = len(turns(web))
+    run = codex_run(base, "Say hello.", tmp_path, model="smollm2:135m", binary=NEWEST, native=True,
+                    config=f'model_instructions_file = "{instructions}"\n')
+    assert_quiet(run)
+    assert run.stdout.strip()
+    assert [line for line in turns(web)[before:] if line.get("transport") == "websocket" and line["generate"]]
+
+
+def test_with_only_openai_base_url_and_a_key(keyed_base, clean_redis, tmp_path):
+    assert_quiet(run := codex_run(keyed_base, "keyed hi", tmp_path, key=KEY, binary=NEWEST, native=True))
+    assert run.stdout.strip() == "keyed hi"
+
+
+def test_with_the_websocket_switched_off_it_uses_http_at_once(socket_webs, clean_redis, tmp_path):
+    """One upgrade, answered 426, and no retry (Codex logs the refusal once,
+    as an ERROR line of its own log: that much it always says)."""
+    web, base = socket_webs["off"]
+    before = len(turns(web))
+    assert_quiet(run := codex_run(base, "over http", tmp_path, binary=NEWEST, native=True), ("Reconnecting",))
+    assert run.stdout.strip() == "over http"
+    lines = turns(web)[before:]
+    assert [line["status"] for line in lines if line["method"] == "GET" and line["path"] == "/v1/responses"] == [426]
+    assert [line for line in lines if line["method"] == "POST" and line["path"] == "/v1/responses"]
+
+
+def test_past_a_sockets_life_it_opens_a_new_one_and_goes_on(socket_webs, clean_redis, tmp_path):
+    """A socket lives 2 s here: a command of 3 s in the middle of the turn
+    outlives it, the next request is refused with OpenAI's code, and Codex
+    sends it again on a new socket."""
+    web, base = socket_webs["short"]
+    before = len(turns(web))
+    run = codex_run(base, shell_call("sleep 3; echo after-the-limit > made.txt"), tmp_path, "--sandbox",
+                    "workspace-write", binary=NEWEST, native=True)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert (tmp_path / "made.txt").read_text() == "after-the-limit\n"
+    lines = turns(web)[before:]
+    assert [line for line in lines if line.get("transport") == "websocket" and line["status"] == 400]
+    assert len([line for line in lines if line["status"] == 101]) >= 2
