@@ -16,6 +16,7 @@ from app.pathkey import PathKeyMiddleware
 from app.presence import WebLease
 from app.relay import Relay
 from app.requestlog import install_request_log
+from app.sealing import Sealer, office_secret
 from app.routes import admin, anthropic, ollama, openai, ops, responses, simple_chat
 from app.services import Services
 from app.tickets import Tickets
@@ -41,7 +42,9 @@ def create_app(overrides: dict | None = None) -> Flask:
     # The relay's pub/sub connection, never retried by redis-py: a lost one is a gap (app/relay.py).
     relay = Relay(redis_client(target, "switchboard-relay", 2, socket_connect_timeout=2,
                                retry=Retry(NoBackoff(), 0)))
-    app.extensions["switchboard"] = Services(settings, registry, redis, relay, Tickets(), keys, WebLease(relay))
+    secret = office_secret(settings.secret.get_secret_value() if settings.secret else None, settings.data_dir)
+    app.extensions["switchboard"] = Services(settings, registry, redis, relay, Tickets(), keys, WebLease(relay),
+                                             Sealer(secret))
     install_request_log(app, settings.log_prompts)  # first: a refused request is logged too
     install_auth(app, keys)
     install_fallback_errors(app)

@@ -11,6 +11,7 @@ from app.auth import KeyRing
 from app.persistence_check import PersistenceCheck
 from app.presence import WebLease
 from app.relay import Relay
+from app.sealing import Sealer
 from app.tickets import Tickets
 from catalog.registry import Registry
 from settings import Settings
@@ -25,6 +26,7 @@ class Services:
     tickets: Tickets
     keys: KeyRing
     lease: WebLease
+    sealer: Sealer  # what clients keep for us, sealed (app/sealing.py)
     open_runs: set = field(default_factory=set)  # this process's unfinished requests (for shutdown)
     open_sockets: set = field(default_factory=set)  # its Responses WebSockets (closed at shutdown)
     persistence: PersistenceCheck = field(default_factory=PersistenceCheck)  # does its Redis keep what it holds

@@ -34,8 +34,11 @@ class Settings(BaseSettings):
     redis_master: str = _env("SWITCHBOARD_REDIS_MASTER", "mymaster", min_length=1)
     redis_sentinel_password: SecretStr | None = _env("SWITCHBOARD_REDIS_SENTINEL_PASSWORD", None)
     models_path: Path | None = _env("SWITCHBOARD_MODELS", None)
-    # What the server keeps on disk: the embedded Redis's append-only file (`make run`).
+    # What the server keeps on disk: the embedded Redis's append-only file (`make run`), the office secret.
     data_dir: Path = _env("SWITCHBOARD_DATA_DIR", DEFAULT_DATA_DIR)
+    # The office secret that seals what clients keep for us (reasoning, compactions); unset: generated into
+    # the data directory. Web processes on several machines must share one.
+    secret: SecretStr | None = _env("SWITCHBOARD_SECRET", None)
     # Connections one process's Redis pool may open (pub/sub and Celery's own
     # broker connections come on top): bounded however many streams it carries.
     redis_connections: int = _env("SWITCHBOARD_REDIS_CONNECTIONS", 32, ge=1)
