@@ -41,6 +41,8 @@ ROUTES: list[tuple[str, str, type[BaseModel] | None, str]] = [
     ("post", "/v1/responses", ResponsesRequest, "OpenAI Responses (SSE with stream)"),
     ("get", "/v1/responses", None, "OpenAI Responses over a WebSocket (upgrade; response.create messages); "
                                    "426 without an upgrade or when switched off"),
+    ("post", "/v1/responses/compact", ResponsesRequest, "Compact a conversation: its newest user messages and "
+                                                         "one sealed compaction item"),
     ("get", "/v1/responses/{response_id}", None, "A stored response (its creator's only)"),
     ("delete", "/v1/responses/{response_id}", None, "Delete a stored response"),
     ("post", "/v1/messages", MessagesRequest, "Anthropic Messages (SSE with stream)"),

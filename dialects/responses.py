@@ -17,9 +17,9 @@ from pydantic import TypeAdapter
 
 from dialects.images import check_vision, from_url
 from dialects.responses_schemas import (
-    CustomToolCallItem, CustomToolCallOutputItem, FunctionCallItem, FunctionCallOutputItem, InputImage, InputItem,
-    InputText, LocalShellCallItem, LocalShellCallOutputItem, MessageItem, NamedToolChoice, ReasoningItem, Refusal,
-    ResponsesRequest, Tool,
+    CompactionItem, CompactionTriggerItem, CustomToolCallItem, CustomToolCallOutputItem, FunctionCallItem,
+    FunctionCallOutputItem, InputImage, InputItem, InputText, LocalShellCallItem, LocalShellCallOutputItem, MessageItem,
+    NamedToolChoice, ReasoningItem, Refusal, ResponsesRequest, SummaryText, Tool,
 )
 from protocol.contract import IMAGES_VERSION, Image, Job, Message, SamplingOptions, ToolCall, ToolChoice, ToolSpec
 from protocol.errors import InvalidRequest
@@ -108,23 +108,32 @@ def _call(item: FunctionCallItem | CustomToolCallItem | LocalShellCallItem) -> T
 
 def to_messages(request: ResponsesRequest, vision: bool, thinks: bool) -> list[Message]:
     messages = [Message(role="system", content=request.instructions)] if request.instructions else []
-    items = [MessageItem(role="user", content=request.input)] if isinstance(request.input, str) else request.input
-    thinking = ""  # a reasoning item's summary, for the assistant turn after it
+    items = as_items(request)
+    thinking, signature = "", ""  # a reasoning item's summary (and signature), for the assistant turn after it
     for n, item in enumerate(items):
         if isinstance(item, MessageItem):
-            messages += _message(item, f"input.{n}", vision, thinking)
-            thinking = "" if item.role == "assistant" else thinking
+            messages += _signed(_message(item, f"input.{n}", vision, thinking), signature)
+            thinking, signature = ("", "") if item.role == "assistant" else (thinking, signature)
         elif isinstance(item, (FunctionCallItem, CustomToolCallItem, LocalShellCallItem)):
             if messages and messages[-1].role == "assistant" and not messages[-1].tool_call_id:
                 messages[-1] = messages[-1].model_copy(update={"tool_calls": messages[-1].tool_calls + [_call(item)]})
             else:
-                messages.append(Message(role="assistant", tool_calls=[_call(item)], thinking=thinking))
-            thinking = ""
+                messages.append(Message(role="assistant", tool_calls=[_call(item)], thinking=thinking,
+                                        thinking_signature=signature if thinking else ""))
+            thinking, signature = "", ""
         elif isinstance(item, (FunctionCallOutputItem, CustomToolCallOutputItem, LocalShellCallOutputItem)):
             messages.append(Message(role="tool", content=_output_text(item.output), tool_call_id=item.call_id))
         elif isinstance(item, ReasoningItem) and thinks:
             thinking += "".join(part.text for part in item.summary)
+            signature = item._signature or signature
     return messages
+
+
+def _signed(messages: list[Message], signature: str) -> list[Message]:
+    """An assistant message's passed-back thinking with its signature (an
+    Anthropic upstream checks it)."""
+    return [m.model_copy(update={"thinking_signature": signature}) if m.thinking and signature else m
+            for m in messages]
 
 
 # --- the job --------------------------------------------------------------------------
@@ -191,3 +200,77 @@ def continued(request: ResponsesRequest, earlier: list[dict]) -> ResponsesReques
     """The request with the stored conversation before its own input (a
     response's output items are input items as they are)."""
     return request.model_copy(update={"input": _ITEMS.validate_python(earlier + input_items(request))})
+
+
+# --- compaction (Codex's remote compaction: a trigger item, or POST /v1/responses/compact) ----------------
+# What the model is asked for, after the conversation (the README quotes it).
+COMPACTION_PROMPT = (
+    "Stop here and summarise the conversation above for whoever carries on with it, instead of continuing it. "
+    "Include: the user's goal and every request they made; what has been done (files read or changed, "
+    "commands run and what they showed); decisions taken and why; what is still to do; and anything the next "
+    "step needs exactly as it is (names, paths, values, error messages). Write it as a brief for a colleague "
+    "taking over, in plain text, without greeting or commentary.")
+# How a compaction item comes back to the model: the summary, said to be one.
+SUMMARY_PREFIX = ("An earlier part of this conversation was compacted; its summary follows. Carry on from where it "
+                  "leaves off.\n\n")
+KEPT_USER_CHARACTERS = 80_000  # the newest user messages a compaction keeps word for word (~20K tokens)
+
+
+def is_compaction(request: ResponsesRequest) -> bool:
+    """Codex's remote compaction v2: the input ends with its trigger item."""
+    return isinstance(request.input, list) and any(isinstance(item, CompactionTriggerItem) for item in request.input)
+
+
+def as_items(request: ResponsesRequest) -> list:
+    return [MessageItem(role="user", content=request.input)] if isinstance(request.input, str) else request.input
+
+
+def compaction_request(request: ResponsesRequest) -> ResponsesRequest:
+    """The request that asks the model for the summary: the conversation,
+    then our prompt; no tools (a call would be lost), no reasoning asked."""
+    kept = [item for item in as_items(request) if not isinstance(item, CompactionTriggerItem)]
+    return request.model_copy(update={"input": kept + [MessageItem(role="user", content=COMPACTION_PROMPT)],
+                                      "tools": [], "tool_choice": "none", "reasoning": None, "text": None})
+
+
+def opened(request: ResponsesRequest, open_sealed) -> ResponsesRequest:
+    """The request with the items this server sealed opened (`open_sealed(kind,
+    blob, field)` gives the text): a compaction becomes its summary, said as a
+    user message; a reasoning item's sealed text its summary."""
+    if isinstance(request.input, str):
+        return request
+    items = []
+    for n, item in enumerate(request.input):
+        if isinstance(item, CompactionItem):
+            summary = open_sealed("compaction", item.encrypted_content, f"input.{n}.encrypted_content")
+            item = MessageItem(role="user", content=SUMMARY_PREFIX + summary)
+        elif isinstance(item, ReasoningItem) and item.encrypted_content is not None:
+            sealed = json.loads(open_sealed("reasoning", item.encrypted_content, f"input.{n}.encrypted_content"))
+            item = item.model_copy(update={"summary": [SummaryText(text=sealed["text"])], "encrypted_content": None})
+            item._signature = sealed.get("signature", "")
+        items.append(item)
+    return request.model_copy(update={"input": items})
+
+
+def _as_output(message: MessageItem) -> dict:
+    """A user message as an output item lists it: its content as parts."""
+    item = message.model_dump(exclude_none=True)
+    if isinstance(message.content, str):
+        item["content"] = [{"type": "input_text", "text": message.content}]
+    return item
+
+
+def kept_user_messages(request: ResponsesRequest) -> list[dict]:
+    """What a compaction keeps word for word (POST /v1/responses/compact
+    answers them before its compaction item, as Codex keeps them): the
+    newest user messages, up to KEPT_USER_CHARACTERS, oldest first."""
+    messages = [item for item in as_items(request) if isinstance(item, MessageItem) and item.role == "user"]
+    kept, room = [], KEPT_USER_CHARACTERS
+    for message in reversed(messages):
+        size = len(message.content) if isinstance(message.content, str) else sum(
+            len(_text(part)) for part in message.content if not isinstance(part, InputImage))
+        if size > room:
+            break
+        kept.append(_as_output(message))
+        room -= size
+    return list(reversed(kept))

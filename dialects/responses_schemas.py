@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal, Union
 
-from pydantic import Field
+from pydantic import Field, PrivateAttr
 
 from dialects.common import PositiveInt, Request, Temperature, TopP, union_by_type
 
@@ -85,11 +85,26 @@ class SummaryText(Request):
 class ReasoningItem(Request):
     type: Literal["reasoning"]
     summary: list[SummaryText] = Field(default_factory=list)
+    encrypted_content: str | None = None  # the model's reasoning, as this server sealed it
+    _signature: str = PrivateAttr(default="")  # an Anthropic upstream's, from the sealed content
+
+
+class CompactionTriggerItem(Request):
+    """Codex's request to compact the conversation before it (its last item)."""
+
+    type: Literal["compaction_trigger"]
+
+
+class CompactionItem(Request):
+    """A compacted conversation: its summary, as this server sealed it."""
+
+    type: Literal["compaction"]
+    encrypted_content: str
+    id: str | None = None
 
 
 class OtherItem(Request):
-    """An item this server has no use for (a web search's, a compaction's):
-    passed over."""
+    """An item this server has no use for (a web search's): passed over."""
 
     type: str
 
@@ -99,7 +114,8 @@ InputItem = union_by_type({"message": MessageItem, "function_call": FunctionCall
                            "function_call_output": FunctionCallOutputItem, "custom_tool_call": CustomToolCallItem,
                            "custom_tool_call_output": CustomToolCallOutputItem,
                            "local_shell_call": LocalShellCallItem, "local_shell_call_output": LocalShellCallOutputItem,
-                           "reasoning": ReasoningItem}, other=OtherItem, absent="message")
+                           "reasoning": ReasoningItem, "compaction_trigger": CompactionTriggerItem,
+                           "compaction": CompactionItem}, other=OtherItem, absent="message")
 
 
 class Tool(Request):
@@ -144,6 +160,7 @@ class ResponsesRequest(Request):
     metadata: dict[str, str] | None = None
     parallel_tool_calls: bool = True
     previous_response_id: str | None = None
+    include: list[str] = Field(default_factory=list)  # "reasoning.encrypted_content": reasoning sealed
     # WebSocket only: false asks for no output (Codex warms a socket with its prompt so, then continues it).
     generate: bool = True
     prompt_cache_key: str | None = None

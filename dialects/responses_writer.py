@@ -11,6 +11,7 @@ type and a rising `sequence_number`; there is no `[DONE]`.
 """
 from __future__ import annotations
 
+import json
 from typing import Callable
 
 from dialects import openai_writer
@@ -68,8 +69,9 @@ def message_item(item_id: str, text: str, status: str = "completed") -> dict:
             "content": [{"type": "output_text", "text": text, "annotations": []}] if status == "completed" else []}
 
 
-def reasoning_item(item_id: str, text: str) -> dict:
-    return {"type": "reasoning", "id": item_id, "summary": [{"type": "summary_text", "text": text}] if text else []}
+def reasoning_item(item_id: str, text: str, sealed: str | None = None) -> dict:
+    item = {"type": "reasoning", "id": item_id, "summary": [{"type": "summary_text", "text": text}] if text else []}
+    return item | ({"encrypted_content": sealed} if sealed is not None else {})
 
 
 class ResponsesWriter(Writer):
@@ -85,6 +87,9 @@ class ResponsesWriter(Writer):
         self._sequence = 0
         self._open: dict | None = None  # the item being streamed: its kind, id, index, text
         self._items = 0
+        # With `include: ["reasoning.encrypted_content"]`: seals a reasoning item's text for the client to send back.
+        self.seal_reasoning: Callable[[str], str] | None = None
+        self._signature = ""  # the open reasoning's signature (an Anthropic upstream's)
 
     def answered_by(self, model: str) -> None:
         self.response["model"] = model
@@ -129,7 +134,7 @@ class ResponsesWriter(Writer):
             part = {"type": "summary_text", "text": text}
             frames = [self._event("response.reasoning_summary_text.done", **where, summary_index=0, text=text),
                       self._event("response.reasoning_summary_part.done", **where, summary_index=0, part=part)]
-            item = reasoning_item(open_item["id"], text)
+            item = reasoning_item(open_item["id"], text, self._sealed(text))
         return frames + self._done(open_item["index"], item)
 
     def _done(self, index: int, item: dict) -> list[Frame]:
@@ -158,6 +163,17 @@ class ResponsesWriter(Writer):
         self._open["text"].append(text)
         return frames + [self._event("response.reasoning_summary_text.delta", **self._where(), summary_index=0,
                                      delta=text)]
+
+    def thinking_signature(self, signature: str) -> list[Frame]:
+        self._signature = signature
+        return []
+
+    def _sealed(self, text: str) -> str | None:
+        """The reasoning (and its signature) sealed, if the client asked for it."""
+        if self.seal_reasoning is None:
+            return None
+        sealed, self._signature = self.seal_reasoning(json.dumps({"text": text, "signature": self._signature})), ""
+        return sealed
 
     def tool_call(self, call: ToolCallEvent) -> list[Frame]:
         """A call arrives whole: its item opens, its arguments (a custom
@@ -203,10 +219,50 @@ class ResponsesWriter(Writer):
 
     def reply(self, transcript: Transcript) -> dict:
         if transcript.thoughts:
-            self.response["output"].append(reasoning_item(self._item_id("rs"), transcript.thinking))
+            self._signature = transcript.signature or ""
+            self.response["output"].append(reasoning_item(self._item_id("rs"), transcript.thinking,
+                                                          self._sealed(transcript.thinking)))
         if transcript.text:
             self.response["output"].append(message_item(self._item_id("msg"), transcript.text))
         self.response["output"] += [call_item(call, call.name in self.custom_tools) for call in transcript.calls]
         return self._final(transcript.done)
 
     error_body = staticmethod(error_body)
+
+
+def compaction_item(item_id: str, sealed: str) -> dict:
+    return {"type": "compaction", "id": item_id, "encrypted_content": sealed}
+
+
+class CompactionWriter(ResponsesWriter):
+    """A compaction's response (Codex's trigger item): the model's summary is
+    gathered, never shown as text, and ends as one `compaction` item whose
+    `encrypted_content` is the summary sealed (`seal(text)`); Codex expects
+    exactly one such item."""
+
+    def __init__(self, response_id: str, model: str, created_at: int, fields: dict, seal: Callable[[str], str],
+                 on_final: Callable[[dict], None] | None = None):
+        super().__init__(response_id, model, created_at, fields, on_final=on_final)
+        self.seal, self._summary = seal, []
+
+    def text(self, text: str) -> list[Frame]:
+        self._summary.append(text)
+        return []
+
+    def thinking(self, text: str) -> list[Frame]:
+        return []
+
+    def tool_call(self, call: ToolCallEvent) -> list[Frame]:
+        return []  # offered none
+
+    def finish(self, done: DoneEvent) -> list[Frame]:
+        item = compaction_item(self._item_id("cmp"), self.seal("".join(self._summary)))
+        index = len(self.response["output"])
+        frames = [self._event("response.output_item.added", output_index=index, item=item)] + self._done(index, item)
+        final = self._final(done)
+        return frames + [self._event("response.incomplete" if final["status"] == "incomplete"
+                                     else "response.completed", response=final)]
+
+    def reply(self, transcript: Transcript) -> dict:
+        self.response["output"].append(compaction_item(self._item_id("cmp"), self.seal(transcript.text)))
+        return self._final(transcript.done)

@@ -20,13 +20,16 @@ from app import stored_responses
 from app.asker import person
 from app.errors import register_error_handlers
 from app.routes import responses_socket
-from app.routes.common import check_request_limits, find_model, note_tools_left_out, parse_body, serve
+from app.routes.common import (
+    check_request_limits, find_model, note_tools_left_out, parse_body, serve, start_serving,
+)
 from app.services import services
 from app.stored_responses import ConnectionMemory
 from catalog.registry import ModelEntry
 from dialects import responses as translate
-from dialects.responses_schemas import ResponsesRequest
-from dialects.responses_writer import ResponsesWriter, error_body
+from app.streaming import whole_reply
+from dialects.responses_schemas import CompactionTriggerItem, ResponsesRequest
+from dialects.responses_writer import CompactionWriter, ResponsesWriter, error_body
 from protocol.contract import Job, new_job_id
 
 log = logging.getLogger(__name__)
@@ -68,11 +71,20 @@ def prepared(request: ResponsesRequest, history: Callable[[str], list[dict]],
     entry = find_model(request.model)
     if request.previous_response_id:
         request = translate.continued(request, history(request.previous_response_id))
+    sealer, owner = services().sealer, _owner()
+    request = translate.opened(request, lambda kind, blob, field: sealer.open(kind, owner, blob, field))
+    compacting = translate.is_compaction(request)
+    if compacting:  # Codex's remote compaction: the model's summary, sealed in one compaction item
+        request = translate.compaction_request(request)
     check_request_limits(request.input if isinstance(request.input, list) else None, translate.unfolded(request.tools))
     note_tools_left_out(translate.server_only_tools(request))
     job = translate.responses_to_job(request, new_job_id(), entry.name, entry.capabilities)
-    writer = ResponsesWriter(f"resp_{job.id}", request.model, int(time.time()), translate.request_fields(request),
-                             translate.custom_tool_names(request), on_final)
+    made = (f"resp_{job.id}", request.model, int(time.time()), translate.request_fields(request))
+    if compacting:
+        return job, entry, CompactionWriter(*made, lambda text: sealer.seal("compaction", owner, text), on_final)
+    writer = ResponsesWriter(*made, translate.custom_tool_names(request), on_final)
+    if "reasoning.encrypted_content" in request.include:
+        writer.seal_reasoning = lambda text: sealer.seal("reasoning", owner, text)
     return job, entry, writer
 
 
@@ -83,6 +95,30 @@ def responses():
     job, entry, writer = prepared(request, lambda earlier: stored_responses.history(redis, owner, earlier),
                                   _storing(request))  # (its own input: the stored history is not kept twice)
     return serve(job, entry, writer, "sse" if request.stream else None)
+
+
+@bp.post("/responses/compact")
+def compact():
+    """Codex's first remote compaction (v1): the conversation in, the items
+    Codex keeps out: the newest user messages word for word, then one
+    compaction item holding the model's summary, sealed."""
+    request = parse_body(ResponsesRequest)
+    if request.previous_response_id:
+        request = translate.continued(request, stored_responses.history(
+            services().redis, _owner(), request.previous_response_id))
+    kept = translate.kept_user_messages(request)
+    triggered = request.model_copy(update={"input": translate.as_items(request) + [
+        CompactionTriggerItem(type="compaction_trigger")], "previous_response_id": None, "store": False})
+    job, entry, writer = prepared(triggered, lambda _: [], None)
+    run, events = start_serving(job, entry, writer, stream=False)
+    try:
+        reply = whole_reply(events, writer, tuple(run.observers))
+    finally:
+        run.close()
+    response = jsonify({"id": reply["id"], "object": "response.compaction", "created_at": reply["created_at"],
+                        "output": kept + reply["output"], "usage": reply["usage"]})
+    response.headers["X-Switchboard-Model"] = run.job.model
+    return response
 
 
 @bp.get("/responses", websocket=True)  # werkzeug routes an upgrade only to rules marked so

@@ -178,3 +178,17 @@ def test_past_a_sockets_life_it_opens_a_new_one_and_goes_on(socket_webs, clean_r
     lines = turns(web)[before:]
     assert [line for line in lines if line.get("transport") == "websocket" and line["status"] == 400]
     assert len([line for line in lines if line["status"] == 101]) >= 2
+
+
+@pytest.mark.parametrize("binary", [PINNED, NEWEST], ids=["pinned", "newest"])
+def test_past_its_compaction_limit_it_compacts_remotely_and_goes_on(socket_webs, clean_redis, tmp_path, binary):
+    """With a 1,000-token limit, Codex's own prompt is past it after the
+    first round: it sends its compaction trigger on the socket, takes the
+    one sealed compaction item we answer, sends it back, and goes on (on
+    echo, its last answer is then the summary it was given)."""
+    web, base = socket_webs["plain"]
+    run = codex_run(base, shell_call("echo hello-from-codex > made.txt"), tmp_path, "--sandbox", "workspace-write",
+                    binary=binary, native=True, config="model_auto_compact_token_limit = 1000\n")
+    assert_quiet(run)
+    assert (tmp_path / "made.txt").read_text() == "hello-from-codex\n"
+    assert run.stdout.strip().startswith("An earlier part of this conversation was compacted")

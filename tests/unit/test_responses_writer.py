@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from app.streaming import frames, sse
-from dialects.responses_writer import ResponsesWriter, error_body
+from dialects.responses_writer import CompactionWriter, ResponsesWriter, error_body
 from protocol.contract import DoneEvent, ErrorEvent, TextEvent, ThinkingEvent, ToolCallEvent, Usage
 
 DONE = DoneEvent(reason="stop", usage=Usage(prompt_tokens=5, completion_tokens=3, cached_tokens=2))
@@ -74,3 +74,26 @@ def test_frames_are_named_events_lf_only():
     writer = ResponsesWriter("resp_1", "echo", 7, {})
     assert b"".join(map(sse, writer.opening())).startswith(
         b'event: response.created\ndata: {"type":"response.created","sequence_number":0,"response":{"id":"resp_1",')
+
+
+def test_reasoning_asked_sealed_carries_its_text_and_signature_sealed():
+    writer = ResponsesWriter("resp_1", "claude", 7, {"tools": []})
+    writer.seal_reasoning = lambda text: f"<sealed {text}>"
+    out = [frame.body for frame in frames([ThinkingEvent(text="Two.", signature="sig"), TextEvent(text="2"), DONE],
+                                          writer)]
+    reasoning = out[-1]["response"]["output"][0]
+    assert reasoning["encrypted_content"] == '<sealed {"text": "Two.", "signature": "sig"}>'
+    assert reasoning["summary"] == [{"type": "summary_text", "text": "Two."}]
+    unsealed = _events([ThinkingEvent(text="hm"), DONE])[-1]["response"]["output"][0]
+    assert "encrypted_content" not in unsealed
+
+
+def test_a_compaction_is_one_sealed_item_and_no_text():
+    writer = CompactionWriter("resp_1", "echo", 7, {"tools": []}, lambda text: f"<sealed {text}>")
+    out = [frame.body for frame in frames([ThinkingEvent(text="hm"), TextEvent(text="The user "),
+                                           TextEvent(text="wants X."), DONE], writer)]
+    assert [e["type"] for e in out] == ["response.created", "response.in_progress", "response.output_item.added",
+                                        "response.output_item.done", "response.completed"]
+    item = {"type": "compaction", "id": "cmp_1_1", "encrypted_content": "<sealed The user wants X.>"}
+    assert out[2]["item"] == out[3]["item"] == item and out[-1]["response"]["output"] == [item]
+    assert [e["sequence_number"] for e in out] == list(range(5))

@@ -95,3 +95,33 @@ def test_images_need_vision_and_a_data_url():
         _job(input=[image])
     with pytest.raises(InvalidRequest, match="remote image URLs are not fetched"):
         _job(CHAT + ["vision"], input=[image])
+
+
+def test_a_compaction_asks_the_model_for_a_summary_without_tools():
+    request = _request(input=[{"role": "user", "content": "fix the bug"}, {"type": "compaction_trigger"}],
+                       tools=[{"type": "function", "name": "f", "parameters": {}}], tool_choice="required")
+    assert translate.is_compaction(request) and not translate.is_compaction(_request(input="x"))
+    job = translate.responses_to_job(translate.compaction_request(request), "j", "m", CHAT)
+    assert [(m.role, m.content) for m in job.messages] == [("user", "fix the bug"),
+                                                             ("user", translate.COMPACTION_PROMPT)]
+    assert job.tools == [] and job.tool_choice.mode == "none"
+
+
+def test_sealed_items_open_into_a_summary_and_signed_thinking():
+    seals = {"c": "the summary", "r": '{"text": "let me see", "signature": "sig"}'}
+    request = _request(input=[{"type": "compaction", "encrypted_content": "c"},
+                              {"type": "reasoning", "summary": [], "encrypted_content": "r"},
+                              {"role": "assistant", "content": "two"}, {"role": "user", "content": "and?"}])
+    opened = translate.opened(request, lambda kind, blob, field: seals[blob])
+    job = translate.responses_to_job(opened, "j", "m", CHAT + ["thinking"])
+    assert job.messages[0] == Message(role="user", content=translate.SUMMARY_PREFIX + "the summary")
+    assert (job.messages[1].thinking, job.messages[1].thinking_signature) == ("let me see", "sig")
+
+
+def test_a_v1_compaction_keeps_the_newest_user_messages_as_output_items():
+    big = "x" * (translate.KEPT_USER_CHARACTERS - 10)
+    request = _request(input=[{"role": "user", "content": "too old"}, {"role": "user", "content": big},
+                              {"role": "assistant", "content": "ok"}, {"role": "user", "content": "newest"}])
+    assert translate.kept_user_messages(request) == [
+        {"type": "message", "role": "user", "content": [{"type": "input_text", "text": text}]}
+        for text in (big, "newest")]
