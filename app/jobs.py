@@ -1,10 +1,7 @@
-"""A request's job, top to bottom: start_job listens for its events (before
-submitting it: no event is published before someone listens), submits it
-(admission, the fair queue, a ticket), waits for its first event (so an
-error before any text still gets a real status) and hands the rest to the
-route; close ends it, aborting it if the client left first. Below: who is
-asking (app/asker.py), reading the events (app/job_events.py), jobqueue/.
-"""
+"""A request's job, top to bottom: it listens for its events, is submitted
+(admission, the fair queue, a ticket), waits for its first event (an error
+before any text gets a real status), and is closed (aborted if its client
+left first). Below: app/asker.py, app/job_events.py, jobqueue/."""
 from __future__ import annotations
 
 import itertools
@@ -33,12 +30,10 @@ from protocol.presence import batched
 log = logging.getLogger(__name__)
 
 
-def start_job(job: Job, entry: ModelEntry, stream: bool = False, watch_client: bool = True
-              ) -> tuple[JobRun, Iterator[Event]]:
-    """Submit the job and wait for its first event. On a model that opts in
-    (registry `supersede = true`), a code completion supersedes the same
-    person's previous one for the model (once queued: a refused request
-    cancels nothing). A WebSocket's reader calls `client_left` itself."""
+def submit_job(job: Job, entry: ModelEntry, watch_client: bool = True) -> JobRun:
+    """Admit and queue the job (or refuse it, with its status); a code
+    completion supersedes the person's previous one where the model opts in
+    (`supersede = true`). A WebSocket's reader calls `client_left` itself."""
     shared = services()
     asker.check_budget(shared)
     job.server_tools = asker.server_tools(entry)
@@ -47,15 +42,25 @@ def start_job(job: Job, entry: ModelEntry, stream: bool = False, watch_client: b
         run.start(asker.placement(entry, job), asker.limits(shared), watch_client)
         if entry.supersede and asker.is_code_completion(job):
             jobqueue.supersede(shared.redis, asker.client_identity(shared.keys.enabled), entry.name, job)
-        events = run.events(keepalive=stream)  # a stream starts at once if the job keeps it waiting
-        first = next(events)
     except BaseException:
         run.close()
         raise
-    if isinstance(first, ErrorEvent):
+    return run
+
+
+def start_job(job: Job, entry: ModelEntry, stream: bool = False, watch_client: bool = True
+              ) -> tuple[JobRun, Iterator[Event]]:
+    """Submit the job and wait for its first event (an error: its status)."""
+    run = submit_job(job, entry, watch_client)
+    try:
+        events = run.events(keepalive=stream)  # a stream starts at once if the job keeps it waiting
+        first = next(events)
+        if isinstance(first, ErrorEvent):
+            raise first.error()
+    except BaseException:
         run.close()
-        raise first.error()
-    run.observers += job_observers(shared.settings.conversation_log_dir, entry.name, bool(job.server_tools),
+        raise
+    run.observers += job_observers(services().settings.conversation_log_dir, entry.name, bool(job.server_tools),
                                    current_key().name)
     return run, itertools.chain([first], events)
 
@@ -66,8 +71,7 @@ class JobRun:
         self._reader: JobEvents | None = None
         self._watch: DisconnectWatch | None = None
         self.observers: list[Observer] = []
-        self.finished = False
-        self.final: Event | None = None  # the DoneEvent or ErrorEvent that ended it
+        self.finished, self.final = False, None  # and the DoneEvent or ErrorEvent that ended it
 
     def start(self, where: jobqueue.Placement, limits: jobqueue.Limits, watch_client: bool = True) -> JobRun:
         """Listen on its reply channel (under this process), then submit it."""
@@ -77,8 +81,7 @@ class JobRun:
         subscription = relay.listen(job.id, settings.subscribe_timeout_seconds)  # or RelayUnavailable: a 503
         job.web_id = subscription.web_id  # the identity the relay listens under now
         job.reply_channel, job.usage_of = keys.reply_channel(job.web_id, job.id), self._asker.person
-        job.enqueued_at = time.time()
-        job.expires_at = job.enqueued_at + settings.max_queue_wait_seconds
+        job.enqueued_at, job.expires_at = (now := time.time()), now + settings.max_queue_wait_seconds
         try:
             self._services.lease.ensure_held(redis)
             jobqueue.submit(redis, job, self._asker, limits, replace(where, policy=settings.queue_policy), tickets)
@@ -91,8 +94,7 @@ class JobRun:
         return self
 
     def events(self, keepalive: bool = False) -> Iterator[Event]:
-        """Its events, ending with its DoneEvent or ErrorEvent; KeepAliveEvents
-        in between if asked for."""
+        """Its events, to its DoneEvent or ErrorEvent (KeepAliveEvents if asked)."""
         while not self.finished:
             event = self._reader.next(keepalive)
             if isinstance(event, UnknownEvent):  # a newer worker's event: nothing this version shows
@@ -116,8 +118,7 @@ class JobRun:
             self._reader.subscription.close()
 
     def close(self) -> None:
-        """Idempotent: ends the job (`_end`); if Redis is away, what it held
-        goes with its relay's identity (app/relay.py)."""
+        """Idempotent: ends the job (`_end`; with Redis away, see app/relay.py)."""
         self._services.open_runs.discard(self)
         if self._watch is not None:
             self._watch.stop()
@@ -134,8 +135,7 @@ class JobRun:
             getattr(observer, "close", lambda: None)()
 
     def _end(self, started: bool) -> None:
-        """Aborted unless it finished, and withdrawn (its places freed, its
-        outcome counted) unless its worker finished it and counted it then."""
+        """Aborted unless finished; withdrawn (places freed, outcome counted) unless its worker counted it."""
         redis, final, person = self._services.redis, self.final, self._asker.person
         if not self.finished:
             jobqueue.abort(redis, self.job.id)

@@ -43,8 +43,10 @@ ROUTES: list[tuple[str, str, type[BaseModel] | None, str]] = [
                                    "426 without an upgrade or when switched off"),
     ("post", "/v1/responses/compact", ResponsesRequest, "Compact a conversation: its newest user messages and "
                                                          "one sealed compaction item"),
-    ("get", "/v1/responses/{response_id}", None, "A stored response (its creator's only)"),
+    ("get", "/v1/responses/{response_id}", None, "A stored response (its creator's only); a background one's "
+                                                 "events with ?stream=true&starting_after=N"),
     ("delete", "/v1/responses/{response_id}", None, "Delete a stored response"),
+    ("post", "/v1/responses/{response_id}/cancel", None, "Cancel a background response"),
     ("post", "/v1/messages", MessagesRequest, "Anthropic Messages (SSE with stream)"),
     ("post", "/v1/messages/count_tokens", CountTokensRequest, "Anthropic token count"),
     ("post", "/chat/completions", ChatCompletionRequest, "Simple chat (NDJSON with stream)"),

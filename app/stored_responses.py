@@ -87,6 +87,16 @@ class ConnectionMemory:
         return walk(self._record, response_id)
 
 
+def replace_response(redis: Redis, response_id: str, response: dict) -> None:
+    """A record's response object anew (a background response's status as
+    it moves on), the rest of the record and its lifetime kept."""
+    key = stored_response_key(response_id)
+    raw = redis.get(key)
+    if raw:
+        record = json.loads(raw) | {"response": response}
+        redis.set(key, json.dumps(record, separators=(",", ":")), keepttl=True)
+
+
 def delete(redis: Redis, owner: str, response_id: str) -> None:
     _record(redis, owner, response_id)
     redis.delete(stored_response_key(response_id))

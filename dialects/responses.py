@@ -182,7 +182,8 @@ def request_fields(request: ResponsesRequest) -> dict:
             "store": request.store, "temperature": request.temperature, "text": {"format": text_format},
             "tool_choice": choice, "tools": [t.model_dump(exclude_none=True) for t in request.tools],
             "top_p": request.top_p, "truncation": "disabled", "user": request.user,
-            "metadata": request.metadata or {}, "prompt_cache_key": request.prompt_cache_key}
+            "metadata": request.metadata or {}, "prompt_cache_key": request.prompt_cache_key,
+            "background": request.background}
 
 
 # --- stored responses ----------------------------------------------------------------

@@ -161,6 +161,7 @@ class ResponsesRequest(Request):
     parallel_tool_calls: bool = True
     previous_response_id: str | None = None
     include: list[str] = Field(default_factory=list)  # "reasoning.encrypted_content": reasoning sealed
+    background: bool = False  # run on without the client's connection (app/background.py)
     # WebSocket only: false asks for no output (Codex warms a socket with its prompt so, then continues it).
     generate: bool = True
     prompt_cache_key: str | None = None

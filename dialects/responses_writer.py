@@ -80,8 +80,8 @@ class ResponsesWriter(Writer):
     def __init__(self, response_id: str, model: str, created_at: int, fields: dict,
                  custom_tools: frozenset[str] = frozenset(), on_final: Callable[[dict], None] | None = None):
         self.response = {"id": response_id, "object": "response", "created_at": created_at, "status": "in_progress",
-                         "error": None, "incomplete_details": None, "model": model, "output": [], "usage": None,
-                         **fields}
+                         "background": False, "error": None, "incomplete_details": None, "model": model,
+                         "output": [], "usage": None, **fields}
         self.custom_tools = custom_tools
         self.on_final = on_final  # given the finished response (to store it)
         self._sequence = 0
@@ -103,8 +103,14 @@ class ResponsesWriter(Writer):
         return self.response | {"output": list(self.response["output"])} | changes
 
     def opening(self) -> list[Frame]:
-        return [self._event("response.created", response=self._snapshot()),
-                self._event("response.in_progress", response=self._snapshot())]
+        """Created and in progress; in the background, created was said when
+        it was queued (`queued`), and in progress comes with its first event."""
+        return ([] if self.response["background"] else self.queued()) + [
+            self._event("response.in_progress", response=self._snapshot())]
+
+    def queued(self) -> list[Frame]:
+        status = "queued" if self.response["background"] else "in_progress"
+        return [self._event("response.created", response=self._snapshot(status=status))]
 
     # --- items ---------------------------------------------------------------------
     def _item_id(self, prefix: str) -> str:

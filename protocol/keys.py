@@ -174,6 +174,18 @@ def stored_response_key(response_id: str) -> str:
     return f"{PREFIX}:response:{response_id}"
 
 
+def background_key(response_id: str) -> str:
+    """A background response's run: its job, the web process draining it,
+    the job's reply channel, and whether it was cancelled (a hash)."""
+    return f"{PREFIX}:response:{response_id}:run"
+
+
+def response_events_key(response_id: str) -> str:
+    """A background response's events, for streams that resume (a Redis
+    stream; entry `0-<n + 1>` is the event of sequence number n)."""
+    return f"{PREFIX}:response:{response_id}:events"
+
+
 def usage_key(day: str) -> str:
     """A day's usage (UTC date): field "person\x1fmodel\x1fmetric"."""
     return f"{PREFIX}:usage:{day}"

@@ -9,28 +9,31 @@ OpenAI's error object; after it, a `response.failed` event.
 """
 from __future__ import annotations
 
+import itertools
 import logging
 import time
 from typing import Callable
 
-from flask import Blueprint, jsonify
+from flask import Blueprint, Response, jsonify, request as flask_request
 from redis.exceptions import RedisError
 
-from app import stored_responses
+from app import background, stored_responses
 from app.asker import person
 from app.errors import register_error_handlers
 from app.routes import responses_socket
 from app.routes.common import (
-    check_request_limits, find_model, note_tools_left_out, parse_body, serve, start_serving,
+    check_job_kind, check_prompt_size, check_request_limits, find_model, note_tools_left_out, parse_body, serve,
+    start_serving,
 )
 from app.services import services
 from app.stored_responses import ConnectionMemory
 from catalog.registry import ModelEntry
 from dialects import responses as translate
-from app.streaming import whole_reply
+from app.streaming import SSE_CONTENT_TYPE, whole_reply
 from dialects.responses_schemas import CompactionTriggerItem, ResponsesRequest
 from dialects.responses_writer import CompactionWriter, ResponsesWriter, error_body
 from protocol.contract import Job, new_job_id
+from protocol.errors import InvalidRequest
 
 log = logging.getLogger(__name__)
 bp = Blueprint("responses", __name__, url_prefix="/v1")
@@ -92,9 +95,37 @@ def prepared(request: ResponsesRequest, history: Callable[[str], list[dict]],
 def responses():
     request = parse_body(ResponsesRequest)
     redis, owner = services().redis, _owner()
-    job, entry, writer = prepared(request, lambda earlier: stored_responses.history(redis, owner, earlier),
-                                  _storing(request))  # (its own input: the stored history is not kept twice)
+    history = lambda earlier: stored_responses.history(redis, owner, earlier)  # noqa: E731
+    if request.background:
+        return _in_the_background(request, history)
+    job, entry, writer = prepared(request, history, _storing(request))  # (its own input: not the whole history)
     return serve(job, entry, writer, "sse" if request.stream else None)
+
+
+def _in_the_background(request: ResponsesRequest, history) -> Response:
+    """Queued and answered at once (`queued`), or streamed from its event log."""
+    if not request.store:
+        raise InvalidRequest("background: a background response is kept for polling, so store must be true",
+                             param="store")
+    shared, owner, items = services(), _owner(), translate.input_items(request)
+    job, entry, writer = prepared(request, history, None)
+    check_job_kind(job, entry)
+    check_prompt_size(job, entry)
+    queued = background.start(shared, job, entry, writer, lambda pipe, response: stored_responses.save(
+        pipe, owner, response, items, request.previous_response_id, shared.settings.responses_ttl_seconds))
+    if request.stream:
+        return _event_log(queued["id"], -1)
+    return jsonify(queued)
+
+
+def _event_log(response_id: str, after: int) -> Response:
+    shared = services()
+    frames = background.events_after(shared.redis, _owner(), response_id, after, shared.settings.keepalive_seconds)
+    first = next(frames)  # (a response that is not the caller's is a 404 before the stream)
+    response = Response(itertools.chain([first], frames), content_type=SSE_CONTENT_TYPE)
+    response.headers["Cache-Control"] = "no-cache"
+    response.headers["X-Accel-Buffering"] = "no"
+    return response
 
 
 @bp.post("/responses/compact")
@@ -132,7 +163,21 @@ def websocket():
 
 @bp.get("/responses/<response_id>")
 def stored(response_id: str):
-    return jsonify(stored_responses.load(services().redis, _owner(), response_id))
+    """A stored response; a background one's events with `stream=true`,
+    after `starting_after` (a sequence number) if given."""
+    if flask_request.args.get("stream", "").lower() in ("true", "1"):
+        try:
+            after = int(flask_request.args.get("starting_after", -1))
+        except ValueError:
+            raise InvalidRequest("starting_after: must be an integer (a sequence number)",
+                                 param="starting_after") from None
+        return _event_log(response_id, after)
+    return jsonify(background.current(services().redis, _owner(), response_id))
+
+
+@bp.post("/responses/<response_id>/cancel")
+def cancel(response_id: str):
+    return jsonify(background.cancel(services().redis, _owner(), response_id))
 
 
 @bp.delete("/responses/<response_id>")

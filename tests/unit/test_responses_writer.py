@@ -97,3 +97,13 @@ def test_a_compaction_is_one_sealed_item_and_no_text():
     item = {"type": "compaction", "id": "cmp_1_1", "encrypted_content": "<sealed The user wants X.>"}
     assert out[2]["item"] == out[3]["item"] == item and out[-1]["response"]["output"] == [item]
     assert [e["sequence_number"] for e in out] == list(range(5))
+
+
+def test_in_the_background_created_is_said_when_queued_and_in_progress_with_the_first_event():
+    writer = ResponsesWriter("resp_1", "echo", 7, {"tools": [], "background": True})
+    created = writer.queued()[0].body
+    assert (created["type"], created["sequence_number"], created["response"]["status"]) == (
+        "response.created", 0, "queued")
+    out = [frame.body for frame in frames([TextEvent(text="hi"), DONE], writer)]
+    assert out[0]["type"] == "response.in_progress" and out[0]["sequence_number"] == 1
+    assert out[-1]["response"]["background"] is True and out[-1]["response"]["status"] == "completed"
