@@ -8,6 +8,7 @@ end; writes docs/benchmarks.md, docs/benchmarks.png and the raw numbers
     python scripts/bench.py --scale    # section 8 only: web x worker configurations up to 256 clients
     python scripts/bench.py --deployments  # section 9 only: one model on 1, 2 and 4 servers
     python scripts/bench.py --durability   # section 10 only: Redis persistence's cost, a failover's pause
+    python scripts/bench.py --codex-transport  # section 11 only: Codex's tool loop, HTTP against WebSocket
     python scripts/bench.py --scale --configs 1+1,2+2,4+4,8+4 --before /tmp/old-tree
 
 Needs `make install-dev` (it builds .venv with the bench tools and LiteLLM's .venv-litellm).
@@ -27,7 +28,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from scripts.benchkit import (abort, celery_floor, deployments, durability, local_batching,  # noqa: E402
+from scripts.benchkit import (abort, celery_floor, codex_transport, deployments, durability, local_batching,  # noqa: E402
                               local_model, overhead, profile, relay, scale, sharing)
 from scripts.benchkit.report import chart, markdown  # noqa: E402
 from scripts.benchkit.stack import BenchStack, redis_connection_bound  # noqa: E402
@@ -68,6 +69,8 @@ class Sizes:
     failover_trials: int = 3
     failover_clients: int = 16
     failover_seconds: float = 10.0
+    codex_turns: int = 20  # section 11
+    codex_rounds: int = 6
 
 
 QUICK = Sizes(levels=(1, 16, 64), per_level=20, rounds=2, local_tokens=32, local_rounds=2, batch_tokens=48,
@@ -75,13 +78,14 @@ QUICK = Sizes(levels=(1, 16, 64), per_level=20, rounds=2, local_tokens=32, local
               relay_tokens=500, streams=300, stream_tokens=10, aborts=10, probes=20, background=60,
               profile_seconds=4.0, fair_a_jobs=100, fair_b_jobs=10, cache_rounds=2, file_chars=3000,
               deploy_seconds=5.0, durability_levels=(1, 64), durability_seconds=2.0, durability_rounds=4,
-              failover_trials=1)
+              failover_trials=1, codex_rounds=2)
 TINY = Sizes(upstream_tokens=8, levels=(1, 4), route_levels=(1, 4), per_level=4, rounds=1, local_tokens=8,
              local_rounds=1, batch_tokens=8, batch_rounds=1,
              relay_levels=(1, 4), relay_tokens=50, streams=20, stream_tokens=4, aborts=3, probes=3, background=5,
              profile_seconds=2.0, fair_a_jobs=20, fair_b_jobs=4, burst=16, cache_rounds=1, file_chars=1200,
              deploy_seconds=1.5, deploy_clients=8, durability_levels=(1, 4), durability_seconds=0.5,
-             durability_rounds=2, failover_trials=1, failover_clients=2, failover_seconds=3.0)
+             durability_rounds=2, failover_trials=1, failover_clients=2, failover_seconds=3.0, codex_turns=3,
+             codex_rounds=1)
 
 
 def environment(command: str) -> dict:
@@ -131,7 +135,14 @@ def run(sizes: Sizes, command: str, log=print) -> dict:
     results["sharing"] = run_sharing(sizes, log)
     results["deployments"] = deployments.measure(sizes.deploy_seconds, sizes.deploy_clients, log)
     results["durability"] = run_durability(sizes, log)
+    results["codex_transport"] = run_codex_transport(sizes, log)
     return results
+
+
+def run_codex_transport(sizes: Sizes, log=print) -> dict:
+    """11. Codex's tool loop over HTTP and over the Responses WebSocket."""
+    log("11. codex: a tool loop over HTTP and over the WebSocket")
+    return codex_transport.measure(sizes.codex_turns, sizes.codex_rounds, log)
 
 
 def run_durability(sizes: Sizes, log=print) -> dict:
@@ -192,6 +203,9 @@ def main() -> None:
                         help="run only section 9 (one model on several servers) and merge it into OUT/benchmarks.json")
     parser.add_argument("--durability", action="store_true",
                         help="run only section 10 (Redis persistence and failover) and merge it into OUT/benchmarks.json")
+    parser.add_argument("--codex-transport", action="store_true",
+                        help="run only section 11 (Codex's tool loop, HTTP and WebSocket) and merge it into "
+                             "OUT/benchmarks.json")
     parser.add_argument("--configs", type=_configs, default=None,
                         help="with --scale: web+worker process counts, e.g. 1+1,2+2,4+4,8+4 (default 1+1,2+2)")
     parser.add_argument("--slots", type=int, default=None, help="with --scale: greenlets per upstream worker")
@@ -218,6 +232,10 @@ def main() -> None:
         results = json.loads((args.out / "benchmarks.json").read_text())
         results["durability"] = run_durability(sizes, log)
         results["durability"]["environment"] = environment(command + " --durability")
+    elif args.codex_transport:
+        results = json.loads((args.out / "benchmarks.json").read_text())
+        results["codex_transport"] = run_codex_transport(sizes, log)
+        results["codex_transport"]["environment"] = environment(command + " --codex-transport")
     elif args.scale:
         results = json.loads((args.out / "benchmarks.json").read_text())
         results["scale"] = scale.run(_scale_sizes(args), args.before, log)

@@ -166,6 +166,21 @@ def _durability_lines(section: dict) -> list[str]:
     return lines
 
 
+def _codex_transport_lines(section: dict) -> list[str]:
+    env, rows = section.get("environment"), section["transports"]
+    lines = [f"Run {env['date']} with `{env['command']}` on {env['cpu']} ({env['cores']} cores)." if env else "",
+             f"A tool loop of {section['turns']} turns on echo, as Codex runs one, in {section['rounds']} sessions "
+             "per transport taking turns: over HTTP the whole input every turn (`store: false`); over the "
+             "WebSocket only each turn's new items after `previous_response_id` (the tools are sent every turn "
+             "either way, as Codex does). Time: from sending to `response.completed`; bytes: the JSON the client "
+             "sent, before compression.", "",
+             "| transport | turn p50 | turn p90 | a session, p50 | bytes, first turn | bytes, last turn | "
+             "bytes a session |", "|---|---|---|---|---|---|---|"]
+    lines += [f"| {name} | {r['turn_ms_p50']:.1f} ms | {r['turn_ms_p90']:.1f} ms | {r['session_ms_p50']:.0f} ms | "
+              f"{r['bytes_first']:,} | {r['bytes_last']:,} | {r['bytes_per_session']:,} |" for name, r in rows.items()]
+    return lines
+
+
 def markdown(results: dict, chart_name: str) -> str:
     checks = check_all(results)
     env = results["environment"]
@@ -196,6 +211,9 @@ def markdown(results: dict, chart_name: str) -> str:
         lines += ["", "## 9. One model on several servers", ""] + _deployment_lines(results["deployments"])
     if results.get("durability"):
         lines += ["", "## 10. Redis persistence and failover", ""] + _durability_lines(results["durability"])
+    if results.get("codex_transport"):
+        lines += ["", "## 11. Codex's transports: HTTP and the Responses WebSocket", ""] + _codex_transport_lines(
+            results["codex_transport"])
     notes = results.get("notes")
     if notes:
         lines += ["", "## Notes", "", notes.strip()]

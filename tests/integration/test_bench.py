@@ -15,7 +15,7 @@ from scripts.processes import ROOT
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(600)  # ten sections, a dozen process groups: about 2 min on 2 idle cores, 2-3 times that on busy ones
+@pytest.mark.timeout(600)  # eleven sections, a dozen process groups: about 2 min on 2 idle cores, 2-3 times that on busy ones
 def test_the_benchmark_runs_every_section_and_writes_its_report(tmp_path):
     run = subprocess.run([sys.executable, "scripts/bench.py", "--tiny", "--out", str(tmp_path)], cwd=ROOT,
                          capture_output=True, text=True, timeout=600)
@@ -51,6 +51,9 @@ def test_the_benchmark_runs_every_section_and_writes_its_report(tmp_path):
     trial = durability["failover"]["trials"][0]
     assert 0 < trial["promoted_s"] < 30 and 0 < trial["served_s"] < 30, trial
     assert "## 10. Redis persistence and failover" in report
+    transports = results["codex_transport"]["transports"]
+    assert transports["websocket"]["bytes_last"] < transports["http"]["bytes_last"], transports  # new items only
+    assert "## 11. Codex's transports" in report
     assert (tmp_path / "benchmarks.png").read_bytes().startswith(b"\x89PNG")
 
 
