@@ -155,8 +155,12 @@ def events_after(redis: Redis, owner: str, response_id: str, after: int, keepali
                  ) -> Iterator[bytes]:
     """The response's events after sequence number `after`, as the SSE
     frames of its live stream, as they come, until its end; a keep-alive
-    comment while it is silent. (Its owner's only: checked before the first.)"""
+    comment while it is silent. (Its owner's only, and a background one's:
+    both checked before the first.)"""
     current(redis, owner, response_id)
+    if not redis.exists(keys.background_key(response_id)):
+        raise InvalidRequest("stream: only a response created with background: true can be streamed again",
+                             param="stream")
     key, last = keys.response_events_key(response_id), after + 1
     checked = spoke = time.monotonic()
     while True:

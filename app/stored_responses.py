@@ -15,7 +15,7 @@ from typing import Callable
 from redis import Redis
 
 from protocol.errors import SwitchboardError
-from protocol.keys import stored_response_key
+from protocol.keys import background_key, response_events_key, stored_response_key
 
 MAX_CHAIN = 1000  # turns a continuation walks back at most
 
@@ -98,5 +98,6 @@ def replace_response(redis: Redis, response_id: str, response: dict) -> None:
 
 
 def delete(redis: Redis, owner: str, response_id: str) -> None:
+    """The response, and a background one's run and event log."""
     _record(redis, owner, response_id)
-    redis.delete(stored_response_key(response_id))
+    redis.delete(stored_response_key(response_id), background_key(response_id), response_events_key(response_id))

@@ -1,11 +1,15 @@
 """OpenAI's Responses API: POST /v1/responses (Codex, the OpenAI Agents SDK,
-`client.responses.create`), and the stored responses: GET and DELETE
-/v1/responses/{id}.
+`client.responses.create`), also over a WebSocket (GET /v1/responses
+upgraded: responses_socket.py) and in the background (app/background.py);
+compaction (a `compaction_trigger` item, or POST /v1/responses/compact);
+and the stored responses: GET, DELETE and cancel /v1/responses/{id}.
 
 A response is stored when the request says `store: true` (OpenAI's
 default; Codex sends `store: false` and the whole history each turn), for
-its creator only (app/stored_responses.py). Errors before the stream are
-OpenAI's error object; after it, a `response.failed` event.
+its creator only (app/stored_responses.py). What clients keep for us
+(sealed reasoning, compactions) is sealed for the person (app/sealing.py).
+Errors before the stream are OpenAI's error object; after it, a
+`response.failed` event.
 """
 from __future__ import annotations
 
@@ -27,9 +31,9 @@ from app.routes.common import (
 )
 from app.services import services
 from app.stored_responses import ConnectionMemory
+from app.streaming import SSE_CONTENT_TYPE, whole_reply
 from catalog.registry import ModelEntry
 from dialects import responses as translate
-from app.streaming import SSE_CONTENT_TYPE, whole_reply
 from dialects.responses_schemas import CompactionTriggerItem, ResponsesRequest
 from dialects.responses_writer import CompactionWriter, ResponsesWriter, error_body
 from protocol.contract import Job, new_job_id
@@ -95,7 +99,9 @@ def prepared(request: ResponsesRequest, history: Callable[[str], list[dict]],
 def responses():
     request = parse_body(ResponsesRequest)
     redis, owner = services().redis, _owner()
-    history = lambda earlier: stored_responses.history(redis, owner, earlier)  # noqa: E731
+
+    def history(earlier: str) -> list[dict]:
+        return stored_responses.history(redis, owner, earlier)
     if request.background:
         return _in_the_background(request, history)
     job, entry, writer = prepared(request, history, _storing(request))  # (its own input: not the whole history)
@@ -121,7 +127,7 @@ def _in_the_background(request: ResponsesRequest, history) -> Response:
 def _event_log(response_id: str, after: int) -> Response:
     shared = services()
     frames = background.events_after(shared.redis, _owner(), response_id, after, shared.settings.keepalive_seconds)
-    first = next(frames)  # (a response that is not the caller's is a 404 before the stream)
+    first = next(frames, b"")  # (one that is not the caller's, or not in the background: an error before it)
     response = Response(itertools.chain([first], frames), content_type=SSE_CONTENT_TYPE)
     response.headers["Cache-Control"] = "no-cache"
     response.headers["X-Accel-Buffering"] = "no"

@@ -7,6 +7,7 @@ import pytest
 from scripts.embedded_redis import free_port
 from scripts.processes import ROOT, ready_together, stack_env, start_stack, start_web
 from tests.integration.browser import chromium
+from tests.integration.events_tap import EventsTap
 from tests.integration.scripted_upstream import ScriptedUpstream
 from tests.integration.upstream_stack import registry_text, start_llama_server, start_upstream_stack
 
@@ -25,6 +26,15 @@ def stack(redis_url, redis_client):
 @pytest.fixture
 def base_url(stack, clean_redis):
     return stack
+
+
+@pytest.fixture
+def tap(redis_url, base_url):
+    """Every job event and abort on the session's Redis, as they happen
+    (tests/integration/events_tap.py)."""
+    tap = EventsTap(redis_url)
+    yield tap
+    tap.close()
 
 
 @pytest.fixture(scope="session")

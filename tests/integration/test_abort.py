@@ -7,7 +7,6 @@ import time
 import pytest
 
 from jobqueue.records import job_state
-from tests.integration.events_tap import EventsTap
 from tests.integration.http import DroppableStream
 from tests.integration.waits import queued, wait_until
 
@@ -21,13 +20,6 @@ def chat_body(model: str = "echo:slow", text: str = LONG_TEXT) -> dict:
 def wait_for_state(redis, job_id: str, reason: str, timeout: float = 30) -> dict:
     return wait_until(lambda: (state := job_state(redis, job_id)).get("reason") == reason and state, timeout,
                       f"job {job_id} to be recorded as {reason}")
-
-
-@pytest.fixture
-def tap(redis_url, base_url):
-    tap = EventsTap(redis_url)
-    yield tap
-    tap.close()
 
 
 @pytest.mark.parametrize("path", ["/api/chat", "/v1/chat/completions", "/v1/messages"],

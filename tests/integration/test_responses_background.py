@@ -15,7 +15,6 @@ from jobqueue.records import job_state
 from protocol.usage import totals_by_person, usage
 from scripts.processes import stack_env, start_web
 from tests.integration.conftest import KEY, OTHER_KEY
-from tests.integration.events_tap import EventsTap
 from tests.integration.http import DroppableStream
 from tests.integration.test_abort import LONG_TEXT
 from tests.integration.waits import wait_until
@@ -30,13 +29,6 @@ def client_for(base: str, key: str = "unused") -> openai.OpenAI:
 def ended(client: openai.OpenAI, response_id: str, timeout: float = 30):
     return wait_until(lambda: (r := client.responses.retrieve(response_id)).status not in ("queued", "in_progress")
                       and r, timeout, f"{response_id} to end")
-
-
-@pytest.fixture
-def tap(redis_url, base_url):
-    tap = EventsTap(redis_url)
-    yield tap
-    tap.close()
 
 
 def test_queued_at_once_then_polled_to_its_end(base_url):
@@ -116,3 +108,14 @@ def test_one_left_running_by_a_web_process_that_died_is_failed(stack, redis_url,
         assert failed.status == "failed" and "create it again" in failed.error.message
     finally:
         web.stop()
+
+
+def test_only_a_background_response_streams_again_and_deleting_takes_its_log(base_url, redis_client):
+    client = client_for(base_url)
+    plain = client.responses.create(model="echo", input="not background")
+    with pytest.raises(openai.BadRequestError) as refused:
+        list(client.responses.retrieve(plain.id, stream=True))
+    assert refused.value.body["param"] == "stream"
+    done = ended(client, client.responses.create(model="echo", input="to delete", background=True).id)
+    client.responses.delete(done.id)
+    assert [key for key in redis_client.keys(f"*{done.id}*")] == []

@@ -21,7 +21,6 @@ from websockets.sync.client import connect
 from protocol.usage import usage
 from scripts.processes import stack_env, start_web
 from tests.integration.conftest import KEY, OTHER_KEY
-from tests.integration.events_tap import EventsTap
 from tests.integration.http import post_raw
 from tests.integration.test_abort import LONG_TEXT, wait_for_state
 
@@ -56,13 +55,6 @@ def same_ids(text: str, response_id: str) -> str:
     it) and creation time replaced: two runs of one request then compare."""
     text = text.replace(response_id.removeprefix("resp_"), "ID")
     return re.sub(r'"created_at":\d+', '"created_at":0', text)
-
-
-@pytest.fixture
-def tap(redis_url, base_url):
-    tap = EventsTap(redis_url)
-    yield tap
-    tap.close()
 
 
 def test_each_event_is_one_text_message_with_the_bytes_of_its_sse_data(base_url):
