@@ -136,7 +136,8 @@ def test_with_only_openai_base_url_on_the_local_model(socket_webs, clean_redis, 
     """Codex's own instructions are more than smollm2:135m's 8K context
     holds (above); with a short instructions file of its own the prompt
     fits, and the local model answers over the socket. (A model this small
-    does not call tools: the tool round is shown on echo.)"""
+    does not call tools, even told the exact block to write: the tool round
+    is shown on echo and through upstreams.)"""
     web, base = socket_webs["plain"]
     instructions = tmp_path / "instructions.md"
     instructions.write_text("You are a helpful assistant. Answer briefly.\n")
@@ -146,6 +147,19 @@ def test_with_only_openai_base_url_on_the_local_model(socket_webs, clean_redis, 
     assert_quiet(run)
     assert run.stdout.strip()
     assert [line for line in turns(web)[before:] if line.get("transport") == "websocket" and line["generate"]]
+
+
+@pytest.mark.parametrize("model", ["up-sb", "claude-sb"], ids=["openai", "anthropic"])
+def test_with_only_openai_base_url_through_an_upstream(upstreams, clean_redis, tmp_path, model):
+    """On the socket, through an upstream of another protocol chained to
+    echo: the shell call and its output cross both hops."""
+    base = upstreams["base"]
+    assert_quiet(run := codex_run(base, "say hi", tmp_path, model=model, binary=NEWEST, native=True))
+    assert run.stdout.strip() == "say hi"
+    shell = codex_run(base, shell_call("echo through-an-upstream > made.txt"), tmp_path, "--sandbox",
+                      "workspace-write", model=model, binary=NEWEST, native=True)
+    assert_quiet(shell)
+    assert (tmp_path / "made.txt").read_text() == "through-an-upstream\n"
 
 
 def test_with_only_openai_base_url_and_a_key(keyed_base, clean_redis, tmp_path):
