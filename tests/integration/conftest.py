@@ -54,8 +54,8 @@ def keyed_base(stack, redis_url, tmp_path_factory):
 def socket_webs(stack, redis_url):
     """Web processes beside the session's worker for the Responses
     WebSocket: "plain" (whose request log a test reads), "short" (a socket
-    lives 2 s) and "off" (WebSocket mode switched off)."""
-    settings = {"plain": {}, "short": {"SWITCHBOARD_WEBSOCKET_MAX_SECONDS": "2"},
+    lives 2 s; keep-alives every 0.3 s) and "off" (WebSocket mode switched off)."""
+    settings = {"plain": {}, "short": {"SWITCHBOARD_WEBSOCKET_MAX_SECONDS": "2", "SWITCHBOARD_KEEPALIVE": "0.3"},
                 "off": {"SWITCHBOARD_RESPONSES_WEBSOCKET": "false"}}
     started = {name: start_web(stack_env(redis_url, **extra), wait=False) for name, extra in settings.items()}
     ready_together([web for web, _ in started.values()])

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import re
 import signal
+import socket
 import time
 from pathlib import Path
 
@@ -17,11 +18,13 @@ import openai
 import pytest
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 from websockets.sync.client import connect
+from wsproto import ConnectionType, WSConnection
+from wsproto.events import AcceptConnection, CloseConnection, Ping, Request, TextMessage
 
 from protocol.usage import usage
 from scripts.processes import stack_env, start_web
 from tests.integration.conftest import KEY, OTHER_KEY
-from tests.integration.http import post_raw
+from tests.integration.http import DroppableStream, post_raw
 from tests.integration.test_abort import LONG_TEXT, wait_for_state
 
 FIXTURE = Path(__file__).resolve().parent.parent / "fixtures" / "codex-responses-websocket.json"
@@ -224,3 +227,37 @@ def test_on_shutdown_an_idle_socket_closes_at_once_and_a_busy_one_after_its_turn
         web.popen.wait(15)
     finally:
         web.stop()
+
+
+def test_while_its_job_waits_in_the_queue_the_socket_gets_pings(socket_webs, base_url):
+    """The worker's four slots busy, a turn waits: after response.created
+    and response.in_progress, a ping every keep-alive (0.3 s on "short"),
+    then its events once a slot frees. Read with wsproto, frame by frame."""
+    _, short = socket_webs["short"]
+    blockers = [DroppableStream(base_url, "/api/chat", {"model": "echo:slow", "messages": [
+        {"role": "user", "content": LONG_TEXT}]}) for _ in range(4)]
+    for blocker in blockers:
+        assert blocker.read_line()
+    sock = socket.create_connection(("127.0.0.1", int(short.rsplit(":", 1)[1])), timeout=30)
+    client = WSConnection(ConnectionType.CLIENT)
+    sock.sendall(client.send(Request(host="127.0.0.1", target="/v1/responses")))
+    arrived = []
+
+    def next_event():
+        while (event := next(client.events(), None)) is None:
+            client.receive_data(sock.recv(65536) or None)
+        arrived.append(event)
+        return event
+    assert isinstance(next_event(), AcceptConnection)
+    sock.sendall(client.send(TextMessage(data=json.dumps({"type": "response.create", "model": "echo",
+                                                          "input": "waiting"}))))
+    while sum(isinstance(e, Ping) for e in arrived) < 3:
+        assert not isinstance(next_event(), CloseConnection)
+    texts = [json.loads(e.data)["type"] for e in arrived if isinstance(e, TextMessage)]
+    assert texts == ["response.created", "response.in_progress"]  # nothing else while it waits
+    for blocker in blockers:
+        blocker.drop()
+    while not (isinstance(event := next_event(), TextMessage) and '"response.completed"' in event.data):
+        if isinstance(event, Ping):
+            sock.sendall(client.send(event.response()))
+    sock.close()
