@@ -32,7 +32,17 @@ FimFamily = Literal[tuple(FAMILIES)]  # type: ignore[valid-type]
 DEFAULT_REGISTRY = Path(__file__).resolve().parent.parent / "models.toml"
 _COMMON_KEYS = {"backend", "pool", "display_name", "tools", "system", "step_limit", "fim", "supersede",
                 "mcp_servers", "embeddings", "vision", "thinking", "think_tags", "aliases", "fallbacks",
-                "fallback_after"}
+                "fallback_after", "price"}
+
+
+class Price(BaseModel):
+    """What a million tokens cost, in the operator's currency: the usage
+    export's estimated cost."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    input: float = Field(ge=0)  # per million prompt tokens
+    output: float = Field(ge=0)  # per million completion tokens
 
 
 class ModelEntry(BaseModel):
@@ -71,6 +81,7 @@ class ModelEntry(BaseModel):
     # that many seconds (app/fallback.py).
     fallbacks: tuple[str, ...] = ()
     fallback_after: float | None = Field(default=None, gt=0)
+    price: Price | None = None  # per million tokens, for the usage export's estimated cost
     settings: BackendSettings
 
     def answers_to(self, name: str) -> bool:
@@ -167,6 +178,10 @@ class Registry:
 
     def entries(self) -> list[ModelEntry]:
         return list(self._entries.values())
+
+    def prices(self) -> dict[str, tuple[float, float]]:
+        """Model -> (input, output) price per million tokens, where the registry gives one."""
+        return {e.name: (e.price.input, e.price.output) for e in self.entries() if e.price is not None}
 
     def get(self, name: str) -> ModelEntry:
         """Ollama clients may add or drop the implicit ":latest" tag; a name

@@ -191,6 +191,11 @@ def usage_key(day: str) -> str:
     return f"{PREFIX}:usage:{day}"
 
 
+def usage_folded_key(day: str) -> str:
+    """A past day's usage, folded: its counters as one compressed string."""
+    return f"{PREFIX}:usage:{day}:folded"
+
+
 def usage_tokens_key(day: str) -> str:
     """A day's tokens per person (field person): the budget check's one read."""
     return f"{PREFIX}:usage:{day}:tokens"

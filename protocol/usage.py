@@ -8,8 +8,11 @@ status page, /metrics, the budget check and the admin CLI.
 """
 from __future__ import annotations
 
+import csv
+import io
 import json
 import time
+import zlib
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -18,13 +21,18 @@ from redis.client import Pipeline
 
 from protocol import keys
 from protocol.contract import DoneEvent, Job, Usage, encode_event
-from protocol.keys import ERRORS, series_key, usage_key, usage_tokens_key
+from protocol.keys import ERRORS, series_key, usage_folded_key, usage_key, usage_tokens_key
 from protocol.presence import batched
 from protocol.scripts import ScriptBook
 
 SEPARATOR = "\x1f"
 METRICS = ("requests", "prompt_tokens", "completion_tokens", "errors", "aborts")
-KEEP_DAYS = 35
+# A year of billing and a month's slack. A day is counted in a hash while it
+# lasts; once two days old it is folded into one compressed string (read as
+# the hash was) the first time anyone reads it: a year for 200 people is then
+# a few megabytes (docs/benchmarks-notes.md).
+KEEP_DAYS = 400
+FOLD_AFTER_DAYS = 2
 ERRORS_KEPT = 20
 SERIES_MINUTES = 30
 _SCRIPTS = ScriptBook(Path(__file__).with_name("lua"))
@@ -85,9 +93,72 @@ def tokens_today(redis: Redis, person: str) -> int:
 def usage(redis: Redis, day: str | None = None) -> dict[str, dict[str, dict[str, int]]]:
     """person -> model -> metric -> count, for a day (today by default)."""
     found: dict[str, dict[str, dict[str, int]]] = {}
-    for field, value in redis.hgetall(usage_key(day or today())).items():
-        person, model, metric = field.decode().split(SEPARATOR, 2)
+    for field, value in _counters(redis, day or today()).items():
+        person, model, metric = field.split(SEPARATOR, 2)
         found.setdefault(person, {}).setdefault(model, dict.fromkeys(METRICS, 0))[metric] = int(value)
+    return found
+
+
+def _counters(redis: Redis, day: str) -> dict[str, int]:
+    """A day's counters, from its hash or its fold (folding it first if it
+    is old enough and not folded yet)."""
+    folded = redis.get(usage_folded_key(day))
+    if folded is not None:
+        return json.loads(zlib.decompress(folded))
+    counters = {field.decode(): int(value) for field, value in redis.hgetall(usage_key(day)).items()}
+    if not counters:  # none, or another reader folded it since
+        folded = redis.get(usage_folded_key(day))
+        return json.loads(zlib.decompress(folded)) if folded is not None else {}
+    if day <= _days_ago(FOLD_AFTER_DAYS):
+        _fold(redis, day, counters)
+    return counters
+
+
+def _fold(redis: Redis, day: str, counters: dict[str, int]) -> None:
+    ttl = redis.ttl(usage_key(day))
+    with batched(redis) as pipe:
+        pipe.set(usage_folded_key(day), zlib.compress(json.dumps(counters, separators=(",", ":")).encode(), 9),
+                 ex=ttl if ttl > 0 else KEEP_DAYS * 86400)
+        pipe.delete(usage_key(day), usage_tokens_key(day))
+
+
+def _days_ago(days: int, now: float | None = None) -> str:
+    return today((now if now is not None else time.time()) - days * 86400)
+
+
+def days_between(first: str, last: str) -> list[str]:
+    """The UTC dates from `first` to `last`, both included (ValueError if
+    either is not a date like 2026-11-01, or they are the wrong way round)."""
+    start, end = (datetime.strptime(day, "%Y-%m-%d").replace(tzinfo=timezone.utc) for day in (first, last))
+    if end < start:
+        raise ValueError(f"{first} is after {last}")
+    return [(start + timedelta(days=n)).strftime("%Y-%m-%d") for n in range((end - start).days + 1)]
+
+
+COLUMNS = ("day", "person", "model", *METRICS, "cost")
+
+
+def as_csv(rows: list[dict]) -> str:
+    """Rows (from `rows`) as CSV, RFC 4180 (CRLF line ends), a header first;
+    an unknown cost is left empty."""
+    out = io.StringIO()
+    writer = csv.DictWriter(out, fieldnames=COLUMNS)
+    writer.writeheader()
+    writer.writerows({k: ("" if v is None else v) for k, v in row.items()} for row in rows)
+    return out.getvalue()
+
+
+def rows(redis: Redis, first: str, last: str, prices: dict[str, tuple[float, float]] | None = None) -> list[dict]:
+    """Per day, person and model: the counters, and the estimated cost where
+    `prices` gives the model's (input, output) price per million tokens."""
+    found = []
+    for day in days_between(first, last):
+        for person, models in sorted(usage(redis, day).items()):
+            for model, counts in sorted(models.items()):
+                price = (prices or {}).get(model)
+                cost = None if price is None else round(
+                    (counts["prompt_tokens"] * price[0] + counts["completion_tokens"] * price[1]) / 1e6, 6)
+                found.append({"day": day, "person": person, "model": model, **counts, "cost": cost})
     return found
 
 

@@ -7,6 +7,7 @@ server (SWITCHBOARD_KEYS_FILE, REDIS_URL; or --keys-file, --redis-url):
     python scripts/admin.py keys list
     python scripts/admin.py ps                            # what runs now, like `ollama ps`
     python scripts/admin.py usage [--day 2026-11-23] [--json]
+    python scripts/admin.py usage --from 2026-11-01 --to 2026-11-30 --format csv   # per day, for billing
 
 A new key is printed once; the file keeps only its SHA-256 digest. The file
 is edited with tomlkit, so the operator's comments and layout stay; web
@@ -144,9 +145,14 @@ def parser() -> argparse.ArgumentParser:
     keys.add_parser("revoke", help="remove a key").add_argument("name")
     keys.add_parser("list", help="the keys and their limits (never the keys)")
     commands.add_parser("ps", help="what runs now")
-    report = commands.add_parser("usage", help="usage per person and model")
+    report = commands.add_parser("usage", help="usage per person and model: a day, or per day over a range")
     report.add_argument("--day", help="a UTC date (default: today)")
-    report.add_argument("--json", action="store_true")
+    report.add_argument("--json", action="store_true", help="the day's report as JSON")
+    report.add_argument("--from", dest="first", help="with --to: the first UTC date of a range (per day rows)")
+    report.add_argument("--to", dest="last", help="the last UTC date of the range (default: today)")
+    report.add_argument("--format", choices=("table", "csv", "json"), default="table",
+                        help="a range's rows as a table, CSV or JSON (with the estimated cost where the registry "
+                             "gives a price)")
     return top
 
 
@@ -183,11 +189,27 @@ def main(argv: list[str] | None = None) -> None:
     redis, settings = _redis(options)
     if options.command == "ps":
         print(ps_text(snapshot(redis, load_registry(settings.models_path))))
+    elif options.first or options.last:
+        print(usage_export(redis, load_registry(settings.models_path), options), end="")
     else:
         day = options.day or usage.today()
         report = usage.usage(redis, day)
         print(json.dumps({"day": day, "by_person_and_model": report}, indent=2) if options.json
               else usage_text(day, report))
+
+
+def usage_export(redis, registry, options: argparse.Namespace) -> str:
+    last = options.last or usage.today()
+    try:
+        rows = usage.rows(redis, options.first or last, last, registry.prices())
+    except ValueError as error:
+        raise SystemExit(f"--from/--to: {error} (dates like 2026-11-01)") from None
+    if options.format == "json":
+        return json.dumps(rows, indent=2) + "\n"
+    if options.format == "csv":
+        return usage.as_csv(rows)
+    return _table(list(usage.COLUMNS), [[row[c] if row[c] is not None else "-" for c in usage.COLUMNS]
+                                         for row in rows]) + "\n"
 
 
 if __name__ == "__main__":

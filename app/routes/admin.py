@@ -1,5 +1,6 @@
 """The operator's console: a live status page (/admin), its data
-(/admin/status) and usage per person and model (/admin/usage?day=...).
+(/admin/status), usage per person and model (/admin/usage?day=...) and per
+day over a range as CSV (/admin/usage.csv?from=...&to=...).
 
 With keys on, only a key marked `admin = true` opens them (a browser can
 carry it in the path: /k/<key>/admin); no other key reads anyone's usage.
@@ -47,6 +48,27 @@ def status():
     shared = services()
     return jsonify({**snapshot(shared.redis, shared.registry),
                     "redis": shared.persistence.current(shared.redis).report()})
+
+
+@bp.get("/usage.csv")
+@admin_only
+def usage_download():
+    """Per day, person and model over a range (?from=&to=, UTC dates; this
+    month so far by default), with the estimated cost: the console's
+    download, as `scripts/admin.py usage --format csv` gives it."""
+    last = request.args.get("to") or usage.today()
+    first = request.args.get("from") or last[:8] + "01"
+    for name, day in (("from", first), ("to", last)):
+        if not _DAY.match(day):
+            raise ApiError(400, f"{name}: {day!r} is not a date like 2026-11-23", name)
+    shared = services()
+    try:
+        rows = usage.rows(shared.redis, first, last, shared.registry.prices())
+    except ValueError as error:
+        raise ApiError(400, f"from, to: {error}") from None
+    return Response(usage.as_csv(rows), content_type="text/csv; charset=utf-8", headers={
+        "Content-Disposition": f'attachment; filename="switchboard-usage-{first}-to-{last}.csv"',
+        "Cache-Control": "no-store"})
 
 
 @bp.get("/usage")

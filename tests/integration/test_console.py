@@ -4,6 +4,8 @@ adding and revoking keys, and the status page in a real headless browser
 (Debian's chromium, driven by Selenium with the system driver)."""
 from __future__ import annotations
 
+import csv
+import io
 import os
 import subprocess
 import sys
@@ -143,3 +145,29 @@ def test_the_status_page_lives(stack, browser):
     stream.join(60)
     wait_until(lambda: "alice" in text_of(browser, "#usage"), 30, "today's usage to show alice")
     browser.save_screenshot(str(ARTIFACTS / "console.png"))
+
+
+def test_a_months_usage_goes_out_as_csv_whose_totals_are_the_counters(stack, browser):
+    """The CLI's export and the console's download (fetched by the page
+    itself, as its link would): the same CSV, its rows adding up to
+    today's counters."""
+    for name, words in (("alice", "one two"), ("alice", "three"), ("carol", "four five six")):
+        httpx.post(f"{stack['a']}/api/chat", headers=auth(name), json={"model": "echo", "stream": False,
+                                                                      "messages": [{"role": "user", "content": words}]})
+    counters = httpx.get(f"{stack['a']}/admin/usage", headers=auth("root")).json()["by_person_and_model"]
+    today = httpx.get(f"{stack['a']}/admin/usage", headers=auth("root")).json()["day"]
+    exported = admin_cli(stack, "usage", "--from", today[:8] + "01", "--to", today, "--format", "csv")
+    rows = list(csv.DictReader(io.StringIO(exported)))
+    assert {(r["person"], r["model"]): {m: int(r[m]) for m in ("requests", "prompt_tokens", "completion_tokens",
+                                                               "errors", "aborts")}
+            for r in rows if r["day"] == today} == {
+        (person, model): counts for person, models in counters.items() for model, counts in models.items()}
+    browser.get(f"{stack['a']}/k/{KEYS['root']}/admin")
+    wait_until(lambda: "usage.csv?from=" in browser.find_element("id", "usage-download").get_attribute("href"), 30,
+               "the download link to take this month's dates")
+    downloaded = browser.execute_async_script(
+        "const done = arguments[0]; fetch(document.getElementById('usage-download').href)"
+        ".then((r) => r.text()).then(done, (e) => done(String(e)))")
+    assert downloaded.endswith("\r\n") and downloaded.replace("\r\n", "\n") == exported  # (the CLI's read as text)
+    refused = httpx.get(f"{stack['a']}/admin/usage.csv", headers=auth("alice"))
+    assert refused.status_code == 403

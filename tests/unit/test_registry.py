@@ -27,10 +27,15 @@ def test_default_registry_serves_smollm2_and_echo():
     ('[models."m"]\npool = "x"', 'models."m": needs a "backend" key'),
     ('[models."m"]\nbackend = "llamacpp"\ngguf = "/no/such.gguf"', 'models."m": GGUF file not found: /no/such.gguf'),
     ('[models."m"]\nbackend = "echo"\ndelay_ms = -1', 'models."m": delay_ms: Input should be greater than or equal to 0'),
+    ('[models."m"]\nbackend = "echo"\nprice = {input = -1, output = 2}', 'models."m": price.input: Input should be '
+     'greater than or equal to 0'),
+    ('[models."m"]\nbackend = "echo"\nprice = {in = 1}', 'models."m": price.input: Field required; price.output: '
+     'Field required; price.in: Extra inputs are not permitted'),
     ('[model]\nx = 1', "unknown top-level keys ['model']"),
     ("", "no models defined"),
     ("[models", "cannot read model registry"),
-], ids=["backend", "key", "no-backend", "gguf", "value", "top-level", "empty", "syntax"])
+], ids=["backend", "key", "no-backend", "gguf", "value", "negative-price", "price-key", "top-level", "empty",
+        "syntax"])
 def test_bad_registry_refuses_to_load_naming_the_entry(tmp_path, text, message):
     with pytest.raises(RegistryError) as error:
         load_registry(write(tmp_path, text))
@@ -104,3 +109,9 @@ def test_remote_server_headers_come_from_the_environment(tmp_path, monkeypatch):
     server = registry.servers["tickets"]
     assert server.request_headers() == {"X-Team": "office", "Authorization": "Bearer s3cret"}
     assert "s3cret" not in repr(server) and registry.get("m").mcp_servers == ("tickets",)
+
+
+def test_a_price_per_million_tokens_is_what_the_usage_export_costs_with(tmp_path):
+    registry = load_registry(write(tmp_path, '[models."paid"]\nbackend = "echo"\nprice = {input = 0.5, output = 2}\n'
+                                             '[models."free"]\nbackend = "echo"\n'))
+    assert registry.prices() == {"paid": (0.5, 2.0)}

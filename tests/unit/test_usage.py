@@ -112,3 +112,61 @@ def test_an_answer_is_counted_only_if_a_web_process_heard_it(clean_redis):
     assert usage.usage(clean_redis)["alice"]["echo"]["completion_tokens"] == 5
     assert usage.tokens_today(clean_redis, "alice") == 8
     pubsub.close()
+
+
+def _day(days_ago: int) -> str:
+    return usage._days_ago(days_ago)
+
+
+def _count(redis, day: str, person: str, model: str, **metrics) -> None:
+    for metric, value in metrics.items():
+        redis.hincrby(usage.usage_key(day), usage.SEPARATOR.join((person, model, metric)), value)
+    redis.expire(usage.usage_key(day), usage.KEEP_DAYS * 86400)
+
+
+def test_a_past_day_is_folded_on_its_first_read_and_reads_the_same(clean_redis):
+    old, recent = _day(10), _day(1)
+    for n in range(150):  # enough people that the day's hash is a hashtable, as an office's is
+        _count(clean_redis, old, f"person{n}", "echo", requests=3, prompt_tokens=40 + n, completion_tokens=7)
+        _count(clean_redis, recent, f"person{n}", "echo", requests=1)
+    hash_bytes = clean_redis.memory_usage(usage.usage_key(old))
+    first = usage.usage(clean_redis, old)
+    assert first["person7"]["echo"] == {"requests": 3, "prompt_tokens": 47, "completion_tokens": 7, "errors": 0,
+                                        "aborts": 0}
+    assert not clean_redis.exists(usage.usage_key(old)) and usage.usage(clean_redis, old) == first
+    folded = usage.usage_folded_key(old)
+    assert clean_redis.memory_usage(folded) * 5 < hash_bytes  # compact: a fifth of the hash, or less
+    assert usage.KEEP_DAYS * 86400 - 60 < clean_redis.ttl(folded) <= usage.KEEP_DAYS * 86400
+    usage.usage(clean_redis, recent)  # yesterday: a late count may still come, so it stays a hash
+    assert clean_redis.exists(usage.usage_key(recent)) and not clean_redis.exists(usage.usage_folded_key(recent))
+
+
+def test_rows_over_a_range_with_the_estimated_cost_and_as_csv(clean_redis):
+    first, second = _day(3), _day(2)
+    _count(clean_redis, first, "alice", "paid", requests=2, prompt_tokens=1_000_000, completion_tokens=500_000)
+    _count(clean_redis, second, "bob", "echo", requests=1, prompt_tokens=5, completion_tokens=2, errors=1)
+    rows = usage.rows(clean_redis, first, second, {"paid": (0.5, 2.0)})
+    assert rows == [
+        {"day": first, "person": "alice", "model": "paid", "requests": 2, "prompt_tokens": 1_000_000,
+         "completion_tokens": 500_000, "errors": 0, "aborts": 0, "cost": 1.5},
+        {"day": second, "person": "bob", "model": "echo", "requests": 1, "prompt_tokens": 5, "completion_tokens": 2,
+         "errors": 1, "aborts": 0, "cost": None}]
+    assert usage.as_csv(rows) == (
+        "day,person,model,requests,prompt_tokens,completion_tokens,errors,aborts,cost\r\n"
+        f"{first},alice,paid,2,1000000,500000,0,0,1.5\r\n{second},bob,echo,1,5,2,1,0,\r\n")
+    assert usage.rows(clean_redis, _day(1), _day(0)) == []
+
+
+@pytest.mark.parametrize("first, last", [("2026-11-31", "2026-12-01"), ("2026-12-02", "2026-12-01"),
+                                         ("yesterday", "2026-12-01")], ids=["no-such-day", "backwards", "words"])
+def test_a_bad_range_is_a_value_error_naming_it(first, last):
+    with pytest.raises(ValueError):
+        usage.days_between(first, last)
+    assert usage.days_between("2026-11-30", "2026-12-01") == ["2026-11-30", "2026-12-01"]
+
+
+def test_the_size_measurement_runs_on_a_redis_of_its_own(capsys):
+    from scripts.usage_size import main
+
+    main(["--people", "3", "--models", "2", "--days", "4"])
+    assert "3 people x 2 models, 5 counters each: a day is " in capsys.readouterr().out
