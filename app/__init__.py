@@ -10,6 +10,7 @@ from flask import Flask
 from redis.backoff import ExponentialBackoff, NoBackoff
 from redis.retry import Retry
 
+from app.audit import audit_changes
 from app.auth import install_auth, load_keys
 from app.errors import install_fallback_errors
 from app.pathkey import PathKeyMiddleware
@@ -45,6 +46,7 @@ def create_app(overrides: dict | None = None) -> Flask:
     secret = office_secret(settings.secret.get_secret_value() if settings.secret else None, settings.data_dir)
     app.extensions["switchboard"] = Services(settings, registry, redis, relay, Tickets(), keys, WebLease(relay),
                                              Sealer(secret))
+    audit_changes(app.extensions["switchboard"])
     install_request_log(app, settings.log_prompts)  # first: a refused request is logged too
     install_auth(app, keys)
     install_fallback_errors(app)

@@ -78,6 +78,20 @@ class ApiKey:
 ANONYMOUS = ApiKey("anonymous")
 
 
+# Who changed the keys file, when the admin tool did not say it had.
+BY_HAND_AUTHOR = "the keys file, edited outside scripts/admin.py"
+
+
+def public_view(keys: list[ApiKey]) -> dict:
+    """The keys file's keys as the audit log compares them: name -> limits,
+    and a fingerprint that changes when the key is replaced (a hash of its
+    digest: nothing that leads back to the key)."""
+    return {k.name: {"key": hashlib.sha256(k.sha256.encode()).hexdigest()[:8], "models": list(k.models),
+                     "max_concurrent": k.max_concurrent, "requests_per_minute": k.requests_per_minute,
+                     "weight": k.weight, "daily_tokens": k.daily_tokens, "mcp_servers": list(k.mcp_servers),
+                     "admin": k.admin} for k in keys if k.from_file}
+
+
 class KeyRing:
     def __init__(self, keys: list[ApiKey], trusted_networks: tuple = (), file: Path | None = None):
         self._keys = keys
@@ -85,6 +99,16 @@ class KeyRing:
         self._file, self._fixed = file, [k for k in keys if not k.from_file] if file else keys
         self._mtime = _mtime(file)
         self._checked = time.monotonic()
+        # Told the file's keys before and after each reload (the audit log's).
+        self.on_reload: Callable[[list[ApiKey], list[ApiKey]], None] = lambda before, after: None
+
+    @property
+    def file_keys(self) -> list[ApiKey]:
+        return [k for k in self._keys if k.from_file]
+
+    @property
+    def has_file(self) -> bool:
+        return self._file is not None
 
     @property
     def enabled(self) -> bool:
@@ -100,11 +124,14 @@ class KeyRing:
         mtime = _mtime(self._file)
         if mtime == self._mtime:
             return
+        before = self.file_keys
         try:
             self._keys = read_keys_file(self._file) + self._fixed
             self._mtime = mtime
         except (OSError, ValueError, KeyError, tomllib.TOMLDecodeError) as error:
             log.warning("keys file %s not reloaded: %s", self._file, error)
+            return
+        self.on_reload(before, self.file_keys)
 
     def _trusted_address(self, address: str | None) -> bool:
         try:

@@ -58,6 +58,7 @@ ROUTES: list[tuple[str, str, type[BaseModel] | None, str]] = [
     ("get", "/admin", None, "The operator's console (HTML)"),
     ("get", "/admin/status", None, "The console's data"),
     ("get", "/admin/usage", None, "Usage per person and model for a day (?day=YYYY-MM-DD)"),
+    ("get", "/admin/audit", None, "The audit log, newest first: keys added, revoked, changed; models served"),
     ("get", "/admin/usage.csv", None, "Usage per day, person and model over a range (?from=&to=), with costs"),
 ]
 _RESPONSES = {"200": {"description": "OK"}, "400": {"description": "Invalid request (the message names the field)"},

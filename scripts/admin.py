@@ -16,21 +16,25 @@ processes read it again when it changes (within a second).
 from __future__ import annotations
 
 import argparse
+import getpass
 import json
 import os
 import secrets
+import socket
 import sys
 from dataclasses import replace
 from pathlib import Path
+from typing import Callable
 
 import tomlkit
+from redis.exceptions import RedisError
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from app.auth import digest, read_keys_file  # noqa: E402
+from app.auth import BY_HAND_AUTHOR, digest, public_view, read_keys_file  # noqa: E402
 from app.console import snapshot  # noqa: E402
 from catalog.registry import load_registry  # noqa: E402
-from protocol import usage  # noqa: E402
+from protocol import audit, usage  # noqa: E402
 from protocol.connection import RedisTarget, redis_client  # noqa: E402
 from protocol.keys import configure  # noqa: E402
 from settings import settings_from_environment  # noqa: E402
@@ -47,21 +51,26 @@ def _document(path: Path) -> tomlkit.TOMLDocument:
     return tomlkit.parse(path.read_text()) if path.exists() else tomlkit.document()
 
 
-def _write(path: Path, document: tomlkit.TOMLDocument) -> None:
+Announce = Callable[[list], None]
+
+
+def _write(path: Path, document: tomlkit.TOMLDocument, announce: Announce = lambda keys: None) -> None:
     """Replace the file whole (a web process never reads half of it), and
-    only with one the server accepts."""
+    only with one the server accepts; `announce` is told its keys first
+    (the audit log's author)."""
     temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     temporary.write_text(tomlkit.dumps(document))
     os.chmod(temporary, 0o600)
     try:
-        read_keys_file(temporary)
+        keys = read_keys_file(temporary)
     except (ValueError, KeyError) as error:
         temporary.unlink()
         raise SystemExit(f"not written: {error}") from None
+    announce(keys)
     temporary.replace(path)
 
 
-def add_key(path: Path, name: str, options: argparse.Namespace) -> str:
+def add_key(path: Path, name: str, options: argparse.Namespace, announce: Announce = lambda keys: None) -> str:
     document = _document(path)
     keys = document.setdefault("keys", tomlkit.table(is_super_table=True))
     if name in keys:
@@ -76,16 +85,36 @@ def add_key(path: Path, name: str, options: argparse.Namespace) -> str:
     if options.admin:
         table["admin"] = True
     keys[name] = table
-    _write(path, document)
+    _write(path, document, announce)
     return key
 
 
-def revoke_key(path: Path, name: str) -> None:
+def revoke_key(path: Path, name: str, announce: Announce = lambda keys: None) -> None:
     document = _document(path)
     if name not in document.get("keys", {}):
         raise SystemExit(f'no key named "{name}" in {path}')
     del document["keys"][name]
-    _write(path, document)
+    _write(path, document, announce)
+
+
+def author(options: argparse.Namespace, path: Path) -> Announce:
+    """Logs the change in the audit log before the file is replaced (with
+    this operator and machine as its author), after any change made by hand
+    that no process logged yet; with Redis away, the web processes log it
+    when they read the file (as a change by hand)."""
+    def announce(keys: list) -> None:
+        before = public_view(read_keys_file(path)) if path.exists() else {}
+        host = socket.gethostname()
+        try:
+            redis, settings = _redis(options)
+            audit.record_change(redis, "keys", before, audit.Author(BY_HAND_AUTHOR, host), settings.audit_log_days)
+            audit.record_change(redis, "keys", public_view(keys),
+                                audit.Author(f"{getpass.getuser()} with scripts/admin.py", host),
+                                settings.audit_log_days)
+        except RedisError as error:
+            print(f"(not in the audit log yet: {error}; web processes will log it as a change by hand)",
+                  file=sys.stderr)
+    return announce
 
 
 def list_keys(path: Path) -> list[dict]:
@@ -178,10 +207,10 @@ def main(argv: list[str] | None = None) -> None:
     if options.command == "keys":
         path = _keys_file(options)
         if options.action == "add":
-            print(add_key(path, options.name, options))
+            print(add_key(path, options.name, options, author(options, path)))
             print(f'(key "{options.name}" added to {path}; it is shown only now)', file=sys.stderr)
         elif options.action == "revoke":
-            revoke_key(path, options.name)
+            revoke_key(path, options.name, author(options, path))
             print(f'key "{options.name}" revoked', file=sys.stderr)
         else:
             print(json.dumps(list_keys(path), indent=2))

@@ -79,6 +79,8 @@ class Settings(BaseSettings):
     # How long a finished job's state (and an unrun job's abort mark) is kept
     # in Redis; at least the queue wait.
     record_seconds: int = _env("SWITCHBOARD_RECORD_SECONDS", 600, ge=1)
+    # How long the audit log (keys added, revoked, changed; the models served) keeps its entries.
+    audit_log_days: int = _env("SWITCHBOARD_AUDIT_LOG_DAYS", 400, ge=1)
     # How long a stored response (/v1/responses with store: true) is kept.
     responses_ttl_seconds: int = _env("SWITCHBOARD_RESPONSES_TTL", 86400, ge=1)
     # The Responses API over WebSocket (GET /v1/responses upgraded: Codex's own transport); off, the upgrade

@@ -1,6 +1,7 @@
 """The operator's console: a live status page (/admin), its data
 (/admin/status), usage per person and model (/admin/usage?day=...) and per
-day over a range as CSV (/admin/usage.csv?from=...&to=...).
+day over a range as CSV (/admin/usage.csv?from=...&to=...), and the audit
+log (/admin/audit).
 
 With keys on, only a key marked `admin = true` opens them (a browser can
 carry it in the path: /k/<key>/admin); no other key reads anyone's usage.
@@ -19,7 +20,7 @@ from app.console import snapshot
 from app.errors import ApiError, register_error_handlers
 from app.services import services
 from dialects.openai_writer import error_body
-from protocol import usage
+from protocol import audit, usage
 
 bp = Blueprint("admin", __name__, url_prefix="/admin")
 register_error_handlers(bp, error_body)
@@ -48,6 +49,17 @@ def status():
     shared = services()
     return jsonify({**snapshot(shared.redis, shared.registry),
                     "redis": shared.persistence.current(shared.redis).report()})
+
+
+@bp.get("/audit")
+@admin_only
+def audit_log():
+    """The audit log, newest first (?count=, at most 1000)."""
+    try:
+        count = min(max(int(request.args.get("count", 100)), 1), 1000)
+    except ValueError:
+        raise ApiError(400, "count: must be a number of entries", "count") from None
+    return jsonify({"entries": audit.latest(services().redis, count)})
 
 
 @bp.get("/usage.csv")
