@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 import os
 import subprocess
 import sys
@@ -195,3 +196,25 @@ def test_the_audit_log_shows_who_revoked_a_key_and_a_hand_edit(stack, browser):
     wait_until(lambda: "key removed erin" in text_of(browser, "#audit"), 30, "the console to show the revocation")
     assert "with scripts/admin.py" in text_of(browser, "#audit") and "daily_tokens: 40 → 50" in text_of(
         browser, "#audit")
+
+
+def test_over_the_budget_a_websocket_turn_gets_a_429_event_with_its_wait(stack):
+    """Limits and budgets hold on the Responses WebSocket as over HTTP:
+    carol's 40 tokens a day used up, her next turn is an error event with
+    the status and the Retry-After an HTTP answer would carry, and the
+    socket stays open."""
+    from websockets.sync.client import connect
+
+    words = " ".join(["w"] * 10)
+    with connect(stack["a"].replace("http://", "ws://") + "/v1/responses",
+                 additional_headers=auth("carol")) as ws:
+        ends = []
+        for _ in range(3):
+            ws.send(json.dumps({"type": "response.create", "model": "echo", "input": words, "store": False}))
+            while (event := json.loads(ws.recv(timeout=30)))["type"] not in ("response.completed", "error"):
+                pass
+            ends.append(event)
+    assert [e["type"] for e in ends] == ["response.completed", "response.completed", "error"]
+    assert ends[2]["status"] == 429 and ends[2]["error"]["code"] == "rate_limit_exceeded"
+    assert "daily token budget of 40 tokens used up" in ends[2]["error"]["message"]
+    assert 0 < int(ends[2]["headers"]["Retry-After"]) <= 86400
