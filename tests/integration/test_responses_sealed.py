@@ -104,3 +104,15 @@ def test_an_anthropic_upstreams_signed_thinking_goes_there_and_back_sealed(upstr
     sent = [r for r in scripted.requests if r["body"].get("model") == "anthropic-think"][-1]["body"]
     assert sent["messages"][1]["content"][0] == {"type": "thinking", "thinking": "Let me see. Two.",
                                                  "signature": "c2lnbmVkLWJ5LXVwc3RyZWFt"}
+
+
+@pytest.mark.parametrize("how", ["compact", "trigger"])
+def test_a_conversation_too_long_to_summarise_is_refused_never_cut(base_url, how):
+    """smollm2:135m reads 8K tokens: a conversation far longer is a 400 with
+    OpenAI's context_length_exceeded (on which Codex drops its oldest
+    items and tries again), before any worker reads it."""
+    long = [{"role": "user", "content": "word " * 120_000}]
+    body = {"model": "smollm2:135m", "input": long + ([] if how == "compact" else [TRIGGER])}
+    status, _, raw = post_raw(base_url, "/v1/responses/compact" if how == "compact" else "/v1/responses", body)
+    error = json.loads(raw)["error"]
+    assert status == 400 and error["code"] == "context_length_exceeded", raw[:300]
