@@ -164,6 +164,11 @@ def run_sharing(sizes: Sizes, log=print) -> dict:
     return result
 
 
+# The sections run alone by a flag of their own: flag -> (the report's section, its runner).
+ONE_SECTION = {"sharing-only": ("sharing", run_sharing), "durability": ("durability", run_durability),
+               "codex-transport": ("codex_transport", run_codex_transport)}
+
+
 def _configs(text: str) -> tuple[tuple[int, int], ...]:
     return tuple(tuple(int(n) for n in part.split("+")) for part in text.split(","))
 
@@ -221,21 +226,15 @@ def main() -> None:
 
     def log(message: str) -> None:
         print(f"[{time.monotonic() - started:6.1f} s] {message}", flush=True)
-    if args.sharing_only:
+    alone = next((flag for flag in ONE_SECTION if getattr(args, flag.replace("-", "_"))), None)
+    if alone is not None:  # one section, merged into the last report with the command that ran it
         results = json.loads((args.out / "benchmarks.json").read_text())
-        results["sharing"] = run_sharing(sizes, log)
-        results["sharing"]["environment"] = environment(command + " --sharing-only")
+        section, runner = ONE_SECTION[alone]
+        results[section] = runner(sizes, log)
+        results[section]["environment"] = environment(f"{command} --{alone}")
     elif args.deployments:
         results = json.loads((args.out / "benchmarks.json").read_text())
         results["deployments"] = deployments.measure(sizes.deploy_seconds, sizes.deploy_clients, log)
-    elif args.durability:
-        results = json.loads((args.out / "benchmarks.json").read_text())
-        results["durability"] = run_durability(sizes, log)
-        results["durability"]["environment"] = environment(command + " --durability")
-    elif args.codex_transport:
-        results = json.loads((args.out / "benchmarks.json").read_text())
-        results["codex_transport"] = run_codex_transport(sizes, log)
-        results["codex_transport"]["environment"] = environment(command + " --codex-transport")
     elif args.scale:
         results = json.loads((args.out / "benchmarks.json").read_text())
         results["scale"] = scale.run(_scale_sizes(args), args.before, log)
