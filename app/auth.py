@@ -89,7 +89,7 @@ def public_view(keys: list[ApiKey]) -> dict:
     return {k.name: {"key": hashlib.sha256(k.sha256.encode()).hexdigest()[:8], "models": list(k.models),
                      "max_concurrent": k.max_concurrent, "requests_per_minute": k.requests_per_minute,
                      "weight": k.weight, "daily_tokens": k.daily_tokens, "mcp_servers": list(k.mcp_servers),
-                     "admin": k.admin} for k in keys if k.from_file}
+                     "admin": k.admin} for k in keys}
 
 
 class KeyRing:

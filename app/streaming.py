@@ -54,7 +54,7 @@ def websocket_text(frame: Frame) -> str | None:
         return websocket_text(frame.body)
     if isinstance(frame, Marker):
         raise TypeError(f"a WebSocket carries objects only, not {frame!r}")
-    return json.dumps(frame, separators=(",", ":"), ensure_ascii=False)
+    return to_json(frame).decode()
 
 
 def ndjson(frame: Frame) -> bytes:

@@ -74,10 +74,10 @@ class WebSocket:
         sock = environ["gunicorn.socket"]
         connection = WSConnection(ConnectionType.SERVER)
         connection.receive_data(_request_bytes(environ))
-        request = next(event for event in connection.events() if isinstance(event, Request))
-        offered = [e for e in request.extensions if str(e).startswith("permessage-deflate")]
+        next(event for event in connection.events() if isinstance(event, Request))
         websocket = cls(sock, connection, max_message_bytes)
-        websocket._write(AcceptConnection(extensions=[PerMessageDeflate()] if offered else [],
+        # wsproto takes an extension only if the client offered it: permessage-deflate for Codex, none for others.
+        websocket._write(AcceptConnection(extensions=[PerMessageDeflate()],
                                           extra_headers=[(k.encode(), v.encode()) for k, v in headers]))
         websocket._reader = gevent.spawn(websocket._read)
         return websocket

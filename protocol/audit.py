@@ -46,13 +46,11 @@ def record_change(redis: Redis, subject: str, state: dict, author: Author, days:
     across processes; the entries written (none if another process did).
     With no state recorded (a Redis that lost it, or the log's first day),
     the caller's own `before` is compared with, else `state` is the baseline."""
-    new = json.dumps(state, sort_keys=True)
-    old = _SCRIPTS.run(redis, "swap_if_changed", [_state_key(subject)], [new])
-    if old is None and before is not None:
-        old = json.dumps(before).encode()
-    if old is None or old == b"=":
+    old = _SCRIPTS.run(redis, "swap_if_changed", [_state_key(subject)], [json.dumps(state, sort_keys=True)])
+    previous = before if old is None else None if old == b"=" else json.loads(old)
+    if previous is None:
         return []
-    entries = differences(subject, json.loads(old) if old else {}, state, author)
+    entries = differences(subject, previous, state, author)
     append(redis, entries, days)
     return entries
 

@@ -100,13 +100,11 @@ def usage(redis: Redis, day: str | None = None) -> dict[str, dict[str, dict[str,
 
 
 def _counters(redis: Redis, day: str) -> dict[str, int]:
-    """A day's counters, from its hash or its fold (folding it first if it
-    is old enough and not folded yet)."""
-    folded = redis.get(usage_folded_key(day))
-    if folded is not None:
-        return json.loads(zlib.decompress(folded))
+    """A day's counters, from its hash (folding it if it is old enough) or,
+    once folded, from its fold (written before the hash is deleted: an empty
+    hash means no usage that day, or a fold)."""
     counters = {field.decode(): int(value) for field, value in redis.hgetall(usage_key(day)).items()}
-    if not counters:  # none, or another reader folded it since
+    if not counters:
         folded = redis.get(usage_folded_key(day))
         return json.loads(zlib.decompress(folded)) if folded is not None else {}
     if day <= _days_ago(FOLD_AFTER_DAYS):

@@ -129,11 +129,16 @@ def check_job_kind(job: Job, entry: ModelEntry) -> None:
                             'with embeddings = "only" or "also")')
 
 
+def check_job(job: Job, entry: ModelEntry) -> None:
+    """What every job is checked for before it is queued."""
+    check_job_kind(job, entry)
+    check_prompt_size(job, entry)
+
+
 def start_serving(job: Job, entry: ModelEntry, writer: Writer, stream: bool,
                   watch_client: bool = True) -> tuple[JobRun, Iterator[Event]]:
     """Check the job, start it (or a fallback: the writer names who answers)."""
-    check_job_kind(job, entry)
-    check_prompt_size(job, entry)
+    check_job(job, entry)
     run, events = start_on_a_model(job, entry, stream, watch_client)
     if run.job.model != entry.name:
         writer.answered_by(run.job.model)

@@ -26,8 +26,7 @@ from app.asker import person
 from app.errors import register_error_handlers
 from app.routes import responses_socket
 from app.routes.common import (
-    check_job_kind, check_prompt_size, check_request_limits, find_model, note_tools_left_out, parse_body, serve,
-    start_serving,
+    check_job, check_request_limits, find_model, note_tools_left_out, parse_body, serve, start_serving,
 )
 from app.services import services
 from app.stored_responses import ConnectionMemory
@@ -46,6 +45,11 @@ register_error_handlers(bp, error_body)
 
 def _owner() -> str:
     return person(services().keys.enabled)
+
+
+def _stored_history(response_id: str) -> list[dict]:
+    """The conversation a stored response ends (its creator's only)."""
+    return stored_responses.history(services().redis, _owner(), response_id)
 
 
 def _storing(request: ResponsesRequest, memory: ConnectionMemory | None = None):
@@ -98,25 +102,20 @@ def prepared(request: ResponsesRequest, history: Callable[[str], list[dict]],
 @bp.post("/responses")
 def responses():
     request = parse_body(ResponsesRequest)
-    redis, owner = services().redis, _owner()
-
-    def history(earlier: str) -> list[dict]:
-        return stored_responses.history(redis, owner, earlier)
     if request.background:
-        return _in_the_background(request, history)
-    job, entry, writer = prepared(request, history, _storing(request))  # (its own input: not the whole history)
+        return _in_the_background(request)
+    job, entry, writer = prepared(request, _stored_history, _storing(request))  # (its own input, not the history)
     return serve(job, entry, writer, "sse" if request.stream else None)
 
 
-def _in_the_background(request: ResponsesRequest, history) -> Response:
+def _in_the_background(request: ResponsesRequest) -> Response:
     """Queued and answered at once (`queued`), or streamed from its event log."""
     if not request.store:
         raise InvalidRequest("background: a background response is kept for polling, so store must be true",
                              param="store")
     shared, owner, items = services(), _owner(), translate.input_items(request)
-    job, entry, writer = prepared(request, history, None)
-    check_job_kind(job, entry)
-    check_prompt_size(job, entry)
+    job, entry, writer = prepared(request, _stored_history, None)
+    check_job(job, entry)
     queued = background.start(shared, job, entry, writer, lambda pipe, response: stored_responses.save(
         pipe, owner, response, items, request.previous_response_id, shared.settings.responses_ttl_seconds))
     if request.stream:
@@ -141,8 +140,7 @@ def compact():
     compaction item holding the model's summary, sealed."""
     request = parse_body(ResponsesRequest)
     if request.previous_response_id:
-        request = translate.continued(request, stored_responses.history(
-            services().redis, _owner(), request.previous_response_id))
+        request = translate.continued(request, _stored_history(request.previous_response_id))
     kept = translate.kept_user_messages(request)
     triggered = request.model_copy(update={"input": translate.as_items(request) + [
         CompactionTriggerItem(type="compaction_trigger")], "previous_response_id": None, "store": False})
