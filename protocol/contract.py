@@ -187,6 +187,9 @@ class Job(_Strict):
     # prompt_cache_key): such jobs go to the worker whose cache holds the
     # last one, whoever sends them; empty: the person's own last job's worker.
     cache_key: str = ""
+    # The W3C trace context of the request's span in the web process (empty:
+    # tracing is off there): the worker's spans continue its trace.
+    traceparent: str = ""
 
     def prompt_characters(self) -> int:
         """How long its input is, in characters: what the model reads of it
@@ -221,6 +224,7 @@ class Timings(_Strict):
     prompt_eval_ns: int = 0
     eval_ns: int = 0
     total_ns: int = 0
+    queue_ns: int = 0  # from its queueing to a worker's start (0: not told)
 
 
 class PromptEvent(_Strict):
@@ -321,6 +325,7 @@ class DoneEvent(_Strict):
     # The client's stop sequence that ended the reply (reason "stop"), where
     # the backend can tell (Anthropic's clients are told which one fired).
     stop_sequence: str | None = None
+    rounds: int = 0  # model rounds it took (more than one: it ran server tools between them; 0: not told)
 
 
 class ErrorEvent(_Strict):

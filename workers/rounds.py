@@ -48,7 +48,7 @@ class Rounds:
         outcome, plan, replies = ended
         reason = FinishReason.TOOL_CALLS if replies.filter.calls else \
             FinishReason.STEP_LIMIT if plan.step_limited and outcome.reason == FinishReason.STOP else outcome.reason
-        return done(reason, self.totals.outcome(outcome), self.started, self.totals.first_token_at)
+        return done(reason, self.totals.outcome(outcome), self.started, self.totals.first_token_at, self.totals.rounds)
 
     def _nobody_listens(self) -> None:
         if not self.aborted.is_set():
@@ -137,13 +137,14 @@ def check_forced_call(job: Job, plan: ToolPlan, replies: ReplyFilter) -> None:
                            "one (only models that follow grammars, or native tool calling, can guarantee it)", 502)
 
 
-def done(reason: str, outcome: Outcome, started: int, first_token_at: int | None) -> DoneEvent:
-    """The job's final event: its reason, usage and timings."""
+def done(reason: str, outcome: Outcome, started: int, first_token_at: int | None, rounds: int = 1) -> DoneEvent:
+    """The job's final event: its reason, usage, timings and model rounds."""
     ended = time.perf_counter_ns()
     first = first_token_at or ended
     return DoneEvent(
         reason=reason,
         stop_sequence=outcome.stop_sequence if reason == FinishReason.STOP else None,
+        rounds=rounds,
         usage=Usage(prompt_tokens=outcome.prompt_tokens, completion_tokens=outcome.completion_tokens,
                     cached_tokens=outcome.cached_tokens, reasoning_tokens=outcome.reasoning_tokens or 0),
         timings=Timings(load_ns=outcome.load_ns, prompt_eval_ns=max(first - started - outcome.load_ns, 0),

@@ -26,6 +26,7 @@ from protocol.usage import deliver_answer, record_minute
 from workers.cancel import Cancel
 from workers.context import RunContext
 from workers.generate import generate
+from workers.job_trace import traced
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +57,7 @@ def run_job(job: Job, ctx: RunContext, taken_at: float, batch: Pipeline | None =
         elif aborted.is_set():  # its client (or its web process) left between the take and now
             ending = Ending(FinishReason.ABORTED)
         else:
-            ending = _run(job, ctx, aborted)
+            ending = traced(job, ctx, lambda: _run(job, ctx, aborted))
         return _finish(job, ctx, ending, batch)
 
 
@@ -87,6 +88,7 @@ def _run(job: Job, ctx: RunContext, aborted: Cancel) -> Ending:
         done = DoneEvent(reason=FinishReason.ABORTED)  # e.g. an upstream read broken off by the abort itself
     first_token = (done.timings.load_ns + done.timings.prompt_eval_ns) / 1e9
     ttft = started_wall - job.enqueued_at + first_token if done.usage.completion_tokens else None
+    done.timings.queue_ns = max(int((started_wall - job.enqueued_at) * 1e9), 0)
     return Ending(done.reason, final=None if done.reason == FinishReason.ABORTED else done, tail=tail,
                   tokens=done.usage.completion_tokens, ttft=ttft, waited=started_wall - job.enqueued_at, loaded=True,
                   record={"finished_at": time.time()})

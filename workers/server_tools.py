@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from redis import Redis
 
 from catalog.registry import ModelEntry
+from protocol import tracing
 from protocol.presence import batched
 from protocol.contract import (
     Job, Message, ServerToolEvent, TextEvent, ToolCall, ToolChoice, ToolSpec, json_object,
@@ -123,6 +124,10 @@ class ServerTools:
         with batched(redis) as pipe:
             for call, result in zip(calls, results):
                 count_tool_call(pipe, self.tools[call.name].server, call.name, result.status, result.seconds)
+                tracing.record_span(f"execute_tool {call.name}", {
+                    "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": call.name,
+                    "gen_ai.tool.call.id": call.id, "switchboard.mcp_server": self.tools[call.name].server},
+                    result.seconds, None if result.status == "ok" else result.status)
         self._extend(calls, results)
         return True
 

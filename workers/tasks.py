@@ -18,7 +18,7 @@ from redis.client import Pipeline
 from catalog.registry import load_registry
 import jobqueue
 from jobqueue import Taken
-from protocol import keys
+from protocol import keys, tracing
 from protocol.connection import RedisTarget, redis_client
 from protocol.contract import ErrorEvent, FinishReason
 from protocol.presence import publish_event
@@ -47,6 +47,7 @@ if not settings_from_environment().log_tasks:
 def _context(pid: int) -> RunContext:
     settings = settings_from_environment()
     keys.configure(settings.redis_url, settings.record_seconds)
+    tracing.setup("switchboard-worker")  # after any fork: the exporter's thread is this process's
     redis = redis_client(RedisTarget.of(settings), "switchboard-worker", settings.redis_connections)
     worker_id = f"{socket.gethostname()}:{pid}"
     registry = load_registry(settings.models_path)

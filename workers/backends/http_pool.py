@@ -116,6 +116,7 @@ class ConnectionPool:
         self._origin = f"{url.scheme}://{url.netloc}"
         self._host_header = url.netloc.rpartition("@")[2]
         self._base_path = url.path.rstrip("/")
+        self.address, self.base_path = self._host_header, self._base_path  # for traces
         self._connect_timeout = connect_timeout
         self._proxy, self._proxy_headers = _proxy_for(url.scheme, self._host)
         self._context = ssl.create_default_context() if self._https else None

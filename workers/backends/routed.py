@@ -21,6 +21,7 @@ from redis import Redis
 from catalog.deployments import Deployments
 from jobqueue import deployments
 from jobqueue.deployments import Attempt, Rest
+from protocol import tracing
 from protocol.contract import EmbedSpec, Job
 from protocol.errors import BackendError
 from workers.backends.base import Backend
@@ -129,6 +130,8 @@ class RoutedUpstream(Backend):
                 deployments.release(self._redis, self.model_name, placed, attempt.member)
                 raise
             deployments.started(self._redis, self.model_name, placed, affinity, time.monotonic() - sent)
+            tracing.annotate(tracing.current(), {"switchboard.deployment": placed,
+                                                 "gen_ai.response.model": self._servers[placed].settings.upstream_model})
             return placed, attempt.member, result
 
     def _place(self, attempt: Attempt, cancel: Cancel | None, last_error: BackendError | None) -> str:

@@ -21,6 +21,7 @@ from contextlib import contextmanager
 from typing import Iterator, NamedTuple
 
 from catalog.upstream import UpstreamSettings
+from protocol import tracing
 from workers.backends.http_pool import HTTP_ERRORS, ConnectionPool, Response
 from workers.backends.upstream_errors import cancelled, read_failure, status_error, transport_error, watchdog_timeout
 from workers.cancel import Cancel
@@ -55,27 +56,30 @@ def open_stream(upstream: Upstream, path: str, body: dict, cancel: Cancel | None
     on_connect = cancel.on_cancel if cancel is not None else (lambda shut_down: None)
     for attempt in range(settings.retries + 1):
         last = attempt == settings.retries
-        try:
-            response = client.post(path, payload, headers, settings.first_token_timeout, on_connect)
-            response.set_read_timeout(settings.first_token_timeout + settings.idle_timeout)  # a body read whole
-        except HTTP_ERRORS as error:
-            if cancel is not None and cancel.is_set():
-                raise cancelled() from None
-            if last:
-                raise transport_error(error, settings) from None
-            _backoff(settings, attempt, cancel, type(error).__name__)
-            continue
-        if response.status_code in _RETRYABLE_STATUS and not last:
-            response.close()
-            _backoff(settings, attempt, cancel, f"HTTP {response.status_code}")
-            continue
-        try:
-            if response.status_code != 200:
-                raise status_error(response, settings, model)
-            yield response
-            return
-        finally:
-            response.close()
+        with tracing.client_span("POST", client.address, client.base_path + path) as call:  # one span per attempt
+            try:
+                response = client.post(path, payload, headers | call.headers, settings.first_token_timeout, on_connect)
+                response.set_read_timeout(settings.first_token_timeout + settings.idle_timeout)  # a body read whole
+            except HTTP_ERRORS as error:
+                if cancel is not None and cancel.is_set():
+                    raise cancelled() from None
+                if last:
+                    raise transport_error(error, settings) from None
+                retry = type(error).__name__
+            else:
+                tracing.annotate(call.span, {"http.response.status_code": response.status_code})
+                retry = f"HTTP {response.status_code}" if response.status_code in _RETRYABLE_STATUS and not last \
+                    else None
+                try:
+                    if retry is None and response.status_code != 200:
+                        raise status_error(response, settings, model)
+                    if retry is None:
+                        yield response
+                        return
+                finally:
+                    response.close()
+            tracing.annotate(call.span, {"error.type": retry})
+        _backoff(settings, attempt, cancel, retry)
 
 
 def probe(upstream: Upstream, path: str) -> bool:

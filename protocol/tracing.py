@@ -1,0 +1,189 @@
+"""OpenTelemetry traces, for both processes: the official SDK with its
+OTLP/HTTP exporter behind a batch processor (a slow or absent collector
+never delays a token), configured only by the standard OTEL_* variables.
+
+Off unless OTEL_EXPORTER_OTLP_ENDPOINT (or ..._TRACES_ENDPOINT) is set: then
+nothing of the SDK is imported and every helper here returns at its first
+branch. On, one request is one trace across processes:
+
+    web:     POST /v1/chat/completions (server; continues a client's traceparent)
+    worker:    queue        (its time in the fair queue, recorded when a worker takes it)
+               chat <model> (the job: backend, deployment, tokens, first token, finish)
+                 POST       (client: the upstream call, which gets our traceparent)
+                 execute_tool <name> (a server-side tool call)
+
+The trace context crosses Redis inside the job (Job.traceparent). Span
+attributes follow OpenTelemetry's GenAI semantic conventions; prompt and
+reply text, keys and headers are never put on a span.
+"""
+from __future__ import annotations
+
+import os
+import time
+from contextlib import contextmanager
+from typing import Any, Iterator, Mapping, NamedTuple
+
+_tracer: Any = None  # the SDK's tracer once set up; None: tracing is off
+
+
+def wanted(env: Mapping[str, str] = os.environ) -> bool:
+    """An OTLP endpoint is configured and the SDK is not switched off."""
+    endpoint = env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") or env.get("OTEL_EXPORTER_OTLP_ENDPOINT")
+    return bool(endpoint) and env.get("OTEL_SDK_DISABLED", "").strip().lower() != "true"
+
+
+def setup(service: str) -> bool:
+    """Start exporting (once per process) if the environment asks for it;
+    `service` is the service.name unless OTEL_SERVICE_NAME gives one."""
+    global _tracer
+    if _tracer is not None or not wanted():
+        return _tracer is not None
+    from opentelemetry import trace
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+    named = {} if os.environ.get("OTEL_SERVICE_NAME") else {"service.name": service}
+    provider = TracerProvider(resource=Resource.create(named))  # OTEL_RESOURCE_ATTRIBUTES, OTEL_TRACES_SAMPLER
+    provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))  # OTEL_EXPORTER_OTLP_*, OTEL_BSP_*
+    trace.set_tracer_provider(provider)
+    _tracer = provider.get_tracer("switchboard")
+    return True
+
+
+def on() -> bool:
+    return _tracer is not None
+
+
+def start_server_span(name: str, headers: Mapping[str, str], attributes: dict) -> Any:
+    """A request's span in the web process, continuing the client's trace
+    (W3C traceparent); not made current. None with tracing off."""
+    if _tracer is None:
+        return None
+    from opentelemetry import propagate
+    from opentelemetry.trace import SpanKind
+    return _tracer.start_span(name, context=propagate.extract(headers), kind=SpanKind.SERVER,
+                              attributes=_clean(attributes))
+
+
+def start_child_span(parent: Any, name: str, attributes: dict, start_ns: int | None = None) -> Any:
+    """A span under `parent` (a span), not made current; None if either is off."""
+    if _tracer is None or parent is None:
+        return None
+    from opentelemetry import trace
+    return _tracer.start_span(name, context=trace.set_span_in_context(parent), attributes=_clean(attributes),
+                              start_time=start_ns)
+
+
+def traceparent_of(span: Any) -> str:
+    """The span's W3C traceparent, for a job to carry ("" without a span)."""
+    if span is None:
+        return ""
+    from opentelemetry import propagate, trace
+    carrier: dict[str, str] = {}
+    propagate.inject(carrier, context=trace.set_span_in_context(span))
+    return carrier.get("traceparent", "")
+
+
+def trace_id_of(span: Any) -> str:
+    """The span's trace id in hex, as tracing systems show it ("" without one)."""
+    return "" if span is None else format(span.get_span_context().trace_id, "032x")
+
+
+def annotate(span: Any, attributes: dict) -> None:
+    if span is not None:
+        span.set_attributes(_clean(attributes))
+
+
+def fail(span: Any, kind: str) -> None:
+    """Mark the span failed; `kind` is short (a status, a class), never a secret."""
+    if span is not None:
+        from opentelemetry.trace import Status, StatusCode
+        span.set_attribute("error.type", kind)
+        span.set_status(Status(StatusCode.ERROR))
+
+
+def end(span: Any, error: str | None = None) -> None:
+    """End the span; with `error` it failed (see fail)."""
+    if span is None:
+        return
+    if error:
+        fail(span, error)
+    span.end()
+
+
+def record_span(name: str, attributes: dict, seconds: float, error: str | None = None) -> None:
+    """A finished span under the current one, `seconds` long to now (a
+    server-tool call, timed by the pool that ran it)."""
+    parent = current()
+    if parent is None:
+        return
+    now = time.time_ns()
+    span = start_child_span(parent, name, attributes, start_ns=now - int(seconds * 1e9))
+    if error:
+        fail(span, error)
+    span.end(end_time=now)
+
+
+@contextmanager
+def job_span(traceparent: str, name: str, attributes: dict, enqueued_at: float) -> Iterator[Any]:
+    """In a worker: the job's time in the queue (from its web process's
+    enqueueing to now), then the job's own span, current while it runs (an
+    upstream call and a tool call become its children). Yields the span
+    (None with tracing off, or for a job sent without a trace)."""
+    if _tracer is None or not traceparent:
+        yield None
+        return
+    from opentelemetry import propagate
+    parent = propagate.extract({"traceparent": traceparent})
+    now = time.time_ns()
+    queued = _tracer.start_span("queue", context=parent, start_time=min(int(enqueued_at * 1e9), now),
+                                attributes={"gen_ai.request.model": attributes.get("gen_ai.request.model", "")})
+    queued.end(end_time=now)
+    with _tracer.start_as_current_span(name, context=parent, attributes=_clean(attributes),
+                                       record_exception=False, set_status_on_exception=False) as span:
+        yield span
+
+
+def current() -> Any:
+    """The span current in this thread or greenlet (a worker's job span), or None."""
+    if _tracer is None:
+        return None
+    from opentelemetry import trace
+    span = trace.get_current_span()
+    return span if span.get_span_context().is_valid else None
+
+
+class Call(NamedTuple):
+    headers: dict[str, str]  # what carries the trace to the server
+    span: Any  # for annotate(); None with tracing off
+
+
+@contextmanager
+def client_span(method: str, address: str, path: str) -> Iterator[Call]:
+    """An outgoing HTTP call under the current span. Not made current: the
+    caller's generator may be suspended inside it (a stream), and what runs
+    meanwhile belongs to the job, not to the call. Its URL is the server's
+    address and path only (a query could hold a key)."""
+    if _tracer is None:
+        yield Call({}, None)
+        return
+    from opentelemetry import propagate, trace
+    from opentelemetry.trace import SpanKind
+    span = _tracer.start_span(method, kind=SpanKind.CLIENT, attributes={
+        "http.request.method": method, "server.address": address, "url.path": path})
+    carrier: dict[str, str] = {}
+    propagate.inject(carrier, context=trace.set_span_in_context(span))
+    try:
+        yield Call(carrier, span)
+    except BaseException as error:
+        fail(span, type(error).__name__)
+        raise
+    finally:
+        span.end()
+
+
+def _clean(attributes: dict) -> dict:
+    """OpenTelemetry takes no None values."""
+    return {k: v for k, v in attributes.items() if v is not None}
