@@ -22,6 +22,7 @@ from app.routes import admin, anthropic, ollama, openai, ops, responses, simple_
 from app.services import Services
 from app.tickets import Tickets
 from catalog.registry import load_registry
+from protocol import tracing
 from protocol.keys import configure as configure_redis_names
 from protocol.connection import RedisTarget, redis_client
 from settings import load_settings
@@ -29,6 +30,7 @@ from settings import load_settings
 
 def create_app(overrides: dict | None = None) -> Flask:
     settings = load_settings(overrides)
+    tracing.setup("switchboard-web")  # if OTEL_EXPORTER_OTLP_ENDPOINT says where to (protocol/tracing.py)
     configure_redis_names(settings.redis_url, settings.record_seconds)
     registry = load_registry(settings.models_path)  # a bad registry stops start-up here
     keys = load_keys(settings.keys_file, settings.api_keys, settings.trusted_networks)

@@ -76,7 +76,7 @@ def check_budget(shared: Services) -> None:
     budget = current_key().daily_tokens
     if budget is None:
         return
-    used = usage.tokens_today(shared.redis, person(shared.keys.enabled))
+    used = usage.budget_used(shared.redis, person(shared.keys.enabled))
     if used >= budget:
         wait = usage.seconds_to_midnight()
         raise ApiError(429, f"daily token budget of {budget} tokens used up ({used} used today); it resets at "

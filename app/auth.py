@@ -13,6 +13,7 @@ marked `@public` where they are defined. Sources: a TOML file
     mcp_servers = ["time"]                 # server-side tools it may use (fnmatch; default: all)
     daily_tokens = 200000                  # a daily token budget (UTC days); over it, 429 until midnight
     admin = true                           # may open the console (/admin) and read everyone's usage
+    log_bodies = true                      # its prompts and replies are kept in the request log
 
 The file is read again when it changes (checked at most once a second), so
 keys added or revoked with `python scripts/admin.py keys ...` take effect
@@ -66,6 +67,7 @@ class ApiKey:
     mcp_servers: tuple[str, ...] = ("*",)
     daily_tokens: int | None = None  # a budget of prompt + completion tokens per UTC day
     admin: bool = False
+    log_bodies: bool = False  # its request bodies and replies go into the request log
     from_file: bool = False  # (else from SWITCHBOARD_API_KEYS: kept when the file is read again)
 
     def allows(self, model: str) -> bool:
@@ -89,7 +91,7 @@ def public_view(keys: list[ApiKey]) -> dict:
     return {k.name: {"key": hashlib.sha256(k.sha256.encode()).hexdigest()[:8], "models": list(k.models),
                      "max_concurrent": k.max_concurrent, "requests_per_minute": k.requests_per_minute,
                      "weight": k.weight, "daily_tokens": k.daily_tokens, "mcp_servers": list(k.mcp_servers),
-                     "admin": k.admin} for k in keys}
+                     "admin": k.admin, "log_bodies": k.log_bodies} for k in keys}
 
 
 class KeyRing:
@@ -198,7 +200,8 @@ def read_keys_file(file: Path) -> list[ApiKey]:
                            requests_per_minute=table.get("requests_per_minute"),
                            weight=_weight(name, table.get("weight", 1.0)),
                            mcp_servers=tuple(table.get("mcp_servers", ["*"])), daily_tokens=budget,
-                           admin=table.get("admin") is True, from_file=True))
+                           admin=table.get("admin") is True, log_bodies=table.get("log_bodies") is True,
+                           from_file=True))
     return keys
 
 

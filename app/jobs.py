@@ -1,7 +1,6 @@
-"""A request's job, top to bottom: it listens for its events, is submitted
-(admission, the fair queue, a ticket), waits for its first event (an error
-before any text gets a real status), and is closed (aborted if its client
-left first). Below: app/asker.py, app/job_events.py, jobqueue/."""
+"""A request's job, top to bottom: it listens for its events, is submitted (admission, the fair queue, a ticket),
+waits for its first event (an error before any text gets a real status), and is closed (aborted if its client left
+first), telling its request's record (app/exchange.py). Below: app/asker.py, app/job_events.py, jobqueue/."""
 from __future__ import annotations
 
 import itertools
@@ -10,13 +9,13 @@ import time
 from dataclasses import replace
 from typing import Iterator
 
-from flask import request
+from flask import g, request
 from redis.exceptions import RedisError
 
 import jobqueue
 from app import asker
-from app.auth import current_key
 from app.disconnect import DisconnectWatch
+from app.exchange import UNRECORDED, Exchange
 from app.job_events import JobEvents
 from app.requestlog import job_observers
 from app.services import Services, services
@@ -31,13 +30,12 @@ log = logging.getLogger(__name__)
 
 
 def submit_job(job: Job, entry: ModelEntry, watch_client: bool = True) -> JobRun:
-    """Admit and queue the job (or refuse it, with its status); a code
-    completion supersedes the person's previous one where the model opts in
-    (`supersede = true`). A WebSocket's reader calls `client_left` itself."""
+    """Admit and queue the job (or refuse it, with its status); a code completion supersedes the person's previous
+    one where the model opts in (`supersede = true`). A WebSocket's reader calls `client_left` itself."""
     shared = services()
     asker.check_budget(shared)
     job.server_tools = asker.server_tools(entry)
-    run = JobRun(shared, job, asker.terms(shared))
+    run = JobRun(shared, job, asker.terms(shared), g.get("exchange") or UNRECORDED)
     try:
         run.start(asker.placement(entry, job), asker.limits(shared), watch_client)
         if entry.supersede and asker.is_code_completion(job):
@@ -60,18 +58,17 @@ def start_job(job: Job, entry: ModelEntry, stream: bool = False, watch_client: b
     except BaseException:
         run.close()
         raise
-    run.observers += job_observers(services().settings.conversation_log_dir, entry.name, bool(job.server_tools),
-                                   current_key().name)
+    run.observers += job_observers(entry.name, bool(job.server_tools))
     return run, itertools.chain([first], events)
 
 
 class JobRun:
-    def __init__(self, services: Services, job: Job, terms: jobqueue.Asker):
+    def __init__(self, services: Services, job: Job, terms: jobqueue.Asker, exchange: Exchange = UNRECORDED):
         self.job, self._services, self._asker, self._pool = job, services, terms, ""
-        self._reader: JobEvents | None = None
-        self._watch: DisconnectWatch | None = None
+        self._reader, self._watch = None, None  # its JobEvents and DisconnectWatch, once started
         self.observers: list[Observer] = []
         self.finished, self.final = False, None  # and the DoneEvent or ErrorEvent that ended it
+        self.exchange = exchange  # its request's record and span
 
     def start(self, where: jobqueue.Placement, limits: jobqueue.Limits, watch_client: bool = True) -> JobRun:
         """Listen on its reply channel (under this process), then submit it."""
@@ -82,6 +79,7 @@ class JobRun:
         job.web_id = subscription.web_id  # the identity the relay listens under now
         job.reply_channel, job.usage_of = keys.reply_channel(job.web_id, job.id), self._asker.person
         job.enqueued_at, job.expires_at = (now := time.time()), now + settings.max_queue_wait_seconds
+        self.exchange.job_started(job)  # (its trace context goes with it)
         try:
             self._services.lease.ensure_held(redis)
             jobqueue.submit(redis, job, self._asker, limits, replace(where, policy=settings.queue_policy), tickets)
@@ -101,6 +99,7 @@ class JobRun:
                 continue
             self.finished = isinstance(event, (DoneEvent, ErrorEvent))
             self.final = event if self.finished else None
+            self.exchange.saw(event)
             yield event
 
     def has_waiting(self) -> bool:
@@ -130,6 +129,7 @@ class JobRun:
             except RedisError as error:
                 log.warning("job %s: its end could not be recorded (%s)", self.job.id, error)
             self._reader = None
+        self.exchange.job_closed(self.job.id, self.finished)
         observers, self.observers = self.observers, []
         for observer in observers:
             getattr(observer, "close", lambda: None)()

@@ -60,6 +60,9 @@ ROUTES: list[tuple[str, str, type[BaseModel] | None, str]] = [
     ("get", "/admin/usage", None, "Usage per person and model for a day (?day=YYYY-MM-DD)"),
     ("get", "/admin/audit", None, "The audit log, newest first: keys added, revoked, changed; models served"),
     ("get", "/admin/usage.csv", None, "Usage per day, person and model over a range (?from=&to=), with costs"),
+    ("get", "/admin/requests", None, "The request log (HTML): everyone's for an admin, one's own for other keys"),
+    ("get", "/admin/requests.json", None, "Request-log records, newest first (?person=&model=&status=&from=&to=)"),
+    ("get", "/admin/requests/{request_id}/body", None, "A request's kept body and reply (where bodies are on)"),
 ]
 _RESPONSES = {"200": {"description": "OK"}, "400": {"description": "Invalid request (the message names the field)"},
               "401": {"description": "Missing or wrong API key"}, "403": {"description": "No access"},

@@ -9,11 +9,13 @@ import sys
 import time
 import uuid
 
-from pathlib import Path
 
 from flask import Flask, g, request
 
+from app.auth import current_key
 from app.conversation_log import ConversationLog
+from app.exchange import API_BLUEPRINTS, Exchange
+from app.services import services
 
 from protocol.contract import Event, ServerToolEvent
 
@@ -45,12 +47,18 @@ def install_request_log(app: Flask, log_prompts: bool) -> None:
     def start():
         g.started = time.perf_counter()
         g.request_id = (request.headers.get("X-Request-Id") or uuid.uuid4().hex)[:128]
+        if request.method == "POST" and request.blueprint in API_BLUEPRINTS:
+            g.exchange = Exchange(services())
 
     @app.after_request
     def stamp(response):
         response.headers["X-Request-Id"] = g.get("request_id", "")
         log_request(response.status_code, g.get("started", time.perf_counter()),
                     request.get_json(silent=True) if log_prompts and request.is_json else None)
+        exchange = g.get("exchange")
+        if exchange is not None:
+            exchange.note_asker(g.get("request_body"))  # (as its view parsed it)
+            response.call_on_close(lambda: exchange.close(response.status_code))
         return response
 
 
@@ -66,10 +74,11 @@ def log_request(status: int, started: float, body=None, **fields) -> None:
     log.info("request", extra={"fields": fields})
 
 
-def job_observers(log_dir: Path | None, model: str, server_tools: bool, key_name: str) -> list:
-    """What watches a request's job events besides its client: the
-    conversation log (if kept) and a log line per server tool call."""
+def job_observers(model: str, server_tools: bool) -> list:
+    """What watches a request's job events besides its client and its record:
+    the conversation log (if kept) and a log line per server tool call."""
     observers: list = []
+    log_dir, key_name = services().settings.conversation_log_dir, current_key().name
     if log_dir is not None:
         observers.append(ConversationLog(log_dir, {
             "request_id": g.get("request_id"), "key": key_name, "path": request.path, "model": model,

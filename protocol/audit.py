@@ -1,6 +1,7 @@
 """The audit log: what changed who may do what, and which models are served:
-keys added, revoked, replaced or their limits changed, and the model
-registry's models, each with who, what, when and from where. Kept in Redis
+keys added, revoked, replaced or their limits changed, budgets reset (by
+the admin tool, which appends its entry itself), and the model registry's
+models, each with who, what, when and from where. Kept in Redis
 as a stream (newest last), trimmed by age (SWITCHBOARD_AUDIT_LOG_DAYS) and
 count; the application only appends to it.
 

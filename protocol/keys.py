@@ -201,6 +201,12 @@ def usage_tokens_key(day: str) -> str:
     return f"{PREFIX}:usage:{day}:tokens"
 
 
+def budget_reset_key(day: str) -> str:
+    """A day's budget resets (field person): the tokens they had used when
+    an operator reset their budget, not counted against it after."""
+    return f"{PREFIX}:usage:{day}:budget-reset"
+
+
 def series_key(minute: int) -> str:
     """One minute's job numbers (epoch minute): for the status page's chart."""
     return f"{PREFIX}:series:{minute}"

@@ -21,7 +21,7 @@ from redis.client import Pipeline
 
 from protocol import keys
 from protocol.contract import DoneEvent, Job, Usage, encode_event
-from protocol.keys import ERRORS, series_key, usage_folded_key, usage_key, usage_tokens_key
+from protocol.keys import ERRORS, budget_reset_key, series_key, usage_folded_key, usage_key, usage_tokens_key
 from protocol.presence import batched
 from protocol.scripts import ScriptBook
 
@@ -88,6 +88,29 @@ def _counts(person: str, model: str, outcome: str, used: Usage | None) -> list:
 
 def tokens_today(redis: Redis, person: str) -> int:
     return int(redis.hget(usage_tokens_key(today()), person) or 0)
+
+
+def budget_used(redis: Redis, person: str) -> int:
+    """Today's tokens that count against the person's budget: those since
+    an operator last reset it (usage itself keeps counting them all)."""
+    day = today()
+    with redis.pipeline(transaction=False) as pipe:
+        pipe.hget(usage_tokens_key(day), person)
+        pipe.hget(budget_reset_key(day), person)
+        used, reset_at = pipe.execute()
+    return int(used or 0) - int(reset_at or 0)
+
+
+def reset_budget(redis: Redis, person: str) -> int:
+    """Let the person spend a whole budget again today; the tokens they had
+    used (still in their usage)."""
+    day = today()
+    used = tokens_today(redis, person)
+    with redis.pipeline(transaction=False) as pipe:
+        pipe.hset(budget_reset_key(day), person, used)
+        pipe.expire(budget_reset_key(day), 2 * 86400)
+        pipe.execute()
+    return used
 
 
 def usage(redis: Redis, day: str | None = None) -> dict[str, dict[str, dict[str, int]]]:

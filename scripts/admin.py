@@ -5,6 +5,7 @@ server (SWITCHBOARD_KEYS_FILE, REDIS_URL; or --keys-file, --redis-url):
     python scripts/admin.py keys add ops --admin          # may open /admin
     python scripts/admin.py keys revoke alice
     python scripts/admin.py keys list
+    python scripts/admin.py budget reset carol           # carol may spend her whole daily budget again today
     python scripts/admin.py ps                            # what runs now, like `ollama ps`
     python scripts/admin.py usage [--day 2026-11-23] [--json]
     python scripts/admin.py usage --from 2026-11-01 --to 2026-11-30 --format csv   # per day, for billing
@@ -22,6 +23,7 @@ import os
 import secrets
 import socket
 import sys
+import time
 from dataclasses import replace
 from pathlib import Path
 from typing import Callable
@@ -82,8 +84,9 @@ def add_key(path: Path, name: str, options: argparse.Namespace, announce: Announ
         value = getattr(options, field)
         if value is not None:
             table[field] = value
-    if options.admin:
-        table["admin"] = True
+    for flag in ("admin", "log_bodies"):
+        if getattr(options, flag, False):
+            table[flag] = True
     keys[name] = table
     _write(path, document, announce)
     return key
@@ -120,7 +123,8 @@ def author(options: argparse.Namespace, path: Path) -> Announce:
 def list_keys(path: Path) -> list[dict]:
     return [{"name": k.name, "models": list(k.models), "max_concurrent": k.max_concurrent,
              "requests_per_minute": k.requests_per_minute, "weight": k.weight, "daily_tokens": k.daily_tokens,
-             "mcp_servers": list(k.mcp_servers), "admin": k.admin} for k in read_keys_file(path)]
+             "mcp_servers": list(k.mcp_servers), "admin": k.admin, "log_bodies": k.log_bodies}
+            for k in read_keys_file(path)]
 
 
 # --- what runs, who used what -----------------------------------------------------------------
@@ -171,8 +175,13 @@ def parser() -> argparse.ArgumentParser:
     add.add_argument("--daily-tokens", type=int)
     add.add_argument("--mcp-servers", nargs="+")
     add.add_argument("--admin", action="store_true", help="may open the console and read all usage")
+    add.add_argument("--log-bodies", action="store_true", help="keep its prompts and replies in the request log")
     keys.add_parser("revoke", help="remove a key").add_argument("name")
     keys.add_parser("list", help="the keys and their limits (never the keys)")
+    budget = commands.add_parser("budget", help="reset a person's daily token budget for today").add_subparsers(
+        dest="action", required=True)
+    budget.add_parser("reset", help="their tokens so far today stop counting against it (usage keeps them)"
+                      ).add_argument("person")
     commands.add_parser("ps", help="what runs now")
     report = commands.add_parser("usage", help="usage per person and model: a day, or per day over a range")
     report.add_argument("--day", help="a UTC date (default: today)")
@@ -218,6 +227,8 @@ def main(argv: list[str] | None = None) -> None:
     redis, settings = _redis(options)
     if options.command == "ps":
         print(ps_text(snapshot(redis, load_registry(settings.models_path))))
+    elif options.command == "budget":
+        print(reset_budget(redis, settings, options.person))
     elif options.first or options.last:
         print(usage_export(redis, load_registry(settings.models_path), options), end="")
     else:
@@ -225,6 +236,15 @@ def main(argv: list[str] | None = None) -> None:
         report = usage.usage(redis, day)
         print(json.dumps({"day": day, "by_person_and_model": report}, indent=2) if options.json
               else usage_text(day, report))
+
+
+def reset_budget(redis, settings, person: str) -> str:
+    """Reset it, and say so in the audit log (who, from where, what they had used)."""
+    used = usage.reset_budget(redis, person)
+    audit.append(redis, [{"time": time.time(), "who": f"{getpass.getuser()} with scripts/admin.py",
+                          "from": socket.gethostname(), "action": "budget reset", "target": person,
+                          "details": {"tokens_used_today": used}}], settings.audit_log_days)
+    return f"{person}'s daily budget reset ({used} tokens used today until now, still in their usage)"
 
 
 def usage_export(redis, registry, options: argparse.Namespace) -> str:

@@ -81,6 +81,17 @@ class Settings(BaseSettings):
     record_seconds: int = _env("SWITCHBOARD_RECORD_SECONDS", 600, ge=1)
     # How long the audit log (keys added, revoked, changed; the models served) keeps its entries.
     audit_log_days: int = _env("SWITCHBOARD_AUDIT_LOG_DAYS", 400, ge=1)
+    # The request log (one record per model request, in Redis; the console's Requests page): kept this
+    # many days, and at most this many records whatever their age.
+    request_log_days: int = _env("SWITCHBOARD_REQUEST_LOG_DAYS", 14, ge=1)
+    request_log_max: int = _env("SWITCHBOARD_REQUEST_LOG_MAX", 500_000, ge=100)
+    # Prompt and reply bodies in the request log: off unless on here (everyone) or for a key (`log_bodies`
+    # in the keys file); kept this many days (never keys or headers).
+    request_log_bodies: bool = _env("SWITCHBOARD_REQUEST_LOG_BODIES", False)
+    request_log_body_days: int = _env("SWITCHBOARD_REQUEST_LOG_BODY_DAYS", 3, ge=1)
+    # A link from a request to its trace in the operator's tracing system ({trace_id} is replaced),
+    # e.g. http://jaeger:16686/trace/{trace_id}.
+    trace_url: str | None = _env("SWITCHBOARD_TRACE_URL", None)
     # How long a stored response (/v1/responses with store: true) is kept.
     responses_ttl_seconds: int = _env("SWITCHBOARD_RESPONSES_TTL", 86400, ge=1)
     # The Responses API over WebSocket (GET /v1/responses upgraded: Codex's own transport); off, the upgrade

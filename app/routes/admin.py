@@ -1,30 +1,35 @@
 """The operator's console: a live status page (/admin), its data
 (/admin/status), usage per person and model (/admin/usage?day=...) and per
-day over a range as CSV (/admin/usage.csv?from=...&to=...), and the audit
-log (/admin/audit).
+day over a range as CSV (/admin/usage.csv?from=...&to=...), the audit log
+(/admin/audit), and the request log (/admin/requests, its records
+/admin/requests.json and kept bodies /admin/requests/<id>/body).
 
 With keys on, only a key marked `admin = true` opens them (a browser can
 carry it in the path: /k/<key>/admin); no other key reads anyone's usage.
-The page is one HTML file with its script inline: no build step, nothing
-from the network."""
+The request log is the exception: any key opens it, and sees its own
+requests only. Each page is one HTML file with its script inline: no build
+step, nothing from the network."""
 from __future__ import annotations
 
 import re
+from datetime import datetime, timezone
 from functools import wraps
 from pathlib import Path
 
 from flask import Blueprint, Response, jsonify, request
 
+from app import asker
 from app.auth import current_key
 from app.console import snapshot
 from app.errors import ApiError, register_error_handlers
 from app.services import services
 from dialects.openai_writer import error_body
-from protocol import audit, usage
+from protocol import audit, requestlog, usage
 
 bp = Blueprint("admin", __name__, url_prefix="/admin")
 register_error_handlers(bp, error_body)
 PAGE = (Path(__file__).resolve().parent.parent / "console.html").read_text(encoding="utf-8")
+REQUESTS_PAGE = (Path(__file__).resolve().parent.parent / "requests.html").read_text(encoding="utf-8")
 _DAY = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 
 
@@ -91,3 +96,56 @@ def usage_report():
         raise ApiError(400, f"day: {day!r} is not a date like 2026-11-23", "day")
     report = usage.usage(services().redis, day)
     return jsonify({"day": day, "by_person": usage.totals_by_person(report), "by_person_and_model": report})
+
+
+# --- the request log: everyone's for an admin, one's own for any other key ---------------------------------
+def _own_only() -> str | None:
+    """The person a key may see the requests of (None: everyone's)."""
+    shared = services()
+    return None if not shared.keys.enabled or current_key().admin else asker.person(True)
+
+
+@bp.get("/requests")
+def requests_page():
+    return Response(REQUESTS_PAGE, content_type="text/html; charset=utf-8", headers={"Cache-Control": "no-store"})
+
+
+@bp.get("/requests.json")
+def requests_list():
+    """Records newest first, filtered (?person=&model=&status=&from=&to=, times
+    as ISO 8601 or epoch milliseconds; ?before=<id> for the next page, ?count=)."""
+    own, args = _own_only(), request.args
+    try:
+        count = min(max(int(args.get("count", 100)), 1), 1000)
+    except ValueError:
+        raise ApiError(400, "count: must be a number of records", "count") from None
+    where = requestlog.Filter(person=own or args.get("person") or None, model=args.get("model") or None,
+                              status=args.get("status") or None, since_ms=_instant("from"), until_ms=_instant("to"))
+    before = args.get("before")
+    if before is not None and not re.fullmatch(r"\d+-\d+", before):
+        raise ApiError(400, f"before: {before!r} is not a record id like 1764230400000-0", "before")
+    records, next_page = requestlog.read(services().redis, where, count, before)
+    return jsonify({"requests": records, "next": next_page, "person": own,
+                    "trace_url": services().settings.trace_url})
+
+
+def _instant(name: str) -> int | None:
+    value = request.args.get(name)
+    if not value:
+        return None
+    if value.isdigit():
+        return int(value)
+    try:
+        moment = datetime.fromisoformat(value)
+    except ValueError:
+        raise ApiError(400, f"{name}: {value!r} is not a time like 2026-11-27T10:40:00Z", name) from None
+    return int((moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)).timestamp() * 1000)
+
+
+@bp.get("/requests/<request_id>/body")
+def request_body(request_id: str):
+    """A kept body (the request as sent, its reply's text): its own person's, or any for an admin."""
+    kept, own = requestlog.body(services().redis, request_id), _own_only()
+    if kept is None or (own is not None and kept.get("person") != own):
+        raise ApiError(404, "no body is kept for that request (bodies are off, or have expired)")
+    return jsonify(kept)

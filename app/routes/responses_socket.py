@@ -38,6 +38,7 @@ from pydantic import ValidationError
 
 from app.errors import ApiError, ClientGone, known_error
 from app.jobs import JobRun
+from app.exchange import Exchange
 from app.requestlog import log_request
 from app.routes.common import start_serving
 from app.services import services
@@ -164,14 +165,18 @@ class Session:
     # --- a turn ------------------------------------------------------------------------------
     def _turn(self, body: dict) -> None:
         g.request_id, g.log_fields, g.request_body = uuid.uuid4().hex, {}, body
+        g.exchange = exchange = Exchange(services(), transport="websocket")  # the turn's record and span
+        exchange.note_asker(body)
         started, status = time.perf_counter(), 200
         try:
             status = self._run_turn(body)
         finally:
+            self.busy = False  # its reply is out: the next create may come while its record is written
             settings = services().settings
             log_request(status, started, body if settings.log_prompts else None, transport="websocket",
                         generate=body.get("generate", True), continues=body.get("previous_response_id"))
-            g.log_fields = {}  # (the socket's own line, at its end, says nothing of its last turn)
+            g.log_fields, g.exchange = {}, None  # (the socket's own line, at its end, says nothing of its last turn)
+            exchange.close(status)
 
     def _run_turn(self, body: dict) -> int:
         """The turn's status: 200 once its events began, else its error's."""

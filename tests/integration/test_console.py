@@ -1,7 +1,9 @@
 """The operator's console end to end: usage counted against what the
 official clients report, budgets across two web processes, the admin CLI
 adding and revoking keys, and the status page in a real headless browser
-(Debian's chromium, driven by Selenium with the system driver)."""
+(Debian's chromium, driven by Selenium with the system driver), and the
+request log's page there: its filters, everyone's for an admin, one's own
+for another key, bodies kept only for the key that opted in."""
 from __future__ import annotations
 
 import csv
@@ -22,14 +24,15 @@ from scripts.processes import ROOT, ready_together, stack_env, start_web, start_
 from tests.integration.browser import text_of
 from tests.integration.waits import wait_until
 
-KEYS = {"root": "root-key-5d1f", "alice": "alice-key-91aa", "carol": "carol-key-0c3e"}
+KEYS = {"root": "root-key-5d1f", "alice": "alice-key-91aa", "carol": "carol-key-0c3e", "frank": "frank-key-77b2"}
 ARTIFACTS = Path(os.environ.get("SWITCHBOARD_ARTIFACTS", ROOT / "tests" / "artifacts"))
 
 
 def keys_file(path: Path) -> Path:
     path.write_text(f'# the console tests\' keys\n[keys.root]\nsha256 = "{digest(KEYS["root"])}"\nadmin = true\n\n'
                     f'[keys.alice]\nsha256 = "{digest(KEYS["alice"])}"\n\n'
-                    f'[keys.carol]\nsha256 = "{digest(KEYS["carol"])}"\ndaily_tokens = 40\n')
+                    f'[keys.carol]\nsha256 = "{digest(KEYS["carol"])}"\ndaily_tokens = 40\n\n'
+                    f'[keys.frank]\nsha256 = "{digest(KEYS["frank"])}"\nlog_bodies = true\n')
     return path
 
 
@@ -221,7 +224,90 @@ def test_over_the_budget_a_websocket_turn_gets_a_429_event_with_its_wait(stack):
             while (event := json.loads(ws.recv(timeout=30)))["type"] not in ("response.completed", "error"):
                 pass
             ends.append(event)
-    assert [e["type"] for e in ends] == ["response.completed", "response.completed", "error"]
+    assert [e["type"] for e in ends] == ["response.completed", "response.completed", "error"], ends
     assert ends[2]["status"] == 429 and ends[2]["error"]["code"] == "rate_limit_exceeded"
     assert "daily token budget of 40 tokens used up" in ends[2]["error"]["message"]
     assert 0 < int(ends[2]["headers"]["Retry-After"]) <= 86400
+
+
+# --- the request log ----------------------------------------------------------------------
+def _requests(stack, name: str, **query) -> list[dict]:
+    return httpx.get(f"{stack['a']}/admin/requests.json", params=query, headers=auth(name)).json()["requests"]
+
+
+def test_the_request_log_page_filters_and_shows_a_key_its_own(stack, browser):
+    client = openai.OpenAI(base_url=f"{stack['b']}/v1", api_key=KEYS["alice"], max_retries=0)
+    list(client.chat.completions.create(model="echo", stream=True, messages=[{"role": "user", "content": "a b c"}],
+                                        extra_headers={"X-Claude-Code-Session-Id": "sess-alice-1"}))
+    with pytest.raises(openai.NotFoundError):
+        client.chat.completions.create(model="no-such-model", messages=[{"role": "user", "content": "x"}])
+    httpx.post(f"{stack['a']}/api/chat", headers=auth("carol"), json={
+        "model": "echo", "stream": False, "messages": [{"role": "user", "content": "four five"}]})
+    records = wait_until(lambda: (r := _requests(stack, "root")) and len(r) >= 3 and r, 10, "three records")
+    alice_ok = next(r for r in records if r["person"] == "alice" and r["status"] == 200)
+    assert alice_ok["session"] == "sess-alice-1" and alice_ok["finish"] == "stop" and alice_ok["tokens_out"] > 0
+    assert alice_ok["route"] == "/v1/chat/completions" and alice_ok["ttft_ms"] <= alice_ok["total_ms"]
+    assert alice_ok["queue_ms"] is not None and alice_ok["dialect"] == "openai"
+    assert [r["person"] for r in _requests(stack, "alice", person="carol")] == ["alice", "alice"]  # her own only
+    browser.get(f"{stack['a']}/k/{KEYS['root']}/admin/requests")
+    wait_until(lambda: len(_rows(browser)) == 3, 30, "the page to list the three requests")
+    _filter(browser, person="alice")
+    wait_until(lambda: {person for person, _ in _rows(browser)} == {"alice"}, 30, "the person filter")
+    _filter(browser, person="", status="4xx")
+    wait_until(lambda: [status for _, status in _rows(browser)] == ["404"], 30, "the status filter")
+    _filter(browser, status="", model="echo", start="2000-01-01T00:00", end="2000-01-02T00:00")
+    wait_until(lambda: _rows(browser) == [] and "0 shown" in text_of(browser, "#summary"), 30, "the time range")
+    _filter(browser, start="", end="")
+    wait_until(lambda: len(_rows(browser)) == 2, 30, "the model filter (asked for echo)")
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    browser.save_screenshot(str(ARTIFACTS / "console-requests.png"))
+    browser.get(f"{stack['a']}/k/{KEYS['alice']}/admin/requests")
+    wait_until(lambda: "yours: alice" in text_of(browser, "#summary"), 30, "alice's own view")
+    assert [person for person, _ in _rows(browser)] == ["alice", "alice"]
+
+
+def _rows(browser) -> list[list[str]]:
+    """The table's rows as (person, status), read at once (the page redraws it)."""
+    return browser.execute_script("return [...document.querySelectorAll('#requests tbody tr')].map("
+                                  "(r) => [r.querySelector('.person').textContent, r.querySelector('.status')"
+                                  ".textContent])")
+
+
+def _filter(browser, **values) -> None:
+    names = {"person": "f-person", "status": "f-status", "model": "f-model", "start": "f-from", "end": "f-to"}
+    for name, value in values.items():
+        browser.execute_script("document.getElementById(arguments[0]).value = arguments[1]", names[name], value)
+    browser.find_element("id", "f-apply").click()
+
+
+def test_bodies_are_kept_only_for_the_key_that_opted_in(stack):
+    for name in ("frank", "alice"):
+        reply = httpx.post(f"{stack['a']}/v1/chat/completions", headers=auth(name), json={
+            "model": "echo", "messages": [{"role": "user", "content": f"{name} says hello"}]})
+        assert reply.status_code == 200
+    records = wait_until(lambda: (r := _requests(stack, "root")) and len(r) == 2 and r, 10, "both records")
+    kept = {r["person"]: r for r in records}
+    assert kept["frank"]["body"] is True and kept["alice"]["body"] is False
+    url = f"{stack['a']}/admin/requests/{kept['frank']['request']}/body"
+    body = httpx.get(url, headers=auth("frank")).json()
+    assert body["reply"] == "frank says hello" and body["request"]["messages"][0]["content"] == "frank says hello"
+    assert KEYS["frank"] not in json.dumps(body) and httpx.get(url, headers=auth("root")).status_code == 200
+    assert httpx.get(url, headers=auth("alice")).status_code == 404  # not hers
+    assert httpx.get(f"{stack['a']}/admin/requests/{kept['alice']['request']}/body",
+                     headers=auth("root")).status_code == 404
+
+
+def test_a_budget_reset_by_the_admin_tool_lets_her_on_and_is_audited(stack):
+    chat = lambda: httpx.post(f"{stack['a']}/api/chat", headers=auth("carol"), json={  # noqa: E731
+        "model": "echo", "stream": False, "messages": [{"role": "user", "content": " ".join(["w"] * 10)}]})
+    statuses = [chat().status_code for _ in range(4)]
+    assert statuses[-1] == 429 and 200 in statuses  # her 40 tokens used up
+    used = httpx.get(f"{stack['a']}/admin/usage", headers=auth("root")).json()["by_person"]["carol"]
+    assert "carol's daily budget reset" in admin_cli(stack, "budget", "reset", "carol")
+    assert chat().status_code == 200  # on again, at once, on either web process
+    after = httpx.get(f"{stack['b']}/admin/usage", headers=auth("root")).json()["by_person"]["carol"]
+    assert after["requests"] == used["requests"] + 1  # usage keeps every token; only the budget starts over
+    entry = httpx.get(f"{stack['a']}/admin/audit", headers=auth("root")).json()["entries"][0]
+    assert (entry["action"], entry["target"]) == ("budget reset", "carol")
+    assert entry["who"].endswith("with scripts/admin.py")
+    assert entry["details"]["tokens_used_today"] == used["prompt_tokens"] + used["completion_tokens"]

@@ -12,6 +12,7 @@ import openai
 import pytest
 
 from jobqueue.records import job_state
+from protocol import requestlog
 from protocol.usage import totals_by_person, usage
 from scripts.processes import stack_env, start_web
 from tests.integration.conftest import KEY, OTHER_KEY
@@ -37,6 +38,17 @@ def test_queued_at_once_then_polled_to_its_end(base_url):
     assert (queued.status, queued.background, queued.output) == ("queued", True, [])
     done = ended(client, queued.id)
     assert done.status == "completed" and done.output_text == "in the background" and done.background is True
+
+
+def test_its_request_log_record_is_written_when_its_job_ends(base_url, redis_client):
+    """The request answered at once; its record waits for the job (finish
+    reason, tokens, a total longer than the request's own answer)."""
+    client = client_for(base_url)
+    queued = client.responses.create(model="echo:slow", input=SHORT_SLOW, background=True)
+    ended(client, queued.id)
+    records = wait_until(lambda: requestlog.read(redis_client, requestlog.Filter())[0], 10, "the record")
+    assert len(records) == 1 and records[0]["route"] == "/v1/responses" and records[0]["status"] == 200
+    assert records[0]["finish"] == "stop" and records[0]["tokens_out"] == 30 and records[0]["total_ms"] > 1000
 
 
 def test_a_stream_cut_and_resumed_misses_nothing_and_repeats_nothing(base_url):

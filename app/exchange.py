@@ -1,0 +1,168 @@
+"""One model request as the operator sees it afterwards: its record in the
+request log (protocol/requestlog.py) and its server span (protocol/tracing.py),
+filled in as it goes and written when it ends: a reply's last byte sent or
+its client gone, a WebSocket turn's end, a background response's job's end
+(whichever of the request and its job ends last).
+
+A request is recorded when it ran a job or failed (status 400 and above);
+the others (a model's details, a list) are not. What is recorded never holds
+a key or a header: the person is the key's name, the session the client's
+own id for it; bodies only where the operator turned them on.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import time
+
+from flask import g, request
+from redis.exceptions import RedisError
+
+from app import asker
+from app.auth import current_key
+from app.conversation_log import redact
+from app.services import Services
+from protocol import requestlog, tracing
+from protocol.contract import (
+    DoneEvent, EmbeddingEvent, ErrorEvent, Event, Job, ServerToolEvent, TextEvent, ThinkingEvent, ToolCallEvent,
+)
+
+log = logging.getLogger(__name__)
+API_BLUEPRINTS = {"ollama", "openai", "anthropic", "responses", "simple_chat"}
+SESSION_HEADERS = ("X-Claude-Code-Session-Id", "session-id", "session_id", "X-Session-Id")
+
+
+def client_session(headers, body) -> str | None:
+    """The client's own id for its session: Claude Code's and Codex's
+    headers, or Claude Code's `metadata.user_id` (a JSON string naming it)."""
+    for name in SESSION_HEADERS:
+        if headers.get(name):
+            return headers[name][:128]
+    user_id = (body.get("metadata") or {}).get("user_id") if isinstance(body, dict) and \
+        isinstance(body.get("metadata"), dict) else None
+    if isinstance(user_id, str) and user_id.startswith("{"):
+        try:
+            session = json.loads(user_id).get("session_id")
+        except (ValueError, AttributeError):
+            return None
+        return session[:128] if isinstance(session, str) else None
+    return None
+
+
+class Exchange:
+    def __init__(self, shared: Services, transport: str = "http"):
+        self.shared, self.started = shared, time.perf_counter()
+        route = request.url_rule.rule if request.url_rule is not None else request.path
+        self.record: dict = {"request": g.get("request_id"), "dialect": request.blueprint, "route": route,
+                             "transport": transport, "server_tools": 0, "tool_calls": 0}
+        name = f"response.create {route}" if transport == "websocket" else f"{request.method} {route}"
+        self.span = tracing.start_server_span(name, request.headers, {
+            "http.request.method": request.method, "http.route": route, "switchboard.dialect": request.blueprint,
+            "switchboard.transport": transport, "user_agent.original": request.user_agent.string or None})
+        self.record["trace"] = tracing.trace_id_of(self.span) or None
+        self.ran, self.running, self.status, self.noted = False, set(), None, False
+        self.body: dict | None = None  # the request and reply, where bodies are kept
+        self._reply: list[str] = []
+
+    def note_asker(self, body) -> None:
+        """Who asked (unknown for a refused key) and for what, and whether
+        their body is kept: once, when its job starts or its answer is sent."""
+        if self.noted:
+            return
+        self.noted, shared = True, self.shared
+        known = not shared.keys.enabled or "api_key" in g
+        person = asker.person(shared.keys.enabled) if known else None
+        model = body.get("model") if isinstance(body, dict) else None
+        self.record |= {"person": person, "model": model if isinstance(model, str) else None,
+                        "session": client_session(request.headers, body)}
+        if known and (shared.settings.request_log_bodies or current_key().log_bodies):
+            self.body = {"person": person, "request": redact(body)}
+        tracing.annotate(self.span, {"switchboard.person": person, "gen_ai.request.model": self.record["model"],
+                                     "gen_ai.conversation.id": self.record["session"]})
+
+    def job_started(self, job: Job) -> None:
+        """Its job is about to be queued (it carries the trace with it)."""
+        self.note_asker(g.get("request_body"))
+        self.ran = True
+        self.running.add(job.id)
+        self.record["answered"] = job.model
+        job.traceparent = tracing.traceparent_of(self.span)
+
+    def saw(self, event: Event) -> None:
+        """Each of its job's events, as the web process relays it."""
+        if "ttft_ms" not in self.record and isinstance(event, (TextEvent, ThinkingEvent, ToolCallEvent,
+                                                                EmbeddingEvent)):
+            self.record["ttft_ms"] = (time.perf_counter() - self.started) * 1000
+        if isinstance(event, TextEvent) and self.body is not None:
+            self._reply.append(event.text)
+        elif isinstance(event, ToolCallEvent):
+            self.record["tool_calls"] += 1
+        elif isinstance(event, ServerToolEvent) and event.phase == "result":
+            self.record["server_tools"] += 1
+        elif isinstance(event, DoneEvent):
+            usage = event.usage
+            self.record |= {"finish": event.reason, "tokens_in": usage.prompt_tokens,
+                            "tokens_out": usage.completion_tokens, "cached": usage.cached_tokens,
+                            "tool_rounds": max(event.rounds - 1, 0) if event.rounds else None,
+                            "queue_ms": event.timings.queue_ns / 1e6 if event.timings.queue_ns else None}
+        elif isinstance(event, ErrorEvent):
+            self.record |= {"finish": "error", "error": event.message[:300]}
+
+    def job_closed(self, job_id: str, finished: bool) -> None:
+        """Its job ended (told again, by an idempotent close: ignored)."""
+        if job_id not in self.running:
+            return
+        self.running.discard(job_id)
+        if not finished and "finish" not in self.record:
+            self.record["finish"] = "aborted"
+        if not self.running and self.status is not None:
+            self._write()
+
+    def close(self, status: int) -> None:
+        """The request ended (its job may run on: a background response)."""
+        self.status = status
+        if not self.running:
+            self._write()
+
+    def _write(self) -> None:
+        record = self.record | {"status": self.status, "total_ms": (time.perf_counter() - self.started) * 1000}
+        self._end_span(record)
+        if not self.ran and self.status < 400:
+            return
+        settings = self.shared.settings
+        body = None if self.body is None else self.body | {"reply": "".join(self._reply)}
+        try:
+            with self.shared.redis.pipeline(transaction=False) as pipe:
+                requestlog.append(pipe, record, settings.request_log_days, settings.request_log_max, body,
+                                  settings.request_log_body_days)
+                pipe.execute()
+        except RedisError as error:
+            log.warning("request %s: its request-log record could not be written (%s)", record["request"], error)
+
+    def _end_span(self, record: dict) -> None:
+        if self.span is None:
+            return
+        tracing.annotate(self.span, {
+            "http.response.status_code": record["status"], "gen_ai.response.model": record.get("answered"),
+            "gen_ai.response.finish_reasons": [record["finish"]] if record.get("finish") else None,
+            "gen_ai.usage.input_tokens": record.get("tokens_in"),
+            "gen_ai.usage.output_tokens": record.get("tokens_out")})
+        failed = record["status"] >= 500 or record.get("finish") == "error"
+        tracing.end(self.span, str(record["status"]) if failed else None)
+        self.span = None
+
+
+class Unrecorded:
+    """The Exchange of what is not recorded (a job run outside a request)."""
+
+    def job_started(self, job: Job) -> None:
+        pass
+
+    def saw(self, event: Event) -> None:
+        pass
+
+    def job_closed(self, job_id: str, finished: bool) -> None:
+        pass
+
+
+UNRECORDED = Unrecorded()

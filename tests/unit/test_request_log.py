@@ -1,0 +1,81 @@
+"""The request log (protocol/requestlog.py) on a real Redis: records read
+back newest first through each filter and page by page, old records go by
+age and by count, bodies live apart under their own expiry; and the
+client's session id as Claude Code and Codex send it (app/exchange.py)."""
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+from app.exchange import client_session
+from protocol import requestlog
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"  # (copies of ../shared/fixtures)
+
+
+def _append(redis, days: int = 14, most: int = 1000, body: dict | None = None, **record) -> None:
+    with redis.pipeline(transaction=False) as pipe:
+        requestlog.append(pipe, {"request": "r", "status": 200, **record}, days, most, body, 3)
+        pipe.execute()
+
+
+def test_records_come_back_newest_first_through_each_filter(clean_redis):
+    rows = [("alice", "echo", "echo", 200, "stop"), ("bob", "smollm2", "echo", 200, "stop"),
+            ("alice", "smollm2", "smollm2", 429, None), ("bob", "echo", "echo", 200, "error")]
+    for number, (person, model, answered, status, finish) in enumerate(rows):
+        _append(clean_redis, request=f"r{number}", person=person, model=model, answered=answered, status=status,
+                finish=finish, tokens_in=10 + number, ttft_ms=12.345)
+    read = lambda **where: [r["request"] for r in requestlog.read(clean_redis, requestlog.Filter(**where))[0]]  # noqa
+    assert read() == ["r3", "r2", "r1", "r0"]
+    assert read(person="alice") == ["r2", "r0"]
+    assert read(model="echo") == ["r3", "r1", "r0"]  # asked for, or answered
+    assert read(status="4xx") == ["r2"] and read(status="429") == ["r2"] and read(status="error") == ["r3", "r2"]
+    newest = requestlog.read(clean_redis, requestlog.Filter())[0][0]
+    assert newest["tokens_in"] == 13 and newest["ttft_ms"] == 12.3 and newest["status"] == 200
+    assert newest["cached"] is None and newest["body"] is False and abs(newest["time"] - time.time()) < 60
+
+
+def test_a_time_range_and_pages(clean_redis):
+    now_ms = int(time.time() * 1000)
+    for number in range(5):  # a minute apart, the newest now
+        clean_redis.xadd(requestlog.LOG, {name: "" for name in requestlog.FIELDS} | {"request": f"r{number}"},
+                         id=f"{now_ms - (4 - number) * 60_000}-0")
+    found, _ = requestlog.read(clean_redis, requestlog.Filter(since_ms=now_ms - 150_000, until_ms=now_ms - 30_000))
+    assert [r["request"] for r in found] == ["r3", "r2"]
+    first, after = requestlog.read(clean_redis, requestlog.Filter(), count=2)
+    second, last = requestlog.read(clean_redis, requestlog.Filter(), count=2, before=after)
+    assert [r["request"] for r in first + second] == ["r4", "r3", "r2", "r1"] and last is not None
+    assert requestlog.read(clean_redis, requestlog.Filter(), count=2, before=last) == (
+        [requestlog.decode(*clean_redis.xrange(requestlog.LOG, count=1)[0])], None)
+
+
+def test_old_records_go_by_age_and_by_count(clean_redis):
+    old_ms = int((time.time() - 3 * 86400) * 1000)
+    clean_redis.xadd(requestlog.LOG, {"request": "ancient"}, id=f"{old_ms}-0")
+    _append(clean_redis, days=2, request="new")
+    assert [r["request"] for r in requestlog.read(clean_redis, requestlog.Filter())[0]] == ["new"]
+    for number in range(600):
+        _append(clean_redis, most=100, request=f"r{number}")
+    kept = clean_redis.xlen(requestlog.LOG)
+    assert 100 <= kept <= 250  # trimmed by whole nodes (approximately), never below the count
+    assert requestlog.read(clean_redis, requestlog.Filter(), count=1)[0][0]["request"] == "r599"
+
+
+def test_a_body_is_kept_apart_for_its_own_days(clean_redis):
+    _append(clean_redis, request="with-body", body={"person": "alice", "request": {"model": "echo"}, "reply": "hi"})
+    record = requestlog.read(clean_redis, requestlog.Filter())[0][0]
+    assert record["body"] is True and requestlog.body(clean_redis, "with-body")["reply"] == "hi"
+    assert 3 * 86400 - 60 < clean_redis.ttl(requestlog.body_key("with-body")) <= 3 * 86400
+    assert requestlog.body(clean_redis, "no-such-request") is None
+
+
+def test_the_session_as_claude_code_and_codex_send_it():
+    claude = json.loads((FIXTURES / "claude-code-messages-request.json").read_text())
+    codex = json.loads((FIXTURES / "codex-responses-request.json").read_text())
+    assert client_session(claude["headers"], claude["body"]) == claude["headers"]["X-Claude-Code-Session-Id"]
+    assert client_session(codex["headers"], codex["body"]) == codex["headers"]["session-id"]
+    in_metadata = {"metadata": {"user_id": json.dumps({"device_id": "d", "session_id": "s-123"})}}
+    assert client_session({}, in_metadata) == "s-123"
+    assert client_session({}, {"metadata": {"user_id": "{not json"}}) is None
+    assert client_session({}, {"model": "echo"}) is None and client_session({}, None) is None
