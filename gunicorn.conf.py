@@ -15,3 +15,10 @@ def post_worker_init(worker):
     watch_for_shutdown(worker)
     check_at_start(worker)  # a Redis that forgets is said in the log at start
     tune_garbage_collector(settings_from_environment().gc_threshold)  # the app is loaded by now
+
+
+def worker_exit(server, worker):
+    """The request-log records this worker still holds go to Redis as it exits."""
+    services = getattr(getattr(worker, "wsgi", None), "extensions", {}).get("switchboard")
+    if services is not None:
+        services.records.flush()

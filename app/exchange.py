@@ -16,13 +16,12 @@ import logging
 import time
 
 from flask import g, request
-from redis.exceptions import RedisError
 
 from app import asker
 from app.auth import current_key
 from app.conversation_log import redact
 from app.services import Services
-from protocol import requestlog, tracing
+from protocol import tracing
 from protocol.contract import (
     DoneEvent, EmbeddingEvent, ErrorEvent, Event, Job, ServerToolEvent, TextEvent, ThinkingEvent, ToolCallEvent,
 )
@@ -57,8 +56,7 @@ class Exchange:
                              "transport": transport, "server_tools": 0, "tool_calls": 0}
         name = f"response.create {route}" if transport == "websocket" else f"{request.method} {route}"
         self.span = tracing.start_server_span(name, request.headers, {
-            "http.request.method": request.method, "http.route": route, "switchboard.dialect": request.blueprint,
-            "switchboard.transport": transport, "user_agent.original": request.user_agent.string or None})
+            "http.request.method": request.method, "http.route": route, "switchboard.dialect": request.blueprint})
         self.record["trace"] = tracing.trace_id_of(self.span) or None
         self.ran, self.running, self.status, self.noted = False, set(), None, False
         self.body: dict | None = None  # the request and reply, where bodies are kept
@@ -77,8 +75,6 @@ class Exchange:
                         "session": client_session(request.headers, body)}
         if known and (shared.settings.request_log_bodies or current_key().log_bodies):
             self.body = {"person": person, "request": redact(body)}
-        tracing.annotate(self.span, {"switchboard.person": person, "gen_ai.request.model": self.record["model"],
-                                     "gen_ai.conversation.id": self.record["session"]})
 
     def job_started(self, job: Job) -> None:
         """Its job is about to be queued (it carries the trace with it)."""
@@ -129,24 +125,16 @@ class Exchange:
         self._end_span(record)
         if not self.ran and self.status < 400:
             return
-        settings = self.shared.settings
         body = None if self.body is None else self.body | {"reply": "".join(self._reply)}
-        try:
-            with self.shared.redis.pipeline(transaction=False) as pipe:
-                requestlog.append(pipe, record, settings.request_log_days, settings.request_log_max, body,
-                                  settings.request_log_body_days)
-                pipe.execute()
-        except RedisError as error:
-            log.warning("request %s: its request-log record could not be written (%s)", record["request"], error)
+        self.shared.records.add(record, body)
 
     def _end_span(self, record: dict) -> None:
         if self.span is None:
             return
-        tracing.annotate(self.span, {
-            "http.response.status_code": record["status"], "gen_ai.response.model": record.get("answered"),
-            "gen_ai.response.finish_reasons": [record["finish"]] if record.get("finish") else None,
-            "gen_ai.usage.input_tokens": record.get("tokens_in"),
-            "gen_ai.usage.output_tokens": record.get("tokens_out")})
+        tracing.annotate(self.span, {  # (the job's span has its tokens and finish)
+            "http.response.status_code": record["status"], "switchboard.person": record.get("person"),
+            "gen_ai.request.model": record.get("model"), "gen_ai.conversation.id": record.get("session"),
+            "switchboard.transport": "websocket" if record["transport"] == "websocket" else None})
         failed = record["status"] >= 500 or record.get("finish") == "error"
         tracing.end(self.span, str(record["status"]) if failed else None)
         self.span = None

@@ -10,6 +10,7 @@ from redis import Redis
 from app.auth import KeyRing
 from app.persistence_check import PersistenceCheck
 from app.presence import WebLease
+from app.record_buffer import RecordBuffer
 from app.relay import Relay
 from app.sealing import Sealer
 from app.tickets import Tickets
@@ -30,6 +31,10 @@ class Services:
     open_runs: set = field(default_factory=set)  # this process's unfinished requests (for shutdown)
     open_sockets: set = field(default_factory=set)  # its Responses WebSockets (closed at shutdown)
     persistence: PersistenceCheck = field(default_factory=PersistenceCheck)  # does its Redis keep what it holds
+    records: RecordBuffer | None = None  # its request-log records on their way (app/record_buffer.py)
+
+    def __post_init__(self):
+        self.records = self.records or RecordBuffer(self.redis, self.settings)
 
 
 def services() -> Services:

@@ -37,15 +37,19 @@ def body_key(request_id: str) -> str:
     return f"{PREFIX}:request-body:{request_id}"
 
 
-def append(pipe: Pipeline, record: dict, days: int, most: int, body: dict | None = None,
-           body_days: int = 0) -> None:
-    """Queue the record (and its body) on `pipe`, with the log's trimming."""
+def append(pipe: Pipeline, record: dict, body: dict | None = None, body_days: int = 0) -> None:
+    """Queue the record (and its body) on `pipe`; trim() after a batch."""
     values = {name: _text(record.get(name)) for name in FIELDS}
     if body is not None:
         values["body"] = "1"
         pipe.set(body_key(record["request"]), json.dumps(body, ensure_ascii=False), ex=body_days * 86400)
-    pipe.xadd(LOG, values, maxlen=most, approximate=True)
-    pipe.xtrim(LOG, minid=int((time.time() - days * 86400) * 1000), approximate=False)  # exactly: old ones go
+    pipe.xadd(LOG, values)
+
+
+def trim(pipe: Pipeline, days: int, most: int) -> None:
+    """Queue the log's trimming: by age exactly, by count approximately (whole nodes)."""
+    pipe.xtrim(LOG, maxlen=most, approximate=True)
+    pipe.xtrim(LOG, minid=int((time.time() - days * 86400) * 1000), approximate=False)
 
 
 def _text(value) -> str:

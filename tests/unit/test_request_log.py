@@ -16,7 +16,8 @@ FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"  # (copies of ../
 
 def _append(redis, days: int = 14, most: int = 1000, body: dict | None = None, **record) -> None:
     with redis.pipeline(transaction=False) as pipe:
-        requestlog.append(pipe, {"request": "r", "status": 200, **record}, days, most, body, 3)
+        requestlog.append(pipe, {"request": "r", "status": 200, **record}, body, 3)
+        requestlog.trim(pipe, days, most)
         pipe.execute()
 
 
@@ -79,3 +80,19 @@ def test_the_session_as_claude_code_and_codex_send_it():
     assert client_session({}, in_metadata) == "s-123"
     assert client_session({}, {"metadata": {"user_id": "{not json"}}) is None
     assert client_session({}, {"model": "echo"}) is None and client_session({}, None) is None
+
+
+def test_a_web_process_writes_its_records_together(clean_redis):
+    """app/record_buffer.py: records handed over are written in one batch
+    (by its greenlet, or at shutdown's flush), in order, trimmed."""
+    from types import SimpleNamespace
+
+    from app.record_buffer import RecordBuffer
+
+    settings = SimpleNamespace(request_log_days=14, request_log_max=1000, request_log_body_days=3)
+    buffer = RecordBuffer(clean_redis, settings)
+    for number in range(3):
+        buffer.add({"request": f"r{number}", "status": 200}, None)
+    assert clean_redis.xlen(requestlog.LOG) == 0  # not yet: nothing on a request's path
+    assert buffer.flush() == 3 and buffer.flush() == 0
+    assert [r["request"] for r in requestlog.read(clean_redis, requestlog.Filter())[0]] == ["r2", "r1", "r0"]
