@@ -19,11 +19,21 @@ reply text, keys and headers are never put on a span.
 from __future__ import annotations
 
 import os
+import socket
 import time
 from contextlib import contextmanager
 from typing import Any, Iterator, Mapping, NamedTuple
 
 _tracer: Any = None  # the SDK's tracer once set up; None: tracing is off
+_sdk: Any = None  # what the helpers use of the SDK, imported once by setup()
+
+
+class _Sdk(NamedTuple):
+    trace: Any
+    propagate: Any
+    kind: Any  # SpanKind
+    status: Any  # Status(StatusCode.ERROR)
+    fields: frozenset  # the headers the propagators read (traceparent, ...)
 
 
 def wanted(env: Mapping[str, str] = os.environ) -> bool:
@@ -35,19 +45,24 @@ def wanted(env: Mapping[str, str] = os.environ) -> bool:
 def setup(service: str) -> bool:
     """Start exporting (once per process) if the environment asks for it;
     `service` is the service.name unless OTEL_SERVICE_NAME gives one."""
-    global _tracer
+    global _tracer, _sdk
     if _tracer is not None or not wanted():
         return _tracer is not None
-    from opentelemetry import trace
+    from opentelemetry import propagate, trace
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
     from opentelemetry.sdk.resources import Resource
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import BatchSpanProcessor
+    from opentelemetry.trace import SpanKind, Status, StatusCode
 
-    named = {} if os.environ.get("OTEL_SERVICE_NAME") else {"service.name": service}
+    named = {"service.instance.id": f"{socket.gethostname()}:{os.getpid()}"}  # (once per batch, not per span)
+    if not os.environ.get("OTEL_SERVICE_NAME"):
+        named["service.name"] = service
     provider = TracerProvider(resource=Resource.create(named))  # OTEL_RESOURCE_ATTRIBUTES, OTEL_TRACES_SAMPLER
     provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))  # OTEL_EXPORTER_OTLP_*, OTEL_BSP_*
     trace.set_tracer_provider(provider)
+    fields = frozenset(f.lower() for f in propagate.get_global_textmap().fields)  # OTEL_PROPAGATORS
+    _sdk = _Sdk(trace, propagate, SpanKind, Status(StatusCode.ERROR), fields)
     _tracer = provider.get_tracer("switchboard")
     return True
 
@@ -58,21 +73,20 @@ def on() -> bool:
 
 def start_server_span(name: str, headers: Mapping[str, str], attributes: dict) -> Any:
     """A request's span in the web process, continuing the client's trace
-    (W3C traceparent); not made current. None with tracing off."""
+    (W3C traceparent, or what OTEL_PROPAGATORS reads); not made current.
+    None with tracing off."""
     if _tracer is None:
         return None
-    from opentelemetry import propagate
-    from opentelemetry.trace import SpanKind
-    return _tracer.start_span(name, context=propagate.extract(headers), kind=SpanKind.SERVER,
-                              attributes=_clean(attributes))
+    sent = {k.lower(): v for k, v in headers.items() if k.lower() in _sdk.fields}
+    return _tracer.start_span(name, context=_sdk.propagate.extract(sent) if sent else None,
+                              kind=_sdk.kind.SERVER, attributes=_clean(attributes))
 
 
 def start_child_span(parent: Any, name: str, attributes: dict, start_ns: int | None = None) -> Any:
     """A span under `parent` (a span), not made current; None if either is off."""
     if _tracer is None or parent is None:
         return None
-    from opentelemetry import trace
-    return _tracer.start_span(name, context=trace.set_span_in_context(parent), attributes=_clean(attributes),
+    return _tracer.start_span(name, context=_sdk.trace.set_span_in_context(parent), attributes=_clean(attributes),
                               start_time=start_ns)
 
 
@@ -80,15 +94,16 @@ def traceparent_of(span: Any) -> str:
     """The span's W3C traceparent, for a job to carry ("" without a span)."""
     if span is None:
         return ""
-    from opentelemetry import propagate, trace
-    carrier: dict[str, str] = {}
-    propagate.inject(carrier, context=trace.set_span_in_context(span))
-    return carrier.get("traceparent", "")
+    context = span.get_span_context()
+    return f"00-{context.trace_id:032x}-{context.span_id:016x}-{context.trace_flags:02x}"
 
 
 def trace_id_of(span: Any) -> str:
-    """The span's trace id in hex, as tracing systems show it ("" without one)."""
-    return "" if span is None else format(span.get_span_context().trace_id, "032x")
+    """The span's trace id in hex, as tracing systems show it ("" without a
+    span, or for a trace the sampler left out: nothing to link to)."""
+    if span is None or not span.get_span_context().trace_flags.sampled:
+        return ""
+    return format(span.get_span_context().trace_id, "032x")
 
 
 def annotate(span: Any, attributes: dict) -> None:
@@ -99,9 +114,8 @@ def annotate(span: Any, attributes: dict) -> None:
 def fail(span: Any, kind: str) -> None:
     """Mark the span failed; `kind` is short (a status, a class), never a secret."""
     if span is not None:
-        from opentelemetry.trace import Status, StatusCode
         span.set_attribute("error.type", kind)
-        span.set_status(Status(StatusCode.ERROR))
+        span.set_status(_sdk.status)
 
 
 def end(span: Any, error: str | None = None) -> None:
@@ -135,23 +149,38 @@ def job_span(traceparent: str, name: str, attributes: dict, enqueued_at: float) 
     if _tracer is None or not traceparent:
         yield None
         return
-    from opentelemetry import propagate
-    parent = propagate.extract({"traceparent": traceparent})
+    parent = _parent(traceparent)
+    if parent is None:
+        yield None
+        return
     now = time.time_ns()
-    queued = _tracer.start_span("queue", context=parent, start_time=min(int(enqueued_at * 1e9), now),
-                                attributes={"gen_ai.request.model": attributes.get("gen_ai.request.model", "")})
+    queued = _tracer.start_span("queue", context=parent, start_time=min(int(enqueued_at * 1e9), now))
     queued.end(end_time=now)
     with _tracer.start_as_current_span(name, context=parent, attributes=_clean(attributes),
                                        record_exception=False, set_status_on_exception=False) as span:
         yield span
 
 
+def _parent(traceparent: str) -> Any:
+    """The context of a job's traceparent (ours: W3C, version 00), read
+    without the propagators' general parsing; None if it is not one."""
+    parts = traceparent.split("-")
+    if len(parts) != 4 or len(parts[1]) != 32 or len(parts[2]) != 16:
+        return None
+    try:
+        trace_id, span_id, flags = int(parts[1], 16), int(parts[2], 16), int(parts[3], 16)
+    except ValueError:
+        return None
+    trace = _sdk.trace
+    remote = trace.SpanContext(trace_id, span_id, is_remote=True, trace_flags=trace.TraceFlags(flags))
+    return trace.set_span_in_context(trace.NonRecordingSpan(remote)) if remote.is_valid else None
+
+
 def current() -> Any:
     """The span current in this thread or greenlet (a worker's job span), or None."""
     if _tracer is None:
         return None
-    from opentelemetry import trace
-    span = trace.get_current_span()
+    span = _sdk.trace.get_current_span()
     return span if span.get_span_context().is_valid else None
 
 
@@ -169,14 +198,10 @@ def client_span(method: str, address: str, path: str) -> Iterator[Call]:
     if _tracer is None:
         yield Call({}, None)
         return
-    from opentelemetry import propagate, trace
-    from opentelemetry.trace import SpanKind
-    span = _tracer.start_span(method, kind=SpanKind.CLIENT, attributes={
+    span = _tracer.start_span(method, kind=_sdk.kind.CLIENT, attributes={
         "http.request.method": method, "server.address": address, "url.path": path})
-    carrier: dict[str, str] = {}
-    propagate.inject(carrier, context=trace.set_span_in_context(span))
     try:
-        yield Call(carrier, span)
+        yield Call({"traceparent": traceparent_of(span)}, span)
     except BaseException as error:
         fail(span, type(error).__name__)
         raise

@@ -24,8 +24,8 @@ def traced(job: Job, ctx: RunContext, run: Callable[[], "Ending"]) -> "Ending":
     operation = "embeddings" if job.embed else "text_completion" if job.prompt else "chat"
     with tracing.job_span(job.traceparent, f"{operation} {job.model}", {
             "gen_ai.operation.name": operation, "gen_ai.request.model": job.model,
-            "gen_ai.provider.name": entry.backend, "gen_ai.request.max_tokens": job.options.max_tokens,
-            "switchboard.worker": ctx.worker_id, "switchboard.job": job.id}, job.enqueued_at) as span:
+            "gen_ai.provider.name": entry.backend, "gen_ai.request.max_tokens": job.options.max_tokens},
+            job.enqueued_at) as span:  # (the worker that ran it: the span's service.instance.id)
         ending = run()
         _annotate(span, entry, ending)
     return ending
@@ -39,8 +39,8 @@ def _annotate(span, entry: ModelEntry, ending: "Ending") -> None:
         "gen_ai.usage.input_tokens": usage.prompt_tokens if usage else None,
         "gen_ai.usage.output_tokens": usage.completion_tokens if usage else None,
         "gen_ai.usage.cache_read.input_tokens": usage.cached_tokens if usage else None,
-        "gen_ai.server.time_to_first_token": ending.ttft, "switchboard.queue_seconds": ending.waited,
-        "switchboard.tool_rounds": max(final.rounds - 1, 0) if isinstance(final, DoneEvent) else None})
+        "gen_ai.server.time_to_first_token": ending.ttft,
+        "switchboard.tool_rounds": final.rounds - 1 if isinstance(final, DoneEvent) and final.rounds > 1 else None})
     if isinstance(final, ErrorEvent):
         tracing.fail(span, str(final.status))
 

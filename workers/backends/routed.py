@@ -130,8 +130,10 @@ class RoutedUpstream(Backend):
                 deployments.release(self._redis, self.model_name, placed, attempt.member)
                 raise
             deployments.started(self._redis, self.model_name, placed, affinity, time.monotonic() - sent)
-            tracing.annotate(tracing.current(), {"switchboard.deployment": placed,
-                                                 "gen_ai.response.model": self._servers[placed].settings.upstream_model})
+            if tracing.on():
+                answered = {"switchboard.deployment": placed,
+                            "gen_ai.response.model": self._servers[placed].settings.upstream_model}
+                tracing.annotate(tracing.current(), answered)
             return placed, attempt.member, result
 
     def _place(self, attempt: Attempt, cancel: Cancel | None, last_error: BackendError | None) -> str:
