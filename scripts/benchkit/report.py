@@ -181,6 +181,24 @@ def _codex_transport_lines(section: dict) -> list[str]:
     return lines
 
 
+def _tracing_lines(section: dict) -> list[str]:
+    env = section.get("environment")
+    lines = [f"Run {env['date']} with `{env['command']}` on {env['cpu']} ({env['cores']} cores)." if env else "",
+             "The same Switchboard (a web process, a gevent worker, an upstream model on the fake server, 32 "
+             f"tokens at once) with tracing off and on (every span exported over OTLP/HTTP to a local receiver: "
+             f"{section['exports']:,} exports, {section['exported_bytes']:,} bytes; and keeping one trace in ten)"
+             + (", and the tree before tracing and the request log existed" if section.get("before") else "")
+             + f"; per request kind, {section['requests']} requests at one client and {section['requests'] * 4} "
+             f"at 16 per stack and round, {section['rounds']} rounds taking turns. CPU: the web and worker "
+             "processes' time per request (median of the rounds)."]
+    for workload, rows in section["workloads"].items():
+        lines += ["", f"**{workload}**", "", "| tracing | one client p50 | one client p90 | requests/s at 16 | "
+                  "CPU per request |", "|---|---|---|---|---|"]
+        lines += [f"| {name} | {r['one_client_ms_p50']:.2f} ms | {r['one_client_ms_p90']:.2f} ms | "
+                  f"{r['rps_16_clients']:.1f} | {r['cpu_ms_per_request']:.3f} ms |" for name, r in rows.items()]
+    return lines
+
+
 def markdown(results: dict, chart_name: str) -> str:
     checks = check_all(results)
     env = results["environment"]
@@ -214,6 +232,8 @@ def markdown(results: dict, chart_name: str) -> str:
     if results.get("codex_transport"):
         lines += ["", "## 11. Codex's transports: HTTP and the Responses WebSocket", ""] + _codex_transport_lines(
             results["codex_transport"])
+    if results.get("tracing"):
+        lines += ["", "## 12. What tracing costs", ""] + _tracing_lines(results["tracing"])
     notes = results.get("notes")
     if notes:
         lines += ["", "## Notes", "", notes.strip()]

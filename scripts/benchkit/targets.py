@@ -21,6 +21,7 @@ TWO_SERVERS_OF_ONE = 1.8  # requests/s of a model on two servers, of the same on
 ARRIVAL_OF_ALONE = 1.5  # a prompt's time to first token beside three streams, of the same on an idle server
 AOF_COST = 0.05  # requests/s lost to an append-only file (everysec) at 64 clients
 SERVED_AFTER_KILL_S = 10.0  # from a primary's SIGKILL to the first request served again
+TRACING_COST = 0.05  # tracing on against off, and off against the tree before it: time and CPU per request
 
 
 @dataclass
@@ -209,7 +210,32 @@ def _durability(results: dict) -> list[Check]:
                            f"{slowest:.1f} s", slowest <= SERVED_AFTER_KILL_S)]
 
 
+def _tracing(results: dict) -> list[Check]:
+    """Per request kind: tracing on against off (< 5%); with the tree before it measured too, off (its request
+    log included) against it (< 5%)."""
+    section = results.get("tracing")
+    if not section:
+        return []
+    checks = []
+    for workload, rows in section["workloads"].items():
+        pairs = [("on", "off")] + ([("off", "before")] if "before" in rows else [])
+        for new, old in pairs:
+            checks += [_tracing_check(workload, rows, new, old, measure, label) for measure, label in (
+                ("one_client_ms_p50", "time at one client, p50"), ("rps_16_clients", "time per request at 16 clients"),
+                ("cpu_ms_per_request", "CPU per request"))]
+    return checks
+
+
+def _tracing_check(workload: str, rows: dict, new: str, old: str, measure: str, label: str) -> Check:
+    cost = rows[new][measure] / rows[old][measure] - 1
+    if measure == "rps_16_clients":  # requests per second: the time per request is its inverse
+        cost = rows[old][measure] / rows[new][measure] - 1
+    return Check(f"{workload}: tracing {new} vs {old}, {label} < +{TRACING_COST:.0%}",
+                 f"{rows[new][measure]:.3f} vs {rows[old][measure]:.3f} ({cost:+.1%})", cost < TRACING_COST)
+
+
 def check_all(results: dict) -> list[Check]:
     scale = _scale(results["scale"]) if results.get("scale") else []
     return (_overhead(results) + _routes(results) + _local(results) + _batching(results) + _relay(results)
-            + _abort(results) + _sharing(results) + _deployments(results) + _durability(results) + scale)
+            + _abort(results) + _sharing(results) + _deployments(results) + _durability(results) + _tracing(results)
+            + scale)

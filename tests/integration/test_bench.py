@@ -15,7 +15,7 @@ from scripts.processes import ROOT
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(600)  # eleven sections, a dozen process groups: about 2 min on 2 idle cores, 2-3 times that on busy ones
+@pytest.mark.timeout(600)  # twelve sections, a dozen process groups: about 2 min on 2 idle cores, 2-3 times that on busy ones
 def test_the_benchmark_runs_every_section_and_writes_its_report(tmp_path):
     run = subprocess.run([sys.executable, "scripts/bench.py", "--tiny", "--out", str(tmp_path)], cwd=ROOT,
                          capture_output=True, text=True, timeout=600)
@@ -54,6 +54,10 @@ def test_the_benchmark_runs_every_section_and_writes_its_report(tmp_path):
     transports = results["codex_transport"]["transports"]
     assert transports["websocket"]["bytes_last"] < transports["http"]["bytes_last"], transports  # new items only
     assert "## 11. Codex's transports" in report
+    traced = results["tracing"]
+    assert traced["exports"] > 0 and all(set(rows) == {"off", "on", "on, 1 in 10"}  # spans went out, when on
+                                         for rows in traced["workloads"].values()), traced
+    assert "## 12. What tracing costs" in report
     assert (tmp_path / "benchmarks.png").read_bytes().startswith(b"\x89PNG")
 
 

@@ -249,7 +249,8 @@ def test_the_request_log_page_filters_and_shows_a_key_its_own(stack, browser):
     assert alice_ok["route"] == "/v1/chat/completions" and alice_ok["ttft_ms"] <= alice_ok["total_ms"]
     assert alice_ok["queue_ms"] is not None and alice_ok["dialect"] == "openai"
     assert [r["person"] for r in _requests(stack, "alice", person="carol")] == ["alice", "alice"]  # her own only
-    browser.get(f"{stack['a']}/k/{KEYS['root']}/admin/requests")
+    browser.get(f"{stack['a']}/k/{KEYS['root']}/admin")
+    browser.find_element("id", "requests-link").click()  # the console's link to it
     wait_until(lambda: len(_rows(browser)) == 3, 30, "the page to list the three requests")
     _filter(browser, person="alice")
     wait_until(lambda: {person for person, _ in _rows(browser)} == {"alice"}, 30, "the person filter")
