@@ -21,10 +21,13 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Callable, TypeVar
 
 import redis
 
 from scripts.children import starting, track, untrack
+
+T = TypeVar("T")
 
 DEFAULT_LOCAL = "redis://127.0.0.1:6379/0"
 PERSISTING = ("--appendonly", "yes", "--appendfsync", "everysec", "--save", "")
@@ -116,6 +119,16 @@ class EmbeddedRedis:
                 self.process.wait()
         if not self.persists:
             shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def on_a_redis_of_its_own(work: Callable[[redis.Redis], T]) -> T:
+    """`work` on a client of an embedded Redis started for it, stopped after
+    (the size measurements in scripts/)."""
+    server = EmbeddedRedis()
+    try:
+        return work(redis.Redis.from_url(server.url))
+    finally:
+        server.stop()
 
 
 def resolve_redis(data_dir: Path | None = None) -> tuple[str, EmbeddedRedis | None]:

@@ -12,12 +12,11 @@ import sys
 import uuid
 from pathlib import Path
 
-import redis as redis_py
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from protocol import requestlog  # noqa: E402
-from scripts.embedded_redis import EmbeddedRedis  # noqa: E402
+from scripts.embedded_redis import on_a_redis_of_its_own  # noqa: E402
 
 MODELS = ("smollm2:135m", "qwen2.5-coder:7b", "claude-sonnet-4-5")
 ROUTES = ("/v1/chat/completions", "/v1/messages", "/v1/responses", "/api/chat")
@@ -55,11 +54,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--people", type=int, default=200)
     parser.add_argument("--per-day", type=int, default=20_000)
     options = parser.parse_args(argv)
-    server = EmbeddedRedis()
-    try:
-        print(measure(redis_py.Redis.from_url(server.url), options.records, options.people, options.per_day))
-    finally:
-        server.stop()
+    print(on_a_redis_of_its_own(lambda client: measure(client, options.records, options.people, options.per_day)))
 
 
 if __name__ == "__main__":

@@ -11,12 +11,10 @@ import random
 import sys
 from pathlib import Path
 
-import redis as redis_py
-
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from protocol import usage  # noqa: E402
-from scripts.embedded_redis import EmbeddedRedis  # noqa: E402
+from scripts.embedded_redis import on_a_redis_of_its_own  # noqa: E402
 from protocol.keys import usage_folded_key, usage_key  # noqa: E402
 
 
@@ -37,11 +35,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--models", type=int, default=3)
     parser.add_argument("--days", type=int, default=365)
     options = parser.parse_args(argv)
-    server = EmbeddedRedis()
-    try:
-        print(measure(redis_py.Redis.from_url(server.url), options.people, options.models, options.days))
-    finally:
-        server.stop()
+    print(on_a_redis_of_its_own(lambda client: measure(client, options.people, options.models, options.days)))
 
 
 def measure(client, people: int, models: int, days_kept: int) -> str:
