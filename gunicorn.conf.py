@@ -21,4 +21,4 @@ def worker_exit(server, worker):
     """The request-log records this worker still holds go to Redis as it exits."""
     services = getattr(getattr(worker, "wsgi", None), "extensions", {}).get("switchboard")
     if services is not None:
-        services.records.flush()
+        services.records.drain()

@@ -65,6 +65,7 @@ class Filter:
     person: str | None = None  # exactly
     model: str | None = None  # asked for, or answered
     status: str | None = None  # a code ("429"), a class ("4xx"), or "error" (>= 400, or ended in error)
+    session: str | None = None  # the client's session id, exactly
     since_ms: int | None = None
     until_ms: int | None = None
 
@@ -72,6 +73,8 @@ class Filter:
         if self.person is not None and record["person"] != self.person:
             return False
         if self.model is not None and self.model not in (record["model"], record["answered"]):
+            return False
+        if self.session is not None and record["session"] != self.session:
             return False
         return self.status is None or _status_matches(self.status, record)
 

@@ -112,7 +112,7 @@ def requests_page():
 
 @bp.get("/requests.json")
 def requests_list():
-    """Records newest first, filtered (?person=&model=&status=&from=&to=, times
+    """Records newest first, filtered (?person=&model=&status=&session=&from=&to=, times
     as ISO 8601 or epoch milliseconds; ?before=<id> for the next page, ?count=)."""
     own, args = _own_only(), request.args
     try:
@@ -120,7 +120,8 @@ def requests_list():
     except ValueError:
         raise ApiError(400, "count: must be a number of records", "count") from None
     where = requestlog.Filter(person=own or args.get("person") or None, model=args.get("model") or None,
-                              status=args.get("status") or None, since_ms=_instant("from"), until_ms=_instant("to"))
+                              status=args.get("status") or None, session=args.get("session") or None,
+                              since_ms=_instant("from"), until_ms=_instant("to"))
     before = args.get("before")
     if before is not None and not re.fullmatch(r"\d+-\d+", before):
         raise ApiError(400, f"before: {before!r} is not a record id like 1764230400000-0", "before")

@@ -46,7 +46,8 @@ def test_its_request_log_record_is_written_when_its_job_ends(base_url, redis_cli
     client = client_for(base_url)
     queued = client.responses.create(model="echo:slow", input=SHORT_SLOW, background=True)
     ended(client, queued.id)
-    records = wait_until(lambda: requestlog.read(redis_client, requestlog.Filter())[0], 10, "the record")
+    records = wait_until(lambda: requestlog.read(redis_client, requestlog.Filter(model="echo:slow"))[0], 10,
+                         "the record")
     assert len(records) == 1 and records[0]["route"] == "/v1/responses" and records[0]["status"] == 200
     assert records[0]["finish"] == "stop" and records[0]["tokens_out"] == 30 and records[0]["total_ms"] > 1000
 
