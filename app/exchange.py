@@ -12,7 +12,6 @@ own id for it; bodies only where the operator turned them on.
 from __future__ import annotations
 
 import json
-import logging
 import time
 
 from flask import g, request
@@ -26,7 +25,6 @@ from protocol.contract import (
     DoneEvent, EmbeddingEvent, ErrorEvent, Event, Job, ServerToolEvent, TextEvent, ThinkingEvent, ToolCallEvent,
 )
 
-log = logging.getLogger(__name__)
 API_BLUEPRINTS = {"ollama", "openai", "anthropic", "responses", "simple_chat"}
 SESSION_HEADERS = ("X-Claude-Code-Session-Id", "session-id", "session_id", "X-Session-Id")
 
@@ -122,6 +120,8 @@ class Exchange:
 
     def _write(self) -> None:
         record = self.record | {"status": self.status, "total_ms": (time.perf_counter() - self.started) * 1000}
+        if self.status >= 400 and record.get("finish") == "aborted":
+            record["finish"] = None  # refused before it ran (a full queue, the rate limit): its status says why
         self._end_span(record)
         if not self.ran and self.status < 400:
             return

@@ -312,6 +312,8 @@ def test_a_budget_reset_by_the_admin_tool_lets_her_on_and_is_audited(stack):
         "model": "echo", "stream": False, "messages": [{"role": "user", "content": " ".join(["w"] * 10)}]})
     statuses = [chat().status_code for _ in range(4)]
     assert statuses[-1] == 429 and 200 in statuses  # her 40 tokens used up
+    refused = wait_until(lambda: _requests(stack, "root", person="carol", status="429"), 10, "the refusal's record")
+    assert refused[0]["finish"] is None and refused[0]["route"] == "/api/chat"  # refused before any job
     used = httpx.get(f"{stack['a']}/admin/usage", headers=auth("root")).json()["by_person"]["carol"]
     assert "carol's daily budget reset" in admin_cli(stack, "budget", "reset", "carol")
     assert chat().status_code == 200  # on again, at once, on either web process
