@@ -82,14 +82,6 @@ def start_server_span(name: str, headers: Mapping[str, str], attributes: dict) -
                               kind=_sdk.kind.SERVER, attributes=_clean(attributes))
 
 
-def start_child_span(parent: Any, name: str, attributes: dict, start_ns: int | None = None) -> Any:
-    """A span under `parent` (a span), not made current; None if either is off."""
-    if _tracer is None or parent is None:
-        return None
-    return _tracer.start_span(name, context=_sdk.trace.set_span_in_context(parent), attributes=_clean(attributes),
-                              start_time=start_ns)
-
-
 def traceparent_of(span: Any) -> str:
     """The span's W3C traceparent, for a job to carry ("" without a span)."""
     if span is None:
@@ -134,7 +126,8 @@ def record_span(name: str, attributes: dict, seconds: float, error: str | None =
     if parent is None:
         return
     now = time.time_ns()
-    span = start_child_span(parent, name, attributes, start_ns=now - int(seconds * 1e9))
+    span = _tracer.start_span(name, context=_sdk.trace.set_span_in_context(parent), attributes=_clean(attributes),
+                              start_time=now - int(seconds * 1e9))
     if error:
         fail(span, error)
     span.end(end_time=now)

@@ -28,8 +28,8 @@ from protocol import audit, requestlog, usage
 
 bp = Blueprint("admin", __name__, url_prefix="/admin")
 register_error_handlers(bp, error_body)
-PAGE = (Path(__file__).resolve().parent.parent / "console.html").read_text(encoding="utf-8")
-REQUESTS_PAGE = (Path(__file__).resolve().parent.parent / "requests.html").read_text(encoding="utf-8")
+PAGES = {name: (Path(__file__).resolve().parent.parent / name).read_text(encoding="utf-8")
+         for name in ("console.html", "requests.html")}
 _DAY = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 
 
@@ -42,10 +42,22 @@ def admin_only(view):
     return checked
 
 
+def _page(name: str) -> Response:
+    return Response(PAGES[name], content_type="text/html; charset=utf-8", headers={"Cache-Control": "no-store"})
+
+
+def _count(noun: str) -> int:
+    """?count=, 1 to 1000 (100 by default)."""
+    try:
+        return min(max(int(request.args.get("count", 100)), 1), 1000)
+    except ValueError:
+        raise ApiError(400, f"count: must be a number of {noun}", "count") from None
+
+
 @bp.get("")
 @admin_only
 def page():
-    return Response(PAGE, content_type="text/html; charset=utf-8", headers={"Cache-Control": "no-store"})
+    return _page("console.html")
 
 
 @bp.get("/status")
@@ -60,11 +72,7 @@ def status():
 @admin_only
 def audit_log():
     """The audit log, newest first (?count=, at most 1000)."""
-    try:
-        count = min(max(int(request.args.get("count", 100)), 1), 1000)
-    except ValueError:
-        raise ApiError(400, "count: must be a number of entries", "count") from None
-    return jsonify({"entries": audit.latest(services().redis, count)})
+    return jsonify({"entries": audit.latest(services().redis, _count("entries"))})
 
 
 @bp.get("/usage.csv")
@@ -107,18 +115,14 @@ def _own_only() -> str | None:
 
 @bp.get("/requests")
 def requests_page():
-    return Response(REQUESTS_PAGE, content_type="text/html; charset=utf-8", headers={"Cache-Control": "no-store"})
+    return _page("requests.html")
 
 
 @bp.get("/requests.json")
 def requests_list():
     """Records newest first, filtered (?person=&model=&status=&session=&from=&to=, times
     as ISO 8601 or epoch milliseconds; ?before=<id> for the next page, ?count=)."""
-    own, args = _own_only(), request.args
-    try:
-        count = min(max(int(args.get("count", 100)), 1), 1000)
-    except ValueError:
-        raise ApiError(400, "count: must be a number of records", "count") from None
+    own, args, count = _own_only(), request.args, _count("records")
     where = requestlog.Filter(person=own or args.get("person") or None, model=args.get("model") or None,
                               status=args.get("status") or None, session=args.get("session") or None,
                               since_ms=_instant("from"), until_ms=_instant("to"))
