@@ -127,7 +127,8 @@ def requests_list():
                               status=args.get("status") or None, session=args.get("session") or None,
                               since_ms=_instant("from"), until_ms=_instant("to"))
     before = args.get("before")
-    if before is not None and not re.fullmatch(r"\d+-\d+", before):
+    if before is not None and not (re.fullmatch(r"\d+-\d+", before) and
+                                   all(int(part) < 2 ** 64 for part in before.split("-"))):  # (Redis's ids)
         raise ApiError(400, f"before: {before!r} is not a record id like 1764230400000-0", "before")
     records, next_page = requestlog.read(services().redis, where, count, before)
     return jsonify({"requests": records, "next": next_page, "person": own,
@@ -138,13 +139,15 @@ def _instant(name: str) -> int | None:
     value = request.args.get(name)
     if not value:
         return None
-    if value.isdigit():
-        return int(value)
     try:
-        moment = datetime.fromisoformat(value)
+        moment = datetime.fromisoformat(value) if not value.isdigit() else None
+        ms = int(value) if moment is None else int(
+            (moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)).timestamp() * 1000)
+        if not 0 <= ms < 2 ** 64:  # a record id's range (a time before 1970 or past it is no time of a record)
+            raise ValueError(ms)
     except ValueError:
         raise ApiError(400, f"{name}: {value!r} is not a time like 2026-11-27T10:40:00Z", name) from None
-    return int((moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)).timestamp() * 1000)
+    return ms
 
 
 @bp.get("/requests/<request_id>/body")

@@ -157,3 +157,13 @@ def test_an_answer_that_cannot_be_stored_still_answers_and_says_so(scripted, mon
     body = response.get_json()
     assert body["status"] == "completed" and body["store"] is False
     assert body["output"][0]["content"][0]["text"] == "kept?"
+
+
+@pytest.mark.parametrize("query, field", [
+    ("count=abc", "count"), ("count=[1]", "count"), ("from=garbage", "from"), ("from=1900-01-01", "from"),
+    ("to=99999999999999999999999999", "to"), ("before=xyz", "before"), ("before=99999999999999999999-0", "before")])
+def test_the_request_log_names_a_bad_query_parameter(scripted, query, field):
+    """Each is a 400 naming its parameter before Redis is asked (which
+    refuses ids past 64 bits or before 1970 with an error, not a 400)."""
+    reply = scripted.client.get(f"/admin/requests.json?{query}")
+    assert reply.status_code == 400 and reply.get_json()["error"]["param"] == field, reply.get_json()
