@@ -15,6 +15,16 @@ branch. On, one request is one trace across processes:
 The trace context crosses Redis inside the job (Job.traceparent). Span
 attributes follow OpenTelemetry's GenAI semantic conventions; prompt and
 reply text, keys and headers are never put on a span.
+
+The SDK decides (its sampler, from OTEL_TRACES_SAMPLER, for every span),
+names (its id generator), describes (its resource, OTEL_RESOURCE_ATTRIBUTES),
+batches (BatchSpanProcessor, OTEL_BSP_*) and exports (protocol/otlp.py).
+A span is recorded here, a few fields in a slot object, and handed to the
+batch processor as the SDK's own ReadableSpan when it ends: the SDK's live
+span (a lock, attribute checks, a context to attach) cost more per span than
+the rest of a short request's tracing together (docs/benchmarks-notes.md).
+The span current in a job is this module's (a context variable, so each
+greenlet and thread has its own).
 """
 from __future__ import annotations
 
@@ -22,18 +32,37 @@ import os
 import socket
 import time
 from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any, Iterator, Mapping, NamedTuple
 
-_tracer: Any = None  # the SDK's tracer once set up; None: tracing is off
-_sdk: Any = None  # what the helpers use of the SDK, imported once by setup()
+_sdk: Any = None  # what the helpers use of the SDK, once set up; None: tracing is off
+_current: ContextVar = ContextVar("switchboard_span", default=None)
 
 
 class _Sdk(NamedTuple):
-    trace: Any
+    trace: Any  # opentelemetry.trace: SpanContext, TraceFlags, ...
     propagate: Any
+    readable: Any  # ReadableSpan, what a finished span is to the processor
     kind: Any  # SpanKind
-    status: Any  # Status(StatusCode.ERROR)
+    error: Any  # Status(StatusCode.ERROR)
+    unset: Any  # Status(StatusCode.UNSET)
     fields: frozenset  # the headers the propagators read (traceparent, ...)
+    sampler: Any
+    ids: Any  # the id generator
+    resource: Any
+    scope: Any  # InstrumentationScope("switchboard")
+    processor: Any  # the batch processor
+    limits: Any  # SpanLimits (OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT, OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT)
+
+
+class Span:
+    """A span being recorded (attributes None: the sampler left it out, and
+    only its context goes on)."""
+    __slots__ = ("name", "context", "parent", "kind", "start", "attributes", "status")
+
+    def __init__(self, name: str, context: Any, parent: Any, kind: Any, start: int, attributes: dict | None):
+        self.name, self.context, self.parent, self.kind, self.start = name, context, parent, kind, start
+        self.attributes, self.status = attributes, None
 
 
 def wanted(env: Mapping[str, str] = os.environ) -> bool:
@@ -45,78 +74,117 @@ def wanted(env: Mapping[str, str] = os.environ) -> bool:
 def setup(service: str) -> bool:
     """Start exporting (once per process) if the environment asks for it;
     `service` is the service.name unless OTEL_SERVICE_NAME gives one."""
-    global _tracer, _sdk
-    if _tracer is not None or not wanted():
-        return _tracer is not None
+    global _sdk
+    if _sdk is not None or not wanted():
+        return _sdk is not None
     from opentelemetry import propagate, trace
-    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
     from opentelemetry.sdk.resources import Resource
-    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace import ReadableSpan, SpanLimits, TracerProvider
     from opentelemetry.sdk.trace.export import BatchSpanProcessor
+    from opentelemetry.sdk.util.instrumentation import InstrumentationScope
     from opentelemetry.trace import SpanKind, Status, StatusCode
+
+    from protocol.otlp import Exporter
 
     named = {"service.instance.id": f"{socket.gethostname()}:{os.getpid()}"}  # (once per batch, not per span)
     if not os.environ.get("OTEL_SERVICE_NAME"):
         named["service.name"] = service
     provider = TracerProvider(resource=Resource.create(named))  # OTEL_RESOURCE_ATTRIBUTES, OTEL_TRACES_SAMPLER
-    provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))  # OTEL_EXPORTER_OTLP_*, OTEL_BSP_*
+    processor = BatchSpanProcessor(Exporter())  # OTEL_EXPORTER_OTLP_*, OTEL_BSP_*
+    provider.add_span_processor(processor)  # (its shutdown at exit flushes the batch)
     trace.set_tracer_provider(provider)
     fields = frozenset(f.lower() for f in propagate.get_global_textmap().fields)  # OTEL_PROPAGATORS
-    _sdk = _Sdk(trace, propagate, SpanKind, Status(StatusCode.ERROR), fields)
-    _tracer = provider.get_tracer("switchboard")
+    _sdk = _Sdk(trace, propagate, ReadableSpan, SpanKind, Status(StatusCode.ERROR), Status(StatusCode.UNSET), fields,
+                provider.sampler, provider.id_generator, provider.resource, InstrumentationScope("switchboard"),
+                processor, SpanLimits())
     return True
 
 
 def on() -> bool:
-    return _tracer is not None
+    return _sdk is not None
 
 
-def start_server_span(name: str, headers: Mapping[str, str], attributes: dict) -> Any:
+def _start(name: str, parent: Any, kind: Any, attributes: dict, start: int | None = None) -> Span:
+    """A span under `parent` (a SpanContext; None: a new trace), as the
+    SDK's tracer starts one: the sampler decides, with the parent's flags."""
+    trace = _sdk.trace
+    if parent is not None and not parent.is_valid:
+        parent = None
+    trace_id = parent.trace_id if parent is not None else _sdk.ids.generate_trace_id()
+    under = trace.set_span_in_context(trace.NonRecordingSpan(parent)) if parent is not None else None
+    decided = _sdk.sampler.should_sample(under, trace_id, name, kind, attributes)
+    flags = trace.TraceFlags.SAMPLED if decided.decision.is_sampled() else trace.TraceFlags.DEFAULT
+    if parent.trace_flags.random_trace_id if parent is not None else _sdk.ids.is_trace_id_random():
+        flags |= trace.TraceFlags.RANDOM_TRACE_ID
+    context = trace.SpanContext(trace_id, _sdk.ids.generate_span_id(), is_remote=False,
+                                trace_flags=trace.TraceFlags(flags), trace_state=decided.trace_state)
+    kept = dict(decided.attributes or {}) | attributes if decided.decision.is_recording() else None
+    return Span(name, context, parent, kind, start or time.time_ns(), kept)
+
+
+def _finish(span: Span, end: int | None = None) -> None:
+    """Hand a recorded span to the batch processor (once)."""
+    attributes, span.attributes = span.attributes, None
+    if attributes is None:
+        return
+    limits = _sdk.limits
+    if limits.max_span_attributes is not None and len(attributes) > limits.max_span_attributes:
+        attributes = dict(list(attributes.items())[:limits.max_span_attributes])
+    if limits.max_span_attribute_length is not None:
+        attributes = {k: v[:limits.max_span_attribute_length] if isinstance(v, str) else v
+                      for k, v in attributes.items()}
+    _sdk.processor.on_end(_sdk.readable(
+        span.name, context=span.context, parent=span.parent, resource=_sdk.resource, attributes=attributes,
+        kind=span.kind, status=span.status or _sdk.unset, start_time=span.start, end_time=end or time.time_ns(),
+        instrumentation_scope=_sdk.scope))
+
+
+def start_server_span(name: str, headers: Mapping[str, str], attributes: dict) -> Span | None:
     """A request's span in the web process, continuing the client's trace
     (W3C traceparent, or what OTEL_PROPAGATORS reads); not made current.
     None with tracing off."""
-    if _tracer is None:
+    if _sdk is None:
         return None
     sent = {k.lower(): v for k, v in headers.items() if k.lower() in _sdk.fields}
-    return _tracer.start_span(name, context=_sdk.propagate.extract(sent) if sent else None,
-                              kind=_sdk.kind.SERVER, attributes=_clean(attributes))
+    parent = _sdk.trace.get_current_span(_sdk.propagate.extract(sent)).get_span_context() if sent else None
+    return _start(name, parent, _sdk.kind.SERVER, _clean(attributes))
 
 
-def traceparent_of(span: Any) -> str:
+def traceparent_of(span: Span | None) -> str:
     """The span's W3C traceparent, for a job to carry ("" without a span)."""
     if span is None:
         return ""
-    context = span.get_span_context()
+    context = span.context
     return f"00-{context.trace_id:032x}-{context.span_id:016x}-{context.trace_flags:02x}"
 
 
-def trace_id_of(span: Any) -> str:
+def trace_id_of(span: Span | None) -> str:
     """The span's trace id in hex, as tracing systems show it ("" without a
     span, or for a trace the sampler left out: nothing to link to)."""
-    if span is None or not span.get_span_context().trace_flags.sampled:
+    if span is None or not span.context.trace_flags.sampled:
         return ""
-    return format(span.get_span_context().trace_id, "032x")
+    return format(span.context.trace_id, "032x")
 
 
-def annotate(span: Any, attributes: dict) -> None:
-    if span is not None:
-        span.set_attributes(_clean(attributes))
+def annotate(span: Span | None, attributes: dict) -> None:
+    if span is not None and span.attributes is not None:
+        span.attributes.update(_clean(attributes))
 
 
-def fail(span: Any, kind: str) -> None:
+def fail(span: Span | None, kind: str) -> None:
     """Mark the span failed; `kind` is short (a status, a class), never a secret."""
-    if span is not None:
-        span.set_attribute("error.type", kind)
-        span.set_status(_sdk.status)
+    if span is not None and span.attributes is not None:
+        span.attributes["error.type"] = kind
+        span.status = _sdk.error
 
 
-def end(span: Any, error: str | None = None) -> None:
+def end(span: Span | None, error: str | None = None) -> None:
     """End the span; with `error` it failed (see fail)."""
     if span is None:
         return
     if error:
         fail(span, error)
-    span.end()
+    _finish(span)
 
 
 def record_span(name: str, attributes: dict, seconds: float, error: str | None = None) -> None:
@@ -126,36 +194,35 @@ def record_span(name: str, attributes: dict, seconds: float, error: str | None =
     if parent is None:
         return
     now = time.time_ns()
-    span = _tracer.start_span(name, context=_sdk.trace.set_span_in_context(parent), attributes=_clean(attributes),
-                              start_time=now - int(seconds * 1e9))
+    span = _start(name, parent.context, _sdk.kind.INTERNAL, _clean(attributes), now - int(seconds * 1e9))
     if error:
         fail(span, error)
-    span.end(end_time=now)
+    _finish(span, now)
 
 
 @contextmanager
-def job_span(traceparent: str, name: str, attributes: dict, enqueued_at: float) -> Iterator[Any]:
+def job_span(traceparent: str, name: str, attributes: dict, enqueued_at: float) -> Iterator[Span | None]:
     """In a worker: the job's time in the queue (from its web process's
     enqueueing to now), then the job's own span, current while it runs (an
     upstream call and a tool call become its children). Yields the span
     (None with tracing off, or for a job sent without a trace)."""
-    if _tracer is None or not traceparent:
-        yield None
-        return
-    parent = _parent(traceparent)
+    parent = _parent(traceparent) if _sdk is not None and traceparent else None
     if parent is None:
         yield None
         return
     now = time.time_ns()
-    queued = _tracer.start_span("queue", context=parent, start_time=min(int(enqueued_at * 1e9), now))
-    queued.end(end_time=now)
-    with _tracer.start_as_current_span(name, context=parent, attributes=_clean(attributes),
-                                       record_exception=False, set_status_on_exception=False) as span:
+    _finish(_start("queue", parent, _sdk.kind.INTERNAL, {}, min(int(enqueued_at * 1e9), now)), now)
+    span = _start(name, parent, _sdk.kind.INTERNAL, _clean(attributes))
+    token = _current.set(span)
+    try:
         yield span
+    finally:
+        _current.reset(token)
+        _finish(span)
 
 
 def _parent(traceparent: str) -> Any:
-    """The context of a job's traceparent (ours: W3C, version 00), read
+    """The SpanContext of a job's traceparent (ours: W3C, version 00), read
     without the propagators' general parsing; None if it is not one."""
     parts = traceparent.split("-")
     if len(parts) != 4 or len(parts[1]) != 32 or len(parts[2]) != 16:
@@ -166,20 +233,17 @@ def _parent(traceparent: str) -> Any:
         return None
     trace = _sdk.trace
     remote = trace.SpanContext(trace_id, span_id, is_remote=True, trace_flags=trace.TraceFlags(flags))
-    return trace.set_span_in_context(trace.NonRecordingSpan(remote)) if remote.is_valid else None
+    return remote if remote.is_valid else None
 
 
-def current() -> Any:
+def current() -> Span | None:
     """The span current in this thread or greenlet (a worker's job span), or None."""
-    if _tracer is None:
-        return None
-    span = _sdk.trace.get_current_span()
-    return span if span.get_span_context().is_valid else None
+    return _current.get() if _sdk is not None else None
 
 
 class Call(NamedTuple):
     headers: dict[str, str]  # what carries the trace to the server
-    span: Any  # for annotate(); None with tracing off
+    span: Span | None  # for annotate(); None with tracing off
 
 
 @contextmanager
@@ -188,10 +252,11 @@ def client_span(method: str, address: str, path: str) -> Iterator[Call]:
     caller's generator may be suspended inside it (a stream), and what runs
     meanwhile belongs to the job, not to the call. Its URL is the server's
     address and path only (a query could hold a key)."""
-    if _tracer is None:
+    if _sdk is None:
         yield Call({}, None)
         return
-    span = _tracer.start_span(method, kind=_sdk.kind.CLIENT, attributes={
+    parent = _current.get()
+    span = _start(method, parent.context if parent is not None else None, _sdk.kind.CLIENT, {
         "http.request.method": method, "server.address": address, "url.path": path})
     try:
         yield Call({"traceparent": traceparent_of(span)}, span)
@@ -199,7 +264,7 @@ def client_span(method: str, address: str, path: str) -> Iterator[Call]:
         fail(span, type(error).__name__)
         raise
     finally:
-        span.end()
+        _finish(span)
 
 
 def _clean(attributes: dict) -> dict:

@@ -30,9 +30,8 @@ def test_off_imports_nothing_of_the_sdk_and_every_helper_is_a_branch():
 
 def test_a_jobs_traceparent_is_read_back_exactly_and_a_bad_one_is_none():
     code = ("from protocol import tracing; tracing.setup('x'); "
-            "from opentelemetry import trace; "
             "tp = '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01'; "
-            "parent = trace.get_current_span(tracing._parent(tp)).get_span_context(); "
+            "parent = tracing._parent(tp); "
             "assert (parent.trace_id, parent.span_id, parent.trace_flags.sampled) == "
             "(0x4bf92f3577b34da6a3ce929d0e0e4736, 0x00f067aa0ba902b7, True); "
             "assert [tracing._parent(bad) for bad in ('', '00-xyz-00f067aa0ba902b7-01', "
@@ -44,3 +43,67 @@ def test_a_jobs_traceparent_is_read_back_exactly_and_a_bad_one_is_none():
            "OTEL_BSP_SCHEDULE_DELAY": "60000"}
     ran = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
     assert ran.returncode == 0 and ran.stdout.strip() == "ok", ran.stderr
+
+
+# What a worker does with a job's trace, run in a process of its own (tracing is set up once per process),
+# exporting to a real OTLP receiver here.
+_JOB = """
+import os, time
+from protocol import tracing
+tracing.setup("worker")
+sampled = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+with tracing.job_span(sampled, "chat up", {"gen_ai.request.model": "up", "gen_ai.request.max_tokens": None},
+                      time.time() - 0.25) as job:
+    assert tracing.current() is job
+    with tracing.client_span("POST", "10.0.0.5:8080", "/v1/chat/completions") as call:
+        assert call.headers["traceparent"].split("-")[1] == "4bf92f3577b34da6a3ce929d0e0e4736"
+        tracing.annotate(call.span, {"http.response.status_code": 502})
+        tracing.fail(call.span, "502")
+    tracing.record_span("execute_tool read_file", {"gen_ai.tool.name": "read_file"}, 0.5, "timeout")
+    tracing.annotate(job, {"gen_ai.usage.output_tokens": 7, "switchboard.note": "x" * 100})
+assert tracing.current() is None
+with tracing.job_span("00-4bf92f3577b34da6a3ce929d0e0e4737-00f067aa0ba902b7-00", "chat unsampled", {}, 0) as job:
+    tracing.record_span("execute_tool never", {}, 0.1)
+span = tracing.start_server_span("POST /v1/messages", {}, {"http.route": "/v1/messages"})
+kept = os.environ.get("OTEL_TRACES_SAMPLER") != "always_off"
+assert len(tracing.trace_id_of(span)) == (32 if kept else 0) and int(tracing.traceparent_of(span)[-2:], 16) & 1 == kept
+tracing.end(span, "500")
+from opentelemetry import trace
+trace.get_tracer_provider().force_flush()
+print("ok")
+"""
+
+
+def _run_job(receiver_url: str, **env: str) -> None:
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT), "OTEL_EXPORTER_OTLP_ENDPOINT": receiver_url,
+           "OTEL_BSP_SCHEDULE_DELAY": "60000", **env}
+    ran = subprocess.run([sys.executable, "-c", _JOB], env=env, capture_output=True, text=True, timeout=60)
+    assert ran.returncode == 0 and ran.stdout.strip() == "ok", ran.stderr
+
+
+def test_a_jobs_spans_are_its_queue_its_own_its_calls_and_the_sampler_is_honoured():
+    from tests.integration.otlp_receiver import OtlpReceiver
+    receiver = OtlpReceiver()
+    try:
+        _run_job(receiver.url, OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT="40")
+        spans = {s["name"]: s for s in receiver.snapshot()}
+        assert set(spans) == {"queue", "chat up", "POST", "execute_tool read_file", "POST /v1/messages"}
+        job, queue, call, tool = spans["chat up"], spans["queue"], spans["POST"], spans["execute_tool read_file"]
+        assert job["parent_id"] == queue["parent_id"] == "00f067aa0ba902b7"  # the job's traceparent
+        assert call["parent_id"] == tool["parent_id"] == job["span_id"]
+        assert {job["trace_id"], call["trace_id"], tool["trace_id"]} == {"4bf92f3577b34da6a3ce929d0e0e4736"}
+        assert queue["end"] - queue["start"] >= 250_000_000 and tool["end"] - tool["start"] == 500_000_000
+        assert call["kind"] == 3 and call["status"] == 2 and call["attributes"] == {
+            "http.request.method": "POST", "server.address": "10.0.0.5:8080", "url.path": "/v1/chat/completions",
+            "http.response.status_code": 502, "error.type": "502"}
+        assert tool["attributes"]["error.type"] == "timeout" and tool["status"] == 2
+        assert job["attributes"] == {"gen_ai.request.model": "up", "gen_ai.usage.output_tokens": 7,
+                                     "switchboard.note": "x" * 40}  # None left out; the length limit kept
+        server = spans["POST /v1/messages"]
+        assert server["parent_id"] == "" and server["kind"] == 2 and server["attributes"]["error.type"] == "500"
+        assert "chat unsampled" not in spans and "execute_tool never" not in spans  # its parent was not sampled
+        receiver.spans.clear()
+        _run_job(receiver.url, OTEL_TRACES_SAMPLER="always_off")  # a server span's trace goes on, unsampled
+    finally:
+        receiver.close()
+    assert receiver.snapshot() == []

@@ -1,0 +1,167 @@
+"""The OTLP exporter tracing uses (protocol/tracing.py): the official
+OTLP/HTTP exporter (its endpoint, headers, TLS, compression, timeout and
+retries, all from OTEL_EXPORTER_OTLP_*), with the spans written straight
+into protobuf's wire format here. The exporter's own encoder builds a
+protobuf message object for every span, attribute and value, which costs
+more than everything else tracing does (docs/benchmarks-notes.md); the
+bytes written here decode to the same ExportTraceServiceRequest
+(tests/unit/test_otlp.py compares the two).
+
+Imported only when tracing is on (it imports the SDK)."""
+from __future__ import annotations
+
+import logging
+import struct
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+from opentelemetry.sdk.trace.export import SpanExportResult
+
+_logger = logging.getLogger(__name__)
+_LEN, _VARINT, _I64, _I32 = 2, 0, 1, 5
+_HAS_IS_REMOTE, _IS_REMOTE = 0x100, 0x200  # SpanFlags
+_DOUBLE, _FIXED64, _FIXED32 = struct.Struct("<d"), struct.Struct("<Q"), struct.Struct("<I")
+
+
+def _varint(n: int) -> bytes:
+    if n < 0:
+        n += 1 << 64  # int64: two's complement in ten bytes
+    if n < 0x80:
+        return bytes((n,))
+    out = bytearray()
+    while n >= 0x80:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def _key(field: int, wire: int) -> bytes:
+    return _KEYS[field, wire]
+
+
+_KEYS = {(field, wire): _varint(field << 3 | wire) for field in range(1, 17) for wire in (_LEN, _VARINT, _I64, _I32)}
+_SMALL = [bytes((n,)) for n in range(128)]
+
+
+def _bytes(field: int, data: bytes) -> bytes:
+    size = len(data)
+    return _KEYS[field, _LEN] + (_SMALL[size] if size < 128 else _varint(size)) + data
+
+
+def _string(field: int, text: str | None) -> bytes:
+    return _bytes(field, text.encode()) if text else b""  # proto3: an empty string is not written
+
+
+def _value(value: Any) -> bytes:
+    """An AnyValue's fields."""
+    if value is None:
+        return b""
+    if isinstance(value, bool):
+        return _key(2, _VARINT) + _varint(int(value))
+    if isinstance(value, str):
+        return _bytes(1, value.encode())
+    if isinstance(value, int):
+        return _key(3, _VARINT) + _varint(value)
+    if isinstance(value, float):
+        return _key(4, _I64) + _DOUBLE.pack(value)
+    if isinstance(value, bytes):
+        return _bytes(7, value)
+    if isinstance(value, Sequence):
+        return _bytes(5, b"".join(_bytes(1, _value(each)) for each in value))
+    if isinstance(value, Mapping):
+        return _bytes(6, b"".join(_bytes(1, _pair(str(k), v)) for k, v in value.items()))
+    raise TypeError(f"Invalid type {type(value).__name__} of an attribute")
+
+
+def _pair(key: str, value: Any) -> bytes:
+    """A KeyValue's fields."""
+    return _bytes(1, key.encode()) + _bytes(2, _value(value))
+
+
+_written: dict = {}  # (field, key, value) -> its bytes: most attributes repeat (a route, a model, a status)
+
+
+def _attributes(field: int, attributes: Mapping | None) -> bytes:
+    if not attributes:
+        return b""
+    out = []
+    for key, value in attributes.items():
+        known = (field, key, type(value), value) if isinstance(value, (str, int, float)) else None  # (bool is an int)
+        written = _written.get(known) if known else None
+        if written is None:
+            written = _bytes(field, _pair(key, value))
+            if known:
+                if len(_written) >= 4096:
+                    _written.clear()
+                _written[known] = written
+        out.append(written)
+    return b"".join(out)
+
+
+def _span(span) -> bytes:
+    context, parent = span.get_span_context(), span.parent
+    flags = _HAS_IS_REMOTE | (_IS_REMOTE if parent is not None and parent.is_remote else 0)
+    state = ",".join(f"{k}={v}" for k, v in context.trace_state.items()) if context.trace_state else ""
+    status = span.status
+    return b"".join((
+        _bytes(1, context.trace_id.to_bytes(16, "big")), _bytes(2, context.span_id.to_bytes(8, "big")),
+        _string(3, state), _bytes(4, parent.span_id.to_bytes(8, "big")) if parent else b"",
+        _string(5, span.name), _key(6, _VARINT) + _varint(span.kind.value + 1),  # OTLP counts kinds from 1
+        _key(7, _I64) + _FIXED64.pack(span.start_time), _key(8, _I64) + _FIXED64.pack(span.end_time),
+        _attributes(9, span.attributes),
+        _key(10, _VARINT) + _varint(span.dropped_attributes) if span.dropped_attributes else b"",
+        b"".join(_bytes(11, _event(event)) for event in span.events),
+        b"".join(_bytes(13, _link(link)) for link in span.links),
+        _bytes(15, _string(2, status.description) + (_key(3, _VARINT) + _varint(status.status_code.value)
+                                                     if status.status_code.value else b"")),
+        _key(16, _I32) + _FIXED32.pack(flags)))
+
+
+def _event(event) -> bytes:
+    return _key(1, _I64) + _FIXED64.pack(event.timestamp) + _string(2, event.name) + _attributes(3, event.attributes)
+
+
+def _link(link) -> bytes:
+    context = link.context
+    flags = _HAS_IS_REMOTE | (_IS_REMOTE if context.is_remote else 0)
+    return (_bytes(1, context.trace_id.to_bytes(16, "big")) + _bytes(2, context.span_id.to_bytes(8, "big"))
+            + _attributes(4, link.attributes) + _key(6, _I32) + _FIXED32.pack(flags))
+
+
+def _scope(scope) -> bytes:
+    if scope is None:
+        return b""
+    return _string(1, scope.name) + _string(2, scope.version) + _attributes(3, scope.attributes)
+
+
+def encode(spans: Sequence) -> bytes:
+    """An ExportTraceServiceRequest of finished spans (the SDK's
+    ReadableSpan), grouped by resource, then by instrumentation scope."""
+    grouped: dict = {}  # (by identity: a Resource hashes through json.dumps)
+    for span in spans:
+        scopes = grouped.setdefault(id(span.resource), (span.resource, {}))[1]
+        scopes.setdefault(span.instrumentation_scope or None, []).append(span)
+    resource_spans = []
+    for resource, scopes in grouped.values():
+        scope_spans = b"".join(_bytes(2, _bytes(1, _scope(scope)) + b"".join(_bytes(2, _span(s)) for s in spans_)
+                                      + _string(3, scope.schema_url if scope else None))
+                               for scope, spans_ in scopes.items())
+        resource_spans.append(_bytes(1, _bytes(1, _attributes(1, resource.attributes)) + scope_spans
+                                     + _string(3, resource.schema_url)))
+    return b"".join(resource_spans)
+
+
+class Exporter(OTLPSpanExporter):
+    """The official exporter, sending what `encode` writes."""
+
+    def export(self, spans: Sequence) -> SpanExportResult:
+        if self._shutdown:
+            return SpanExportResult.FAILURE
+        try:
+            data = encode(spans)
+        except Exception as error:  # noqa: BLE001 (an export must never raise into the batch processor)
+            _logger.error("Failed to encode span batch: %s", type(error).__name__)
+            return SpanExportResult.FAILURE
+        return SpanExportResult.SUCCESS if self._client.export(data).success else SpanExportResult.FAILURE
