@@ -88,12 +88,12 @@ def _attributes(field: int, attributes: Mapping | None) -> bytes:
         return b""
     out = []
     for key, value in attributes.items():
-        known = (field, key, type(value), value) if isinstance(value, (str, int, float)) else None  # (bool is an int)
+        known = (field, key, type(value), value) if isinstance(value, (str, int, float)) else None  # (bool: int)
         written = _written.get(known) if known else None
         if written is None:
             written = _bytes(field, _pair(key, value))
             if known:
-                if len(_written) >= 4096:
+                if len(_written) >= 4096:  # (counts and times seldom repeat: what is kept stays bounded)
                     _written.clear()
                 _written[known] = written
         out.append(written)
@@ -101,22 +101,35 @@ def _attributes(field: int, attributes: Mapping | None) -> bytes:
 
 
 def _span(span) -> bytes:
-    context, parent = span.get_span_context(), span.parent
-    flags = _HAS_IS_REMOTE | (_IS_REMOTE if parent is not None and parent.is_remote else 0)
+    context, parent, status = span.get_span_context(), span.parent, span.status
     state = ",".join(f"{k}={v}" for k, v in context.trace_state.items()) if context.trace_state else ""
-    status = span.status
     return b"".join((
-        _bytes(1, context.trace_id.to_bytes(16, "big")), _bytes(2, context.span_id.to_bytes(8, "big")),
-        _string(3, state), _bytes(4, parent.span_id.to_bytes(8, "big")) if parent else b"",
-        _string(5, span.name), _key(6, _VARINT) + _varint(span.kind.value + 1),  # OTLP counts kinds from 1
-        _key(7, _I64) + _FIXED64.pack(span.start_time), _key(8, _I64) + _FIXED64.pack(span.end_time),
+        _TRACE_ID + context.trace_id.to_bytes(16, "big"), _SPAN_ID + context.span_id.to_bytes(8, "big"),
+        _string(3, state), _PARENT_ID + parent.span_id.to_bytes(8, "big") if parent else b"",
+        _name(span.name), _KINDS[span.kind.value],
+        _START + _FIXED64.pack(span.start_time), _END + _FIXED64.pack(span.end_time),
         _attributes(9, span.attributes),
         _key(10, _VARINT) + _varint(span.dropped_attributes) if span.dropped_attributes else b"",
         b"".join(_bytes(11, _event(event)) for event in span.events),
         b"".join(_bytes(13, _link(link)) for link in span.links),
         _bytes(15, _string(2, status.description) + (_key(3, _VARINT) + _varint(status.status_code.value)
                                                      if status.status_code.value else b"")),
-        _key(16, _I32) + _FIXED32.pack(flags)))
+        _FLAGS[parent is not None and parent.is_remote]))
+
+
+# What every span has, its field's key (and length) written once.
+_TRACE_ID, _SPAN_ID, _PARENT_ID = _KEYS[1, _LEN] + b"\x10", _KEYS[2, _LEN] + b"\x08", _KEYS[4, _LEN] + b"\x08"
+_KINDS = {kind: _KEYS[6, _VARINT] + _varint(kind + 1) for kind in range(5)}  # OTLP counts kinds from 1
+_START, _END = _KEYS[7, _I64], _KEYS[8, _I64]
+_FLAGS = {remote: _KEYS[16, _I32] + _FIXED32.pack(_HAS_IS_REMOTE | (_IS_REMOTE if remote else 0))
+          for remote in (False, True)}
+
+
+def _name(name: str) -> bytes:
+    written = _written.get((5, name))
+    if written is None:
+        written = _written[5, name] = _string(5, name)
+    return written
 
 
 def _event(event) -> bytes:

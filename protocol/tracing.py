@@ -104,22 +104,32 @@ def on() -> bool:
     return _sdk is not None
 
 
-def _start(name: str, parent: Any, kind: Any, attributes: dict, start: int | None = None) -> Span:
+def _start(name: str, parent: Any, kind: Any, attributes: dict, start: int | None = None,
+           decided_by: Span | None = None) -> Span:
     """A span under `parent` (a SpanContext; None: a new trace), as the
-    SDK's tracer starts one: the sampler decides, with the parent's flags."""
+    SDK's tracer starts one: the sampler decides, with the parent's flags.
+    Or as `decided_by` was decided, without asking the sampler again: a
+    span of ours under it (whose trace it was asked about) or beside it."""
     trace = _sdk.trace
     if parent is not None and not parent.is_valid:
         parent = None
-    trace_id = parent.trace_id if parent is not None else _sdk.ids.generate_trace_id()
-    under = trace.set_span_in_context(trace.NonRecordingSpan(parent)) if parent is not None else None
-    decided = _sdk.sampler.should_sample(under, trace_id, name, kind, attributes)
-    flags = trace.TraceFlags.SAMPLED if decided.decision.is_sampled() else trace.TraceFlags.DEFAULT
-    if parent.trace_flags.random_trace_id if parent is not None else _sdk.ids.is_trace_id_random():
-        flags |= trace.TraceFlags.RANDOM_TRACE_ID
-    context = trace.SpanContext(trace_id, _sdk.ids.generate_span_id(), is_remote=False,
-                                trace_flags=trace.TraceFlags(flags), trace_state=decided.trace_state)
-    kept = dict(decided.attributes or {}) | attributes if decided.decision.is_recording() else None
-    return Span(name, context, parent, kind, start or time.time_ns(), kept)
+    if decided_by is not None:
+        context = decided_by.context
+        trace_id, flags, state, kept = context.trace_id, context.trace_flags, context.trace_state, {}
+        recording = flags.sampled
+    else:
+        trace_id = parent.trace_id if parent is not None else _sdk.ids.generate_trace_id()
+        under = trace.set_span_in_context(trace.NonRecordingSpan(parent)) if parent is not None else None
+        decided = _sdk.sampler.should_sample(under, trace_id, name, kind, attributes)
+        flags = trace.TraceFlags.SAMPLED if decided.decision.is_sampled() else trace.TraceFlags.DEFAULT
+        if parent.trace_flags.random_trace_id if parent is not None else _sdk.ids.is_trace_id_random():
+            flags |= trace.TraceFlags.RANDOM_TRACE_ID
+        flags, state = trace.TraceFlags(flags), decided.trace_state
+        recording, kept = decided.decision.is_recording(), decided.attributes
+    context = trace.SpanContext(trace_id, _sdk.ids.generate_span_id(), is_remote=False, trace_flags=flags,
+                                trace_state=state)
+    return Span(name, context, parent, kind, start or time.time_ns(), dict(kept or {}) | attributes if recording
+                else None)
 
 
 def _finish(span: Span, end: int | None = None) -> None:
@@ -139,13 +149,14 @@ def _finish(span: Span, end: int | None = None) -> None:
         instrumentation_scope=_sdk.scope))
 
 
-def start_server_span(name: str, headers: Mapping[str, str], attributes: dict) -> Span | None:
+def start_server_span(name: str, headers: Any, attributes: dict) -> Span | None:
     """A request's span in the web process, continuing the client's trace
-    (W3C traceparent, or what OTEL_PROPAGATORS reads); not made current.
-    None with tracing off."""
+    (W3C traceparent, or what OTEL_PROPAGATORS reads, from `headers`, a
+    request's: their names in any case); not made current. None with
+    tracing off."""
     if _sdk is None:
         return None
-    sent = {k.lower(): v for k, v in headers.items() if k.lower() in _sdk.fields}
+    sent = {field: value for field in _sdk.fields if (value := headers.get(field))}  # (headers: case-insensitive)
     parent = _sdk.trace.get_current_span(_sdk.propagate.extract(sent)).get_span_context() if sent else None
     return _start(name, parent, _sdk.kind.SERVER, _clean(attributes))
 
@@ -164,6 +175,11 @@ def trace_id_of(span: Span | None) -> str:
     if span is None or not span.context.trace_flags.sampled:
         return ""
     return format(span.context.trace_id, "032x")
+
+
+def recording(span: Span | None) -> bool:
+    """The span is kept (the sampler took it) and has not ended: worth describing."""
+    return span is not None and span.attributes is not None
 
 
 def annotate(span: Span | None, attributes: dict) -> None:
@@ -194,7 +210,7 @@ def record_span(name: str, attributes: dict, seconds: float, error: str | None =
     if parent is None:
         return
     now = time.time_ns()
-    span = _start(name, parent.context, _sdk.kind.INTERNAL, _clean(attributes), now - int(seconds * 1e9))
+    span = _start(name, parent.context, _sdk.kind.INTERNAL, _clean(attributes), now - int(seconds * 1e9), parent)
     if error:
         fail(span, error)
     _finish(span, now)
@@ -211,8 +227,8 @@ def job_span(traceparent: str, name: str, attributes: dict, enqueued_at: float) 
         yield None
         return
     now = time.time_ns()
-    _finish(_start("queue", parent, _sdk.kind.INTERNAL, {}, min(int(enqueued_at * 1e9), now)), now)
-    span = _start(name, parent, _sdk.kind.INTERNAL, _clean(attributes))
+    span = _start(name, parent, _sdk.kind.INTERNAL, _clean(attributes), now)
+    _finish(_start("queue", parent, _sdk.kind.INTERNAL, {}, min(int(enqueued_at * 1e9), now), span), now)
     token = _current.set(span)
     try:
         yield span
@@ -257,7 +273,7 @@ def client_span(method: str, address: str, path: str) -> Iterator[Call]:
         return
     parent = _current.get()
     span = _start(method, parent.context if parent is not None else None, _sdk.kind.CLIENT, {
-        "http.request.method": method, "server.address": address, "url.path": path})
+        "http.request.method": method, "server.address": address, "url.path": path}, None, parent)
     try:
         yield Call({"traceparent": traceparent_of(span)}, span)
     except BaseException as error:

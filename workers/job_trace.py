@@ -32,6 +32,8 @@ def traced(job: Job, ctx: RunContext, run: Callable[[], "Ending"]) -> "Ending":
 
 
 def _annotate(span, entry: ModelEntry, ending: "Ending") -> None:
+    if not tracing.recording(span):  # (the sampler left its trace out)
+        return
     final = ending.final
     usage = final.usage if isinstance(final, DoneEvent) else None
     tracing.annotate(span, _answered_by(entry) | {

@@ -36,7 +36,8 @@ def test_a_jobs_traceparent_is_read_back_exactly_and_a_bad_one_is_none():
             "(0x4bf92f3577b34da6a3ce929d0e0e4736, 0x00f067aa0ba902b7, True); "
             "assert [tracing._parent(bad) for bad in ('', '00-xyz-00f067aa0ba902b7-01', "
             "'00-' + '0' * 32 + '-00f067aa0ba902b7-01', '00-4bf92f3577b34da6a3ce929d0e0e4736-short-01')] == [None] * 4; "
-            "span = tracing.start_server_span('POST /v1/chat/completions', {'TraceParent': tp}, {}); "
+            "from werkzeug.datastructures import Headers; "
+            "span = tracing.start_server_span('POST /v1/chat/completions', Headers({'TraceParent': tp}), {}); "
             "assert tracing.traceparent_of(span).split('-')[1] == tp.split('-')[1]; "
             "assert tracing.trace_id_of(span) == tp.split('-')[1]; print('ok')")
     env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT), "OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:9",
