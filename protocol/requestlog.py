@@ -6,11 +6,15 @@ so a time range is a range of ids. Trimmed by age (SWITCHBOARD_REQUEST_LOG_DAYS)
 and count (SWITCHBOARD_REQUEST_LOG_MAX) as it is written; the application
 only appends to it.
 
-Every record has every field, in one order (empty when unknown): a stream
-stores the field names of such entries once per node, so a record costs
-its values only (docs/request-log.md measures it). Bodies (the request and
-the reply's text) are opt-in and kept apart, under their own expiry; keys
-and headers are never among them.
+A record is one stream field, "r": a JSON array of its values in FIELDS's
+order (null when unknown; a field added later goes at the end, and older
+records read it as null). One field rather than one per name: the web
+process packs a command of 4 arguments instead of 47, a third of the cost
+of writing a record, and the record costs its values only either way (a
+stream keeps field names once per node). Records written with a field per
+name (the first release) are read as well. Bodies (the request and the
+reply's text) are opt-in and kept apart, under their own expiry; keys and
+headers are never among them.
 """
 from __future__ import annotations
 
@@ -27,6 +31,7 @@ LOG = f"{PREFIX}:requests"
 FIELDS = ("request", "person", "model", "answered", "dialect", "route", "transport", "status", "finish",
           "tokens_in", "tokens_out", "cached", "queue_ms", "ttft_ms", "total_ms", "tool_rounds", "server_tools",
           "tool_calls", "trace", "session", "error", "body")
+_BODY = FIELDS.index("body")
 NUMBERS = {"status", "tokens_in", "tokens_out", "cached", "queue_ms", "ttft_ms", "total_ms", "tool_rounds",
            "server_tools", "tool_calls"}
 SCAN_BATCH = 500
@@ -39,11 +44,11 @@ def body_key(request_id: str) -> str:
 
 def append(pipe: Pipeline, record: dict, body: dict | None = None, body_days: int = 0) -> None:
     """Queue the record (and its body) on `pipe`; trim() after a batch."""
-    values = {name: _text(record.get(name)) for name in FIELDS}
+    values = [_value(record.get(name)) for name in FIELDS]
     if body is not None:
-        values["body"] = "1"
+        values[_BODY] = True
         pipe.set(body_key(record["request"]), json.dumps(body, ensure_ascii=False), ex=body_days * 86400)
-    pipe.xadd(LOG, values)
+    pipe.xadd(LOG, {"r": json.dumps(values, ensure_ascii=False, separators=(",", ":"))})
 
 
 def trim(pipe: Pipeline, days: int, most: int) -> None:
@@ -52,12 +57,12 @@ def trim(pipe: Pipeline, days: int, most: int) -> None:
     pipe.xtrim(LOG, minid=int((time.time() - days * 86400) * 1000), approximate=False)
 
 
-def _text(value) -> str:
-    if value is None:
-        return ""
+def _value(value):
+    """What a record keeps of a value: times to a tenth of a millisecond,
+    text as it is, nothing empty."""
     if isinstance(value, float):
-        return f"{value:.1f}"
-    return str(value)
+        return round(value, 1)
+    return value if value != "" else None
 
 
 @dataclass(frozen=True)
@@ -113,10 +118,14 @@ def read(redis: Redis, where: Filter, count: int = 100, before: str | None = Non
 
 def decode(entry_id: bytes, fields: dict) -> dict:
     record: dict = {"id": entry_id.decode(), "time": int(entry_id.split(b"-")[0]) / 1000}
-    for name in FIELDS:
-        raw = fields.get(name.encode(), b"").decode()
-        record[name] = (float(raw) if "." in raw else int(raw)) if name in NUMBERS and raw else raw or None
-    record["body"] = record["body"] == "1"
+    if b"r" in fields:
+        values = json.loads(fields[b"r"])
+        record |= dict(zip(FIELDS, values + [None] * (len(FIELDS) - len(values))))
+    else:  # (a field per name, values as text: the first release's records)
+        for name in FIELDS:
+            raw = fields.get(name.encode(), b"").decode()
+            record[name] = (float(raw) if "." in raw else int(raw)) if name in NUMBERS and raw else raw or None
+    record["body"] = record["body"] in (True, "1")
     return record
 
 

@@ -97,3 +97,22 @@ def test_a_web_process_writes_its_records_together(clean_redis):
     buffer.drain()
     assert [r["request"] for r in requestlog.read(clean_redis, requestlog.Filter())[0]] == ["r2", "r1", "r0"]
     assert buffer.flush() == 0
+
+
+def test_a_record_is_one_field_and_the_first_releases_records_still_read(clean_redis):
+    """A record is one JSON array (a field per name cost the web process three times the packing); records of
+    the first release, a field per name and values as text, read the same; a record shorter than FIELDS (written
+    before a field was added at the end) reads the missing ones as null."""
+    _append(clean_redis, request="new", person="alice", error='a "quoted" error, naïve', total_ms=1.25)
+    clean_redis.xadd(requestlog.LOG, {name: "" for name in requestlog.FIELDS} | {
+        "request": "first-release", "person": "bob", "status": "200", "ttft_ms": "12.3", "body": "1"})
+    clean_redis.xadd(requestlog.LOG, {"r": json.dumps(["shorter", "carol"])})
+    entries = clean_redis.xrange(requestlog.LOG)
+    assert list(entries[0][1]) == [b"r"]
+    shorter, first_release, new = requestlog.read(clean_redis, requestlog.Filter())[0]
+    assert (new["person"], new["error"], new["total_ms"], new["status"], new["body"]) == (
+        "alice", 'a "quoted" error, naïve', 1.2, 200, False)  # (1.25 rounds to even)
+    assert (first_release["person"], first_release["status"], first_release["ttft_ms"], first_release["body"]) == (
+        "bob", 200, 12.3, True)
+    assert shorter["person"] == "carol" and shorter["session"] is None and shorter["body"] is False
+    assert set(new) == set(first_release) == set(shorter)
