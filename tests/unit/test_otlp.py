@@ -66,6 +66,19 @@ def test_the_bytes_decode_to_the_official_encoders_message():
     assert otlp.encode(kept.spans) == official.SerializeToString(deterministic=True)  # the same bytes, in fact
 
 
+def test_a_batch_encoded_in_chunks_holds_every_span_in_order():
+    kept = Kept()
+    provider = TracerProvider(resource=Resource.create({"service.name": "web"}), shutdown_on_exit=False)
+    provider.add_span_processor(SimpleSpanProcessor(kept))
+    for number in range(2 * otlp.CHUNK + 5):
+        provider.get_tracer("switchboard").start_span(f"span {number}", attributes={"n": number}).end()
+    chunked = ExportTraceServiceRequest.FromString(otlp.encode_yielding(kept.spans))
+    assert len(chunked.resource_spans) == 3  # one per chunk, each whole
+    flat = [span for rs in chunked.resource_spans for ss in rs.scope_spans for span in ss.spans]
+    assert flat == [span for rs in encode_spans(kept.spans).resource_spans for ss in rs.scope_spans
+                    for span in ss.spans]
+
+
 def test_every_attribute_type_the_sdk_accepts_is_written_and_nothing_else():
     assert otlp._varint(300) == b"\xac\x02" and otlp._varint(-1) == b"\xff" * 9 + b"\x01"
     with pytest.raises(TypeError):
