@@ -73,7 +73,7 @@ class Sizes:
     codex_turns: int = 20  # section 11
     codex_rounds: int = 6
     tracing_requests: int = 60  # section 12: per stack and round (and 4x as many at 16 clients)
-    tracing_rounds: int = 9
+    tracing_rounds: int = 15
 
 
 QUICK = Sizes(levels=(1, 16, 64), per_level=20, rounds=2, local_tokens=32, local_rounds=2, batch_tokens=48,

@@ -187,15 +187,26 @@ def _tracing_lines(section: dict) -> list[str]:
              "The same Switchboard (a web process, a gevent worker, an upstream model on the fake server, 32 "
              f"tokens at once) with tracing off and on (every span exported over OTLP/HTTP to a local receiver: "
              f"{section['exports']:,} exports, {section['exported_bytes']:,} bytes; and keeping one trace in ten)"
-             + (", and the tree before tracing and the request log existed" if section.get("before") else "")
+             + (f", and an older tree ({section['before']}: \"before\", with its tracing on too where it had "
+                "tracing)" if section.get("before") else "")
              + f"; per request kind, {section['requests']} requests at one client and {section['requests'] * 4} "
-             f"at 16 per stack and round, {section['rounds']} rounds taking turns. CPU: the web and worker "
-             "processes' time per request (median of the rounds)."]
+             f"at 16 per stack, pair and round, {section['rounds']} rounds. Each cost compares two stacks "
+             "measured together (every client sends its requests to the two in turn, so they meet the same "
+             "machine): the median over the rounds of their ratio; \"off, again\" is a second stack like "
+             "\"off\": what the measurement spreads. CPU: the web and worker processes' time per request (median "
+             "of the rounds)."]
     for workload, rows in section["workloads"].items():
-        lines += ["", f"**{workload}**", "", "| tracing | one client p50 | one client p90 | requests/s at 16 | "
+        lines += ["", f"**{workload}**", "", "| tracing | one client p50 | one client p90 | 16 clients p50 | "
                   "CPU per request |", "|---|---|---|---|---|"]
         lines += [f"| {name} | {r['one_client_ms_p50']:.2f} ms | {r['one_client_ms_p90']:.2f} ms | "
-                  f"{r['rps_16_clients']:.1f} | {r['cpu_ms_per_request']:.3f} ms |" for name, r in rows.items()]
+                  f"{r['loaded_ms_p50']:.2f} ms | {r['cpu_ms_per_request']:.3f} ms |" for name, r in rows.items()]
+        costs = section.get("costs", {}).get(workload, {})
+        if costs:
+            lines += ["", "| cost | time at one client (p50) | time at 16 clients (p50) | CPU per request |",
+                      "|---|---|---|---|"]
+            lines += [f"| {pair} | " + " | ".join(f"{c[m]['median']:+.1%}" for m in ("one_client_p50", "loaded_p50",
+                                                                                     "cpu")) + " |"
+                      for pair, c in costs.items()]
     return lines
 
 

@@ -2,21 +2,32 @@
 (exporting every span over OTLP/HTTP to a receiver started here, through
 the SDK's batch processor; and keeping one trace in ten, the sampler an
 office would set), and with `before` (another source tree, e.g. a
-git worktree of the commit before tracing existed) as it was; side by side
-in one run, taking turns round after round.
+git worktree of the commit before tracing existed, or of an older tracing:
+then its tracing on too) as it was; side by side in one run.
 
 Each stack: one web process and a gevent worker whose model is an upstream
 (the benchmark's own fake OpenAI server, `instant`), so a request passes
 every span: the web's, the queue's, the job's and the upstream call's. Two
 requests (WORKLOADS): a short chat and a Claude Code turn. Per stack and
-request: the time at one client (p50, p90), requests per second at 16
-clients, and the web and worker processes' CPU time per request (what
-tracing adds to the hot paths, whatever the machine's noise).
+request: the time at one client (p50, p90) and at 16 clients (p50), and
+the web and worker processes' CPU time per request.
+
+A machine like ours drifts by 10-20% between rounds a few seconds apart,
+more than the 5% to be resolved. So two stacks are compared by measuring
+them at the same moments: every client sends its requests to the two in
+turn (in a new random order each turn), and a cost is the median over the
+rounds of their ratio. Two at a time, not all at once: taking turns among
+a dozen processes on 2 cores keeps every cache cold, which doubled every
+stack's CPU per request and grew the costs with the code a request touches.
+A second stack identical to "off" ("off, again") shows what the
+measurement itself spreads.
 """
 from __future__ import annotations
 
 import asyncio
 import json
+import random
+import subprocess
 import tempfile
 import threading
 import time
@@ -29,7 +40,7 @@ import psutil
 
 from scripts.embedded_redis import EmbeddedRedis, free_port
 from scripts.processes import ROOT, ready_together, stack_env, start_fake_upstream, start_web, start_worker
-from scripts.benchkit.stats import percentile, run_concurrently
+from scripts.benchkit.stats import percentile
 
 FIXTURE = Path(__file__).resolve().parents[2] / "tests" / "fixtures" / "claude-code-messages-request.json"
 # Two requests: the cheapest (a short chat: what tracing adds shows most) and an agent's turn (Claude
@@ -93,9 +104,10 @@ async def _timed(client: httpx.AsyncClient, base: str, workload: str) -> float:
     return time.perf_counter() - started
 
 
-async def _load(base: str, clients: int, total: int, workload: str = "chat") -> list[float]:
-    async with httpx.AsyncClient(timeout=60, limits=httpx.Limits(max_connections=clients)) as client:
-        return await run_concurrently(lambda: _timed(client, base, workload), clients, total)
+def _commit(tree: Path) -> str:
+    """The tree's commit (its path, if it is not a git checkout)."""
+    found = subprocess.run(["git", "-C", str(tree), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    return f"commit {found.stdout.strip()}" if found.returncode == 0 else str(tree)
 
 
 def _cpu(stack: dict) -> float:
@@ -112,41 +124,97 @@ def _cpu(stack: dict) -> float:
 def measure(requests: int, rounds: int, before: Path | None, log=print) -> dict:
     sink, upstream_port = Sink(), free_port()
     on = {"OTEL_EXPORTER_OTLP_ENDPOINT": sink.url, "OTEL_SERVICE_NAME": "bench"}
-    trees = ([("before", before, {})] if before else []) + [("off", ROOT, {}), ("on", ROOT, on), (
-        "on, 1 in 10", ROOT, on | {"OTEL_TRACES_SAMPLER": "parentbased_traceidratio", "OTEL_TRACES_SAMPLER_ARG": "0.1"})]
+    trees = ([("before", before, {})] if before else []) + [("off", ROOT, {}), ("off, again", ROOT, {}), (
+        "on", ROOT, on), ("on, 1 in 10", ROOT, on | {"OTEL_TRACES_SAMPLER": "parentbased_traceidratio",
+                                                     "OTEL_TRACES_SAMPLER_ARG": "0.1"})]
+    if before and (before / "protocol" / "tracing.py").exists():  # a tree that traced already: its tracing too
+        trees.append(("before, on", before, on))
     with ExitStack() as exit:
         exit.callback(sink.close)
         exit.callback(start_fake_upstream(upstream_port, tokens=32).stop)
         upstream = f"http://127.0.0.1:{upstream_port}"
-        stacks = [_stack(exit, name, tree, upstream, env) for name, tree, env in trees]
-        ready_together([p for s in stacks for p in s["processes"]])
-        measured = {w: {s["name"]: {"one": [], "rps": [], "cpu_ms": []} for s in stacks} for w in WORKLOADS}
-        for stack in stacks:  # warm-up
-            for workload in WORKLOADS:
-                asyncio.run(_load(stack["base"], 4, 40, workload))
+        stacks = {name: _stack(exit, name, tree, upstream, env) for name, tree, env in trees}
+        ready_together([p for s in stacks.values() for p in s["processes"]])
+        pairs = [(new, old) for new, old in PAIRS if new in stacks and old in stacks]
+        measured = {w: {f"{new} vs {old}": {name: {"one": [], "one_p50": [], "loaded": [], "loaded_p50": [],
+                                                   "cpu_ms": []} for name in (new, old)} for new, old in pairs}
+                    for w in WORKLOADS}
+        for workload in WORKLOADS:  # warm-up
+            asyncio.run(_interleaved(list(stacks.values()), 4, 40, workload, random.Random(0)))
         for round_ in range(rounds):
             for workload in WORKLOADS:
-                for stack in (stacks if round_ % 2 == 0 else stacks[::-1]):
-                    _round(stack, requests, measured[workload][stack["name"]], workload)
+                for new, old in pairs:
+                    _round([stacks[new], stacks[old]], requests, measured[workload][f"{new} vs {old}"], workload,
+                           random.Random(round_))
             log(f"tracing: round {round_ + 1} of {rounds}")
-    return {"requests": requests, "rounds": rounds, "before": str(before) if before else None,
+    return {"requests": requests, "rounds": rounds, "before": _commit(before) if before else None,
             "exported_bytes": sink.bytes, "exports": sink.exports,
-            "workloads": {w: {name: _summary(m) for name, m in stacks_.items()} for w, stacks_ in measured.items()}}
+            "workloads": {w: _summaries(by_pair) for w, by_pair in measured.items()},
+            "costs": {w: {pair: _costs(*pair.split(" vs "), by_stack) for pair, by_stack in by_pair.items()}
+                      for w, by_pair in measured.items()}}
 
 
-def _round(stack: dict, requests: int, into: dict, workload: str) -> None:
-    cpu = _cpu(stack)
-    into["one"] += asyncio.run(_load(stack["base"], 1, requests, workload))
-    started = time.perf_counter()
-    asyncio.run(_load(stack["base"], 16, requests * 4, workload))
-    into["rps"].append(requests * 4 / (time.perf_counter() - started))
-    into["cpu_ms"].append((_cpu(stack) - cpu) * 1000 / (requests * 5))
+async def _interleaved(stacks: list[dict], clients: int, each: int, workload: str, order: random.Random) -> dict:
+    """`each` requests to every stack from `clients` lanes; a lane sends its
+    requests to the stacks in turn, in a new random order every turn."""
+    times: dict = {s["name"]: [] for s in stacks}
+    turns = [[order.sample(stacks, len(stacks)) for _ in range(each // clients)] for _ in range(clients)]
+
+    async def lane(client: httpx.AsyncClient, mine: list) -> None:
+        for turn in mine:
+            for stack in turn:
+                times[stack["name"]].append(await _timed(client, stack["base"], workload))
+    # (idle connections dropped before gunicorn's keep-alive of 2 s would close one under a new request)
+    limits = httpx.Limits(max_connections=clients * len(stacks), keepalive_expiry=1.0)
+    async with httpx.AsyncClient(timeout=60, limits=limits) as client:
+        await asyncio.gather(*(lane(client, mine) for mine in turns))
+    return times
+
+
+def _round(stacks: list[dict], requests: int, into: dict, workload: str, order: random.Random) -> None:
+    """One client, then 16, each taking turns over the two stacks; and each
+    stack's CPU over both."""
+    cpu = {s["name"]: _cpu(s) for s in stacks}
+    one = asyncio.run(_interleaved(stacks, 1, requests, workload, order))
+    loaded = asyncio.run(_interleaved(stacks, 16, requests * 4, workload, order))
+    for stack in stacks:
+        name, mine = stack["name"], into[stack["name"]]
+        mine["one"] += one[name]
+        mine["one_p50"].append(percentile(one[name], 0.5))
+        mine["loaded"] += loaded[name]
+        mine["loaded_p50"].append(percentile(loaded[name], 0.5))
+        mine["cpu_ms"].append((_cpu(stack) - cpu[name]) * 1000 / (len(one[name]) + len(loaded[name])))
+
+
+def _summaries(by_pair: dict) -> dict:
+    """Each stack's measures over every pair it was measured in."""
+    merged: dict = {}
+    for by_stack in by_pair.values():
+        for name, measured in by_stack.items():
+            into = merged.setdefault(name, {key: [] for key in measured})
+            for key, values in measured.items():
+                into[key] += values
+    return {name: _summary(measured) for name, measured in merged.items()}
 
 
 def _summary(measured: dict) -> dict:
-    one = sorted(measured["one"])
-    return {"one_client_ms_p50": round(percentile(one, 0.5) * 1000, 2),
-            "one_client_ms_p90": round(percentile(one, 0.9) * 1000, 2),
-            "rps_16_clients": round(sorted(measured["rps"])[len(measured["rps"]) // 2], 1),
-            "cpu_ms_per_request": round(sorted(measured["cpu_ms"])[len(measured["cpu_ms"]) // 2], 3),
+    return {"one_client_ms_p50": round(percentile(measured["one"], 0.5) * 1000, 2),
+            "one_client_ms_p90": round(percentile(measured["one"], 0.9) * 1000, 2),
+            "loaded_ms_p50": round(percentile(measured["loaded"], 0.5) * 1000, 2),
+            "cpu_ms_per_request": round(percentile(measured["cpu_ms"], 0.5), 3),
             "cpu_ms_rounds": [round(v, 3) for v in measured["cpu_ms"]]}
+
+
+PAIRS = (("on", "off"), ("on, 1 in 10", "off"), ("off", "before"), ("on", "before, on"), ("off, again", "off"))
+MEASURES = {"one_client_p50": "one_p50", "loaded_p50": "loaded_p50", "cpu": "cpu_ms"}
+
+
+def _costs(new: str, old: str, stacks: dict) -> dict:
+    """What `new` costs over `old`, measured together, for each measure: the
+    median of the rounds' ratios. ("off, again" against "off": the same
+    stack twice, what the measurement itself spreads.)"""
+    costs = {}
+    for name, key in MEASURES.items():
+        ratios = sorted(n / o - 1 for n, o in zip(stacks[new][key], stacks[old][key]))
+        costs[name] = {"median": round(percentile(ratios, 0.5), 4), "rounds": [round(r, 4) for r in ratios]}
+    return costs

@@ -55,7 +55,7 @@ def test_the_benchmark_runs_every_section_and_writes_its_report(tmp_path):
     assert transports["websocket"]["bytes_last"] < transports["http"]["bytes_last"], transports  # new items only
     assert "## 11. Codex's transports" in report
     traced = results["tracing"]
-    assert traced["exports"] > 0 and all(set(rows) == {"off", "on", "on, 1 in 10"}  # spans went out, when on
+    assert traced["exports"] > 0 and all(set(rows) == {"off", "off, again", "on", "on, 1 in 10"}  # spans went out
                                          for rows in traced["workloads"].values()), traced
     assert "## 12. What tracing costs" in report
     assert (tmp_path / "benchmarks.png").read_bytes().startswith(b"\x89PNG")
