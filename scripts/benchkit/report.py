@@ -190,7 +190,8 @@ def _tracing_lines(section: dict) -> list[str]:
              + (f", and an older tree ({section['before']}: \"before\", with its tracing on too where it had "
                 "tracing)" if section.get("before") else "")
              + f"; per request kind, {section['requests']} requests at one client and {section['requests'] * 4} "
-             f"at 16 per stack, pair and round, {section['rounds']} rounds. Each cost compares two stacks "
+             f"at 16 per stack, pair and round, {section['rounds']} rounds, each on stacks started anew. Each cost "
+             "compares two stacks "
              "measured together (every client sends its requests to the two in turn, so they meet the same "
              "machine): the median over the rounds of their ratio; \"off, again\" is a second stack like "
              "\"off\": what the measurement spreads. CPU: the web and worker processes' time per request (median "

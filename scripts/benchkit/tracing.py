@@ -20,7 +20,10 @@ rounds of their ratio. Two at a time, not all at once: taking turns among
 a dozen processes on 2 cores keeps every cache cold, which doubled every
 stack's CPU per request and grew the costs with the code a request touches.
 A second stack identical to "off" ("off, again") shows what the
-measurement itself spreads.
+measurement itself spreads. Every round starts its stacks anew: one
+process of a stack runs a few percent faster or slower than its twin for
+its whole life (its memory's layout, its place on the machine), which
+pairing alone would keep in every round.
 """
 from __future__ import annotations
 
@@ -133,19 +136,22 @@ def measure(requests: int, rounds: int, before: Path | None, log=print) -> dict:
         exit.callback(sink.close)
         exit.callback(start_fake_upstream(upstream_port, tokens=32).stop)
         upstream = f"http://127.0.0.1:{upstream_port}"
-        stacks = {name: _stack(exit, name, tree, upstream, env) for name, tree, env in trees}
-        ready_together([p for s in stacks.values() for p in s["processes"]])
-        pairs = [(new, old) for new, old in PAIRS if new in stacks and old in stacks]
+        names = [name for name, _, _ in trees]
+        pairs = [(new, old) for new, old in PAIRS if new in names and old in names]
         measured = {w: {f"{new} vs {old}": {name: {"one": [], "one_p50": [], "loaded": [], "loaded_p50": [],
                                                    "cpu_ms": []} for name in (new, old)} for new, old in pairs}
                     for w in WORKLOADS}
-        for workload in WORKLOADS:  # warm-up
-            asyncio.run(_interleaved(list(stacks.values()), 4, 40, workload, random.Random(0)))
         for round_ in range(rounds):
-            for workload in WORKLOADS:
-                for new, old in pairs:
-                    _round([stacks[new], stacks[old]], requests, measured[workload][f"{new} vs {old}"], workload,
-                           random.Random(round_))
+            with ExitStack() as these:  # new processes every round: a process's own speed differs by a few %
+                stacks = {name: _stack(these, name, tree, upstream, env) for name, tree, env in trees}
+                ready_together([p for s in stacks.values() for p in s["processes"]])
+                for workload in WORKLOADS:
+                    asyncio.run(_interleaved(list(stacks.values()), 4, 40, workload, random.Random(0)))  # warm-up
+                    for new, old in pairs:
+                        _round([stacks[new], stacks[old]], requests, measured[workload][f"{new} vs {old}"],
+                               workload, random.Random(round_))
+                for process in (p for s in stacks.values() for p in s["processes"]):
+                    process.begin_stop()  # all at once; leaving the block waits for each
             log(f"tracing: round {round_ + 1} of {rounds}")
     return {"requests": requests, "rounds": rounds, "before": _commit(before) if before else None,
             "exported_bytes": sink.bytes, "exports": sink.exports,
