@@ -116,7 +116,7 @@ def _start(name: str, parent: Any, kind: Any, attributes: dict, start: int | Non
     if decided_by is not None:
         context = decided_by.context
         trace_id, flags, state, kept = context.trace_id, context.trace_flags, context.trace_state, {}
-        recording = flags.sampled
+        records = flags.sampled
     else:
         trace_id = parent.trace_id if parent is not None else _sdk.ids.generate_trace_id()
         under = trace.set_span_in_context(trace.NonRecordingSpan(parent)) if parent is not None else None
@@ -125,10 +125,10 @@ def _start(name: str, parent: Any, kind: Any, attributes: dict, start: int | Non
         if parent.trace_flags.random_trace_id if parent is not None else _sdk.ids.is_trace_id_random():
             flags |= trace.TraceFlags.RANDOM_TRACE_ID
         flags, state = trace.TraceFlags(flags), decided.trace_state
-        recording, kept = decided.decision.is_recording(), decided.attributes
+        records, kept = decided.decision.is_recording(), decided.attributes
     context = trace.SpanContext(trace_id, _sdk.ids.generate_span_id(), is_remote=False, trace_flags=flags,
                                 trace_state=state)
-    return Span(name, context, parent, kind, start or time.time_ns(), dict(kept or {}) | attributes if recording
+    return Span(name, context, parent, kind, start or time.time_ns(), dict(kept or {}) | attributes if records
                 else None)
 
 
@@ -183,13 +183,13 @@ def recording(span: Span | None) -> bool:
 
 
 def annotate(span: Span | None, attributes: dict) -> None:
-    if span is not None and span.attributes is not None:
+    if recording(span):
         span.attributes.update(_clean(attributes))
 
 
 def fail(span: Span | None, kind: str) -> None:
     """Mark the span failed; `kind` is short (a status, a class), never a secret."""
-    if span is not None and span.attributes is not None:
+    if recording(span):
         span.attributes["error.type"] = kind
         span.status = _sdk.error
 
