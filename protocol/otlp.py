@@ -18,6 +18,7 @@ from typing import Any
 
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.trace.export import SpanExportResult
+from opentelemetry.trace import SpanKind
 
 _logger = logging.getLogger(__name__)
 _LEN, _VARINT, _I64, _I32 = 2, 0, 1, 5
@@ -82,6 +83,7 @@ def _pair(key: str, value: Any) -> bytes:
 
 
 _written: dict = {}  # (field, key, value) -> its bytes: most attributes repeat (a route, a model, a status)
+_named: dict = {}  # key -> a KeyValue's key field
 
 
 def _attributes(field: int, attributes: Mapping | None) -> bytes:
@@ -89,41 +91,65 @@ def _attributes(field: int, attributes: Mapping | None) -> bytes:
         return b""
     out = []
     for key, value in attributes.items():
-        known = (field, key, type(value), value) if isinstance(value, (str, int, float)) else None  # (bool: int)
+        kind = type(value)
+        if kind is int or kind is float:  # (counts and times: seldom the same twice, so written anew)
+            name = _named.get(key) or _name_of(key)
+            number = _key(3, _VARINT) + _varint(value) if kind is int else _key(4, _I64) + _DOUBLE.pack(value)
+            out.append(_bytes(field, name + _bytes(2, number)))
+            continue
+        # (a bool equals no str or tuple; a list is kept as a tuple of its strings: (True,) would equal (1,))
+        known = (field, key, value) if kind is str or kind is bool else (field, key, tuple(value)) \
+            if kind is list and all(type(each) is str for each in value) else None
         written = _written.get(known) if known else None
         if written is None:
             written = _bytes(field, _pair(key, value))
             if known:
-                if len(_written) >= 4096:  # (counts and times seldom repeat: what is kept stays bounded)
+                if len(_written) >= 4096:  # (what is kept stays bounded)
                     _written.clear()
                 _written[known] = written
         out.append(written)
     return b"".join(out)
 
 
+def _name_of(key: str) -> bytes:
+    if len(_named) >= 4096:
+        _named.clear()
+    written = _named[key] = _bytes(1, key.encode())
+    return written
+
+
 def _span(span) -> bytes:
-    context, parent, status = span.get_span_context(), span.parent, span.status
-    state = ",".join(f"{k}={v}" for k, v in context.trace_state.items()) if context.trace_state else ""
+    context, parent, status, events, links = span.context, span.parent, span.status, span.events, span.links
     return b"".join((
         _TRACE_ID + context.trace_id.to_bytes(16, "big"), _SPAN_ID + context.span_id.to_bytes(8, "big"),
-        _string(3, state), _PARENT_ID + parent.span_id.to_bytes(8, "big") if parent else b"",
-        _name(span.name), _KINDS[span.kind.value],
-        _START + _FIXED64.pack(span.start_time), _END + _FIXED64.pack(span.end_time),
-        _attributes(9, span.attributes),
+        _string(3, ",".join(f"{k}={v}" for k, v in context.trace_state.items())) if context.trace_state else b"",
+        _PARENT_ID + parent.span_id.to_bytes(8, "big") if parent else b"",
+        _name(span.name), _KINDS[span.kind], _START + _FIXED64.pack(span.start_time),
+        _END + _FIXED64.pack(span.end_time), _attributes(9, span.attributes),
         _key(10, _VARINT) + _varint(span.dropped_attributes) if span.dropped_attributes else b"",
-        b"".join(_bytes(11, _event(event)) for event in span.events),
-        b"".join(_bytes(13, _link(link)) for link in span.links),
-        _bytes(15, _string(2, status.description) + (_key(3, _VARINT) + _varint(status.status_code.value)
-                                                     if status.status_code.value else b"")),
-        _FLAGS[parent is not None and parent.is_remote]))
+        b"".join(_bytes(11, _event(event)) for event in events) if events else b"",
+        b"".join(_bytes(13, _link(link)) for link in links) if links else b"",
+        _statuses.get(status) or _status(status), _FLAGS[parent is not None and parent.is_remote]))
 
 
 # What every span has, its field's key (and length) written once.
 _TRACE_ID, _SPAN_ID, _PARENT_ID = _KEYS[1, _LEN] + b"\x10", _KEYS[2, _LEN] + b"\x08", _KEYS[4, _LEN] + b"\x08"
-_KINDS = {kind: _KEYS[6, _VARINT] + _varint(kind + 1) for kind in range(5)}  # OTLP counts kinds from 1
+_KINDS = {kind: _KEYS[6, _VARINT] + _varint(kind.value + 1) for kind in SpanKind}  # OTLP counts kinds from 1
 _START, _END = _KEYS[7, _I64], _KEYS[8, _I64]
 _FLAGS = {remote: _KEYS[16, _I32] + _FIXED32.pack(_HAS_IS_REMOTE | (_IS_REMOTE if remote else 0))
           for remote in (False, True)}
+
+
+_statuses: dict = {}  # Status -> its bytes (by identity: tracing's two, the SDK's own constants)
+
+
+def _status(status) -> bytes:
+    code = status.status_code.value
+    written = _bytes(15, _string(2, status.description) + (_key(3, _VARINT) + _varint(code) if code else b""))
+    if len(_statuses) >= 64:
+        _statuses.clear()
+    _statuses[status] = written
+    return written
 
 
 def _name(name: str) -> bytes:

@@ -31,9 +31,8 @@ from __future__ import annotations
 import os
 import socket
 import time
-from contextlib import contextmanager
 from contextvars import ContextVar
-from typing import Any, Iterator, Mapping, NamedTuple
+from typing import Any, Mapping, NamedTuple
 
 _sdk: Any = None  # what the helpers use of the SDK, once set up; None: tracing is off
 _current: ContextVar = ContextVar("switchboard_span", default=None)
@@ -53,6 +52,8 @@ class _Sdk(NamedTuple):
     scope: Any  # InstrumentationScope("switchboard")
     processor: Any  # the batch processor
     limits: Any  # SpanLimits (OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT, OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT)
+    follows: bool  # the sampler keeps a remote parent's decision, and adds nothing (see _follows)
+    flags: tuple  # TraceFlags by value, for the first two bits (sampled, random trace id)
 
 
 class Span:
@@ -96,8 +97,22 @@ def setup(service: str) -> bool:
     fields = frozenset(f.lower() for f in propagate.get_global_textmap().fields)  # OTEL_PROPAGATORS
     _sdk = _Sdk(trace, propagate, ReadableSpan, SpanKind, Status(StatusCode.ERROR), Status(StatusCode.UNSET), fields,
                 provider.sampler, provider.id_generator, provider.resource, InstrumentationScope("switchboard"),
-                processor, SpanLimits())
+                processor, SpanLimits(), _follows(provider.sampler), tuple(trace.TraceFlags(n) for n in range(4)))
     return True
+
+
+def _follows(sampler: Any) -> bool:
+    """The sampler is one of the SDK's parent-based ones (OTEL_TRACES_SAMPLER
+    parentbased_*, the default) with their remote-parent rules: a span under
+    a remote parent is kept exactly when the parent was, with its trace
+    state and no attributes added. Then such a span (a request's server
+    span under a client's trace, a job's span under its request's) is
+    decided here without the sampler's call, which cost more than the rest
+    of a span (tests/unit/test_tracing.py compares the two)."""
+    from opentelemetry.sdk.trace.sampling import ParentBased
+    description = sampler.get_description()
+    return (isinstance(sampler, ParentBased) and type(sampler).should_sample is ParentBased.should_sample
+            and "remoteParentSampled:AlwaysOnSampler,remoteParentNotSampled:AlwaysOffSampler," in description)
 
 
 def on() -> bool:
@@ -109,27 +124,37 @@ def _start(name: str, parent: Any, kind: Any, attributes: dict, start: int | Non
     """A span under `parent` (a SpanContext; None: a new trace), as the
     SDK's tracer starts one: the sampler decides, with the parent's flags.
     Or as `decided_by` was decided, without asking the sampler again: a
-    span of ours under it (whose trace it was asked about) or beside it."""
+    span of ours under it (whose trace it was asked about) or beside it.
+    `attributes` becomes the span's own (a dict the caller made for it)."""
     trace = _sdk.trace
-    if parent is not None and not parent.is_valid:
-        parent = None
     if decided_by is not None:
         context = decided_by.context
-        trace_id, flags, state, kept = context.trace_id, context.trace_flags, context.trace_state, {}
-        records = flags.sampled
+        trace_id, flags, state = context.trace_id, context.trace_flags, context.trace_state
+        records = flags & 1
     else:
-        trace_id = parent.trace_id if parent is not None else _sdk.ids.generate_trace_id()
-        under = trace.set_span_in_context(trace.NonRecordingSpan(parent)) if parent is not None else None
-        decided = _sdk.sampler.should_sample(under, trace_id, name, kind, attributes)
-        flags = trace.TraceFlags.SAMPLED if decided.decision.is_sampled() else trace.TraceFlags.DEFAULT
-        if parent.trace_flags.random_trace_id if parent is not None else _sdk.ids.is_trace_id_random():
-            flags |= trace.TraceFlags.RANDOM_TRACE_ID
-        flags, state = trace.TraceFlags(flags), decided.trace_state
-        records, kept = decided.decision.is_recording(), decided.attributes
-    context = trace.SpanContext(trace_id, _sdk.ids.generate_span_id(), is_remote=False, trace_flags=flags,
-                                trace_state=state)
-    return Span(name, context, parent, kind, start or time.time_ns(), dict(kept or {}) | attributes if records
-                else None)
+        if parent is not None and not parent.is_valid:
+            parent = None
+        if parent is not None and parent.is_remote and _sdk.follows:
+            trace_id, flags, state = parent.trace_id, _sdk.flags[parent.trace_flags & 3], parent.trace_state
+            records = flags & 1
+        else:
+            trace_id, flags, state, records, attributes = _sampled(name, parent, kind, attributes)
+    context = trace.SpanContext(trace_id, _sdk.ids.generate_span_id(), False, flags, state)
+    return Span(name, context, parent, kind, start or time.time_ns(), attributes if records else None)
+
+
+def _sampled(name: str, parent: Any, kind: Any, attributes: dict) -> tuple:
+    """What the sampler decides for a span: its trace, flags, trace state,
+    whether it is recorded, and its attributes (the sampler's added)."""
+    trace = _sdk.trace
+    trace_id = parent.trace_id if parent is not None else _sdk.ids.generate_trace_id()
+    under = trace.set_span_in_context(trace.NonRecordingSpan(parent)) if parent is not None else None
+    decided = _sdk.sampler.should_sample(under, trace_id, name, kind, attributes)
+    flags = trace.TraceFlags.SAMPLED if decided.decision.is_sampled() else trace.TraceFlags.DEFAULT
+    if parent.trace_flags.random_trace_id if parent is not None else _sdk.ids.is_trace_id_random():
+        flags |= trace.TraceFlags.RANDOM_TRACE_ID
+    return (trace_id, _sdk.flags[flags], decided.trace_state, decided.decision.is_recording(),
+            dict(decided.attributes or {}) | attributes)
 
 
 def _finish(span: Span, end: int | None = None) -> None:
@@ -216,25 +241,37 @@ def record_span(name: str, attributes: dict, seconds: float, error: str | None =
     _finish(span, now)
 
 
-@contextmanager
-def job_span(traceparent: str, name: str, attributes: dict, enqueued_at: float) -> Iterator[Span | None]:
+def job_span(traceparent: str, name: str, attributes: dict, enqueued_at: float) -> "_Current":
     """In a worker: the job's time in the queue (from its web process's
-    enqueueing to now), then the job's own span, current while it runs (an
-    upstream call and a tool call become its children). Yields the span
-    (None with tracing off, or for a job sent without a trace)."""
+    enqueueing to now), then the job's own span, current while the `with`
+    block runs (an upstream call and a tool call become its children).
+    The block gets the span (None with tracing off, or for a job sent
+    without a trace)."""
     parent = _parent(traceparent) if _sdk is not None and traceparent else None
     if parent is None:
-        yield None
-        return
+        return _Current(None)
     now = time.time_ns()
     span = _start(name, parent, _sdk.kind.INTERNAL, _clean(attributes), now)
     _finish(_start("queue", parent, _sdk.kind.INTERNAL, {}, min(int(enqueued_at * 1e9), now), span), now)
-    token = _current.set(span)
-    try:
-        yield span
-    finally:
-        _current.reset(token)
-        _finish(span)
+    return _Current(span)
+
+
+class _Current:
+    """A span made current for a `with` block, and ended after it."""
+    __slots__ = ("span", "token")
+
+    def __init__(self, span: Span | None):
+        self.span, self.token = span, None
+
+    def __enter__(self) -> Span | None:
+        if self.span is not None:
+            self.token = _current.set(self.span)
+        return self.span
+
+    def __exit__(self, *_) -> None:
+        if self.span is not None:
+            _current.reset(self.token)
+            _finish(self.span)
 
 
 def _parent(traceparent: str) -> Any:
@@ -262,25 +299,35 @@ class Call(NamedTuple):
     span: Span | None  # for annotate(); None with tracing off
 
 
-@contextmanager
-def client_span(method: str, address: str, path: str) -> Iterator[Call]:
-    """An outgoing HTTP call under the current span. Not made current: the
-    caller's generator may be suspended inside it (a stream), and what runs
-    meanwhile belongs to the job, not to the call. Its URL is the server's
-    address and path only (a query could hold a key)."""
+def client_span(method: str, address: str, path: str) -> "_Outgoing":
+    """An outgoing HTTP call under the current span, for a `with` block
+    (which gets a Call). Not made current: the caller's generator may be
+    suspended inside it (a stream), and what runs meanwhile belongs to the
+    job, not to the call. Its URL is the server's address and path only (a
+    query could hold a key)."""
     if _sdk is None:
-        yield Call({}, None)
-        return
+        return _Outgoing(None)
     parent = _current.get()
-    span = _start(method, parent.context if parent is not None else None, _sdk.kind.CLIENT, {
-        "http.request.method": method, "server.address": address, "url.path": path}, None, parent)
-    try:
-        yield Call({"traceparent": traceparent_of(span)}, span)
-    except BaseException as error:
-        fail(span, type(error).__name__)
-        raise
-    finally:
-        _finish(span)
+    return _Outgoing(_start(method, parent.context if parent is not None else None, _sdk.kind.CLIENT, {
+        "http.request.method": method, "server.address": address, "url.path": path}, None, parent))
+
+
+class _Outgoing:
+    __slots__ = ("span",)
+
+    def __init__(self, span: Span | None):
+        self.span = span
+
+    def __enter__(self) -> Call:
+        if self.span is None:
+            return Call({}, None)
+        return Call({"traceparent": traceparent_of(self.span)}, self.span)
+
+    def __exit__(self, error_type: type | None, *_) -> None:
+        if self.span is not None:
+            if error_type is not None:  # (any: a stream closed early ends it with GeneratorExit)
+                fail(self.span, error_type.__name__)
+            _finish(self.span)
 
 
 def _clean(attributes: dict) -> dict:

@@ -12,9 +12,9 @@ from opentelemetry import trace  # noqa: E402
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans  # noqa: E402
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest  # noqa: E402
 from opentelemetry.sdk.resources import Resource  # noqa: E402
-from opentelemetry.sdk.trace import TracerProvider  # noqa: E402
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider  # noqa: E402
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult  # noqa: E402
-from opentelemetry.trace import Link, SpanKind, Status, StatusCode, TraceState  # noqa: E402
+from opentelemetry.trace import SpanKind, Status, StatusCode, TraceState  # noqa: E402
 
 from protocol import otlp  # noqa: E402
 
@@ -83,3 +83,14 @@ def test_every_attribute_type_the_sdk_accepts_is_written_and_nothing_else():
     assert otlp._varint(300) == b"\xac\x02" and otlp._varint(-1) == b"\xff" * 9 + b"\x01"
     with pytest.raises(TypeError):
         otlp._value(object())
+
+
+def test_values_python_calls_equal_keep_their_own_bytes():
+    """What is written once and reused is told apart by type: 1, 1.0 and
+    True are equal in Python, as are the lists [True] and [1]; a string and
+    a list of that one string are not the same attribute either. (Spans as
+    protocol/tracing.py hands them over: their attributes a plain dict.)"""
+    resource, context = Resource.create({"service.name": "web"}), trace.SpanContext(1, 2, False)
+    spans = [ReadableSpan("s", context, resource=resource, attributes={"k": value}, start_time=1, end_time=2)
+             for value in (1, 1.0, True, "a", ["a"], [True], [1], ("a",), 1, True, ["a"], "a", [1.0], [True])]
+    assert ExportTraceServiceRequest.FromString(otlp.encode(spans)) == encode_spans(spans)

@@ -108,3 +108,39 @@ def test_a_jobs_spans_are_its_queue_its_own_its_calls_and_the_sampler_is_honoure
     finally:
         receiver.close()
     assert receiver.snapshot() == []
+
+
+# Under a remote parent, a span is decided without the sampler's call when the sampler is one of the SDK's
+# parent-based ones: the decision must be the sampler's own, for every configuration OTEL_TRACES_SAMPLER names.
+_DECISIONS = """
+import os
+from opentelemetry import trace
+from opentelemetry.sdk.trace import sampling
+from protocol import tracing
+tracing.setup("worker")
+follows = {}
+for name in ("parentbased_always_on", "parentbased_always_off", "parentbased_traceidratio", "always_on",
+             "always_off", "traceidratio"):
+    os.environ["OTEL_TRACES_SAMPLER"], os.environ["OTEL_TRACES_SAMPLER_ARG"] = name, "0.5"
+    sampler = sampling._get_from_env_or_default()
+    follows[name] = tracing._follows(sampler)
+    tracing._sdk = tracing._sdk._replace(sampler=sampler, follows=follows[name])
+    for flags in range(4):
+        for state in (trace.TraceState(), trace.TraceState([("vendor", "v1")])):
+            for trace_id in (0x4bf92f3577b34da6a3ce929d0e0e4736, 0xfff92f3577b34da6a3ce929d0e0e4736):
+                parent = trace.SpanContext(trace_id, 0x00f067aa0ba902b7, True, trace.TraceFlags(flags), state)
+                span = tracing._start("chat up", parent, trace.SpanKind.INTERNAL, {"a": 1})
+                asked = tracing._sampled("chat up", parent, trace.SpanKind.INTERNAL, {"a": 1})
+                assert (span.context.trace_id, span.context.trace_flags, span.context.trace_state,
+                        span.attributes is not None) == (*asked[:3], bool(asked[3])), (name, flags)
+                assert span.attributes in (None, asked[4]) and span.parent is parent
+print(sorted(name for name, yes in follows.items() if yes))
+"""
+
+
+def test_a_span_under_a_remote_parent_is_decided_as_the_sampler_would():
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT), "OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:9",
+           "OTEL_BSP_SCHEDULE_DELAY": "60000"}
+    ran = subprocess.run([sys.executable, "-c", _DECISIONS], env=env, capture_output=True, text=True, timeout=60)
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout.strip() == str(["parentbased_always_off", "parentbased_always_on", "parentbased_traceidratio"])
