@@ -45,14 +45,15 @@ class _Sdk(NamedTuple):
     kind: Any  # SpanKind
     error: Any  # Status(StatusCode.ERROR)
     unset: Any  # Status(StatusCode.UNSET)
-    fields: frozenset  # the headers the propagators read (traceparent, ...)
+    fields: tuple  # the headers the propagators read (traceparent, ...), each with its WSGI environ key
     sampler: Any
     ids: Any  # the id generator
     resource: Any
     scope: Any  # InstrumentationScope("switchboard")
     processor: Any  # the batch processor
     limits: Any  # SpanLimits (OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT, OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT)
-    follows: bool  # the sampler keeps a remote parent's decision, and adds nothing (see _follows)
+    follows: bool  # the sampler keeps a remote parent's decision, and adds nothing (see _shortcuts)
+    roots: Any  # a new trace's TraceFlags if the sampler keeps every new trace, and adds nothing; else None
     flags: tuple  # TraceFlags by value, for the first two bits (sampled, random trace id)
 
 
@@ -94,25 +95,33 @@ def setup(service: str) -> bool:
     processor = BatchSpanProcessor(Exporter())  # OTEL_EXPORTER_OTLP_*, OTEL_BSP_*
     provider.add_span_processor(processor)  # (its shutdown at exit flushes the batch)
     trace.set_tracer_provider(provider)
-    fields = frozenset(f.lower() for f in propagate.get_global_textmap().fields)  # OTEL_PROPAGATORS
+    fields = tuple((f.lower(), "HTTP_" + f.upper().replace("-", "_"))
+                   for f in sorted(propagate.get_global_textmap().fields))  # OTEL_PROPAGATORS
     _sdk = _Sdk(trace, propagate, ReadableSpan, SpanKind, Status(StatusCode.ERROR), Status(StatusCode.UNSET), fields,
                 provider.sampler, provider.id_generator, provider.resource, InstrumentationScope("switchboard"),
-                processor, SpanLimits(), _follows(provider.sampler), tuple(trace.TraceFlags(n) for n in range(4)))
+                processor, SpanLimits(), *_shortcuts(provider), tuple(trace.TraceFlags(n) for n in range(4)))
     return True
 
 
-def _follows(sampler: Any) -> bool:
-    """The sampler is one of the SDK's parent-based ones (OTEL_TRACES_SAMPLER
-    parentbased_*, the default) with their remote-parent rules: a span under
-    a remote parent is kept exactly when the parent was, with its trace
-    state and no attributes added. Then such a span (a request's server
-    span under a client's trace, a job's span under its request's) is
-    decided here without the sampler's call, which cost more than the rest
-    of a span (tests/unit/test_tracing.py compares the two)."""
+def _shortcuts(provider: Any) -> tuple[bool, Any]:
+    """What the sampler decides without being asked, if it is one of the
+    SDK's parent-based ones (OTEL_TRACES_SAMPLER parentbased_*, the default)
+    and so keeps their rules. A span under a remote parent (a request's
+    server span under a client's trace, a job's under its request's) is
+    kept exactly when the parent was, with its trace state and nothing
+    added; with the default root sampler, a new trace is always kept. The
+    sampler's call cost more than the rest of a span; the decisions are
+    the same (tests/unit/test_tracing.py compares them)."""
+    from opentelemetry import trace
     from opentelemetry.sdk.trace.sampling import ParentBased
+    sampler = provider.sampler
+    if not isinstance(sampler, ParentBased) or type(sampler).should_sample is not ParentBased.should_sample:
+        return False, None
     description = sampler.get_description()
-    return (isinstance(sampler, ParentBased) and type(sampler).should_sample is ParentBased.should_sample
-            and "remoteParentSampled:AlwaysOnSampler,remoteParentNotSampled:AlwaysOffSampler," in description)
+    follows = "remoteParentSampled:AlwaysOnSampler,remoteParentNotSampled:AlwaysOffSampler," in description
+    random = trace.TraceFlags.RANDOM_TRACE_ID if provider.id_generator.is_trace_id_random() else 0
+    kept = description.startswith("ParentBased{root:AlwaysOnSampler,")
+    return follows, trace.TraceFlags(trace.TraceFlags.SAMPLED | random) if kept else None
 
 
 def on() -> bool:
@@ -134,7 +143,9 @@ def _start(name: str, parent: Any, kind: Any, attributes: dict, start: int | Non
     else:
         if parent is not None and not parent.is_valid:
             parent = None
-        if parent is not None and parent.is_remote and _sdk.follows:
+        if parent is None and _sdk.roots is not None:  # (a new trace: its root sampler keeps all)
+            trace_id, flags, state, records = _sdk.ids.generate_trace_id(), _sdk.roots, None, True
+        elif parent is not None and parent.is_remote and _sdk.follows:
             trace_id, flags, state = parent.trace_id, _sdk.flags[parent.trace_flags & 3], parent.trace_state
             records = flags & 1
         else:
@@ -181,7 +192,11 @@ def start_server_span(name: str, headers: Any, attributes: dict) -> Span | None:
     tracing off."""
     if _sdk is None:
         return None
-    sent = {field: value for field in _sdk.fields if (value := headers.get(field))}  # (headers: case-insensitive)
+    environ = getattr(headers, "environ", None)  # (werkzeug's request headers: their WSGI environ, read directly)
+    if environ is not None:
+        sent = {field: value for field, key in _sdk.fields if (value := environ.get(key))}
+    else:
+        sent = {field: value for field, _ in _sdk.fields if (value := headers.get(field))}  # (case-insensitive)
     parent = _sdk.trace.get_current_span(_sdk.propagate.extract(sent)).get_span_context() if sent else None
     return _start(name, parent, _sdk.kind.SERVER, _clean(attributes))
 

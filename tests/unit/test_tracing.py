@@ -39,6 +39,9 @@ def test_a_jobs_traceparent_is_read_back_exactly_and_a_bad_one_is_none():
             "from werkzeug.datastructures import Headers; "
             "span = tracing.start_server_span('POST /v1/chat/completions', Headers({'TraceParent': tp}), {}); "
             "assert tracing.traceparent_of(span).split('-')[1] == tp.split('-')[1]; "
+            "assert tracing.trace_id_of(span) == tp.split('-')[1]; "
+            "from werkzeug.datastructures import EnvironHeaders; "
+            "span = tracing.start_server_span('POST /', EnvironHeaders({'HTTP_TRACEPARENT': tp}), {}); "
             "assert tracing.trace_id_of(span) == tp.split('-')[1]; print('ok')")
     env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT), "OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:9",
            "OTEL_BSP_SCHEDULE_DELAY": "60000"}
@@ -115,16 +118,24 @@ def test_a_jobs_spans_are_its_queue_its_own_its_calls_and_the_sampler_is_honoure
 _DECISIONS = """
 import os
 from opentelemetry import trace
-from opentelemetry.sdk.trace import sampling
+from opentelemetry.sdk.trace import TracerProvider, sampling
 from protocol import tracing
 tracing.setup("worker")
-follows = {}
+follows, roots = [], []
 for name in ("parentbased_always_on", "parentbased_always_off", "parentbased_traceidratio", "always_on",
              "always_off", "traceidratio"):
     os.environ["OTEL_TRACES_SAMPLER"], os.environ["OTEL_TRACES_SAMPLER_ARG"] = name, "0.5"
     sampler = sampling._get_from_env_or_default()
-    follows[name] = tracing._follows(sampler)
-    tracing._sdk = tracing._sdk._replace(sampler=sampler, follows=follows[name])
+    shortcuts = tracing._shortcuts(TracerProvider(sampler=sampler))
+    follows += [name] if shortcuts[0] else []
+    roots += [name] if shortcuts[1] is not None else []
+    tracing._sdk = tracing._sdk._replace(sampler=sampler, follows=shortcuts[0], roots=shortcuts[1])
+    for _ in range(20):  # new traces (decided here only where the root sampler keeps every one, whatever its id)
+        span = tracing._start("POST /v1/messages", None, trace.SpanKind.SERVER, {"a": 1})
+        asked = tracing._sampled("POST /v1/messages", None, trace.SpanKind.SERVER, {"a": 1})
+        assert span.parent is None and span.context.trace_state == (asked[2] or trace.TraceState())
+        if shortcuts[1] is not None:
+            assert (span.context.trace_flags, span.attributes, bool(asked[3])) == (asked[1], asked[4], True), name
     for flags in range(4):
         for state in (trace.TraceState(), trace.TraceState([("vendor", "v1")])):
             for trace_id in (0x4bf92f3577b34da6a3ce929d0e0e4736, 0xfff92f3577b34da6a3ce929d0e0e4736):
@@ -134,7 +145,7 @@ for name in ("parentbased_always_on", "parentbased_always_off", "parentbased_tra
                 assert (span.context.trace_id, span.context.trace_flags, span.context.trace_state,
                         span.attributes is not None) == (*asked[:3], bool(asked[3])), (name, flags)
                 assert span.attributes in (None, asked[4]) and span.parent is parent
-print(sorted(name for name, yes in follows.items() if yes))
+print(follows, roots)
 """
 
 
@@ -143,4 +154,5 @@ def test_a_span_under_a_remote_parent_is_decided_as_the_sampler_would():
            "OTEL_BSP_SCHEDULE_DELAY": "60000"}
     ran = subprocess.run([sys.executable, "-c", _DECISIONS], env=env, capture_output=True, text=True, timeout=60)
     assert ran.returncode == 0, ran.stderr
-    assert ran.stdout.strip() == str(["parentbased_always_off", "parentbased_always_on", "parentbased_traceidratio"])
+    assert ran.stdout.strip() == str(["parentbased_always_on", "parentbased_always_off",
+                                      "parentbased_traceidratio"]) + " " + str(["parentbased_always_on"])
