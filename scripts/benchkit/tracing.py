@@ -147,7 +147,9 @@ def measure(requests: int, rounds: int, before: Path | None, log=print) -> dict:
                 ready_together([p for s in stacks.values() for p in s["processes"]])
                 for workload in WORKLOADS:
                     asyncio.run(_interleaved(list(stacks.values()), 4, 40, workload, random.Random(0)))  # warm-up
-                    for new, old in pairs:
+                    # (the pairs in a new order every round: a stack in several pairs has served more
+                    # requests by its later ones, and its partner there meets it warmer)
+                    for new, old in random.Random(round_).sample(pairs, len(pairs)):
                         _round([stacks[new], stacks[old]], requests, measured[workload][f"{new} vs {old}"],
                                workload, random.Random(round_))
                 for process in (p for s in stacks.values() for p in s["processes"]):
