@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import random
 import shutil
 import signal
 import socket
@@ -42,9 +43,32 @@ def answers(url: str, timeout: float = 0.5) -> bool:
 
 
 def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+    """A loopback port nothing listens on, for a server about to start on it.
+    Taken below the kernel's range for outgoing connections: a port from
+    that range (what binding port 0 gives) can become a client connection's
+    own before the server binds it, as a benchmark's hundreds of
+    connections once made it do."""
+    below = _outgoing_ports_start()
+    for _ in range(200):
+        port = _PORTS.randrange(FIRST_PORT, below) if below > FIRST_PORT + 1000 else 0
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return sock.getsockname()[1]
+    raise RuntimeError("no free loopback port")
+
+
+FIRST_PORT = 20000
+_PORTS = random.SystemRandom()
+
+
+def _outgoing_ports_start() -> int:
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768  # (Linux's default)
 
 
 def redis_server_binary() -> str | None:
