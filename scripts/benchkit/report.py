@@ -190,7 +190,8 @@ def _tracing_lines(section: dict) -> list[str]:
              + (f", and an older tree ({section['before']}: \"before\", with its tracing on too where it had "
                 "tracing)" if section.get("before") else "")
              + f"; per request kind, {section['requests']} requests at one client and {section['requests'] * 4} "
-             f"at 16 per stack, pair and round, {section['rounds']} rounds, each on stacks started anew. Each cost "
+             f"at 16 per stack, pair and round, {section['rounds']} rounds, each on stacks started anew and taking "
+             "the pairs in its own order. Each cost "
              "compares two stacks "
              "measured together (every client sends its requests to the two in turn, so they meet the same "
              "machine): the median over the rounds of their ratio; \"off, again\" is a second stack like "
