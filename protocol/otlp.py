@@ -1,11 +1,11 @@
 """The OTLP exporter tracing uses (protocol/tracing.py): the official
 OTLP/HTTP exporter (its endpoint, headers, TLS, compression, timeout and
-retries, all from OTEL_EXPORTER_OTLP_*), with the spans written straight
-into protobuf's wire format here. The exporter's own encoder builds a
-protobuf message object for every span, attribute and value, which costs
-more than everything else tracing does (docs/benchmarks-notes.md); the
-bytes written here decode to the same ExportTraceServiceRequest
-(tests/unit/test_otlp.py compares the two).
+retries, all from OTEL_EXPORTER_OTLP_*), sending tracing's own spans
+written straight into protobuf's wire format here. The exporter's own
+encoder builds a protobuf message object for every span, attribute and
+value, which cost more than everything else tracing did
+(docs/benchmarks-notes.md); the bytes written here are the very bytes it
+makes of the same spans (tests/unit/test_otlp.py compares the two).
 
 Imported only when tracing is on (it imports the SDK)."""
 from __future__ import annotations
@@ -14,11 +14,10 @@ import logging
 import struct
 import time
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.trace.export import SpanExportResult
-from opentelemetry.trace import SpanKind
 
 _logger = logging.getLogger(__name__)
 _LEN, _VARINT, _I64, _I32 = 2, 0, 1, 5
@@ -119,37 +118,24 @@ def _name_of(key: str) -> bytes:
 
 
 def _span(span) -> bytes:
-    context, parent, status, events, links = span.context, span.parent, span.status, span.events, span.links
+    """A tracing.Span's fields (its events and links: none; its status:
+    unset, or an error without a description)."""
     return b"".join((
-        _TRACE_ID + context.trace_id.to_bytes(16, "big"), _SPAN_ID + context.span_id.to_bytes(8, "big"),
-        _string(3, ",".join(f"{k}={v}" for k, v in context.trace_state.items())) if context.trace_state else b"",
-        _PARENT_ID + parent.span_id.to_bytes(8, "big") if parent else b"",
-        _name(span.name), _KINDS[span.kind], _START + _FIXED64.pack(span.start_time),
-        _END + _FIXED64.pack(span.end_time), _attributes(9, span.attributes),
-        _key(10, _VARINT) + _varint(span.dropped_attributes) if span.dropped_attributes else b"",
-        b"".join(_bytes(11, _event(event)) for event in events) if events else b"",
-        b"".join(_bytes(13, _link(link)) for link in links) if links else b"",
-        _statuses.get(status) or _status(status), _FLAGS[parent is not None and parent.is_remote]))
+        _TRACE_ID + span.trace_id.to_bytes(16, "big"), _SPAN_ID + span.span_id.to_bytes(8, "big"),
+        _string(3, ",".join(f"{k}={v}" for k, v in span.state.items())) if span.state else b"",
+        _PARENT_ID + span.parent_id.to_bytes(8, "big") if span.parent_id else b"",
+        _name(span.name), _KINDS[span.kind], _START + _FIXED64.pack(span.start), _END + _FIXED64.pack(span.end),
+        _attributes(9, span.attributes), _key(10, _VARINT) + _varint(span.dropped) if span.dropped else b"",
+        _ERROR if span.error else _UNSET, _FLAGS[span.remote]))
 
 
 # What every span has, its field's key (and length) written once.
 _TRACE_ID, _SPAN_ID, _PARENT_ID = _KEYS[1, _LEN] + b"\x10", _KEYS[2, _LEN] + b"\x08", _KEYS[4, _LEN] + b"\x08"
-_KINDS = {kind: _KEYS[6, _VARINT] + _varint(kind.value + 1) for kind in SpanKind}  # OTLP counts kinds from 1
+_KINDS = {kind: _KEYS[6, _VARINT] + _varint(kind + 1) for kind in range(5)}  # (SpanKind's values; OTLP's from 1)
+_UNSET, _ERROR = _KEYS[15, _LEN] + b"\x00", _KEYS[15, _LEN] + b"\x02" + _KEYS[3, _VARINT] + b"\x02"  # Status
 _START, _END = _KEYS[7, _I64], _KEYS[8, _I64]
 _FLAGS = {remote: _KEYS[16, _I32] + _FIXED32.pack(_HAS_IS_REMOTE | (_IS_REMOTE if remote else 0))
           for remote in (False, True)}
-
-
-_statuses: dict = {}  # Status -> its bytes (by identity: tracing's two, the SDK's own constants)
-
-
-def _status(status) -> bytes:
-    code = status.status_code.value
-    written = _bytes(15, _string(2, status.description) + (_key(3, _VARINT) + _varint(code) if code else b""))
-    if len(_statuses) >= 64:
-        _statuses.clear()
-    _statuses[status] = written
-    return written
 
 
 def _name(name: str) -> bytes:
@@ -159,38 +145,34 @@ def _name(name: str) -> bytes:
     return written
 
 
-def _event(event) -> bytes:
-    return _key(1, _I64) + _FIXED64.pack(event.timestamp) + _string(2, event.name) + _attributes(3, event.attributes)
-
-
-def _link(link) -> bytes:
-    context = link.context
-    flags = _HAS_IS_REMOTE | (_IS_REMOTE if context.is_remote else 0)
-    return (_bytes(1, context.trace_id.to_bytes(16, "big")) + _bytes(2, context.span_id.to_bytes(8, "big"))
-            + _attributes(4, link.attributes) + _key(6, _I32) + _FIXED32.pack(flags))
-
-
 def _scope(scope) -> bytes:
     if scope is None:
         return b""
     return _string(1, scope.name) + _string(2, scope.version) + _attributes(3, scope.attributes)
 
 
-def encode(spans: Sequence) -> bytes:
-    """An ExportTraceServiceRequest of finished spans (the SDK's
-    ReadableSpan), grouped by resource, then by instrumentation scope."""
-    grouped: dict = {}  # (by identity: a Resource hashes through json.dumps)
-    for span in spans:
-        scopes = grouped.setdefault(id(span.resource), (span.resource, {}))[1]
-        scopes.setdefault(span.instrumentation_scope or None, []).append(span)
-    resource_spans = []
-    for resource, scopes in grouped.values():
-        scope_spans = b"".join(_bytes(2, _bytes(1, _scope(scope)) + b"".join(_bytes(2, _span(s)) for s in spans_)
-                                      + _string(3, scope.schema_url if scope else None))
-                               for scope, spans_ in scopes.items())
-        resource_spans.append(_bytes(1, _bytes(1, _attributes(1, resource.attributes)) + scope_spans
-                                     + _string(3, resource.schema_url)))
-    return b"".join(resource_spans)
+class Described(NamedTuple):
+    """What every span of a process shares, written once: the fields of the
+    ResourceSpans (its resource) and of the ScopeSpans (its scope) before
+    and after their spans."""
+    resource_head: bytes
+    resource_tail: bytes
+    scope_head: bytes
+    scope_tail: bytes
+
+    @classmethod
+    def of(cls, resource, scope) -> "Described":
+        return cls(_bytes(1, _attributes(1, resource.attributes)), _string(3, resource.schema_url),
+                   _bytes(1, _scope(scope)), _string(3, scope.schema_url))
+
+
+def encode(spans: Sequence, described: Described) -> bytes:
+    """An ExportTraceServiceRequest of a process's finished spans."""
+    if not spans:
+        return b""
+    body = b"".join([_bytes(2, _span(span)) for span in spans])
+    return _bytes(1, described.resource_head + _bytes(2, described.scope_head + body + described.scope_tail)
+                  + described.resource_tail)
 
 
 # Spans encoded between two yields: the batch processor's thread is a greenlet in a gevent process, and a whole
@@ -198,24 +180,29 @@ def encode(spans: Sequence) -> bytes:
 CHUNK = 64
 
 
-def encode_yielding(spans: Sequence) -> bytes:
+def encode_yielding(spans: Sequence, described: Described) -> bytes:
     """`encode`, CHUNK spans at a time, letting the others run in between
     (requests concatenated are one request: their resource_spans add up)."""
     parts = []
     for start in range(0, len(spans), CHUNK):
-        parts.append(encode(spans[start:start + CHUNK]))
+        parts.append(encode(spans[start:start + CHUNK], described))
         time.sleep(0)
     return b"".join(parts)
 
 
 class Exporter(OTLPSpanExporter):
-    """The official exporter, sending what `encode` writes."""
+    """The official exporter, sending what `encode` writes of the spans of
+    one resource and scope (the process's)."""
+
+    def __init__(self, resource, scope):
+        super().__init__()
+        self._described = Described.of(resource, scope)
 
     def export(self, spans: Sequence) -> SpanExportResult:
         if self._shutdown:
             return SpanExportResult.FAILURE
         try:
-            data = encode_yielding(spans)
+            data = encode_yielding(spans, self._described)
         except Exception as error:  # noqa: BLE001 (an export must never raise into the batch processor)
             _logger.error("Failed to encode span batch: %s", type(error).__name__)
             return SpanExportResult.FAILURE

@@ -19,10 +19,12 @@ reply text, keys and headers are never put on a span.
 The SDK decides (its sampler, from OTEL_TRACES_SAMPLER, for every span),
 names (its id generator), describes (its resource, OTEL_RESOURCE_ATTRIBUTES),
 batches (BatchSpanProcessor, OTEL_BSP_*) and exports (protocol/otlp.py).
-A span is recorded here, a few fields in a slot object, and handed to the
-batch processor as the SDK's own ReadableSpan when it ends: the SDK's live
-span (a lock, attribute checks, a context to attach) cost more per span than
-the rest of a short request's tracing together (docs/benchmarks-notes.md).
+A span is recorded here, in the few fields OTLP writes (a slot object), and
+handed as it is to the batch processor when it ends, for protocol/otlp.py to
+encode: the SDK's live span (a lock, attribute checks, a context to attach)
+cost more per span than the rest of a short request's tracing together, and
+its SpanContext and ReadableSpan, made for every span, did again in a busy
+process (docs/benchmarks-notes.md).
 The span current in a job is this module's (a context variable, so each
 greenlet and thread has its own).
 """
@@ -39,32 +41,42 @@ _current: ContextVar = ContextVar("switchboard_span", default=None)
 
 
 class _Sdk(NamedTuple):
-    trace: Any  # opentelemetry.trace: SpanContext, TraceFlags, ...
+    trace: Any  # opentelemetry.trace: SpanContext, TraceFlags, ... (for the sampler)
     propagate: Any
-    readable: Any  # ReadableSpan, what a finished span is to the processor
     kind: Any  # SpanKind
-    error: Any  # Status(StatusCode.ERROR)
-    unset: Any  # Status(StatusCode.UNSET)
     fields: tuple  # the headers the propagators read (traceparent, ...), each with its WSGI environ key
     sampler: Any
     ids: Any  # the id generator
-    resource: Any
-    scope: Any  # InstrumentationScope("switchboard")
-    processor: Any  # the batch processor
+    batches: Any  # the batch processor's queue (what BatchSpanProcessor.on_end hands a span to)
     limits: Any  # SpanLimits (OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT, OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT)
     follows: bool  # the sampler keeps a remote parent's decision, and adds nothing (see _shortcuts)
-    roots: Any  # a new trace's TraceFlags if the sampler keeps every new trace, and adds nothing; else None
-    flags: tuple  # TraceFlags by value, for the first two bits (sampled, random trace id)
+    roots: int | None  # a new trace's flags if the sampler keeps every new trace, and adds nothing; else None
+
+
+INTERNAL, SERVER, CLIENT = 0, 1, 2  # SpanKind's values
+
+
+class Remote(NamedTuple):
+    """A span of another process this one continues (a client's, or a job's
+    request's in the web process)."""
+    trace_id: int
+    span_id: int
+    flags: int  # W3C trace flags: 1 sampled, 2 random trace id
+    state: Any = None  # its TraceState, if it came with one
 
 
 class Span:
-    """A span being recorded (attributes None: the sampler left it out, and
-    only its context goes on)."""
-    __slots__ = ("name", "context", "parent", "kind", "start", "attributes", "status")
+    """A span being recorded, in OTLP's fields. attributes None: the sampler
+    left it out, and only its ids go on; end set: it has ended."""
+    __slots__ = ("name", "kind", "trace_id", "span_id", "flags", "state", "parent_id", "remote", "start", "end",
+                 "attributes", "error", "dropped")
 
-    def __init__(self, name: str, context: Any, parent: Any, kind: Any, start: int, attributes: dict | None):
-        self.name, self.context, self.parent, self.kind, self.start = name, context, parent, kind, start
-        self.attributes, self.status = attributes, None
+    def __init__(self, name: str, kind: int, ids: tuple, parent: "Span | Remote | None", start: int,
+                 attributes: dict | None):
+        self.name, self.kind, self.start, self.attributes = name, kind, start, attributes
+        self.trace_id, self.span_id, self.flags, self.state = ids
+        self.parent_id, self.remote = (parent.span_id, type(parent) is Remote) if parent is not None else (0, False)
+        self.end, self.error, self.dropped = 0, False, 0
 
 
 def wanted(env: Mapping[str, str] = os.environ) -> bool:
@@ -81,10 +93,10 @@ def setup(service: str) -> bool:
         return _sdk is not None
     from opentelemetry import propagate, trace
     from opentelemetry.sdk.resources import Resource
-    from opentelemetry.sdk.trace import ReadableSpan, SpanLimits, TracerProvider
+    from opentelemetry.sdk.trace import SpanLimits, TracerProvider
     from opentelemetry.sdk.trace.export import BatchSpanProcessor
     from opentelemetry.sdk.util.instrumentation import InstrumentationScope
-    from opentelemetry.trace import SpanKind, Status, StatusCode
+    from opentelemetry.trace import SpanKind
 
     from protocol.otlp import Exporter
 
@@ -92,14 +104,14 @@ def setup(service: str) -> bool:
     if not os.environ.get("OTEL_SERVICE_NAME"):
         named["service.name"] = service
     provider = TracerProvider(resource=Resource.create(named))  # OTEL_RESOURCE_ATTRIBUTES, OTEL_TRACES_SAMPLER
-    processor = BatchSpanProcessor(Exporter())  # OTEL_EXPORTER_OTLP_*, OTEL_BSP_*
-    provider.add_span_processor(processor)  # (its shutdown at exit flushes the batch)
+    processor = BatchSpanProcessor(Exporter(provider.resource, InstrumentationScope("switchboard")))
+    provider.add_span_processor(processor)  # (OTEL_EXPORTER_OTLP_*, OTEL_BSP_*; its shutdown at exit flushes)
     trace.set_tracer_provider(provider)
     fields = tuple((f.lower(), "HTTP_" + f.upper().replace("-", "_"))
                    for f in sorted(propagate.get_global_textmap().fields))  # OTEL_PROPAGATORS
-    _sdk = _Sdk(trace, propagate, ReadableSpan, SpanKind, Status(StatusCode.ERROR), Status(StatusCode.UNSET), fields,
-                provider.sampler, provider.id_generator, provider.resource, InstrumentationScope("switchboard"),
-                processor, SpanLimits(), *_shortcuts(provider), tuple(trace.TraceFlags(n) for n in range(4)))
+    # (A span of ours is batched as it is: the processor's queue takes it, its exporter is ours.)
+    _sdk = _Sdk(trace, propagate, SpanKind, fields, provider.sampler, provider.id_generator,
+                processor._batch_processor, SpanLimits(), *_shortcuts(provider))
     return True
 
 
@@ -121,68 +133,60 @@ def _shortcuts(provider: Any) -> tuple[bool, Any]:
     follows = "remoteParentSampled:AlwaysOnSampler,remoteParentNotSampled:AlwaysOffSampler," in description
     random = trace.TraceFlags.RANDOM_TRACE_ID if provider.id_generator.is_trace_id_random() else 0
     kept = description.startswith("ParentBased{root:AlwaysOnSampler,")
-    return follows, trace.TraceFlags(trace.TraceFlags.SAMPLED | random) if kept else None
+    return follows, trace.TraceFlags.SAMPLED | random if kept else None
 
 
 def on() -> bool:
     return _sdk is not None
 
 
-def _start(name: str, parent: Any, kind: Any, attributes: dict, start: int | None = None,
+def _start(name: str, parent: Span | Remote | None, kind: int, attributes: dict, start: int | None = None,
            decided_by: Span | None = None) -> Span:
-    """A span under `parent` (a SpanContext; None: a new trace), as the
-    SDK's tracer starts one: the sampler decides, with the parent's flags.
-    Or as `decided_by` was decided, without asking the sampler again: a
-    span of ours under it (whose trace it was asked about) or beside it.
-    `attributes` becomes the span's own (a dict the caller made for it)."""
-    trace = _sdk.trace
+    """A span under `parent` (None: a new trace), as the SDK's tracer starts
+    one: the sampler decides, with the parent's flags. Or as `decided_by`
+    was decided, without asking the sampler again: a span of ours under it
+    (whose trace it was asked about) or beside it. `attributes` becomes the
+    span's own (a dict the caller made for it)."""
     if decided_by is not None:
-        context = decided_by.context
-        trace_id, flags, state = context.trace_id, context.trace_flags, context.trace_state
-        records = flags & 1
+        trace_id, flags, state = decided_by.trace_id, decided_by.flags, decided_by.state
+    elif parent is None and _sdk.roots is not None:  # (a new trace: its root sampler keeps all)
+        trace_id, flags, state = _sdk.ids.generate_trace_id(), _sdk.roots, None
+    elif type(parent) is Remote and _sdk.follows:
+        trace_id, flags, state = parent.trace_id, parent.flags & 3, parent.state
     else:
-        if parent is not None and not parent.is_valid:
-            parent = None
-        if parent is None and _sdk.roots is not None:  # (a new trace: its root sampler keeps all)
-            trace_id, flags, state, records = _sdk.ids.generate_trace_id(), _sdk.roots, None, True
-        elif parent is not None and parent.is_remote and _sdk.follows:
-            trace_id, flags, state = parent.trace_id, _sdk.flags[parent.trace_flags & 3], parent.trace_state
-            records = flags & 1
-        else:
-            trace_id, flags, state, records, attributes = _sampled(name, parent, kind, attributes)
-    context = trace.SpanContext(trace_id, _sdk.ids.generate_span_id(), False, flags, state)
-    return Span(name, context, parent, kind, start or time.time_ns(), attributes if records else None)
+        trace_id, flags, state, attributes = _sampled(name, parent, kind, attributes)
+    return Span(name, kind, (trace_id, _sdk.ids.generate_span_id(), flags, state), parent, start or time.time_ns(),
+                attributes if flags & 1 else None)
 
 
-def _sampled(name: str, parent: Any, kind: Any, attributes: dict) -> tuple:
+def _sampled(name: str, parent: Span | Remote | None, kind: int, attributes: dict) -> tuple:
     """What the sampler decides for a span: its trace, flags, trace state,
-    whether it is recorded, and its attributes (the sampler's added)."""
+    and attributes (the sampler's added)."""
     trace = _sdk.trace
+    context = None if parent is None else trace.SpanContext(
+        parent.trace_id, parent.span_id, type(parent) is Remote, trace.TraceFlags(parent.flags), parent.state)
     trace_id = parent.trace_id if parent is not None else _sdk.ids.generate_trace_id()
-    under = trace.set_span_in_context(trace.NonRecordingSpan(parent)) if parent is not None else None
-    decided = _sdk.sampler.should_sample(under, trace_id, name, kind, attributes)
+    under = trace.set_span_in_context(trace.NonRecordingSpan(context)) if context is not None else None
+    decided = _sdk.sampler.should_sample(under, trace_id, name, _sdk.kind(kind), attributes)
     flags = trace.TraceFlags.SAMPLED if decided.decision.is_sampled() else trace.TraceFlags.DEFAULT
-    if parent.trace_flags.random_trace_id if parent is not None else _sdk.ids.is_trace_id_random():
+    if parent.flags & trace.TraceFlags.RANDOM_TRACE_ID if parent is not None else _sdk.ids.is_trace_id_random():
         flags |= trace.TraceFlags.RANDOM_TRACE_ID
-    return (trace_id, _sdk.flags[flags], decided.trace_state, decided.decision.is_recording(),
-            dict(decided.attributes or {}) | attributes)
+    return trace_id, int(flags), decided.trace_state, dict(decided.attributes or {}) | attributes
 
 
 def _finish(span: Span, end: int | None = None) -> None:
     """Hand a recorded span to the batch processor (once)."""
-    attributes, span.attributes = span.attributes, None
-    if attributes is None:
+    if span.attributes is None or span.end:
         return
-    limits = _sdk.limits
+    limits, attributes = _sdk.limits, span.attributes
     if limits.max_span_attributes is not None and len(attributes) > limits.max_span_attributes:
+        span.dropped = len(attributes) - limits.max_span_attributes
         attributes = dict(list(attributes.items())[:limits.max_span_attributes])
     if limits.max_span_attribute_length is not None:
         attributes = {k: v[:limits.max_span_attribute_length] if isinstance(v, str) else v
                       for k, v in attributes.items()}
-    _sdk.processor.on_end(_sdk.readable(
-        span.name, context=span.context, parent=span.parent, resource=_sdk.resource, attributes=attributes,
-        kind=span.kind, status=span.status or _sdk.unset, start_time=span.start, end_time=end or time.time_ns(),
-        instrumentation_scope=_sdk.scope))
+    span.attributes, span.end = attributes, end or time.time_ns()
+    _sdk.batches.emit(span)
 
 
 def start_server_span(name: str, headers: Any, attributes: dict) -> Span | None:
@@ -197,29 +201,30 @@ def start_server_span(name: str, headers: Any, attributes: dict) -> Span | None:
         sent = {field: value for field, key in _sdk.fields if (value := environ.get(key))}
     else:
         sent = {field: value for field, _ in _sdk.fields if (value := headers.get(field))}  # (case-insensitive)
-    parent = _sdk.trace.get_current_span(_sdk.propagate.extract(sent)).get_span_context() if sent else None
-    return _start(name, parent, _sdk.kind.SERVER, _clean(attributes))
+    sent_by = _sdk.trace.get_current_span(_sdk.propagate.extract(sent)).get_span_context() if sent else None
+    parent = Remote(sent_by.trace_id, sent_by.span_id, int(sent_by.trace_flags), sent_by.trace_state) \
+        if sent_by is not None and sent_by.is_valid else None
+    return _start(name, parent, SERVER, _clean(attributes))
 
 
 def traceparent_of(span: Span | None) -> str:
     """The span's W3C traceparent, for a job to carry ("" without a span)."""
     if span is None:
         return ""
-    context = span.context
-    return f"00-{context.trace_id:032x}-{context.span_id:016x}-{context.trace_flags:02x}"
+    return f"00-{span.trace_id:032x}-{span.span_id:016x}-{span.flags:02x}"
 
 
 def trace_id_of(span: Span | None) -> str:
     """The span's trace id in hex, as tracing systems show it ("" without a
     span, or for a trace the sampler left out: nothing to link to)."""
-    if span is None or not span.context.trace_flags.sampled:
+    if span is None or not span.flags & 1:
         return ""
-    return format(span.context.trace_id, "032x")
+    return format(span.trace_id, "032x")
 
 
 def recording(span: Span | None) -> bool:
     """The span is kept (the sampler took it) and has not ended: worth describing."""
-    return span is not None and span.attributes is not None
+    return span is not None and span.attributes is not None and not span.end
 
 
 def annotate(span: Span | None, attributes: dict) -> None:
@@ -231,7 +236,7 @@ def fail(span: Span | None, kind: str) -> None:
     """Mark the span failed; `kind` is short (a status, a class), never a secret."""
     if recording(span):
         span.attributes["error.type"] = kind
-        span.status = _sdk.error
+        span.error = True
 
 
 def end(span: Span | None, error: str | None = None) -> None:
@@ -250,7 +255,7 @@ def record_span(name: str, attributes: dict, seconds: float, error: str | None =
     if parent is None:
         return
     now = time.time_ns()
-    span = _start(name, parent.context, _sdk.kind.INTERNAL, _clean(attributes), now - int(seconds * 1e9), parent)
+    span = _start(name, parent, INTERNAL, _clean(attributes), now - int(seconds * 1e9), parent)
     if error:
         fail(span, error)
     _finish(span, now)
@@ -266,8 +271,8 @@ def job_span(traceparent: str, name: str, attributes: dict, enqueued_at: float) 
     if parent is None:
         return _Current(None)
     now = time.time_ns()
-    span = _start(name, parent, _sdk.kind.INTERNAL, _clean(attributes), now)
-    _finish(_start("queue", parent, _sdk.kind.INTERNAL, {}, min(int(enqueued_at * 1e9), now), span), now)
+    span = _start(name, parent, INTERNAL, _clean(attributes), now)
+    _finish(_start("queue", parent, INTERNAL, {}, min(int(enqueued_at * 1e9), now), span), now)
     return _Current(span)
 
 
@@ -289,8 +294,8 @@ class _Current:
             _finish(self.span)
 
 
-def _parent(traceparent: str) -> Any:
-    """The SpanContext of a job's traceparent (ours: W3C, version 00), read
+def _parent(traceparent: str) -> Remote | None:
+    """The span a job's traceparent names (ours: W3C, version 00), read
     without the propagators' general parsing; None if it is not one."""
     parts = traceparent.split("-")
     if len(parts) != 4 or len(parts[1]) != 32 or len(parts[2]) != 16:
@@ -299,9 +304,7 @@ def _parent(traceparent: str) -> Any:
         trace_id, span_id, flags = int(parts[1], 16), int(parts[2], 16), int(parts[3], 16)
     except ValueError:
         return None
-    trace = _sdk.trace
-    remote = trace.SpanContext(trace_id, span_id, is_remote=True, trace_flags=trace.TraceFlags(flags))
-    return remote if remote.is_valid else None
+    return Remote(trace_id, span_id, flags) if trace_id and span_id else None
 
 
 def current() -> Span | None:
@@ -323,7 +326,7 @@ def client_span(method: str, address: str, path: str) -> "_Outgoing":
     if _sdk is None:
         return _Outgoing(None)
     parent = _current.get()
-    return _Outgoing(_start(method, parent.context if parent is not None else None, _sdk.kind.CLIENT, {
+    return _Outgoing(_start(method, parent, CLIENT, {
         "http.request.method": method, "server.address": address, "url.path": path}, None, parent))
 
 
