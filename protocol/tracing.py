@@ -16,9 +16,10 @@ The trace context crosses Redis inside the job (Job.traceparent). Span
 attributes follow OpenTelemetry's GenAI semantic conventions; prompt and
 reply text, keys and headers are never put on a span.
 
-The SDK decides (its sampler, from OTEL_TRACES_SAMPLER, for every span),
-names (its id generator), describes (its resource, OTEL_RESOURCE_ATTRIBUTES),
-batches (BatchSpanProcessor, OTEL_BSP_*) and exports (protocol/otlp.py).
+The SDK decides (its sampler, from OTEL_TRACES_SAMPLER: asked for every span
+whose decision its rules do not already give, see _shortcuts), names (its id
+generator), describes (its resource, OTEL_RESOURCE_ATTRIBUTES), batches
+(BatchSpanProcessor, OTEL_BSP_*) and exports (protocol/otlp.py).
 A span is recorded here, in the few fields OTLP writes (a slot object), and
 handed as it is to the batch processor when it ends, for protocol/otlp.py to
 encode: the SDK's live span (a lock, attribute checks, a context to attach)
