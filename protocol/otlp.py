@@ -81,8 +81,16 @@ def _pair(key: str, value: Any) -> bytes:
     return _bytes(1, key.encode()) + _bytes(2, _value(value))
 
 
-_written: dict = {}  # (field, key, value) -> its bytes: most attributes repeat (a route, a model, a status)
-_named: dict = {}  # key -> a KeyValue's key field
+# Bytes that repeat, written once: (field, key, value) -> an attribute (a route, a model, a status);
+# (1, key) -> an attribute's key field; (5, name) -> a span's name field.
+_written: dict = {}
+
+
+def _remember(key: tuple, written: bytes) -> bytes:
+    if len(_written) >= 4096:  # (what is kept stays bounded)
+        _written.clear()
+    _written[key] = written
+    return written
 
 
 def _attributes(field: int, attributes: Mapping | None) -> bytes:
@@ -92,7 +100,7 @@ def _attributes(field: int, attributes: Mapping | None) -> bytes:
     for key, value in attributes.items():
         kind = type(value)
         if kind is int or kind is float:  # (counts and times: seldom the same twice, so written anew)
-            name = _named.get(key) or _name_of(key)
+            name = _written.get((1, key)) or _remember((1, key), _bytes(1, key.encode()))
             number = _key(3, _VARINT) + _varint(value) if kind is int else _key(4, _I64) + _DOUBLE.pack(value)
             out.append(_bytes(field, name + _bytes(2, number)))
             continue
@@ -103,18 +111,9 @@ def _attributes(field: int, attributes: Mapping | None) -> bytes:
         if written is None:
             written = _bytes(field, _pair(key, value))
             if known:
-                if len(_written) >= 4096:  # (what is kept stays bounded)
-                    _written.clear()
-                _written[known] = written
+                _remember(known, written)
         out.append(written)
     return b"".join(out)
-
-
-def _name_of(key: str) -> bytes:
-    if len(_named) >= 4096:
-        _named.clear()
-    written = _named[key] = _bytes(1, key.encode())
-    return written
 
 
 def _span(span) -> bytes:
@@ -139,15 +138,10 @@ _FLAGS = {remote: _KEYS[16, _I32] + _FIXED32.pack(_HAS_IS_REMOTE | (_IS_REMOTE i
 
 
 def _name(name: str) -> bytes:
-    written = _written.get((5, name))
-    if written is None:
-        written = _written[5, name] = _string(5, name)
-    return written
+    return _written.get((5, name)) or _remember((5, name), _string(5, name))
 
 
 def _scope(scope) -> bytes:
-    if scope is None:
-        return b""
     return _string(1, scope.name) + _string(2, scope.version) + _attributes(3, scope.attributes)
 
 

@@ -116,7 +116,7 @@ def setup(service: str) -> bool:
     return True
 
 
-def _shortcuts(provider: Any) -> tuple[bool, Any]:
+def _shortcuts(provider: Any) -> tuple[bool, int | None]:
     """What the sampler decides without being asked, if it is one of the
     SDK's parent-based ones (OTEL_TRACES_SAMPLER parentbased_*, the default)
     and so keeps their rules. A span under a remote parent (a request's
@@ -177,7 +177,7 @@ def _sampled(name: str, parent: Span | Remote | None, kind: int, attributes: dic
 
 def _finish(span: Span, end: int | None = None) -> None:
     """Hand a recorded span to the batch processor (once)."""
-    if span.attributes is None or span.end:
+    if not recording(span):
         return
     limits, attributes = _sdk.limits, span.attributes
     if limits.max_span_attributes is not None and len(attributes) > limits.max_span_attributes:

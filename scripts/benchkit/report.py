@@ -191,12 +191,10 @@ def _tracing_lines(section: dict) -> list[str]:
                 "tracing)" if section.get("before") else "")
              + f"; per request kind, {section['requests']} requests at one client and {section['requests'] * 4} "
              f"at 16 per stack, pair and round, {section['rounds']} rounds, each on stacks started anew and taking "
-             "the pairs in its own order. Each cost "
-             "compares two stacks "
-             "measured together (every client sends its requests to the two in turn, so they meet the same "
-             "machine): the median over the rounds of their ratio; \"off, again\" is a second stack like "
-             "\"off\": what the measurement spreads. CPU: the web and worker processes' time per request (median "
-             "of the rounds)."]
+             "the pairs in its own order. Each cost compares two stacks measured together (every client sends "
+             "its requests to the two in turn, so they meet the same machine): the median over the rounds of "
+             "their ratio; \"off, again\" is a second stack like \"off\": what the measurement spreads. CPU: "
+             "the web and worker processes' time per request (median of the rounds)."]
     for workload, rows in section["workloads"].items():
         lines += ["", f"**{workload}**", "", "| tracing | one client p50 | one client p90 | 16 clients p50 | "
                   "CPU per request |", "|---|---|---|---|---|"]
