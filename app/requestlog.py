@@ -8,6 +8,7 @@ import logging
 import sys
 import time
 import uuid
+from functools import partial
 
 
 from flask import Flask, g, request
@@ -58,7 +59,9 @@ def install_request_log(app: Flask, log_prompts: bool) -> None:
         exchange = g.get("exchange")
         if exchange is not None:
             exchange.note_asker(g.get("request_body"))  # (as its view parsed it)
-            response.call_on_close(lambda: exchange.close(response.status_code))
+            # (its status, not the response: a closure holding the response it is registered on is a reference
+            # cycle, and every request's response, job and parsed body would wait for the collector's full pass)
+            response.call_on_close(partial(exchange.close, response.status_code))
         return response
 
 

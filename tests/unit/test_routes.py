@@ -1,6 +1,7 @@
 """Routes with a scripted job source: exact bytes, including in-band errors."""
 from __future__ import annotations
 
+import gc
 import json
 
 import pytest
@@ -167,3 +168,26 @@ def test_the_request_log_names_a_bad_query_parameter(scripted, query, field):
     refuses ids past 64 bits or before 1970 with an error, not a 400)."""
     reply = scripted.client.get(f"/admin/requests.json?{query}")
     assert reply.status_code == 400 and reply.get_json()["error"]["param"] == field, reply.get_json()
+
+
+@pytest.mark.parametrize("path, body", [
+    ("/api/chat", {"model": "echo", "messages": [{"role": "user", "content": "x"}]}),
+    ("/v1/chat/completions", {"model": "echo", "stream": True, "messages": [{"role": "user", "content": "x"}]}),
+    ("/v1/messages", {"model": "echo", "max_tokens": 5, "messages": [{"role": "user", "content": "x"}]})])
+def test_a_served_request_leaves_no_reference_cycles(scripted, path, body):
+    """A request's response, job and record are freed as soon as it ends: a
+    cycle among them would hold each request's parsed body and job until the
+    collector's next full pass, and make every pass slower."""
+    scripted.replies += [[TextEvent(text="a"), DONE], [TextEvent(text="a"), DONE]]
+    scripted.client.post(path, json=body).close()  # (the first request builds what the process keeps)
+    gc.collect()
+    gc.set_debug(gc.DEBUG_SAVEALL)
+    try:
+        scripted.client.post(path, json=body).close()
+        gc.collect()
+        ours = {"app", "flask", "protocol", "jobqueue", "dialects"}  # (the test client's own Request has a cycle)
+        left = [type(o).__name__ for o in gc.garbage if type(o).__module__.split(".")[0] in ours]
+    finally:
+        gc.set_debug(0)
+        gc.garbage.clear()
+    assert left == []
