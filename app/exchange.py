@@ -11,6 +11,7 @@ own id for it; bodies only where the operator turned them on.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import time
 
@@ -46,6 +47,13 @@ def client_session(headers, body) -> str | None:
     return None
 
 
+def session_of(person: str, client_id: str) -> str:
+    """A job's session (Job.session): the client's own id, scoped to its
+    person (another person's client sending the same id is another session),
+    as a digest of fixed length."""
+    return hashlib.sha256(f"{person}\n{client_id}".encode()).hexdigest()[:32]
+
+
 class Exchange:
     def __init__(self, shared: Services, transport: str = "http"):
         self.shared, self.started = shared, time.perf_counter()
@@ -75,11 +83,13 @@ class Exchange:
             self.body = {"person": person, "request": redact(body)}
 
     def job_started(self, job: Job) -> None:
-        """Its job is about to be queued (it carries the trace with it)."""
+        """Its job is about to be queued (it carries its session and trace with it)."""
         self.note_asker(g.get("request_body"))
         self.ran = True
         self.running.add(job.id)
         self.record["answered"] = job.model
+        if self.record.get("session") and not job.session:
+            job.session = session_of(job.usage_of, self.record["session"])
         job.traceparent = tracing.traceparent_of(self.span)
 
     def saw(self, event: Event) -> None:

@@ -27,7 +27,7 @@ from redis.client import Pipeline
 
 from jobqueue import admission, deployments, fairqueue, records
 from jobqueue.admission import Busy, Limits, Verdict
-from jobqueue.fairqueue import Asker, Placement, Taken, Ticketing, affinity_of
+from jobqueue.fairqueue import Asker, Placement, Taken, Ticketing
 from jobqueue.states import JobState
 from protocol import keys
 from protocol.contract import FinishReason, Job
@@ -190,6 +190,6 @@ wake_held = deployments.wake_held  # pools whose jobs held for full deployments 
 
 
 def remember_cache(redis: Redis, model: str, taken: Taken, worker_id: str) -> None:
-    """This worker's prompt cache now holds the job's prefix (its person's,
-    or its cache key's): their next job comes here while it is idle."""
-    fairqueue.remember_affinity(redis, model, affinity_of(taken.job, taken.person), worker_id)
+    """This worker's prompt cache now holds the job's prefix (its cache key's,
+    or its session's and person's): their next job comes here while it is idle."""
+    fairqueue.remember_affinity(redis, model, fairqueue.held_by_worker(taken.job, taken.person), worker_id)

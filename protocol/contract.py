@@ -187,6 +187,10 @@ class Job(_Strict):
     # prompt_cache_key): such jobs go to the worker whose cache holds the
     # last one, whoever sends them; empty: the person's own last job's worker.
     cache_key: str = ""
+    # The agent session the job is a turn of: a digest of its person and the
+    # client's own id for the session (app/sessions.py; empty: none known).
+    # A session's jobs go to the worker or deployment holding its last prefix.
+    session: str = ""
     # The W3C trace context of the request's span in the web process (empty:
     # tracing is off there): the worker's spans continue its trace.
     traceparent: str = ""

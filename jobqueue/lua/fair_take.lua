@@ -117,11 +117,18 @@ local function verdict(job)
     end
     return 'skip'
   end
-  -- ... and the worker holding the person's (or the cache key's) prompt gets the job if it is free.
-  local affine = redis.call('GET', key('affinity', job.model, job.affinity or job.person))
-  if affine and affine ~= worker and not forward and is_free(job.model, affine) then
-    reserve(job, affine)
-    return 'skip'
+  -- ... and the worker holding the job's prefix gets it if it is free: the holder of the first of its
+  -- affinity names (its cache key's, its session's, its person's; split on \31) that has one. A busy
+  -- holder means no affinity (it is not handed to a holder of a less specific name).
+  for name in string.gmatch(job.affinity or job.person, '[^\31]+') do
+    local affine = redis.call('GET', key('affinity', job.model, name))
+    if affine then
+      if affine ~= worker and not forward and is_free(job.model, affine) then
+        reserve(job, affine)
+        return 'skip'
+      end
+      return 'take'
+    end
   end
   return 'take'
 end

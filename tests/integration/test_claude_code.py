@@ -7,13 +7,17 @@ upstream kind (OpenAI-compatible, Ollama, Anthropic) chained to echo; and
 on the local model, whose context is too small for Claude Code's tools."""
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 from pathlib import Path
 
 import pytest
 
+from app.exchange import session_of
+from protocol import keys
 from tests.integration.conftest import KEY
+from tests.integration.waits import wait_until
 
 CLAUDE = Path(__file__).resolve().parent.parent / "agents" / "node_modules" / ".bin" / "claude"
 
@@ -46,16 +50,20 @@ def test_its_own_tool_loop_writes_a_file(base_url, tmp_path):
 
 
 @pytest.mark.slow
-def test_on_the_local_model(base_url, tmp_path):
+def test_on_the_local_model(base_url, redis_client, tmp_path):
     """smollm2:135m serves an 8K context: with Claude Code's own tools the
     prompt does not fit, and Claude Code reads Switchboard's 400 as
     Anthropic's (it tells the size and the limit, as it does before
-    compacting); with no tools it fits, and the model answers."""
+    compacting); with no tools it fits, and the model answers. The worker
+    that answered holds the session's prefix: its next turn goes there."""
     refused = claude(base_url, "say hi", tmp_path, model="smollm2:135m", succeeds=False)
     assert "Prompt is too long" in refused and "(limit 8192)" in refused
-    answer = claude(base_url, "Say hello.", tmp_path, "--tools", "", model="smollm2:135m",
-                    CLAUDE_CODE_MAX_OUTPUT_TOKENS="1500")
-    assert answer.strip()
+    answer = json.loads(claude(base_url, "Say hello.", tmp_path, "--tools", "", "--output-format", "json",
+                               model="smollm2:135m", CLAUDE_CODE_MAX_OUTPUT_TOKENS="1500"))
+    assert answer["result"].strip()
+    session = "session:" + session_of("address:127.0.0.1", answer["session_id"])
+    holder = wait_until(lambda: redis_client.get(keys.affinity_key("smollm2:135m", session)), what="the session's worker")
+    assert redis_client.get(keys.affinity_key("smollm2:135m", "address:127.0.0.1")) == holder
 
 
 def test_with_a_key_as_claude_code_sends_it(keyed_base, clean_redis, tmp_path):

@@ -106,10 +106,12 @@ def test_which_failures_are_the_servers(status, moves_on):
     assert server_failed(BackendError("x", status)) is moves_on
 
 
-def test_affinity_is_the_cache_key_then_the_prompt_prefix_then_the_person():
-    job = JOB.model_copy(update={"cache_key": "session-1"})
-    cache, prefix, person = affinity_of(job)
-    assert cache.startswith("cache:") and prefix.startswith("prefix:") and person == "person:alice"
+def test_affinity_is_the_cache_key_then_the_session_then_the_prompt_prefix_then_the_person():
+    job = JOB.model_copy(update={"cache_key": "thread-1", "session": "ab" * 16})
+    cache, session, prefix, person = affinity_of(job)
+    assert cache.startswith("cache:") and session == "session:" + "ab" * 16 and prefix.startswith("prefix:")
+    assert person == "person:alice"
+    assert [name.split(":")[0] for name in affinity_of(JOB)] == ["prefix", "person"]
     longer = JOB.model_copy(update={"messages": [Message(role="user", content="hi" + "x" * 5000)]})
     same_start = JOB.model_copy(update={"messages": [Message(role="user", content="hi" + "x" * 5000 + "more")]})
     assert affinity_of(longer)[0] == affinity_of(same_start)[0]  # only the first 4,096 characters count

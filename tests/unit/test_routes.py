@@ -3,9 +3,11 @@ from __future__ import annotations
 
 import gc
 import json
+from pathlib import Path
 
 import pytest
 
+from app.exchange import session_of
 from jobqueue.records import is_aborted
 from protocol import usage
 from protocol.contract import DoneEvent, ErrorEvent, PromptSpec, TextEvent, Usage
@@ -191,3 +193,24 @@ def test_a_served_request_leaves_no_reference_cycles(scripted, path, body):
         gc.set_debug(0)
         gc.garbage.clear()
     assert left == []
+
+
+def test_a_job_carries_its_agent_session_scoped_to_its_person(scripted):
+    """Claude Code's and Codex's own requests (tests/fixtures): the session
+    each names, as a digest of the person and the client's id; none for a
+    request that names no session."""
+    fixtures = Path(__file__).resolve().parent.parent / "fixtures"
+    sessions = []
+    for name, said in (("claude-code-messages-request.json", "X-Claude-Code-Session-Id"),
+                       ("codex-responses-request.json", "session-id")):
+        sent = json.loads((fixtures / name).read_text())
+        scripted.replies.append([TextEvent(text="a"), DONE])
+        scripted.client.post(sent["path"], json=sent["body"], headers={
+            k: v for k, v in sent["headers"].items() if k.lower() not in ("content-type", "accept-encoding")}).close()
+        job = scripted.jobs[-1][0]
+        assert job.session == session_of("address:127.0.0.1", sent["headers"][said]) and len(job.session) == 32
+        sessions.append(job.session)
+    assert sessions[0] != sessions[1] != session_of("bob", "40c4625d-9664-4781-98bb-986182ea97a6")
+    scripted.replies.append([DONE])
+    scripted.client.post("/v1/chat/completions", json={"model": "echo", "messages": [{"role": "user", "content": "x"}]})
+    assert scripted.jobs[-1][0].session == ""

@@ -72,7 +72,8 @@ def test_a_job_with_a_cache_key_leaves_its_affinity_to_the_key_not_the_person(cl
     queue(clean_redis, web, "alice", "smol", cache_key="shared-system-prompt")
     own.finish("local", own.take("local"))
     keyed = Job(id="x", model="smol", cache_key="shared-system-prompt")
-    assert clean_redis.get(keys.affinity_key("smol", fairqueue.affinity_of(keyed, "alice"))) == b"w1"
+    assert fairqueue.held_by_worker(keyed, "alice") == [fairqueue.affinity_of(keyed, "alice").split("\x1f")[0]]
+    assert clean_redis.get(keys.affinity_key("smol", fairqueue.held_by_worker(keyed, "alice")[0])) == b"w1"
     assert clean_redis.get(keys.affinity_key("smol", "alice")) is None
 
 

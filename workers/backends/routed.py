@@ -44,8 +44,10 @@ def server_failed(error: BackendError) -> bool:
 
 def affinity_of(job: Job) -> tuple[str, ...]:
     """Whose prompts the job shares, most specific first: its client's cache
-    key, its prompt's first characters, its person."""
+    key, its session, its prompt's first characters, its person."""
     found = [f"cache:{_digest(job.cache_key)}"] if job.cache_key else []
+    if job.session:
+        found.append(f"session:{job.session}")
     if job.prompt is not None:
         parts = iter(((job.prompt.system or "") + job.prompt.prompt,))
     else:
