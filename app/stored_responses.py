@@ -48,21 +48,29 @@ def load(redis: Redis, owner: str, response_id: str) -> dict:
     return _record(redis, owner, response_id)["response"]
 
 
-def history(redis: Redis, owner: str, response_id: str) -> list[dict]:
+def history(redis: Redis, owner: str, response_id: str) -> Conversation:
     """The conversation up to and including the response: every turn's input
     items then its output items, oldest first."""
     return walk(lambda next_id: _record(redis, owner, next_id), response_id)
 
 
-def walk(record_of: Callable[[str], dict], response_id: str) -> list[dict]:
+class Conversation(list):
+    """A chain's items, oldest first; `root`: the id of its first response
+    (the oldest within MAX_CHAIN), which names the chain's session."""
+    root: str = ""
+
+
+def walk(record_of: Callable[[str], dict], response_id: str) -> Conversation:
     """A chain of records, each with its turn's input, its response and the
     id it continued, as one list of items, oldest first."""
-    turns, next_id = [], response_id
+    turns, next_id, root = [], response_id, response_id
     while next_id is not None and len(turns) < MAX_CHAIN:
         record = record_of(next_id)
         turns.append(record["input"] + record["response"]["output"])
-        next_id = record["previous"]
-    return [item for turn in reversed(turns) for item in turn]
+        root, next_id = next_id, record["previous"]
+    conversation = Conversation(item for turn in reversed(turns) for item in turn)
+    conversation.root = root
+    return conversation
 
 
 class ConnectionMemory:
@@ -83,7 +91,7 @@ class ConnectionMemory:
     def _record(self, response_id: str) -> dict:
         return self._records.get(response_id) or _record(self._redis, self._owner, response_id)
 
-    def history(self, response_id: str) -> list[dict]:
+    def history(self, response_id: str) -> Conversation:
         return walk(self._record, response_id)
 
 

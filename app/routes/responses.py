@@ -24,12 +24,13 @@ from redis.exceptions import RedisError
 from app import background, stored_responses
 from app.asker import person
 from app.errors import register_error_handlers
+from app.exchange import client_session, session_of
 from app.routes import responses_socket
 from app.routes.common import (
     check_job, check_request_limits, find_model, note_tools_left_out, parse_body, serve, start_serving,
 )
 from app.services import services
-from app.stored_responses import ConnectionMemory
+from app.stored_responses import ConnectionMemory, Conversation
 from app.streaming import SSE_CONTENT_TYPE, whole_reply
 from catalog.registry import ModelEntry
 from dialects import responses as translate
@@ -47,7 +48,7 @@ def _owner() -> str:
     return person(services().keys.enabled)
 
 
-def _stored_history(response_id: str) -> list[dict]:
+def _stored_history(response_id: str) -> Conversation:
     """The conversation a stored response ends (its creator's only)."""
     return stored_responses.history(services().redis, _owner(), response_id)
 
@@ -75,13 +76,15 @@ def _storing(request: ResponsesRequest, memory: ConnectionMemory | None = None):
     return store
 
 
-def prepared(request: ResponsesRequest, history: Callable[[str], list[dict]],
+def prepared(request: ResponsesRequest, history: Callable[[str], Conversation],
              on_final: Callable[[dict], None] | None) -> tuple[Job, ModelEntry, ResponsesWriter]:
     """A response's job, its model and its writer (over HTTP or a WebSocket):
-    `history` gives the conversation a `previous_response_id` continues."""
-    entry = find_model(request.model)
+    `history` gives the conversation a `previous_response_id` continues (its
+    first response names the job's session, unless the client names one)."""
+    entry, chain = find_model(request.model), ""
     if request.previous_response_id:
-        request = translate.continued(request, history(request.previous_response_id))
+        conversation = history(request.previous_response_id)
+        request, chain = translate.continued(request, conversation), conversation.root
     sealer, owner = services().sealer, _owner()
     request = translate.opened(request, lambda kind, blob, field: sealer.open(kind, owner, blob, field))
     compacting = translate.is_compaction(request)
@@ -90,6 +93,8 @@ def prepared(request: ResponsesRequest, history: Callable[[str], list[dict]],
     check_request_limits(request.input if isinstance(request.input, list) else None, translate.unfolded(request.tools))
     note_tools_left_out(translate.server_only_tools(request))
     job = translate.responses_to_job(request, new_job_id(), entry.name, entry.capabilities)
+    if chain and client_session(flask_request.headers, None) is None:  # a chain of responses: a session
+        job.session = session_of(owner, f"response:{chain}")
     made = (f"resp_{job.id}", request.model, int(time.time()), translate.request_fields(request))
     if compacting:
         return job, entry, CompactionWriter(*made, lambda text: sealer.seal("compaction", owner, text), on_final)

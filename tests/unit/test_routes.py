@@ -214,3 +214,18 @@ def test_a_job_carries_its_agent_session_scoped_to_its_person(scripted):
     scripted.replies.append([DONE])
     scripted.client.post("/v1/chat/completions", json={"model": "echo", "messages": [{"role": "user", "content": "x"}]})
     assert scripted.jobs[-1][0].session == ""
+
+
+def test_a_chain_of_responses_is_a_session_unless_the_client_names_one(scripted):
+    """Clients without a session header (the OpenAI SDKs): the turns that
+    continue a stored response share the session of its chain's first one."""
+    def turn(previous: str | None, **headers) -> tuple[str, str]:
+        scripted.replies.append([TextEvent(text="a"), DONE])
+        body = {"model": "echo", "input": "x"} | ({"previous_response_id": previous} if previous else {})
+        response = scripted.client.post("/v1/responses", json=body, headers=headers)
+        return response.get_json()["id"], scripted.jobs[-1][0].session
+    first, alone = turn(None)
+    second, session = turn(first)
+    third, same = turn(second)
+    assert alone == "" and session == same == session_of("address:127.0.0.1", f"response:{first}")
+    assert turn(third, **{"X-Session-Id": "mine"})[1] == session_of("address:127.0.0.1", "mine")
