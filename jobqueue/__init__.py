@@ -10,7 +10,7 @@ transition, in the order a job lives them:
 
 Below them: admission.py (a person's rate, the pool's queue bound),
 fairqueue.py (the order workers take jobs in: fair shares across people,
-completions first, one-at-a-time models handed to an idle worker, prompt
+each job charged its work: charges.py; completions first, one-at-a-time models handed to an idle worker, prompt
 cache affinity, the tickets counted on their way), records.py (a job's
 state, heartbeat and abort mark), states.py, deployments.py (which server
 of an upstream model a request goes to, and each server's health), and lua/
@@ -25,7 +25,7 @@ from typing import Callable, Protocol
 from redis import Redis
 from redis.client import Pipeline
 
-from jobqueue import admission, deployments, fairqueue, records
+from jobqueue import admission, charges, deployments, fairqueue, records
 from jobqueue.admission import Busy, Limits, Verdict
 from jobqueue.fairqueue import Asker, Placement, Taken, Ticketing
 from jobqueue.states import JobState
@@ -37,7 +37,7 @@ from protocol.queue import ticket_queue
 
 __all__ = ["Asker", "Busy", "JobState", "Limits", "Placement", "SendTicket", "Taken", "TicketSender", "Verdict",
            "abort", "aborted", "aborted_among", "expected_wait", "finish", "finish_and_take", "forget_lost_tickets",
-           "keep_alive", "lost", "mark_free", "queue_depth", "release", "remember_cache", "started", "status",
+           "keep_alive", "lost", "mark_free", "queue_depth", "release", "remember_cache", "settle", "started", "status",
            "submit", "supersede", "take", "wake_held", "withdraw"]
 
 
@@ -187,6 +187,7 @@ finish_and_take = fairqueue.finish_and_take  # release, then take the next job: 
 mark_free = fairqueue.mark_free  # this worker's one-at-a-time models that are idle
 forget_lost_tickets = fairqueue.forget_lost_tickets  # said by a worker with a free slot
 wake_held = deployments.wake_held  # pools whose jobs held for full deployments may run: tickets for them
+settle = charges.settle  # a job that ran: what it cost beyond its estimate, its person's debt
 
 
 def remember_cache(redis: Redis, model: str, taken: Taken, worker_id: str) -> None:

@@ -41,6 +41,7 @@ from redis import Redis
 from redis.client import Pipeline
 from redis.exceptions import NoScriptError
 
+from jobqueue import charges
 from jobqueue.scripts import queue_script, run_script as _run
 from jobqueue.states import JobState
 from protocol import keys
@@ -71,7 +72,8 @@ class Placement:
 @dataclass(frozen=True)
 class Asker:
     """Who asked for a job, and their terms: how many of their jobs may run
-    at once, and their share of the queue (a job costs them 1/weight)."""
+    at once, and their share of the queue (a job costs them its work, in
+    thousands of tokens, over their weight: jobqueue/charges.py)."""
     person: str
     limit: int
     weight: float = 1.0
@@ -94,11 +96,13 @@ def push(redis: Redis | Pipeline, job: Job, asker: Asker, where: Placement, tick
     sent in the same round trip as its admission)."""
     pool, job_class = where.pool, where.job_class
     member = keys.lease_member(job.web_id, job.id)
+    job.charge = job.charge or charges.estimate(job)  # (its worker settles it: charges.settle)
     fields = {"limit": asker.limit, "lease": member, "model": job.model,
               "serial": "1" if where.serial else "0", "expires": repr(job.expires_at), "web": job.web_id,
               "enqueued": repr(job.enqueued_at), "affinity": affinity_of(job, asker.person),
               "deployments": where.deployments}
-    named = {"job_id": job.id, "person": asker.person, "weight": asker.weight, "policy": where.policy,
+    named = {"job_id": job.id, "person": asker.person, "weight": asker.weight, "cost": job.charge,
+             "policy": where.policy,
              "member": member, "fields": {name: str(value) for name, value in fields.items()}, "now": time.time()}
     args = [json.dumps(named), job.model_dump_json()]
     script_keys = [keys.fair_ready_key(pool, job_class), keys.fair_job_key(job.id), keys.fair_state_key(pool),

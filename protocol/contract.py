@@ -191,6 +191,10 @@ class Job(_Strict):
     # client's own id for the session (app/sessions.py; empty: none known).
     # A session's jobs go to the worker or deployment holding its last prefix.
     session: str = ""
+    # What it is charged against its person's share, in thousands of tokens,
+    # estimated when it was queued (jobqueue/charges.py; 0: not charged by
+    # its cost): its worker corrects it by what it cost.
+    charge: float = 0.0
     # The W3C trace context of the request's span in the web process (empty:
     # tracing is off there): the worker's spans continue its trace.
     traceparent: str = ""

@@ -112,6 +112,8 @@ def _finish(job: Job, ctx: RunContext, ending: Ending, batch: Pipeline | None) -
             publish_event(pipe, job.reply_channel, event)
         _deliver(pipe, job, final)
     jobqueue.finish(pipe, job.id, ending.reason, **ending.record)
+    if isinstance(final, DoneEvent):  # what it cost its person's share, by its backend's count
+        jobqueue.settle(pipe, ctx.backends.entry(job.model).pool, job, final.usage)
     if ending.loaded:
         _note_loaded(pipe, job, ctx)
     _count_metrics(pipe, job, ending, final)

@@ -6,7 +6,8 @@
 -- KEYS[7]: the job's early-ticket mark, if its ticket was sent beside this call ('-': none was)
 -- ARGV[1]: the named arguments:
 --   job_id          the job's id
---   person, weight  who asked, and their share (a job costs them 1/weight)
+--   person, weight  who asked, and their share (a job costs them cost/weight)
+--   cost            the job's estimated work, in thousands of tokens (jobqueue/charges.py; absent: 1)
 --   policy          'fair' or 'fifo'
 --   member          the job's admission member (web process | job id)
 --   fields          the job's scheduling fields, kept in its hash for the take
@@ -28,11 +29,15 @@ if A.policy == 'fifo' then
 else
   -- Start-time fair queueing: a job starts at the pool's virtual time, or
   -- after the person's previous job, whichever is later; each job costs
-  -- 1/weight. A person with a backlog is interleaved with newcomers.
+  -- its work over the weight. A person with a backlog is interleaved with
+  -- newcomers. What the person's jobs that ended cost beyond (or short of)
+  -- their estimates, their debt, moves that previous job's end now.
   local now_v = tonumber(redis.call('HGET', state, 'vtime') or '0')
   local last = tonumber(redis.call('HGET', state, 'finish:' .. A.person) or '0')
-  tag = math.max(now_v, last)
-  redis.call('HSET', state, 'finish:' .. A.person, string.format('%.17g', tag + 1 / A.weight))
+  local debt = tonumber(redis.call('HGET', state, 'debt:' .. A.person) or '0')
+  if debt ~= 0 then redis.call('HDEL', state, 'debt:' .. A.person) end
+  tag = math.max(now_v, last + debt / A.weight)
+  redis.call('HSET', state, 'finish:' .. A.person, string.format('%.17g', tag + (A.cost or 1) / A.weight))
 end
 -- Equal tags are served in arrival order: the member starts with the sequence number.
 local member = string.format('%015d', seq) .. '|' .. A.job_id

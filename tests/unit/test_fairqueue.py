@@ -22,9 +22,10 @@ POOL = "local"
 
 def queue(redis, web, person, *, model="echo", job_class="chat", limit=100, weight=1.0, serial=False,
           policy="fair", expires_in=60.0, replies: bool = False, pool=POOL, ticket: bool = False,
-          cache_key: str = "", session: str = "") -> str:
+          cache_key: str = "", session: str = "", prompt: str = "hello") -> str:
+    """A job of `prompt` (every person's the same by default: equal work)."""
     job_id = uuid.uuid4().hex
-    job = Job(id=job_id, model=model, messages=[Message(role="user", content=person)], web_id=web,
+    job = Job(id=job_id, model=model, messages=[Message(role="user", content=prompt)], web_id=web,
               expires_at=time.time() + expires_in, reply_channel=keys.reply_channel(web, job_id) if replies else "",
               cache_key=cache_key, session=session)
     fairqueue.push(redis, job, Asker(person, limit, weight), Placement(pool, job_class, policy, serial),

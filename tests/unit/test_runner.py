@@ -12,12 +12,12 @@ import pytest
 
 from catalog.model_info import BackendSettings
 from catalog.registry import ModelEntry
-from jobqueue import fairqueue
+from jobqueue import charges, fairqueue
 from jobqueue.records import job_state
 from protocol import usage
-from protocol.contract import Job, Message, ToolChoice, ToolSpec
+from protocol.contract import Job, Message, ToolChoice, ToolSpec, Usage
 from protocol.errors import BackendError, PromptTooLong, UnknownModel
-from protocol.keys import reply_channel
+from protocol.keys import fair_state_key, reply_channel
 from protocol.presence import renew_web_lease
 from workers.backends.base import Backend
 from workers.cancel import Cancel
@@ -142,6 +142,8 @@ def test_a_finished_jobs_usage_is_counted_with_its_final_write():
     assert events[-1]["type"] == "done"
     assert usage.usage(redis).get("alice", {}).get("m") == {
         "requests": 1, "prompt_tokens": 3, "completion_tokens": 2, "errors": 0, "aborts": 0}
+    debt = float(redis.hget(fair_state_key("local"), "debt:alice"))  # its cost settled in the same write
+    assert debt == pytest.approx(charges.actual(Usage(prompt_tokens=3, completion_tokens=2)) - charges.estimate(JOB))
 
 
 @pytest.mark.parametrize("asked", [True, False], ids=["asked", "not-asked"])

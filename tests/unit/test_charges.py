@@ -1,0 +1,77 @@
+"""Shares by work (jobqueue/charges.py and fair_push.lua, on a real Redis):
+a job costs its person the tokens it asks of a model, estimated when it is
+queued and settled by its backend's count when it ends: equal weights get
+equal work, not an equal number of requests, and a wrong estimate (a reply
+longer than guessed, a prompt read from a cache) is made good on the
+person's next job."""
+from __future__ import annotations
+
+import pytest
+
+from jobqueue import charges, fairqueue
+from protocol.contract import EmbedSpec, Job, Message, SamplingOptions, Usage
+from tests.unit.test_fairqueue import POOL, queue, take_all
+
+AGENT_PROMPT = "x" * 240_000  # some 60,000 tokens: an agent's turn with its tools and history
+CHAT_TURN = "x" * 2_400  # some 600 tokens
+
+
+def test_a_job_is_estimated_by_its_prompt_and_a_guessed_reply():
+    chat = Job(id="a", model="m", messages=[Message(role="user", content="x" * 4000)])
+    assert charges.estimate(chat) == pytest.approx((1000 + 256) / 1000)
+    short = chat.model_copy(update={"options": SamplingOptions(max_tokens=1)})  # a quota probe
+    assert charges.estimate(short) == pytest.approx(1.001)
+    embedding = Job(id="b", model="m", embed=EmbedSpec(inputs=["x" * 400, "x" * 40]))
+    assert charges.estimate(embedding) == pytest.approx(0.1)  # no reply: its longest input
+    assert charges.estimate(chat.model_copy(update={"count_only": True})) == charges.SMALLEST
+    assert charges.estimate(Job(id="c", model="m")) >= charges.SMALLEST
+    assert charges.actual(Usage(prompt_tokens=60_000, cached_tokens=59_000, completion_tokens=500)) == 1.5
+
+
+def test_equal_weights_share_the_work_not_the_requests(clean_redis, web):
+    """Alice's agent resends 60,000 tokens a turn, Bob chats in 600: Bob's
+    twenty turns cost less than one of hers, and all go before her second."""
+    for _ in range(3):
+        queue(clean_redis, web, "alice", prompt=AGENT_PROMPT)
+    for _ in range(20):
+        queue(clean_redis, web, "bob", prompt=CHAT_TURN)
+    assert take_all(clean_redis) == ["alice"] + ["bob"] * 20 + ["alice", "alice"]
+
+
+def _ran(redis, web, person: str, prompt: str, usage: Usage) -> None:
+    """One job of the person's taken, run, and settled as its worker does."""
+    queue(redis, web, person, prompt=prompt)
+    taken = fairqueue.take(redis, POOL, "w")
+    assert taken.person == person and taken.job.charge == charges.estimate(taken.job)
+    with redis.pipeline(transaction=False) as pipe:
+        charges.settle(pipe, POOL, taken.job.model_copy(update={"usage_of": person}), usage)
+        pipe.execute()
+    fairqueue.finish(redis, taken.person, taken.lease)
+
+
+def test_a_reply_longer_than_guessed_is_paid_on_the_next_job(clean_redis, web):
+    _ran(clean_redis, web, "alice", "hello", Usage(prompt_tokens=2, completion_tokens=50_000))
+    queue(clean_redis, web, "alice")
+    for _ in range(5):
+        queue(clean_redis, web, "bob")
+    assert take_all(clean_redis) == ["bob"] * 5 + ["alice"]
+
+
+def test_a_prompt_read_from_a_cache_is_given_back(clean_redis, web):
+    """Alice's next agent turn finds 59,000 of its 60,000 tokens cached: it
+    cost 1,100 tokens, not the 60,256 it was charged when queued."""
+    _ran(clean_redis, web, "alice", AGENT_PROMPT, Usage(prompt_tokens=60_000, cached_tokens=59_000,
+                                                        completion_tokens=100))
+    queue(clean_redis, web, "alice")
+    for _ in range(8):
+        queue(clean_redis, web, "bob")
+    assert take_all(clean_redis) == ["bob"] * 5 + ["alice"] + ["bob"] * 3  # her tag 1.1, after Bob's 1.029
+
+
+def test_counting_a_prompt_or_an_uncharged_job_leaves_no_debt(clean_redis):
+    counted = Job(id="a", model="m", usage_of="alice", count_only=True, charge=0.01)
+    old_web = Job(id="b", model="m", usage_of="alice")  # queued by a web process that did not charge it
+    with clean_redis.pipeline(transaction=False) as pipe:
+        charges.settle(pipe, POOL, counted, Usage(prompt_tokens=5000))
+        charges.settle(pipe, POOL, old_web, Usage(prompt_tokens=5000))
+        assert len(pipe) == 0
