@@ -12,6 +12,7 @@ import jobqueue
 from jobqueue.deployments import gate, targets_of
 from app.auth import current_key
 from app.errors import ApiError
+from app.priority import is_background
 from app.services import Services
 from catalog.deployments import Deployments
 from catalog.kinds import backend_kind
@@ -39,8 +40,9 @@ def is_code_completion(job: Job) -> bool:
 
 def job_class(job: Job) -> str:
     """Code completions wait in their shared class, served first (their tickets
-    on the pool's priority queue: protocol.queue.ticket_queue)."""
-    return "completion" if is_code_completion(job) else "chat"
+    on the pool's priority queue: protocol.queue.ticket_queue); background
+    work (app/priority.py) in its own, served last."""
+    return "completion" if is_code_completion(job) else "background" if job.background else "chat"
 
 
 def terms(shared: Services) -> jobqueue.Asker:
@@ -51,9 +53,11 @@ def terms(shared: Services) -> jobqueue.Asker:
 
 
 def placement(entry: ModelEntry, job: Job) -> jobqueue.Placement:
-    """Where the job waits: its model's pool, its class, whether its model
-    runs a bounded number of jobs per worker (llama.cpp), and the bounds of
-    its upstream deployments."""
+    """Where the job waits: its model's pool, its class (the job is marked
+    as background work here, if it is), whether its model runs a bounded
+    number of jobs per worker (llama.cpp), and the bounds of its upstream
+    deployments."""
+    job.background = job.background or is_background(job, entry)
     bounded = isinstance(entry.settings, Deployments) and entry.settings.bounded
     return jobqueue.Placement(entry.pool, job_class(job), serial=backend_kind(entry.backend).serial,
                               deployments=gate(targets_of(entry.settings.deployments)) if bounded else "")

@@ -87,7 +87,7 @@ class Exchange:
         self.note_asker(g.get("request_body"))
         self.ran = True
         self.running.add(job.id)
-        self.record["answered"] = job.model
+        self.record |= {"answered": job.model, "priority": "background" if job.background else "interactive"}
         if self.record.get("session") and not job.session:
             job.session = session_of(job.usage_of, self.record["session"])
         job.traceparent = tracing.traceparent_of(self.span)

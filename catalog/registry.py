@@ -30,7 +30,7 @@ from protocol.errors import RegistryError, SwitchboardError, UnknownModel
 FimFamily = Literal[tuple(FAMILIES)]  # type: ignore[valid-type]
 
 DEFAULT_REGISTRY = Path(__file__).resolve().parent.parent / "models.toml"
-_COMMON_KEYS = {"backend", "pool", "display_name", "tools", "system", "step_limit", "fim", "supersede",
+_COMMON_KEYS = {"backend", "pool", "display_name", "tools", "system", "step_limit", "fim", "supersede", "background",
                 "mcp_servers", "embeddings", "vision", "thinking", "think_tags", "aliases", "fallbacks",
                 "fallback_after", "price"}
 
@@ -60,6 +60,8 @@ class ModelEntry(BaseModel):
     # A person's newer code completion for this model cancels their older one
     # (off by default: real Ollama completes both).
     supersede: bool = False
+    # Every call on it is background work (the agents' small model): served after interactive turns.
+    background: bool = False
     # The operator's MCP servers whose tools this model may call server-side
     # (catalog/mcp.py), in order of precedence when two offer one name.
     mcp_servers: tuple[str, ...] = ()

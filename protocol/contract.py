@@ -195,6 +195,9 @@ class Job(_Strict):
     # estimated when it was queued (jobqueue/charges.py; 0: not charged by
     # its cost): its worker corrects it by what it cost.
     charge: float = 0.0
+    # Background work (app/priority.py): nobody watches it; it waits behind
+    # interactive turns.
+    background: bool = False
     # The W3C trace context of the request's span in the web process (empty:
     # tracing is off there): the worker's spans continue its trace.
     traceparent: str = ""

@@ -226,8 +226,13 @@ def ttft_key(model: str) -> str:
 
 # --- the fair queue (jobqueue/fairqueue.py) ---------------------------------------------
 def fair_ready_key(pool: str, klass: str) -> str:
-    """A pool's waiting jobs of one class ("completion" or "chat"), scored by fair tag."""
+    """A pool's waiting jobs of one class ("completion", "chat" or "background"), scored by fair tag."""
     return f"{PREFIX}:fq:{pool}:ready:{klass}"
+
+
+def fair_background_since_key(pool: str) -> str:
+    """A pool's waiting background jobs again, scored by when they were queued (their patience)."""
+    return f"{PREFIX}:fq:{pool}:background_since"
 
 
 def fair_state_key(pool: str) -> str:

@@ -30,7 +30,7 @@ from protocol.keys import PREFIX
 LOG = f"{PREFIX}:requests"
 FIELDS = ("request", "person", "model", "answered", "dialect", "route", "transport", "status", "finish",
           "tokens_in", "tokens_out", "cached", "queue_ms", "ttft_ms", "total_ms", "tool_rounds", "server_tools",
-          "tool_calls", "trace", "session", "error", "body")
+          "tool_calls", "trace", "session", "error", "body", "priority")
 _BODY = FIELDS.index("body")
 NUMBERS = {"status", "tokens_in", "tokens_out", "cached", "queue_ms", "ttft_ms", "total_ms", "tool_rounds",
            "server_tools", "tool_calls"}

@@ -4,6 +4,8 @@
 -- KEYS[5]: the tickets on their way to the job's Celery queue (zset; '-': it needs none, as in tests)
 -- KEYS[6]: the pool's admitted jobs (zset; '-': queue it unchecked)
 -- KEYS[7]: the job's early-ticket mark, if its ticket was sent beside this call ('-': none was)
+-- KEYS[8]: the pool's background jobs by the time they were queued, for a background job ('-': another class)
+-- KEYS[9]: the ready zset of the class whose tickets go to the same Celery queue ('-': none)
 -- ARGV[1]: the named arguments:
 --   job_id          the job's id
 --   person, weight  who asked, and their share (a job costs them cost/weight)
@@ -17,7 +19,7 @@
 -- 1 if the job needed one (sent beside or not)}, or false if admission did not take it.
 local A, payload = cjson.decode(ARGV[1]), ARGV[2]
 local ready, job, state, waiting, tickets, admitted = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
-local early = KEYS[7]
+local early, since, sharing = KEYS[7], KEYS[8] or '-', KEYS[9] or '-'
 -- Sent in one round trip with its admission: queued only if admission took it.
 if admitted ~= '-' and not redis.call('ZSCORE', admitted, A.member) then
   return false
@@ -44,6 +46,12 @@ local member = string.format('%015d', seq) .. '|' .. A.job_id
 redis.call('ZADD', ready, tag, member)
 local fields = {'payload', payload, 'person', A.person, 'member', member, 'ready', ready,
                 'tag', string.format('%.17g', tag)}
+if since ~= '-' then  -- a background job: its patience runs from now (fair_take.lua)
+  redis.call('ZADD', since, A.now, member)
+  redis.call('EXPIRE', since, 86400)
+  fields[#fields + 1] = 'since'
+  fields[#fields + 1] = since
+end
 for name, value in pairs(A.fields) do
   fields[#fields + 1] = name
   fields[#fields + 1] = value
@@ -54,10 +62,11 @@ redis.call('HINCRBY', waiting, A.person, 1)
 redis.call('EXPIRE', state, 86400)
 redis.call('EXPIRE', waiting, 86400)
 -- A ticket lets a free slot take the fairest job. One is needed while fewer
--- are on their way than jobs wait in this class: a slot going on from its
+-- are on their way than jobs wait for its queue: a slot going on from its
 -- last job takes the next without one, leaving its ticket for a later job.
 if tickets == '-' then return {member, 0, 0} end
-local needed = redis.call('ZCARD', tickets) < redis.call('ZCARD', ready)
+local waiting_here = redis.call('ZCARD', ready) + (sharing ~= '-' and redis.call('ZCARD', sharing) or 0)
+local needed = redis.call('ZCARD', tickets) < waiting_here
 local function on_its_way()
   redis.call('ZADD', tickets, A.now, A.job_id)
   redis.call('EXPIRE', tickets, 86400)

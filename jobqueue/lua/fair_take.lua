@@ -1,10 +1,11 @@
 -- A worker with a free slot takes the fairest job it may run (jobqueue/fairqueue.py's take).
 -- The job taken is started in the same round trip (see `start` below).
--- KEYS[1], KEYS[2]: the ready zsets (code completions first, then chat)   KEYS[3]: the pool's state hash
--- KEYS[4]: its waiting jobs per person (hash)   KEYS[5]: its admitted, untaken jobs (zset)
--- KEYS[6]: its drained bucket (a counter)
--- KEYS[7]: the tickets on their way to the Celery queue the slot's ticket came from (zset), or '-' for a
+-- KEYS[1], KEYS[2], KEYS[3]: the ready zsets (code completions first, then chat, then background work)
+-- KEYS[4]: the pool's state hash   KEYS[5]: its waiting jobs per person (hash)
+-- KEYS[6]: its admitted, untaken jobs (zset)   KEYS[7]: its drained bucket (a counter)
+-- KEYS[8]: the tickets on their way to the Celery queue the slot's ticket came from (zset), or '-' for a
 -- ticket sent to this worker alone, or none (the slot goes on from its last job)
+-- KEYS[9]: the background jobs by the time they were queued (zset)
 -- ARGV[1]: the key templates (protocol.keys.lua_key_templates)   ARGV[2]: the named arguments:
 --   worker       the worker's id
 --   now          the time (epoch seconds, as text: written as it is)
@@ -13,17 +14,17 @@
 --   fresh_after  a free mark older than this is stale (its worker stopped beating)
 --   hold         seconds a job handed to another worker is held for it
 --   pool         the pool
---   record_ttl   seconds a job's record is kept
---   alive_ttl    seconds a job's heartbeat lasts
+--   ttl          seconds a job's record is kept (record) and its heartbeat lasts (alive)
 --   running      the state a taken job's record starts in (jobqueue.states.JobState.RUNNING)
+--   patience     seconds a background job waits before it is served ahead of chat
 -- Returns {found ('job' or 'none'), payload, person, lease, job id, worker to forward to, job to forward}.
 local K, A = cjson.decode(ARGV[1]), cjson.decode(ARGV[2])
 local function key(name, ...) return string.format(K[name], ...) end
 -- include: deployments.lua
-local ready_sets = {KEYS[1], KEYS[2]}
-local state, waiting, queued, drained = KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+local completions, chats, backgrounds = KEYS[1], KEYS[2], KEYS[3]
+local state, waiting, queued, drained, since = KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[9]
 -- The slot's ticket has arrived: it is no longer on its way, whatever the slot finds.
-if KEYS[7] ~= '-' then redis.call('ZREM', KEYS[7], A.want) end
+if KEYS[8] ~= '-' then redis.call('ZREM', KEYS[8], A.want) end
 local worker, now, tracks_free = A.worker, tonumber(A.now), A.idle_serial ~= cjson.null
 -- This worker's idle copies of one-at-a-time models (it knows; the free sets are for finding others).
 local idle_here = {}
@@ -31,7 +32,7 @@ if tracks_free then
   for _, model in ipairs(A.idle_serial) do idle_here[model] = true end
 end
 local FIELDS = {'person', 'limit', 'lease', 'model', 'serial', 'expires', 'web', 'reserved', 'payload', 'tag', 'ready',
-                'member', 'enqueued', 'affinity', 'deployments'}
+                'member', 'enqueued', 'affinity', 'deployments', 'since'}
 local forward = nil
 
 local function read(job_id)
@@ -44,6 +45,7 @@ end
 
 local function unqueue(job)
   redis.call('ZREM', job.ready, job.member)
+  if job.since then redis.call('ZREM', job.since, job.member) end
   redis.call('DEL', key('job', job.id))
   redis.call('ZREM', queued, job.lease)
   if redis.call('HINCRBY', waiting, job.person, -1) <= 0 then
@@ -139,11 +141,11 @@ end
 local function start(job)
   redis.call('INCR', drained)
   redis.call('EXPIRE', drained, 120)
-  redis.call('SET', key('alive', job.id), '1', 'EX', A.alive_ttl)
+  redis.call('SET', key('alive', job.id), '1', 'EX', A.ttl.alive)
   -- The record says whose it was, how long it waited, and who runs it.
   redis.call('HSET', key('state', job.id), 'person', job.person, 'enqueued_at', job.enqueued or '',
              'taken_at', A.now, 'status', A.running, 'started_at', A.now, 'worker', worker)
-  redis.call('EXPIRE', key('state', job.id), A.record_ttl)
+  redis.call('EXPIRE', key('state', job.id), A.ttl.record)
 end
 
 local function take(job)
@@ -165,10 +167,12 @@ end
 if A.want ~= '' then
   local job = read(A.want)
   if job then
-    local v = verdict(job)
+    -- (a background job's own ticket does not put it ahead of chat waiting: the scan below orders them)
+    local behind = job.ready == backgrounds and redis.call('ZCARD', completions) + redis.call('ZCARD', chats) > 0
+    local v = not behind and verdict(job)
     if v == 'take' then return take(job) end
     if v == 'drop' then unqueue(job) end
-  elseif KEYS[7] ~= '-' then
+  elseif KEYS[8] ~= '-' then
     -- Its job is not queued: taken or gone already, or not queued yet (its
     -- ticket was sent beside its queueing, and overtook it). The mark makes
     -- that queueing ask for another ticket; otherwise it lapses unread (the
@@ -176,22 +180,41 @@ if A.want ~= '' then
     redis.call('SET', key('early_ticket', A.want), '1', 'EX', 10)
   end
 end
-for _, ready in ipairs(ready_sets) do
+-- The first job of the set (fairest first) this worker may take, dropping the abandoned on the way.
+local function first_of(ready)
   local position = 0
   while true do
     local batch = redis.call('ZRANGE', ready, position, position + 63)
-    if #batch == 0 then break end
+    if #batch == 0 then return nil end
     for _, member in ipairs(batch) do
       local job = read(string.sub(member, 17))
       if not job then
         redis.call('ZREM', ready, member)
       else
         local v = verdict(job)
-        if v == 'take' then return take(job) end
+        if v == 'take' then return job end
         if v == 'drop' then unqueue(job) else position = position + 1 end
       end
     end
   end
 end
+
+-- The longest-waiting background job past its patience this worker may take (none starves behind chat).
+local function first_aged()
+  local aged = redis.call('ZRANGEBYSCORE', since, '-inf', now - tonumber(A.patience), 'LIMIT', 0, 64)
+  for _, member in ipairs(aged) do
+    local job = read(string.sub(member, 17))
+    if not job then
+      redis.call('ZREM', since, member)
+    else
+      local v = verdict(job)
+      if v == 'take' then return job end
+      if v == 'drop' then unqueue(job) end
+    end
+  end
+end
+
+local job = first_of(completions) or first_aged() or first_of(chats) or first_of(backgrounds)
+if job then return take(job) end
 local f = forward or {'', ''}
 return {'none', '', '', '', '', f[1], f[2]}

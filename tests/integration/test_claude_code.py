@@ -12,6 +12,7 @@ import os
 import subprocess
 from pathlib import Path
 
+import httpx
 import pytest
 
 from app.exchange import session_of
@@ -68,6 +69,25 @@ def test_on_the_local_model(base_url, redis_client, tmp_path):
 
 def test_with_a_key_as_claude_code_sends_it(keyed_base, clean_redis, tmp_path):
     assert claude(keyed_base, "keyed hi", tmp_path, key=KEY).strip() == "keyed hi"
+
+
+def test_its_small_model_calls_wait_as_background_work(keyed_base, clean_redis, tmp_path):
+    """A subagent on Claude Code's small/fast model (`haiku`: the keyed web
+    process maps claude-*haiku* names onto echo) is background work, as the
+    request log shows; the turns around it are interactive."""
+    call = ('<invoke name="Agent"><parameter name="description">greet</parameter><parameter name="prompt">say hi'
+            '</parameter><parameter name="subagent_type">general-purpose</parameter><parameter name="model">haiku'
+            '</parameter></invoke>')
+    claude(keyed_base, call, tmp_path, "--allowedTools", "Agent", key=KEY,
+           ANTHROPIC_DEFAULT_HAIKU_MODEL="claude-haiku-4-5")
+
+    def logged() -> list[dict]:
+        reply = httpx.get(f"{keyed_base}/admin/requests.json", headers={"Authorization": f"Bearer {KEY}"})
+        return reply.json()["requests"]
+    rows = wait_until(lambda: (found := logged()) and any(r["model"] == "claude-haiku-4-5" for r in found) and found,
+                      what="the subagent's request in the log")
+    assert {(r["model"], r["answered"], r["priority"]) for r in rows} == {
+        ("claude-haiku-4-5", "echo", "background"), ("echo", "echo", "interactive")}
 
 
 @pytest.mark.parametrize("model", ["up-sb", "up-ollama", "claude-sb"], ids=["openai", "ollama", "anthropic"])

@@ -7,6 +7,7 @@ import pytest
 
 import jobqueue
 from app import create_app
+from app.record_buffer import RecordBuffer
 from app.relay import Subscription
 from protocol.contract import encode_event
 from protocol.queue import ticket_queue
@@ -41,6 +42,7 @@ def scripted(monkeypatch):
     services = app.extensions["switchboard"]
     jobs = ScriptedJobs()
     services.relay, services.redis = jobs, fakeredis.FakeRedis()
+    services.records = RecordBuffer(services.redis, services.settings)  # (the request log on the same fake)
     monkeypatch.setattr(jobqueue, "submit", jobs.submit)
     jobs.client = app.test_client()
     return jobs

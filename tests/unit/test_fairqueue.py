@@ -207,6 +207,46 @@ def test_lost_tickets_are_forgotten(clean_redis, web, pool):
     assert push(clean_redis, web, "bob", pool)[0]  # two jobs wait, none on its way
 
 
+def test_background_work_waits_behind_everyones_interactive_turns(clean_redis, web):
+    queue(clean_redis, web, "alice", job_class="background")
+    queue(clean_redis, web, "alice", job_class="background")
+    queue(clean_redis, web, "bob")
+    queue(clean_redis, web, "alice")  # alice's own turn too
+    queue(clean_redis, web, "carol", job_class="completion")
+    assert take_all(clean_redis) == ["carol", "bob", "alice", "alice", "alice"]
+    assert fairqueue.depth(clean_redis, POOL) == 0 and clean_redis.zcard(keys.fair_background_since_key(POOL)) == 0
+
+
+def test_background_work_past_its_patience_goes_before_chat(clean_redis, web, monkeypatch):
+    """No starvation: however much chat keeps coming, a background job that
+    waited BACKGROUND_PATIENCE seconds is served next (after completions)."""
+    queue(clean_redis, web, "alice", job_class="background")
+    queue(clean_redis, web, "bob")
+    queue(clean_redis, web, "carol", job_class="completion")
+    monkeypatch.setattr(fairqueue, "BACKGROUND_PATIENCE", 0.0)  # (its patience ran out)
+    assert take_all(clean_redis) == ["carol", "alice", "bob"]
+
+
+def test_a_background_jobs_own_ticket_does_not_put_it_ahead_of_chat(clean_redis, web, pool):
+    (_, side_call), (_, turn) = push(clean_redis, web, "alice", pool, "background"), push(clean_redis, web, "bob", pool)
+    first = fairqueue.take(clean_redis, pool, "w", want=side_call, ticket_from=ticket_queue(pool, "background"))
+    assert first.job.id == turn
+    assert fairqueue.take(clean_redis, pool, "w", want=turn, ticket_from=ticket_queue(pool, "chat")).job.id == side_call
+
+
+def test_chat_and_background_count_the_tickets_of_their_one_queue_together(clean_redis, web, pool):
+    assert ticket_queue(pool, "background") == ticket_queue(pool, "chat")
+    assert push(clean_redis, web, "alice", pool)[0]
+    assert push(clean_redis, web, "bob", pool, "background")[0]  # two wait for that queue, one ticket on its way
+    assert on_their_way(clean_redis, pool) == 2
+
+
+def test_a_background_job_taken_out_unrun_leaves_its_patience_too(clean_redis, web):
+    job_id = queue(clean_redis, web, "alice", job_class="background")
+    assert fairqueue.remove(clean_redis, POOL, job_id)
+    assert clean_redis.zcard(keys.fair_background_since_key(POOL)) == 0 and fairqueue.depth(clean_redis, POOL) == 0
+
+
 def test_a_running_slot_of_a_dead_web_process_is_freed(clean_redis, web):
     clean_redis.zadd(keys.active_key("alice"), {keys.lease_member("dead-web", "old"): 1.0})
     queue(clean_redis, web, "alice", limit=1)
