@@ -40,9 +40,8 @@ def is_code_completion(job: Job) -> bool:
 
 def job_class(job: Job) -> str:
     """Code completions wait in their shared class, served first (their tickets
-    on the pool's priority queue: protocol.queue.ticket_queue); background
-    work (app/priority.py) in its own, served last."""
-    return "completion" if is_code_completion(job) else "background" if job.background else "chat"
+    on the pool's priority queue: protocol.queue.ticket_queue)."""
+    return "completion" if is_code_completion(job) else "chat"
 
 
 def terms(shared: Services) -> jobqueue.Asker:

@@ -49,12 +49,12 @@ from protocol.contract import Job
 from protocol.presence import ALIVE_TTL_SECONDS
 from protocol.queue import ticket_queue
 
-CLASSES = ("completion", "chat", "background")  # served in this order (BACKGROUND_PATIENCE aside)
-# A background job (a call nobody watches: jobqueue.background) that waited this long is served before chat.
+CLASSES = ("completion", "chat")  # served in this order
+# Background work (Job.background: a call nobody watches) waits in its class's set this far behind its fair
+# tag, so every interactive job goes first, for a worker of any release; in its own order among itself.
+BACKGROUND_OFFSET = 2.0 ** 40
+# A background job that waited this long is served before chat (none starves).
 BACKGROUND_PATIENCE = 30.0
-# Classes whose tickets go to one Celery queue (protocol.queue.ticket_queue): a job of either needs a ticket
-# while fewer are on their way than both classes' jobs wait.
-SHARES_TICKETS = {"chat": "background", "background": "chat"}
 # How long a job handed to a particular worker is held for it.
 HOLD_SECONDS = 3.0
 # A worker's free mark counts this long after its last refresh (its heartbeat).
@@ -68,7 +68,7 @@ AFFINITY_SEPARATOR = "\x1f"  # between a job's affinity names (fair_take.lua spl
 class Placement:
     """Where a job waits, and what it needs."""
     pool: str
-    job_class: str = "chat"  # or "completion", served first, or "background", served last
+    job_class: str = "chat"  # or "completion", served first
     policy: str = "fair"  # or "fifo"
     serial: bool = False  # its model runs one job at a time per worker
     deployments: str = ""  # its model's bounded deployments (jobqueue.deployments.gate): it waits while all are full
@@ -107,7 +107,7 @@ def push(redis: Redis | Pipeline, job: Job, asker: Asker, where: Placement, tick
               "enqueued": repr(job.enqueued_at), "affinity": affinity_of(job, asker.person),
               "deployments": where.deployments}
     named = {"job_id": job.id, "person": asker.person, "weight": asker.weight, "cost": job.charge,
-             "policy": where.policy,
+             "policy": where.policy, "behind": BACKGROUND_OFFSET if job.background else 0,
              "member": member, "fields": {name: str(value) for name, value in fields.items()}, "now": time.time()}
     args = [json.dumps(named), job.model_dump_json()]
     script_keys = [keys.fair_ready_key(pool, job_class), keys.fair_job_key(job.id), keys.fair_state_key(pool),
@@ -115,8 +115,7 @@ def push(redis: Redis | Pipeline, job: Job, asker: Asker, where: Placement, tick
                    keys.tickets_key(ticket_queue(pool, job_class)) if tickets != Ticketing.NONE else "-",
                    keys.queued_key(pool) if if_admitted else "-",
                    keys.early_ticket_key(job.id) if tickets == Ticketing.SENT else "-",
-                   keys.fair_background_since_key(pool) if job_class == "background" else "-",
-                   keys.fair_ready_key(pool, SHARES_TICKETS[job_class]) if job_class in SHARES_TICKETS else "-"]
+                   keys.fair_background_since_key(pool) if job.background else "-"]
     return (queue_script if isinstance(redis, Pipeline) else _run)(redis, "fair_push", script_keys, args)
 
 
@@ -160,7 +159,7 @@ def _take_call(pool: str, worker_id: str, want: str, idle_serial: list[str] | No
     now = time.time()
     named = {"worker": worker_id, "now": repr(now), "want": want, "idle_serial": idle_serial,
              "fresh_after": now - FREE_FRESH_SECONDS, "hold": HOLD_SECONDS, "pool": pool,
-             "patience": BACKGROUND_PATIENCE,
+             "background": {"patience": BACKGROUND_PATIENCE, "offset": BACKGROUND_OFFSET},
              "ttl": {"record": keys.RECORD_TTL_SECONDS, "alive": ALIVE_TTL_SECONDS}, "running": JobState.RUNNING}
     args = [keys.lua_key_templates(), json.dumps(named)]
     return [*(keys.fair_ready_key(pool, k) for k in CLASSES), keys.fair_state_key(pool),

@@ -226,7 +226,8 @@ def ttft_key(model: str) -> str:
 
 # --- the fair queue (jobqueue/fairqueue.py) ---------------------------------------------
 def fair_ready_key(pool: str, klass: str) -> str:
-    """A pool's waiting jobs of one class ("completion", "chat" or "background"), scored by fair tag."""
+    """A pool's waiting jobs of one class ("completion" or "chat"), scored by fair tag (background work
+    BACKGROUND_OFFSET behind it: jobqueue/fairqueue.py)."""
     return f"{PREFIX}:fq:{pool}:ready:{klass}"
 
 

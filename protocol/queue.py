@@ -15,7 +15,7 @@ def completion_queue(pool: str) -> str:
 
 def ticket_queue(pool: str, klass: str) -> str:
     """The Celery queue (a Redis list: kombu's at priority 0) where a job of
-    this class ("completion", or "chat" and "background") brings its ticket."""
+    this class ("completion" or "chat") brings its ticket."""
     return completion_queue(pool) if klass == "completion" else pool
 
 

@@ -4,12 +4,12 @@
 -- KEYS[5]: the tickets on their way to the job's Celery queue (zset; '-': it needs none, as in tests)
 -- KEYS[6]: the pool's admitted jobs (zset; '-': queue it unchecked)
 -- KEYS[7]: the job's early-ticket mark, if its ticket was sent beside this call ('-': none was)
--- KEYS[8]: the pool's background jobs by the time they were queued, for a background job ('-': another class)
--- KEYS[9]: the ready zset of the class whose tickets go to the same Celery queue ('-': none)
+-- KEYS[8]: the pool's background jobs by the time they were queued, for a background job ('-': it is not one)
 -- ARGV[1]: the named arguments:
 --   job_id          the job's id
 --   person, weight  who asked, and their share (a job costs them cost/weight)
 --   cost            the job's estimated work, in thousands of tokens (jobqueue/charges.py; absent: 1)
+--   behind          how far behind its tag it waits: BACKGROUND_OFFSET for background work, else 0
 --   policy          'fair' or 'fifo'
 --   member          the job's admission member (web process | job id)
 --   fields          the job's scheduling fields, kept in its hash for the take
@@ -19,7 +19,7 @@
 -- 1 if the job needed one (sent beside or not)}, or false if admission did not take it.
 local A, payload = cjson.decode(ARGV[1]), ARGV[2]
 local ready, job, state, waiting, tickets, admitted = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
-local early, since, sharing = KEYS[7], KEYS[8] or '-', KEYS[9] or '-'
+local early, since = KEYS[7], KEYS[8] or '-'
 -- Sent in one round trip with its admission: queued only if admission took it.
 if admitted ~= '-' and not redis.call('ZSCORE', admitted, A.member) then
   return false
@@ -43,7 +43,7 @@ else
 end
 -- Equal tags are served in arrival order: the member starts with the sequence number.
 local member = string.format('%015d', seq) .. '|' .. A.job_id
-redis.call('ZADD', ready, tag, member)
+redis.call('ZADD', ready, tag + (A.behind or 0), member)
 local fields = {'payload', payload, 'person', A.person, 'member', member, 'ready', ready,
                 'tag', string.format('%.17g', tag)}
 if since ~= '-' then  -- a background job: its patience runs from now (fair_take.lua)
@@ -62,11 +62,10 @@ redis.call('HINCRBY', waiting, A.person, 1)
 redis.call('EXPIRE', state, 86400)
 redis.call('EXPIRE', waiting, 86400)
 -- A ticket lets a free slot take the fairest job. One is needed while fewer
--- are on their way than jobs wait for its queue: a slot going on from its
+-- are on their way than jobs wait in this class: a slot going on from its
 -- last job takes the next without one, leaving its ticket for a later job.
 if tickets == '-' then return {member, 0, 0} end
-local waiting_here = redis.call('ZCARD', ready) + (sharing ~= '-' and redis.call('ZCARD', sharing) or 0)
-local needed = redis.call('ZCARD', tickets) < waiting_here
+local needed = redis.call('ZCARD', tickets) < redis.call('ZCARD', ready)
 local function on_its_way()
   redis.call('ZADD', tickets, A.now, A.job_id)
   redis.call('EXPIRE', tickets, 86400)

@@ -1,11 +1,12 @@
 -- A worker with a free slot takes the fairest job it may run (jobqueue/fairqueue.py's take).
 -- The job taken is started in the same round trip (see `start` below).
--- KEYS[1], KEYS[2], KEYS[3]: the ready zsets (code completions first, then chat, then background work)
--- KEYS[4]: the pool's state hash   KEYS[5]: its waiting jobs per person (hash)
--- KEYS[6]: its admitted, untaken jobs (zset)   KEYS[7]: its drained bucket (a counter)
--- KEYS[8]: the tickets on their way to the Celery queue the slot's ticket came from (zset), or '-' for a
+-- KEYS[1], KEYS[2]: the ready zsets (code completions first, then chat; background work waits in them
+-- `background.offset` behind its fair tag)   KEYS[3]: the pool's state hash
+-- KEYS[4]: its waiting jobs per person (hash)   KEYS[5]: its admitted, untaken jobs (zset)
+-- KEYS[6]: its drained bucket (a counter)
+-- KEYS[7]: the tickets on their way to the Celery queue the slot's ticket came from (zset), or '-' for a
 -- ticket sent to this worker alone, or none (the slot goes on from its last job)
--- KEYS[9]: the background jobs by the time they were queued (zset)
+-- KEYS[8]: its background jobs by the time they were queued (zset)
 -- ARGV[1]: the key templates (protocol.keys.lua_key_templates)   ARGV[2]: the named arguments:
 --   worker       the worker's id
 --   now          the time (epoch seconds, as text: written as it is)
@@ -16,15 +17,16 @@
 --   pool         the pool
 --   ttl          seconds a job's record is kept (record) and its heartbeat lasts (alive)
 --   running      the state a taken job's record starts in (jobqueue.states.JobState.RUNNING)
---   patience     seconds a background job waits before it is served ahead of chat
+--   background   seconds a background job waits before it is served ahead of chat (patience), and how far
+--                behind its tag it waits (offset)
 -- Returns {found ('job' or 'none'), payload, person, lease, job id, worker to forward to, job to forward}.
 local K, A = cjson.decode(ARGV[1]), cjson.decode(ARGV[2])
 local function key(name, ...) return string.format(K[name], ...) end
 -- include: deployments.lua
-local completions, chats, backgrounds = KEYS[1], KEYS[2], KEYS[3]
-local state, waiting, queued, drained, since = KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[9]
+local completions, chats = KEYS[1], KEYS[2]
+local state, waiting, queued, drained, background_since = KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[8]
 -- The slot's ticket has arrived: it is no longer on its way, whatever the slot finds.
-if KEYS[8] ~= '-' then redis.call('ZREM', KEYS[8], A.want) end
+if KEYS[7] ~= '-' then redis.call('ZREM', KEYS[7], A.want) end
 local worker, now, tracks_free = A.worker, tonumber(A.now), A.idle_serial ~= cjson.null
 -- This worker's idle copies of one-at-a-time models (it knows; the free sets are for finding others).
 local idle_here = {}
@@ -164,15 +166,21 @@ local function take(job)
   return {'job', job.payload, job.person, job.lease, job.id, f[1], f[2]}
 end
 
+-- Whether a job that is not background work waits (a completion, or chat ahead of the offset).
+local function interactive_waiting()
+  if redis.call('ZCARD', completions) > 0 then return true end
+  local head = redis.call('ZRANGE', chats, 0, 0, 'WITHSCORES')
+  return head[2] ~= nil and tonumber(head[2]) < A.background.offset
+end
+
 if A.want ~= '' then
   local job = read(A.want)
   if job then
-    -- (a background job's own ticket does not put it ahead of chat waiting: the scan below orders them)
-    local behind = job.ready == backgrounds and redis.call('ZCARD', completions) + redis.call('ZCARD', chats) > 0
-    local v = not behind and verdict(job)
+    -- (a background job's own ticket does not put it ahead of an interactive job: the scan below orders them)
+    local v = not (job.since and interactive_waiting()) and verdict(job)
     if v == 'take' then return take(job) end
     if v == 'drop' then unqueue(job) end
-  elseif KEYS[8] ~= '-' then
+  elseif KEYS[7] ~= '-' then
     -- Its job is not queued: taken or gone already, or not queued yet (its
     -- ticket was sent beside its queueing, and overtook it). The mark makes
     -- that queueing ask for another ticket; otherwise it lapses unread (the
@@ -201,11 +209,11 @@ end
 
 -- The longest-waiting background job past its patience this worker may take (none starves behind chat).
 local function first_aged()
-  local aged = redis.call('ZRANGEBYSCORE', since, '-inf', now - tonumber(A.patience), 'LIMIT', 0, 64)
+  local aged = redis.call('ZRANGEBYSCORE', background_since, '-inf', now - A.background.patience, 'LIMIT', 0, 64)
   for _, member in ipairs(aged) do
     local job = read(string.sub(member, 17))
     if not job then
-      redis.call('ZREM', since, member)
+      redis.call('ZREM', background_since, member)
     else
       local v = verdict(job)
       if v == 'take' then return job end
@@ -214,7 +222,7 @@ local function first_aged()
   end
 end
 
-local job = first_of(completions) or first_aged() or first_of(chats) or first_of(backgrounds)
+local job = first_of(completions) or first_aged() or first_of(chats)
 if job then return take(job) end
 local f = forward or {'', ''}
 return {'none', '', '', '', '', f[1], f[2]}

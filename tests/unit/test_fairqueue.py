@@ -22,12 +22,12 @@ POOL = "local"
 
 def queue(redis, web, person, *, model="echo", job_class="chat", limit=100, weight=1.0, serial=False,
           policy="fair", expires_in=60.0, replies: bool = False, pool=POOL, ticket: bool = False,
-          cache_key: str = "", session: str = "", prompt: str = "hello") -> str:
+          cache_key: str = "", session: str = "", prompt: str = "hello", background: bool = False) -> str:
     """A job of `prompt` (every person's the same by default: equal work)."""
     job_id = uuid.uuid4().hex
     job = Job(id=job_id, model=model, messages=[Message(role="user", content=prompt)], web_id=web,
               expires_at=time.time() + expires_in, reply_channel=keys.reply_channel(web, job_id) if replies else "",
-              cache_key=cache_key, session=session)
+              cache_key=cache_key, session=session, background=background)
     fairqueue.push(redis, job, Asker(person, limit, weight), Placement(pool, job_class, policy, serial),
                    tickets=Ticketing.ASK if ticket else Ticketing.NONE)
     return job.id
@@ -140,11 +140,11 @@ def on_their_way(redis, pool, job_class="chat") -> int:
     return redis.zcard(keys.tickets_key(ticket_queue(pool, job_class)))
 
 
-def push(redis, web, person, pool, job_class="chat") -> tuple[bool, str]:
+def push(redis, web, person, pool, job_class="chat", background: bool = False) -> tuple[bool, str]:
     """Queue a job as the web process does: whether it needs a ticket sent
     (the ticket's id is the job's), and the job's id."""
     job = Job(id=uuid.uuid4().hex, model="echo", messages=[Message(role="user", content=person)], web_id=web,
-              expires_at=time.time() + 60)
+              expires_at=time.time() + 60, background=background)
     _, needs, _ = fairqueue.push(redis, job, Asker(person, 100), Placement(pool, job_class), tickets=Ticketing.ASK)
     return bool(needs), job.id
 
@@ -208,8 +208,8 @@ def test_lost_tickets_are_forgotten(clean_redis, web, pool):
 
 
 def test_background_work_waits_behind_everyones_interactive_turns(clean_redis, web):
-    queue(clean_redis, web, "alice", job_class="background")
-    queue(clean_redis, web, "alice", job_class="background")
+    queue(clean_redis, web, "alice", background=True)
+    queue(clean_redis, web, "alice", background=True)
     queue(clean_redis, web, "bob")
     queue(clean_redis, web, "alice")  # alice's own turn too
     queue(clean_redis, web, "carol", job_class="completion")
@@ -220,7 +220,7 @@ def test_background_work_waits_behind_everyones_interactive_turns(clean_redis, w
 def test_background_work_past_its_patience_goes_before_chat(clean_redis, web, monkeypatch):
     """No starvation: however much chat keeps coming, a background job that
     waited BACKGROUND_PATIENCE seconds is served next (after completions)."""
-    queue(clean_redis, web, "alice", job_class="background")
+    queue(clean_redis, web, "alice", background=True)
     queue(clean_redis, web, "bob")
     queue(clean_redis, web, "carol", job_class="completion")
     monkeypatch.setattr(fairqueue, "BACKGROUND_PATIENCE", 0.0)  # (its patience ran out)
@@ -228,21 +228,25 @@ def test_background_work_past_its_patience_goes_before_chat(clean_redis, web, mo
 
 
 def test_a_background_jobs_own_ticket_does_not_put_it_ahead_of_chat(clean_redis, web, pool):
-    (_, side_call), (_, turn) = push(clean_redis, web, "alice", pool, "background"), push(clean_redis, web, "bob", pool)
-    first = fairqueue.take(clean_redis, pool, "w", want=side_call, ticket_from=ticket_queue(pool, "background"))
+    (_, side_call), (_, turn) = push(clean_redis, web, "alice", pool, background=True), push(clean_redis, web, "bob", pool)
+    first = fairqueue.take(clean_redis, pool, "w", want=side_call, ticket_from=ticket_queue(pool, "chat"))
     assert first.job.id == turn
     assert fairqueue.take(clean_redis, pool, "w", want=turn, ticket_from=ticket_queue(pool, "chat")).job.id == side_call
+    assert on_their_way(clean_redis, pool) == 0
 
 
-def test_chat_and_background_count_the_tickets_of_their_one_queue_together(clean_redis, web, pool):
-    assert ticket_queue(pool, "background") == ticket_queue(pool, "chat")
-    assert push(clean_redis, web, "alice", pool)[0]
-    assert push(clean_redis, web, "bob", pool, "background")[0]  # two wait for that queue, one ticket on its way
-    assert on_their_way(clean_redis, pool) == 2
+def test_a_background_job_is_taken_at_its_fair_tag_not_its_place_behind_it(clean_redis, web):
+    """It waits at its fair tag plus BACKGROUND_OFFSET, so any worker taking
+    the lowest score (this release's, or the one before, which knows no
+    background work) serves it after every interactive job; taking it moves
+    the pool's virtual time by its tag, not by how far behind it waited."""
+    queue(clean_redis, web, "alice", background=True)
+    assert fairqueue.take(clean_redis, POOL, "w").person == "alice"
+    assert float(clean_redis.hget(keys.fair_state_key(POOL), "vtime") or 0) < 1
 
 
 def test_a_background_job_taken_out_unrun_leaves_its_patience_too(clean_redis, web):
-    job_id = queue(clean_redis, web, "alice", job_class="background")
+    job_id = queue(clean_redis, web, "alice", background=True)
     assert fairqueue.remove(clean_redis, POOL, job_id)
     assert clean_redis.zcard(keys.fair_background_since_key(POOL)) == 0 and fairqueue.depth(clean_redis, POOL) == 0
 
