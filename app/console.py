@@ -1,9 +1,10 @@
 """What the operator's console shows, as one JSON-ready snapshot of the
 cluster: served models (loaded or idle), upstream deployments (their state,
-requests in flight, failures), workers (slots, last beat), queues, active
-streams, the last half hour per minute, today's usage per person, the last
-errors. Read from Redis and the registry only, so the
-admin CLI (scripts/admin.py) shows the same numbers as the page."""
+requests in flight, failures), workers (slots, last beat), queues, the jobs
+running now (the page groups them by session), active streams, the last
+half hour per minute, today's usage per person, the last errors. Read from
+Redis and the registry only, so the admin CLI (scripts/admin.py) shows the
+same numbers as the page."""
 from __future__ import annotations
 
 import time
@@ -65,6 +66,7 @@ def snapshot(redis: Redis, registry: Registry) -> dict:
         "deployments": deployments(redis, registry),
         "workers": workers(redis),
         "queues": queues(redis, registry),
+        "running": jobqueue.running(redis),
         "active_streams": streams_relayed(redis),
         "series": usage.series(redis),
         "usage_today": {"day": usage.today(), "by_person": usage.totals_by_person(report)},

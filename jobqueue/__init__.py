@@ -37,8 +37,8 @@ from protocol.queue import ticket_queue
 
 __all__ = ["Asker", "Busy", "JobState", "Limits", "Placement", "SendTicket", "Taken", "TicketSender", "Verdict",
            "abort", "aborted", "aborted_among", "expected_wait", "finish", "finish_and_take", "forget_lost_tickets",
-           "keep_alive", "lost", "mark_free", "queue_depth", "release", "remember_cache", "settle", "started", "status",
-           "submit", "supersede", "take", "wake_held", "withdraw"]
+           "keep_alive", "lost", "mark_free", "queue_depth", "release", "remember_cache", "running", "settle",
+           "started", "status", "submit", "supersede", "take", "wake_held", "withdraw"]
 
 
 # --- the web process's side ----------------------------------------------------------
@@ -146,6 +146,9 @@ def expected_wait(redis: Redis, pool: str) -> float:
     return admission.retry_after_seconds(redis, pool, waiting) if waiting else 0
 
 
+running = records.running  # the jobs workers run now (the console's live view)
+
+
 def status(redis: Redis, job_id: str) -> dict[str, str]:
     """Its record (empty while it waits): its state, who ran it, when, why it ended."""
     return records.job_state(redis, job_id)
@@ -175,6 +178,7 @@ def finish(redis: Redis | Pipeline, job_id: str, reason: str, **fields: str | in
     with batched(redis) as pipe:
         records.record_state(pipe, job_id, status=JobState.FINISHED, reason=reason, **fields)
         records.end_heartbeat(pipe, job_id)
+        pipe.zrem(keys.RUNNING_JOBS, job_id)
 
 
 def release(redis: Redis, taken: Taken) -> list[str]:

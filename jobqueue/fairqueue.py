@@ -105,7 +105,7 @@ def push(redis: Redis | Pipeline, job: Job, asker: Asker, where: Placement, tick
     fields = {"limit": asker.limit, "lease": member, "model": job.model,
               "serial": "1" if where.serial else "0", "expires": repr(job.expires_at), "web": job.web_id,
               "enqueued": repr(job.enqueued_at), "affinity": affinity_of(job, asker.person),
-              "deployments": where.deployments}
+              "deployments": where.deployments, "session": job.session}
     named = {"job_id": job.id, "person": asker.person, "weight": asker.weight, "cost": job.charge,
              "policy": where.policy, "behind": BACKGROUND_OFFSET if job.background else 0,
              "member": member, "fields": {name: str(value) for name, value in fields.items()}, "now": time.time()}

@@ -6,6 +6,7 @@ and broadcast, and a code completion superseding the previous one. Names from
 from __future__ import annotations
 
 import json
+import time
 
 from redis import Redis
 from redis.client import Pipeline
@@ -66,6 +67,35 @@ def end_heartbeat(redis: Redis | Pipeline, job_id: str) -> None:
     """With a finished job's last writes, after its state (see worker_lost);
     its abort mark goes too (nothing reads it once the job finished)."""
     redis.delete(keys.alive_key(job_id), keys.abort_key(job_id))
+
+
+RUNNING_FIELDS = ("person", "model", "session", "priority", "worker", "started_at")
+RUNNING_MOST = 500  # jobs the live view lists (the oldest first)
+
+
+def running(redis: Redis) -> list[dict]:
+    """The jobs workers run now, oldest first, each with its person, model,
+    session, priority, worker and start. A job whose worker died (its
+    heartbeat gone, unfinished) leaves the list here."""
+    with redis.pipeline(transaction=False) as pipe:
+        pipe.zremrangebyscore(keys.RUNNING_JOBS, "-inf", f"({time.time() - 86400}")
+        pipe.zrange(keys.RUNNING_JOBS, 0, RUNNING_MOST - 1)
+        job_ids = [job_id.decode() for job_id in pipe.execute()[1]]
+    with redis.pipeline(transaction=False) as pipe:
+        for job_id in job_ids:
+            pipe.hmget(keys.state_key(job_id), *RUNNING_FIELDS)
+            pipe.exists(keys.alive_key(job_id))
+        found = pipe.execute()
+    jobs, gone = [], []
+    for job_id, values, alive in zip(job_ids, found[::2], found[1::2]):
+        if not alive:
+            gone.append(job_id)
+            continue
+        job = {"job": job_id} | {name: None if v is None else v.decode() for name, v in zip(RUNNING_FIELDS, values)}
+        jobs.append(job | {"started_at": float(job["started_at"] or 0)})
+    if gone:
+        redis.zrem(keys.RUNNING_JOBS, *gone)
+    return jobs
 
 
 def job_taken(redis: Redis, job_id: str) -> bool:

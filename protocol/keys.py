@@ -286,6 +286,7 @@ def blocked_pools_key(person: str) -> str:
 
 # --- upstream deployments (jobqueue/deployments.py) ------------------------------------
 DEPLOYMENT_PREFIX = f"{PREFIX}:deployment:"  # + model, \x1f, and deployment:... or affinity\x1f...
+RUNNING_JOBS = f"{PREFIX}:running"  # jobs a worker runs now (zset: job id, scored by its start; jobqueue.running)
 DEPLOYMENT_METRICS = f"{PREFIX}:metrics:deployments"  # field "model\x1fdeployment\x1fmetric"
 
 
@@ -339,5 +340,5 @@ def lua_key_templates() -> str:
                        "early_ticket": early_ticket_key(s), "worker": worker_key(s),
                        "inflight": inflight_key(s, s), "cooldown": cooldown_key(s, s), "failures": failures_key(s, s),
                        "probe": probe_key(s, s), "deploy_affinity": deployment_affinity_key(s, s),
-                       "held": held_for_deployments_key(s),
+                       "held": held_for_deployments_key(s), "running": RUNNING_JOBS,
                        "deployment_metrics": DEPLOYMENT_METRICS})

@@ -34,7 +34,7 @@ if tracks_free then
   for _, model in ipairs(A.idle_serial) do idle_here[model] = true end
 end
 local FIELDS = {'person', 'limit', 'lease', 'model', 'serial', 'expires', 'web', 'reserved', 'payload', 'tag', 'ready',
-                'member', 'enqueued', 'affinity', 'deployments', 'since'}
+                'member', 'enqueued', 'affinity', 'deployments', 'since', 'session'}
 local forward = nil
 
 local function read(job_id)
@@ -144,10 +144,13 @@ local function start(job)
   redis.call('INCR', drained)
   redis.call('EXPIRE', drained, 120)
   redis.call('SET', key('alive', job.id), '1', 'EX', A.ttl.alive)
-  -- The record says whose it was, how long it waited, and who runs it.
+  -- The record says whose it was (and of which session, what kind of work), how long it waited, and who
+  -- runs it; the running jobs list it (the console's live view: jobqueue.running).
   redis.call('HSET', key('state', job.id), 'person', job.person, 'enqueued_at', job.enqueued or '',
-             'taken_at', A.now, 'status', A.running, 'started_at', A.now, 'worker', worker)
+             'taken_at', A.now, 'status', A.running, 'started_at', A.now, 'worker', worker, 'model', job.model,
+             'session', job.session or '', 'priority', job.since and 'background' or 'interactive')
   redis.call('EXPIRE', key('state', job.id), A.ttl.record)
+  redis.call('ZADD', key('running'), A.now, job.id)
 end
 
 local function take(job)

@@ -21,8 +21,10 @@ import ollama
 import openai
 import pytest
 from app.auth import digest
+from app.exchange import session_of
 from scripts.processes import ROOT, ready_together, stack_env, start_web, start_worker
 from tests.integration.browser import text_of
+from tests.integration.http import DroppableStream
 from tests.integration.waits import wait_until
 
 KEYS = {"root": "root-key-5d1f", "alice": "alice-key-91aa", "carol": "carol-key-0c3e", "frank": "frank-key-77b2"}
@@ -150,6 +152,30 @@ def test_the_status_page_lives(stack, browser):
     stream.join(60)
     wait_until(lambda: "alice" in text_of(browser, "#usage"), 30, "today's usage to show alice")
     browser.save_screenshot(str(ARTIFACTS / "console.png"))
+
+
+def test_the_live_view_groups_running_jobs_by_session(stack, browser):
+    """Two terminals of alice's (two Claude Code sessions) and a request
+    naming none: three groups while they run, none once they end."""
+    browser.get(f"{stack['a']}/k/{KEYS['root']}/admin")
+    body = {"model": "echo:slow", "messages": [{"role": "user", "content": " ".join(["word"] * 400)}]}
+    streams = [DroppableStream(stack["b"], "/api/chat", body, auth("alice") | session)
+               for session in ({"X-Claude-Code-Session-Id": "terminal-1"}, {"X-Claude-Code-Session-Id": "terminal-2"},
+                               {})]
+    try:
+        for stream in streams:
+            assert stream.read_line()  # running
+        groups = [f"session {session_of('alice', name)[:8]}" for name in ("terminal-1", "terminal-2")]
+        shown = wait_until(lambda: all(g in (text := text_of(browser, "#running tbody")) for g in groups) and text, 30,
+                           "both sessions to show")
+        assert "alice, no session" in shown and shown.count("1 running") == 3 and shown.count("interactive") == 3
+        running = httpx.get(f"{stack['a']}/admin/status", headers=auth("root")).json()["running"]
+        assert sorted((job["person"], job["session"]) for job in running) == sorted(
+            [("alice", ""), ("alice", session_of("alice", "terminal-1")), ("alice", session_of("alice", "terminal-2"))])
+    finally:
+        for stream in streams:
+            stream.drop()
+    wait_until(lambda: text_of(browser, "#running tbody") == "none", 30, "the dropped jobs to leave the list")
 
 
 def test_a_months_usage_goes_out_as_csv_whose_totals_are_the_counters(stack, browser):

@@ -9,6 +9,7 @@ import uuid
 
 import pytest
 
+import jobqueue
 from jobqueue import fairqueue
 from jobqueue.fairqueue import Asker, Placement, Ticketing
 from jobqueue.records import job_state, job_taken, send_abort
@@ -430,3 +431,20 @@ def test_waiting_people_in_metrics_name_the_ten_with_most_and_sum_the_rest(clean
     assert [(s.labels, s.value) for s in depth.samples] == [({"pool": POOL}, 78.0)]
     shown = {s.labels["person"]: s.value for s in people.samples}
     assert len(shown) == 11 and shown["p11"] == 12.0 and shown["p02"] == 3.0 and shown["other"] == 1.0 + 2.0
+
+
+def test_the_running_jobs_with_their_session_until_they_end_or_their_worker_dies(clean_redis, web):
+    """jobqueue.running (the console's live view): a taken job is listed with
+    its person, session and priority; finished, or its heartbeat gone with
+    its worker, it leaves the list."""
+    queue(clean_redis, web, "alice", session="s1")
+    queue(clean_redis, web, "bob", background=True)
+    first, second = fairqueue.take(clean_redis, POOL, "w1"), fairqueue.take(clean_redis, POOL, "w2")
+    listed = {job["job"]: job for job in jobqueue.running(clean_redis)}
+    assert (listed[first.job.id]["person"], listed[first.job.id]["session"], listed[first.job.id]["priority"],
+            listed[first.job.id]["worker"]) == ("alice", "s1", "interactive", "w1")
+    assert (listed[second.job.id]["session"], listed[second.job.id]["priority"]) == ("", "background")
+    jobqueue.finish(clean_redis, first.job.id, "stop")
+    assert [job["job"] for job in jobqueue.running(clean_redis)] == [second.job.id]
+    clean_redis.delete(keys.alive_key(second.job.id))  # its worker died
+    assert jobqueue.running(clean_redis) == [] and clean_redis.zcard(keys.RUNNING_JOBS) == 0
