@@ -210,6 +210,24 @@ def _tracing_lines(section: dict) -> list[str]:
     return lines
 
 
+def _work_share_lines(section: dict) -> list[str]:
+    env = section.get("environment")
+    lines = [f"Run {env['date']} with `{env['command']}` on {env['cpu']} ({env['cores']} cores)." if env else "",
+             f"Two people with equal weights on an upstream of fixed capacity (the benchmark's server: one request "
+             f"at a time, {section['rate']:,} tokens a second read or written, so a request's time is its tokens'): "
+             f"alice's agent sends {section['agent_words']:,}-token turns, bob chats in {section['chat_words']}-token "
+             f"turns, each with {section['lanes']} requests outstanding for {section['seconds']:g} s, replies of "
+             f"{section['reply']} tokens; {section['rounds']} round(s), each tree on a stack started anew, in turns"
+             + (f"; \"before\" is commit {section['before']}, whose shares are by requests" if section.get("before")
+                else "") + ". Share: of the tokens the model read and wrote, alice's (median of the rounds).", "",
+             "| shares | alice's share of the work | requests served (alice / bob) | bob's first token p50 | p99 |",
+             "|---|---|---|---|---|"]
+    lines += [f"| {name} | {t['alice_share']:.1%} | {t['requests']['alice']} / {t['requests']['bob']} | "
+              f"{t['bob_ttft_ms']['p50']:.0f} ms | {t['bob_ttft_ms']['p99']:.0f} ms |"
+              for name, t in section["trees"].items()]
+    return lines
+
+
 def markdown(results: dict, chart_name: str) -> str:
     checks = check_all(results)
     env = results["environment"]
@@ -245,6 +263,9 @@ def markdown(results: dict, chart_name: str) -> str:
             results["codex_transport"])
     if results.get("tracing"):
         lines += ["", "## 12. What tracing costs", ""] + _tracing_lines(results["tracing"])
+    if results.get("work_shares"):
+        lines += ["", "## 13. Shares by work: an agent's long turns beside short chat", ""] + _work_share_lines(
+            results["work_shares"])
     notes = results.get("notes")
     if notes:
         lines += ["", "## Notes", "", notes.strip()]

@@ -22,6 +22,7 @@ ARRIVAL_OF_ALONE = 1.5  # a prompt's time to first token beside three streams, o
 AOF_COST = 0.05  # requests/s lost to an append-only file (everysec) at 64 clients
 SERVED_AFTER_KILL_S = 10.0  # from a primary's SIGKILL to the first request served again
 TRACING_COST = 0.05  # tracing on against off, and off against the tree before it: time and CPU per request
+EQUAL_SHARE = 0.20  # two people of equal weight: each one's share of a busy model's work within 20% of half
 
 
 @dataclass
@@ -228,8 +229,20 @@ def _tracing(results: dict) -> list[Check]:
     return checks
 
 
+def _work_shares(results: dict) -> list[Check]:
+    """Equal weights get equal work: the agent's share of the model's work, beside short chat, within
+    EQUAL_SHARE of half (the median of the rounds)."""
+    section = results.get("work_shares")
+    if not section:
+        return []
+    share = section["trees"]["by work"]["alice_share"]
+    return [Check(f"an agent's long turns beside short chat, equal weights: its share of the work within "
+                  f"{EQUAL_SHARE:.0%} of half", f"{share:.1%} (median of {section['rounds']} rounds)",
+                  abs(share - 0.5) <= 0.5 * EQUAL_SHARE)]
+
+
 def check_all(results: dict) -> list[Check]:
     scale = _scale(results["scale"]) if results.get("scale") else []
     return (_overhead(results) + _routes(results) + _local(results) + _batching(results) + _relay(results)
             + _abort(results) + _sharing(results) + _deployments(results) + _durability(results) + _tracing(results)
-            + scale)
+            + _work_shares(results) + scale)

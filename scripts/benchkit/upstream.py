@@ -3,7 +3,9 @@ upstream that is reached directly, through Switchboard and through LiteLLM.
 
 `POST /v1/chat/completions` with `"stream": true` streams a fixed number of
 one-word tokens. The model name picks the pace: "paced" sends them at a
-fixed rate, "instant" all at once. A non-streaming request gets the whole
+fixed rate, "instant" all at once, "work" takes a time proportional to the
+tokens it reads and writes (a word of the prompt is a token: it reads the
+prompt at the rate, then writes each token at it). A non-streaming request gets the whole
 text in one JSON reply. With `--capacity N` it is a server of fixed
 capacity (a GPU box): it answers N requests at once and the others wait
 their turn. `GET /stats` says how many requests it served per model and the
@@ -70,7 +72,8 @@ class Upstream:
             await self._json(writer, 200, {"served": self.served, "most_at_once": self.most_at_once})
         elif method == "GET":
             await self._json(writer, 200, {"object": "list", "data": [
-                {"id": name, "object": "model", "created": 0, "owned_by": "bench"} for name in ("paced", "instant")]})
+                {"id": name, "object": "model", "created": 0, "owned_by": "bench"}
+                for name in ("paced", "instant", "work")]})
         elif path.endswith("/chat/completions"):
             await self._in_turn(writer, json.loads(body))
         else:
@@ -114,6 +117,8 @@ class Upstream:
         writer.write(http_chunk(chunk(model, created, {"role": "assistant", "content": ""})))
         await writer.drain()
         paced = model != "instant"
+        if model == "work":
+            await asyncio.sleep(prompt_tokens * self.interval)  # reading the prompt
         for index in range(count):
             if paced:
                 await asyncio.sleep(self.interval)

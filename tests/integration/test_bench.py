@@ -58,6 +58,9 @@ def test_the_benchmark_runs_every_section_and_writes_its_report(tmp_path):
     assert traced["exports"] > 0 and all(set(rows) == {"off", "off, again", "on", "on, 1 in 10"}  # spans went out
                                          for rows in traced["workloads"].values()), traced
     assert "## 12. What tracing costs" in report
+    shares = results["work_shares"]["trees"]["by work"]
+    assert shares["requests"]["alice"] > 0 and shares["requests"]["bob"] > shares["requests"]["alice"], shares
+    assert "## 13. Shares by work" in report
     assert (tmp_path / "benchmarks.png").read_bytes().startswith(b"\x89PNG")
 
 
