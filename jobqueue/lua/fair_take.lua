@@ -191,21 +191,31 @@ if A.want ~= '' then
     redis.call('SET', key('early_ticket', A.want), '1', 'EX', 10)
   end
 end
--- The first job of the set (fairest first) this worker may take, dropping the abandoned on the way.
+
+-- A member of `set` this worker meets: its job, if the worker may take it; else nil, and whether it stays
+-- in the set (a job gone, or dropped on the way as abandoned, leaves it).
+local function meet(set, member)
+  local job = read(string.sub(member, 17))
+  if not job then
+    redis.call('ZREM', set, member)
+    return nil, false
+  end
+  local v = verdict(job)
+  if v == 'take' then return job, false end
+  if v == 'drop' then unqueue(job) end
+  return nil, v ~= 'drop'
+end
+
+-- The first job of the set (fairest first) this worker may take.
 local function first_of(ready)
   local position = 0
   while true do
     local batch = redis.call('ZRANGE', ready, position, position + 63)
     if #batch == 0 then return nil end
     for _, member in ipairs(batch) do
-      local job = read(string.sub(member, 17))
-      if not job then
-        redis.call('ZREM', ready, member)
-      else
-        local v = verdict(job)
-        if v == 'take' then return job end
-        if v == 'drop' then unqueue(job) else position = position + 1 end
-      end
+      local job, stays = meet(ready, member)
+      if job then return job end
+      if stays then position = position + 1 end
     end
   end
 end
@@ -214,14 +224,8 @@ end
 local function first_aged()
   local aged = redis.call('ZRANGEBYSCORE', background_since, '-inf', now - A.background.patience, 'LIMIT', 0, 64)
   for _, member in ipairs(aged) do
-    local job = read(string.sub(member, 17))
-    if not job then
-      redis.call('ZREM', background_since, member)
-    else
-      local v = verdict(job)
-      if v == 'take' then return job end
-      if v == 'drop' then unqueue(job) end
-    end
+    local job = meet(background_since, member)
+    if job then return job end
   end
 end
 
