@@ -1,8 +1,9 @@
 """Which jobs are background work: calls an agent makes besides the turn a
 person is watching, which wait behind every interactive turn in the fair
-queue (jobqueue/fairqueue.py's "background" class) and still run when the
-server has room (their patience, BACKGROUND_PATIENCE, puts them ahead of
-chat once it runs out). They are charged to their person's share as any job.
+queue (BACKGROUND_OFFSET behind their fair tag: jobqueue/fairqueue.py) and
+still run when the server has room (their patience, BACKGROUND_PATIENCE,
+puts them ahead of chat once it runs out). They are charged to their
+person's share as any job.
 
 Background: a model the operator marks `background = true` (the agents'
 small model), a model asked for by Claude Code's small/fast alias

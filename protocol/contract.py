@@ -188,7 +188,7 @@ class Job(_Strict):
     # last one, whoever sends them; empty: the person's own last job's worker.
     cache_key: str = ""
     # The agent session the job is a turn of: a digest of its person and the
-    # client's own id for the session (app/sessions.py; empty: none known).
+    # client's own id for the session (app/exchange.py; empty: none known).
     # A session's jobs go to the worker or deployment holding its last prefix.
     session: str = ""
     # What it is charged against its person's share, in thousands of tokens,

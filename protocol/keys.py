@@ -72,6 +72,7 @@ def events_channel_pattern(prefix: str | None = None) -> str:
 
 # --- per job -------------------------------------------------------------------------
 JOB_PREFIX = f"{PREFIX}:job:"  # + job id + ":abort", ":state", ":alive"
+RUNNING_JOBS = f"{PREFIX}:running"  # jobs a worker runs now (zset: job id, scored by its start; jobqueue.running)
 
 
 def abort_key(job_id: str) -> str:
@@ -286,7 +287,6 @@ def blocked_pools_key(person: str) -> str:
 
 # --- upstream deployments (jobqueue/deployments.py) ------------------------------------
 DEPLOYMENT_PREFIX = f"{PREFIX}:deployment:"  # + model, \x1f, and deployment:... or affinity\x1f...
-RUNNING_JOBS = f"{PREFIX}:running"  # jobs a worker runs now (zset: job id, scored by its start; jobqueue.running)
 DEPLOYMENT_METRICS = f"{PREFIX}:metrics:deployments"  # field "model\x1fdeployment\x1fmetric"
 
 
