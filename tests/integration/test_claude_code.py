@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import time
 from pathlib import Path
 
 import httpx
@@ -78,12 +79,13 @@ def test_its_small_model_calls_wait_as_background_work(keyed_base, clean_redis, 
     call = ('<invoke name="Agent"><parameter name="description">greet</parameter><parameter name="prompt">say hi'
             '</parameter><parameter name="subagent_type">general-purpose</parameter><parameter name="model">haiku'
             '</parameter></invoke>')
+    started = time.time()
     claude(keyed_base, call, tmp_path, "--allowedTools", "Agent", key=KEY,
            ANTHROPIC_DEFAULT_HAIKU_MODEL="claude-haiku-4-5")
 
-    def logged() -> list[dict]:
+    def logged() -> list[dict]:  # (its own: another test's last record may land meanwhile)
         reply = httpx.get(f"{keyed_base}/admin/requests.json", headers={"Authorization": f"Bearer {KEY}"})
-        return reply.json()["requests"]
+        return [r for r in reply.json()["requests"] if r["time"] >= started]
     rows = wait_until(lambda: (found := logged()) and any(r["model"] == "claude-haiku-4-5" for r in found) and found,
                       what="the subagent's request in the log")
     assert {(r["model"], r["answered"], r["priority"]) for r in rows} == {

@@ -18,9 +18,11 @@ import os
 import subprocess
 from pathlib import Path
 
+import httpx
 import pytest
 
 from tests.integration.conftest import KEY
+from tests.integration.waits import wait_until
 
 AGENTS = Path(__file__).resolve().parent.parent / "agents" / "node_modules"
 PINNED = AGENTS / "@openai" / "codex" / "bin" / "codex.js"
@@ -69,6 +71,17 @@ def shell_round(base: str, workdir: Path, **options) -> None:
 
 def test_a_plain_answer(base_url, tmp_path):
     assert codex(base_url, "say hi", tmp_path).strip() == "say hi"
+
+
+def test_its_turn_is_interactive_work_of_its_session(base_url, tmp_path):
+    """Codex says what a call is for (x-codex-turn-metadata): its turn is
+    interactive, and its session (the session-id header) is its thread's."""
+    run = codex_run(base_url, "say hi", tmp_path, "--json")
+    assert run.returncode == 0, run.stdout + run.stderr
+    thread = next(e["thread_id"] for e in map(json.loads, run.stdout.splitlines()) if e["type"] == "thread.started")
+    rows = wait_until(lambda: httpx.get(f"{base_url}/admin/requests.json", params={"session": thread}).json()[
+        "requests"], what="its record")  # (filtered: another test's last record may land meanwhile)
+    assert [(r["route"], r["session"], r["priority"]) for r in rows] == [("/v1/responses", thread, "interactive")]
 
 
 def test_its_own_tool_loop_runs_a_command(base_url, tmp_path):
