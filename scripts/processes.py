@@ -152,6 +152,12 @@ def start_stack(env: dict, concurrency: int = 4, web_env: dict | None = None,
     return worker, web, base
 
 
+def commit_of(tree: Path) -> str:
+    """A source tree's commit, for a report ("commit abc1234"; its path, if it is not a git checkout)."""
+    found = subprocess.run(["git", "-C", str(tree), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    return f"commit {found.stdout.strip()}" if found.returncode == 0 else str(tree)
+
+
 def start_fake_upstream(port: int, tokens: int = 64, rate: float = 200, capacity: int = 0,
                         wait: bool = True) -> Process:
     """The benchmark's OpenAI-compatible upstream (scripts/benchkit/upstream.py)

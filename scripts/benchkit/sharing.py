@@ -36,8 +36,9 @@ FILE_CHARS = 7000
 class _Stack:
     """A Redis, a registry, workers and a web process; all stopped on exit."""
 
-    def __init__(self, registry: str, workers: list[tuple[int, str, str]], redis_url: str | None = None, **env: str):
-        """On a Redis of its own, or on `redis_url`."""
+    def __init__(self, registry: str, workers: list[tuple[int, str, str]], redis_url: str | None = None,
+                 tree: Path = ROOT, **env: str):
+        """On a Redis of its own, or on `redis_url`; of the source tree `tree`."""
         self._exit = ExitStack()
         self.folder = Path(self._exit.enter_context(tempfile.TemporaryDirectory()))
         (self.folder / "models.toml").write_text(registry)
@@ -50,9 +51,9 @@ class _Stack:
                              SWITCHBOARD_MAX_QUEUE="5000", **env)
         started = []  # side by side: each process takes seconds to start
         for concurrency, queues, pool in workers:
-            started.append(start_worker(self.env, concurrency, queues, pool, wait=False))
+            started.append(start_worker(self.env, concurrency, queues, pool, wait=False, cwd=tree))
             self._exit.callback(started[-1].stop)
-        self.web, base = start_web(self.env, wait=False)
+        self.web, base = start_web(self.env, wait=False, cwd=tree)
         self._exit.callback(self.web.stop)
         ready_together([*started, self.web])
         self.port = port_of(base)

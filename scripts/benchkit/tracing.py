@@ -30,7 +30,6 @@ from __future__ import annotations
 import asyncio
 import json
 import random
-import subprocess
 import tempfile
 import threading
 import time
@@ -42,7 +41,7 @@ import httpx
 import psutil
 
 from scripts.embedded_redis import EmbeddedRedis, free_port
-from scripts.processes import ROOT, ready_together, stack_env, start_fake_upstream, start_web, start_worker
+from scripts.processes import ROOT, commit_of, ready_together, stack_env, start_fake_upstream, start_web, start_worker
 from scripts.benchkit.stats import percentile
 
 FIXTURE = Path(__file__).resolve().parents[2] / "tests" / "fixtures" / "claude-code-messages-request.json"
@@ -107,12 +106,6 @@ async def _timed(client: httpx.AsyncClient, base: str, workload: str) -> float:
     return time.perf_counter() - started
 
 
-def _commit(tree: Path) -> str:
-    """The tree's commit (its path, if it is not a git checkout)."""
-    found = subprocess.run(["git", "-C", str(tree), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
-    return f"commit {found.stdout.strip()}" if found.returncode == 0 else str(tree)
-
-
 def _cpu(stack: dict) -> float:
     """The stack's processes' CPU seconds so far (with their children)."""
     total = 0.0
@@ -155,7 +148,7 @@ def measure(requests: int, rounds: int, before: Path | None, log=print) -> dict:
                 for process in (p for s in stacks.values() for p in s["processes"]):
                     process.begin_stop()  # all at once; leaving the block waits for each
             log(f"tracing: round {round_ + 1} of {rounds}")
-    return {"requests": requests, "rounds": rounds, "before": _commit(before) if before else None,
+    return {"requests": requests, "rounds": rounds, "before": commit_of(before) if before else None,
             "exported_bytes": sink.bytes, "exports": sink.exports,
             "workloads": {w: _summaries(by_pair) for w, by_pair in measured.items()},
             "costs": {w: {pair: _costs(*pair.split(" vs "), by_stack) for pair, by_stack in by_pair.items()}

@@ -13,17 +13,15 @@ round on stacks started anew, taking turns.
 from __future__ import annotations
 
 import asyncio
-import subprocess
-import tempfile
 import time
 from contextlib import ExitStack
 from pathlib import Path
 
 from scripts.benchkit.client import stream
-from scripts.benchkit.stack import port_of
+from scripts.benchkit.sharing import _Stack
 from scripts.benchkit.stats import percentile, summary
-from scripts.embedded_redis import EmbeddedRedis, free_port
-from scripts.processes import ROOT, ready_together, stack_env, start_fake_upstream, start_web, start_worker
+from scripts.embedded_redis import free_port
+from scripts.processes import ROOT, commit_of, start_fake_upstream
 
 AGENT_WORDS, CHAT_WORDS, REPLY = 20_000, 500, 16
 RATE = 40_000  # tokens a second the upstream reads or writes: Alice's turn 0.5 s, Bob's 13 ms
@@ -31,22 +29,13 @@ LANES = 4
 KEYS = {"alice": "alice-bench-key", "bob": "bob-bench-key"}
 
 
-def _stack(exit: ExitStack, tree: Path, upstream: str) -> str:
-    folder = Path(exit.enter_context(tempfile.TemporaryDirectory()))
-    (folder / "models.toml").write_text(
-        '[models."up"]\nbackend = "openai"\nupstream_model = "work"\ncontext_length = 131072\n'
-        f'deployments = [{{ base_url = "{upstream}/v1", max_concurrent = 1 }}]\n')
-    redis = EmbeddedRedis()
-    exit.callback(redis.stop)
-    env = stack_env(redis.url, SWITCHBOARD_MODELS=str(folder / "models.toml"), SWITCHBOARD_MAX_CONCURRENT="64",
-                    SWITCHBOARD_REQUESTS_PER_MINUTE="1000000",
-                    SWITCHBOARD_API_KEYS=",".join(f"{name}:{key}" for name, key in KEYS.items()))
-    worker = start_worker(env, 16, "upstream-completion,upstream", "gevent", wait=False, cwd=tree)
-    exit.callback(worker.stop)
-    web, base = start_web(env, wait=False, cwd=tree)
-    exit.callback(web.stop)
-    ready_together([web, worker])
-    return base
+def _stack(tree: Path, upstream: str) -> _Stack:
+    """A Switchboard of the source tree whose model is the upstream's "work", one request at a time."""
+    registry = ('[models."up"]\nbackend = "openai"\nupstream_model = "work"\ncontext_length = 131072\n'
+                f'deployments = [{{ base_url = "{upstream}/v1", max_concurrent = 1 }}]\n')
+    return _Stack(registry, [(16, "upstream-completion,upstream", "gevent")], tree=tree,
+                  SWITCHBOARD_MAX_CONCURRENT="64", SWITCHBOARD_REQUESTS_PER_MINUTE="1000000",
+                  SWITCHBOARD_API_KEYS=",".join(f"{name}:{key}" for name, key in KEYS.items()))
 
 
 async def _lane(port: int, person: str, words: int, until: float, into: list) -> None:
@@ -59,18 +48,13 @@ async def _lane(port: int, person: str, words: int, until: float, into: list) ->
             into.append((person, words + REPLY, result.ttft))
 
 
-async def _window(base: str, seconds: float) -> list:
+async def _window(port: int, seconds: float) -> list:
     """Both people's lanes for `seconds`: (person, tokens of work, time to first token) per request served."""
     served: list = []
-    until, port = time.monotonic() + seconds, port_of(base)
+    until = time.monotonic() + seconds
     await asyncio.gather(*(_lane(port, person, words, until, served) for person, words in
                            (("alice", AGENT_WORDS), ("bob", CHAT_WORDS)) for _ in range(LANES)))
     return served
-
-
-def _commit(tree: Path) -> str:
-    found = subprocess.run(["git", "-C", str(tree), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
-    return found.stdout.strip() or str(tree)
 
 
 def measure(seconds: float, rounds: int, before: Path | None, log=print) -> dict:
@@ -81,17 +65,16 @@ def measure(seconds: float, rounds: int, before: Path | None, log=print) -> dict
         exit.callback(start_fake_upstream(port, tokens=REPLY, rate=RATE, capacity=1).stop)
         for round_ in range(rounds):
             for name, tree in (trees.items() if round_ % 2 == 0 else reversed(trees.items())):
-                with ExitStack() as these:
-                    base = _stack(these, tree, f"http://127.0.0.1:{port}")
-                    asyncio.run(_window(base, 2.0))  # warm-up
-                    served = asyncio.run(_window(base, seconds))
+                with _stack(tree, f"http://127.0.0.1:{port}") as stack:
+                    asyncio.run(_window(stack.port, 2.0))  # warm-up
+                    served = asyncio.run(_window(stack.port, seconds))
                 work = {p: sum(t for who, t, _ in served if who == p) for p in ("alice", "bob")}
                 found[name]["alice_share"].append(work["alice"] / max(sum(work.values()), 1))
                 for person in work:
                     found[name]["requests"][person] += sum(1 for who, _, _ in served if who == person)
                 found[name]["bob_ttft"] += [ttft for who, _, ttft in served if who == "bob" and ttft is not None]
             log(f"work shares: round {round_ + 1} of {rounds}")
-    return {"seconds": seconds, "rounds": rounds, "before": _commit(before) if before else None,
+    return {"seconds": seconds, "rounds": rounds, "before": commit_of(before) if before else None,
             "agent_words": AGENT_WORDS, "chat_words": CHAT_WORDS, "reply": REPLY, "rate": RATE, "lanes": LANES,
             "trees": {name: {"alice_share": round(percentile(f["alice_share"], 0.5), 3),
                              "alice_share_rounds": [round(s, 3) for s in f["alice_share"]],
