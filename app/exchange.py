@@ -88,7 +88,7 @@ class Exchange:
         self.ran = True
         self.running.add(job.id)
         self.record |= {"answered": job.model, "priority": "background" if job.background else "interactive"}
-        if self.record.get("session") and not job.session:
+        if self.record.get("session"):  # (the session the client names, over one its route found)
             job.session = session_of(job.usage_of, self.record["session"])
         job.traceparent = tracing.traceparent_of(self.span)
 

@@ -23,7 +23,7 @@ from catalog.registry import ModelEntry
 from protocol.contract import Job
 
 SMALL_FAST_ALIAS = re.compile(r"claude-.*haiku", re.IGNORECASE)
-CODEX_TURN_METADATA = "x-codex-turn-metadata"
+CODEX_TURN_METADATA = "HTTP_X_CODEX_TURN_METADATA"  # (its WSGI environ key: a header absent costs no KeyError)
 
 
 def is_background(job: Job, entry: ModelEntry) -> bool:
@@ -38,7 +38,7 @@ def is_background(job: Job, entry: ModelEntry) -> bool:
         asked = body.get("model")
         if body.get("background") is True or (isinstance(asked, str) and SMALL_FAST_ALIAS.match(asked)):
             return True
-    return codex_request_kind(request.headers.get(CODEX_TURN_METADATA)) not in (None, "turn")
+    return codex_request_kind(request.environ.get(CODEX_TURN_METADATA)) not in (None, "turn")
 
 
 def codex_request_kind(metadata: str | None) -> str | None:

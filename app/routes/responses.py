@@ -24,7 +24,7 @@ from redis.exceptions import RedisError
 from app import background, stored_responses
 from app.asker import person
 from app.errors import register_error_handlers
-from app.exchange import client_session, session_of
+from app.exchange import session_of
 from app.routes import responses_socket
 from app.routes.common import (
     check_job, check_request_limits, find_model, note_tools_left_out, parse_body, serve, start_serving,
@@ -93,7 +93,7 @@ def prepared(request: ResponsesRequest, history: Callable[[str], Conversation],
     check_request_limits(request.input if isinstance(request.input, list) else None, translate.unfolded(request.tools))
     note_tools_left_out(translate.server_only_tools(request))
     job = translate.responses_to_job(request, new_job_id(), entry.name, entry.capabilities)
-    if chain and client_session(flask_request.headers, None) is None:  # a chain of responses: a session
+    if chain:  # a chain of responses is a session (one the client names wins: Exchange.job_started)
         job.session = session_of(owner, f"response:{chain}")
     made = (f"resp_{job.id}", request.model, int(time.time()), translate.request_fields(request))
     if compacting:
