@@ -56,12 +56,16 @@ def test_on_the_local_model(base_url, redis_client, tmp_path):
     """smollm2:135m serves an 8K context: with Claude Code's own tools the
     prompt does not fit, and Claude Code reads Switchboard's 400 as
     Anthropic's (it tells the size and the limit, as it does before
-    compacting); with no tools it fits, and the model answers. The worker
-    that answered holds the session's prefix: its next turn goes there."""
+    compacting); with no tools it fits, and the model answers. It answers
+    greedily (temperature 0, through CLAUDE_CODE_EXTRA_BODY): sampled, the
+    small model sometimes rambles to the output limit, and Claude Code then
+    asks it to go on, up to three times more. The worker that answered holds
+    the session's prefix: its next turn goes there."""
     refused = claude(base_url, "say hi", tmp_path, model="smollm2:135m", succeeds=False)
     assert "Prompt is too long" in refused and "(limit 8192)" in refused
     answer = json.loads(claude(base_url, "Say hello.", tmp_path, "--tools", "", "--output-format", "json",
-                               model="smollm2:135m", CLAUDE_CODE_MAX_OUTPUT_TOKENS="1500"))
+                               model="smollm2:135m", CLAUDE_CODE_MAX_OUTPUT_TOKENS="1500",
+                               CLAUDE_CODE_EXTRA_BODY=json.dumps({"temperature": 0})))
     assert answer["result"].strip()
     session = "session:" + session_of("address:127.0.0.1", answer["session_id"])
     holder = wait_until(lambda: redis_client.get(keys.affinity_key("smollm2:135m", session)), what="the session's worker")
