@@ -124,6 +124,40 @@ def test_a_long_prompt_arriving_mid_stream_holds_the_others_back_one_chunk_at_a_
     engine.cancel(streaming)
 
 
+class Noting(Sampler):
+    """A sampler that notes the engine's step at each token it picks (on
+    the decode thread: no race with the test's own reading)."""
+
+    def __init__(self, model, engine: Engine):
+        super().__init__(model.vocab, model.n_vocab(), WARM, 1)
+        self.engine, self.steps = engine, []
+
+    def sample(self, ctx, index: int) -> int:
+        self.steps.append(self.engine.steps)
+        return super().sample(ctx, index)
+
+
+def test_a_short_turn_arriving_during_a_long_prompt_waits_one_chunk_not_the_prompt(model):
+    """A 1,700-token prompt is evaluated in chunks of 32 (54 steps); a short
+    turn arriving meanwhile has its first token within the step under way
+    and its own, not after the long prompt's."""
+    engine = Engine(model, Shape(parallel=2, seq_ctx=2048, n_batch=32, threads=2, batch_threads=2))
+    try:
+        long_text = " ".join(f"item {n}," for n in range(300))
+        long_prompt = model.tokenize(long_text.encode(), add_bos=True, special=False)
+        long_turn = engine.submit(Request(long_prompt, Noting(model, engine), 1))
+        assert isinstance(long_turn.out.get(timeout=60), Admitted)
+        short_sampler = Noting(model, engine)
+        short = engine.submit(Request(model.tokenize(b"Say hi.", add_bos=True, special=False), short_sampler, 1))
+        arrived = engine.steps  # (read after submitting: a late read only loosens the bound)
+        assert isinstance(short.out.get(timeout=60), Admitted) and isinstance(short.out.get(timeout=60), int)
+        assert isinstance(long_turn.out.get(timeout=120), int)
+        assert short_sampler.steps[0] <= arrived + 2 < long_turn.sampler.steps[0], (
+            arrived, short_sampler.steps, long_turn.sampler.steps, len(long_prompt))
+    finally:
+        engine.close()
+
+
 def test_a_prompt_reuses_the_prefix_another_sequence_holds(model, engine):
     shared = "You are a helpful assistant. " * 20
     first = request(model, engine, shared + "Tell me a story.", limit=400)

@@ -229,7 +229,10 @@ class Engine:
 
     def _fill_batch(self) -> list[tuple[Slot, int]]:
         """Every generating sequence's token, then prompt chunks in the room
-        left. Returns the sequences whose logits are sampled, and where."""
+        left, the shortest rest of a prompt first: a short turn arriving
+        while a long prompt is evaluated waits for the step under way, not
+        for the long prompt. Returns the sequences whose logits are sampled,
+        and where."""
         batch, outputs, n = self._batch, [], 0
         for slot in self.slots:
             if slot.request is not None and slot.last is not None:
@@ -237,20 +240,20 @@ class Engine:
                 slot.kept.append(slot.last)
                 outputs.append((slot, n))
                 n += 1
-        for slot in self.slots:
+        waiting = sorted((s for s in self.slots if s.prefilling), key=lambda s: len(s.request.prompt) - s.fed)
+        for slot in waiting:
             if n >= self.n_batch:
                 break
-            if slot.prefilling:
-                prompt = slot.request.prompt
-                chunk = prompt[slot.fed: slot.fed + self.n_batch - n]
-                for token in chunk:
-                    self._put(n, token, len(slot.kept), slot.seq, False)
-                    slot.kept.append(token)
-                    n += 1
-                slot.fed += len(chunk)
-                if slot.fed == len(prompt):
-                    batch.logits[n - 1] = 1
-                    outputs.append((slot, n - 1))
+            prompt = slot.request.prompt
+            chunk = prompt[slot.fed: slot.fed + self.n_batch - n]
+            for token in chunk:
+                self._put(n, token, len(slot.kept), slot.seq, False)
+                slot.kept.append(token)
+                n += 1
+            slot.fed += len(chunk)
+            if slot.fed == len(prompt):
+                batch.logits[n - 1] = 1
+                outputs.append((slot, n - 1))
         batch.n_tokens = n
         return outputs
 
