@@ -1,7 +1,9 @@
 """A small local OpenAI-compatible upstream whose behaviour is chosen by the
 requested model name. It replays recorded streams byte for byte, answers
 with scripted statuses, stalls on purpose, and records every request and
-the moment each client went away."""
+the moment each client went away. Model "held" holds a long prompt (over
+100,000 characters) until the test releases it, and answers short ones at
+once."""
 from __future__ import annotations
 
 import json
@@ -21,6 +23,7 @@ class ScriptedUpstream:
         self.requests: list[dict] = []
         self.closed_at: dict[str, float] = {}
         self.counts: Counter = Counter()
+        self.held = threading.Semaphore(0)  # one release() lets one held request answer
         upstream = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -36,6 +39,7 @@ class ScriptedUpstream:
                 model = body.get("model", "")
                 upstream.requests.append({"path": self.path, "headers": dict(self.headers), "body": body})
                 upstream.counts[model] += 1
+                self.body = body
                 upstream.respond(self, model)
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
@@ -80,6 +84,8 @@ class ScriptedUpstream:
             return self._endless(handler, model, float(arg or 20))
         if model == "hang":
             return self._hang(handler, model)
+        if model == "held" and len(json.dumps(handler.body)) > 100_000:
+            return self._held(handler)
         return self._stream(handler, (RECORDINGS / "text.sse").read_bytes())
 
     @staticmethod
@@ -169,6 +175,16 @@ class ScriptedUpstream:
                 self.closed_at[model] = time.monotonic()
                 return
             time.sleep(0.05)
+
+    def release(self) -> None:
+        """Lets one held request answer."""
+        self.held.release()
+
+    def _held(self, handler) -> None:
+        """A long prompt the upstream is still reading: nothing until
+        released (for at most 60 s), then the text."""
+        if self.held.acquire(timeout=60):
+            self._stream(handler, (RECORDINGS / "text.sse").read_bytes())
 
     def _hang(self, handler, model: str) -> None:
         """Send nothing at all (an upstream still loading), watching for the

@@ -61,6 +61,8 @@ def registry_text(llama: str, scripted: str, switchboard: str, closed_port: int)
         "hang-timeout": f'backend = "openai"\nbase_url = "{scripted}/v1"\nupstream_model = "hang"\n'
                         'context_length = 4096\nfirst_token_timeout = 0.5\n' + fast,
         "endless": f'backend = "openai"\nbase_url = "{scripted}/v1"\nupstream_model = "endless"\ncontext_length = 4096\n',
+        "held": 'backend = "openai"\nupstream_model = "held"\ncontext_length = 131072\n'
+                f'deployments = [{{ base_url = "{scripted}/v1", max_concurrent = 2 }}]\n',
     }
     for kind, extra in (("text", ""), ("think", "thinking = true\n"), ("tool", 'tools = "native"\n'),
                         ("error", "")):
