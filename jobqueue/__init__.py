@@ -27,7 +27,7 @@ from redis.client import Pipeline
 
 from jobqueue import admission, charges, deployments, fairqueue, records
 from jobqueue.admission import Busy, Limits, Verdict
-from jobqueue.fairqueue import Asker, Placement, Taken, Ticketing
+from jobqueue.fairqueue import Asker, Idle, Placement, Taken, Ticketing
 from jobqueue.states import JobState
 from protocol import keys
 from protocol.contract import FinishReason, Job
@@ -35,7 +35,7 @@ from protocol.errors import SwitchboardError
 from protocol.presence import batched
 from protocol.queue import ticket_queue
 
-__all__ = ["Asker", "Busy", "JobState", "Limits", "Placement", "SendTicket", "Taken", "TicketSender", "Verdict",
+__all__ = ["Asker", "Busy", "Idle", "JobState", "Limits", "Placement", "SendTicket", "Taken", "TicketSender", "Verdict",
            "abort", "aborted", "aborted_among", "expected_wait", "finish", "finish_and_take", "forget_lost_tickets",
            "keep_alive", "lost", "mark_free", "queue_depth", "release", "remember_cache", "running", "settle",
            "started", "status", "submit", "supersede", "take", "wake_held", "withdraw"]

@@ -139,24 +139,31 @@ class Taken:
     taken_at: float = 0.0  # time.monotonic() before the take was sent (workers.abort_watch)
 
 
-def take(redis: Redis, pool: str, worker_id: str, want: str = "", idle_serial: list[str] | None = None,
+Idle = dict[str, tuple[int, int]]  # a worker's one-at-a-time models with a free sequence: (free, sequences)
+
+
+def take(redis: Redis, pool: str, worker_id: str, want: str = "", idle_serial: Idle | list[str] | None = None,
          ticket_from: str = "") -> Taken:
     """The fairest job this worker may run (`want` first, if it may), counted
     as running for its person and started in the same round trip: its count
     in the pool's drain rate, its first heartbeat and its state. A job whose
     client left, whose web process died or whose time is up is dropped, never
     taken. `idle_serial`: the one-at-a-time models whose copy in this worker
-    is idle (None: the worker does not track them, and takes any job).
+    has a free sequence, with how many of how many (a list: one of one each;
+    None: the worker does not track them, and takes any job). Background work
+    not past its patience leaves one free, unless all are.
     `ticket_from`: the Celery queue of the ticket that woke the slot (its id
     is `want`): that ticket is no longer on its way."""
     taken_at = time.monotonic()
     return _taken(_run(redis, "fair_take", *_take_call(pool, worker_id, want, idle_serial, ticket_from)), taken_at)
 
 
-def _take_call(pool: str, worker_id: str, want: str, idle_serial: list[str] | None,
+def _take_call(pool: str, worker_id: str, want: str, idle_serial: Idle | list[str] | None,
                ticket_from: str = "") -> tuple[list[str], list]:
     """fair_take.lua's keys and arguments."""
     now = time.time()
+    if isinstance(idle_serial, list):
+        idle_serial = {model: (1, 1) for model in idle_serial}
     named = {"worker": worker_id, "now": repr(now), "want": want, "idle_serial": idle_serial,
              "fresh_after": now - FREE_FRESH_SECONDS, "hold": HOLD_SECONDS, "pool": pool,
              "background": {"patience": BACKGROUND_PATIENCE, "offset": BACKGROUND_OFFSET},

@@ -73,6 +73,11 @@ class Slots:
         """The bounded models with a free sequence here."""
         return [m for m in self._serial if self._running_serial[m] < self._capacity[m]]
 
+    def _room(self) -> jobqueue.Idle:
+        """The same, with their free sequences of how many (background work
+        leaves one free for an interactive turn)."""
+        return {m: (self._capacity[m] - self._running_serial[m], self._capacity[m]) for m in self._idle()}
+
     def take(self, pool: str, want: str = "", ticket_from: str = "") -> Taken:
         """The fairest job this slot may run (`want` first); `ticket_from`: the
         Celery queue of the ticket that woke the slot, if the job queue counts it."""
@@ -81,7 +86,7 @@ class Slots:
         else:
             with self._lock:
                 taken = jobqueue.take(self._redis, pool, self.worker_id, want,
-                                      self._idle() if self.tracks_free else None, ticket_from)
+                                      self._room() if self.tracks_free else None, ticket_from)
                 if taken.job is not None and taken.job.model in self._capacity:  # runs now: a sequence less
                     self._running_serial[taken.job.model] += 1
                     self._still_free(taken.job.model)

@@ -41,19 +41,22 @@ local function deployment_states(model, deployments)
   end
 end
 
--- Whether a request could be placed now: on a ready deployment with room; or, when none is ready
--- (all rest or recover), on any with room, as a last resort. False: it must wait for room.
-local function has_room(deployments)
-  local any_ready = false
+-- Places a deployment has free (math.huge: unbounded).
+local function free_places(d)
+  if d.max == nil or d.max == cjson.null then return math.huge end
+  return math.max(d.max - d.count, 0)
+end
+
+-- Whether `places` requests (default one) could be placed now: on ready deployments with room; or, when none
+-- is ready (all rest or recover), on any with room, as a last resort. False: it must wait for room.
+local function has_room(deployments, places)
+  local ready, free, last_resort = false, 0, 0
   for _, d in ipairs(deployments) do
     if d.state == 'ready' then
-      any_ready = true
-      if d.room then return true end
+      ready, free = true, free + free_places(d)
+    else
+      last_resort = last_resort + free_places(d)
     end
   end
-  if any_ready then return false end
-  for _, d in ipairs(deployments) do
-    if d.room then return true end
-  end
-  return false
+  return (ready and free or last_resort) >= (places or 1)
 end

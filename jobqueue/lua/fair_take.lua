@@ -11,7 +11,8 @@
 --   worker       the worker's id
 --   now          the time (epoch seconds, as text: written as it is)
 --   want         a job to take first if it may ('' for none): its ticket's id
---   idle_serial  this worker's idle one-at-a-time models (null: it does not track them, and takes any job)
+--   idle_serial  this worker's one-at-a-time models with a free sequence: model -> {free, sequences} (null:
+--                it does not track them, and takes any job)
 --   fresh_after  a free mark older than this is stale (its worker stopped beating)
 --   hold         seconds a job handed to another worker is held for it
 --   pool         the pool
@@ -29,9 +30,10 @@ local state, waiting, queued, drained, background_since = KEYS[3], KEYS[4], KEYS
 if KEYS[7] ~= '-' then redis.call('ZREM', KEYS[7], A.want) end
 local worker, now, tracks_free = A.worker, tonumber(A.now), A.idle_serial ~= cjson.null
 -- This worker's idle copies of one-at-a-time models (it knows; the free sets are for finding others).
+-- (model -> {free sequences, sequences}: see must_leave_room)
 local idle_here = {}
 if tracks_free then
-  for _, model in ipairs(A.idle_serial) do idle_here[model] = true end
+  for model, counts in pairs(A.idle_serial) do idle_here[model] = {free = counts[1], of = counts[2]} end
 end
 local FIELDS = {'person', 'limit', 'lease', 'model', 'serial', 'expires', 'web', 'reserved', 'payload', 'tag', 'ready',
                 'member', 'enqueued', 'affinity', 'deployments', 'since', 'session'}
@@ -86,6 +88,16 @@ local function reserve(job, w)
   redis.call('SET', key('reserved', job.model, w), job.id, 'PX', math.floor(A.hold * 1000))
 end
 
+-- Background work not yet past its patience: it must leave the model room for an interactive turn (one
+-- sequence of this worker's copy, one place of its bounded deployments), so that it never holds a turn back
+-- longer than the turn's own first token takes. Past its patience it takes the last room too; and a copy of
+-- one sequence, which cannot leave one, runs it when idle (nothing interactive waits: it is queued behind).
+local function must_leave_room(job)
+  if not job.since then return false end
+  local since = redis.call('ZSCORE', job.since, job.member)
+  return not since or tonumber(since) > now - A.background.patience
+end
+
 -- 'take', 'skip' (maybe forwarding it), or 'drop'.
 local function verdict(job)
   if abandoned(job) then return 'drop' end
@@ -102,7 +114,7 @@ local function verdict(job)
   if job.deployments and job.deployments ~= '' then
     local deployments = cjson.decode(job.deployments)
     deployment_states(job.model, deployments)
-    if not has_room(deployments) then
+    if not has_room(deployments, must_leave_room(job) and 2 or 1) then
       redis.call('HSET', key('held', A.pool), job.model, job.deployments)  -- for deploy_wake.lua
       redis.call('EXPIRE', key('held', A.pool), 86400)
       return 'skip'
@@ -113,9 +125,12 @@ local function verdict(job)
   -- be idle and not promised to another job ...
   local promised = redis.call('GET', key('reserved', job.model, worker))
   local here = idle_here[job.model] and (not promised or promised == job.id)
+  local idle = idle_here[job.model] or {free = 0, of = 1}
+  local roomy = not must_leave_room(job) or idle.free >= 2 or idle.free == idle.of
+  if here and not roomy then return 'skip' end
   if here and job.reserved == worker then return 'take' end
   if not here then
-    if not forward then
+    if not forward and roomy then
       local others = redis.call('ZREVRANGEBYSCORE', key('free', job.model), '+inf', A.fresh_after, 'LIMIT', 0, 1)
       if others[1] then reserve(job, others[1]) end
     end

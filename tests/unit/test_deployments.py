@@ -120,8 +120,9 @@ def test_states_of_several_models_keep_each_models_counters(clean_redis, worker)
     assert others.ttft["+Inf"] == 1 and others.ttft["sum"] == 0.3
 
 
-def _job(job_id: str, web: str) -> Job:
-    return Job(id=job_id, model=MODEL, web_id=web, enqueued_at=time.time(), expires_at=time.time() + 60)
+def _job(job_id: str, web: str, background: bool = False) -> Job:
+    return Job(id=job_id, model=MODEL, web_id=web, enqueued_at=time.time(), expires_at=time.time() + 60,
+               background=background)
 
 
 def test_the_fair_queue_holds_a_job_while_every_bounded_deployment_is_full(clean_redis, worker, web):
@@ -133,6 +134,26 @@ def test_the_fair_queue_holds_a_job_while_every_bounded_deployment_is_full(clean
     assert fairqueue.take(clean_redis, "upstream", "w1").job is None
     deployments.release(clean_redis, MODEL, first, "w1|0")
     assert fairqueue.take(clean_redis, "upstream", "w1").job.id == "j1"
+
+
+def test_background_work_leaves_a_place_free_for_a_turn(clean_redis, worker, web, monkeypatch):
+    """With one place left of the bounded deployments, a background job
+    waits (an interactive turn takes the place); with two, it takes one; past
+    its patience it takes the last."""
+    targets = [Target("a", max=2)]
+    where = Placement("upstream", deployments=deployments.gate(targets))
+    _pick(clean_redis, targets, 0)
+    fairqueue.push(clean_redis, _job("side", web, background=True), Asker("alice", 10), where)
+    assert fairqueue.take(clean_redis, "upstream", "w1").job is None
+    fairqueue.push(clean_redis, _job("turn", web), Asker("bob", 10), where)
+    assert fairqueue.take(clean_redis, "upstream", "w1").job.id == "turn"
+    deployments.release(clean_redis, MODEL, "a", "w1|0")
+    assert fairqueue.take(clean_redis, "upstream", "w1").job.id == "side"  # (the turn never took its place here)
+    fairqueue.push(clean_redis, _job("late", web, background=True), Asker("alice", 10), where)
+    _pick(clean_redis, targets, 1)
+    assert fairqueue.take(clean_redis, "upstream", "w1").job is None
+    monkeypatch.setattr(fairqueue, "BACKGROUND_PATIENCE", 0.0)  # (its patience ran out)
+    assert fairqueue.take(clean_redis, "upstream", "w1").job.id == "late"
 
 
 def test_an_unbounded_deployment_needs_no_gate():

@@ -252,6 +252,23 @@ def test_a_background_job_taken_out_unrun_leaves_its_patience_too(clean_redis, w
     assert clean_redis.zcard(keys.fair_background_since_key(POOL)) == 0 and fairqueue.depth(clean_redis, POOL) == 0
 
 
+def test_background_work_leaves_a_sequence_free_for_a_turn(clean_redis, web, monkeypatch):
+    """A copy with one free sequence of four keeps it for interactive turns;
+    with two free, background work takes one; a copy of one sequence runs it
+    when idle; and past its patience it takes the last free sequence too."""
+    side_call = queue(clean_redis, web, "alice", model="smol", serial=True, background=True)
+    assert fairqueue.take(clean_redis, POOL, "w1", idle_serial={"smol": (1, 4)}).job is None
+    assert clean_redis.exists(keys.fair_job_key(side_call))  # still waiting, not handed elsewhere
+    turn = queue(clean_redis, web, "bob", model="smol", serial=True)
+    assert fairqueue.take(clean_redis, POOL, "w1", idle_serial={"smol": (1, 4)}).job.id == turn
+    assert fairqueue.take(clean_redis, POOL, "w1", idle_serial={"smol": (2, 4)}).job.id == side_call
+    queue(clean_redis, web, "alice", model="smol", serial=True, background=True)
+    assert fairqueue.take(clean_redis, POOL, "w2", idle_serial={"smol": (1, 1)}).person == "alice"
+    queue(clean_redis, web, "alice", model="smol", serial=True, background=True)
+    monkeypatch.setattr(fairqueue, "BACKGROUND_PATIENCE", 0.0)  # (its patience ran out)
+    assert fairqueue.take(clean_redis, POOL, "w1", idle_serial={"smol": (1, 4)}).person == "alice"
+
+
 def test_a_running_slot_of_a_dead_web_process_is_freed(clean_redis, web):
     clean_redis.zadd(keys.active_key("alice"), {keys.lease_member("dead-web", "old"): 1.0})
     queue(clean_redis, web, "alice", limit=1)

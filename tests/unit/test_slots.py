@@ -23,9 +23,10 @@ def registry(parallel: int = 1) -> Registry:
                      "echo": parse_entry("echo", {"backend": "echo"})})
 
 
-def queue(redis, web, person, model, pool="local", limit=16, serial=True, ticket=False, cache_key="") -> str:
+def queue(redis, web, person, model, pool="local", limit=16, serial=True, ticket=False, cache_key="",
+          background=False) -> str:
     job = Job(id=uuid.uuid4().hex, model=model, messages=[Message(role="user", content="hi")], web_id=web,
-              expires_at=time.time() + 60, cache_key=cache_key)
+              expires_at=time.time() + 60, cache_key=cache_key, background=background)
     fairqueue.push(redis, job, Asker(person, limit), Placement(pool, serial=serial),
                    tickets=Ticketing.ASK if ticket else Ticketing.NONE)
     return job.id
@@ -65,6 +66,16 @@ def test_a_model_decoding_several_jobs_at_once_takes_as_many_as_it_has_sequences
     own.finish("local", second)
     assert clean_redis.zscore(keys.FAIR_FREE_PREFIX + "smol", "w1") is not None
     assert own.take("local").person == "carol"
+
+
+def test_background_work_leaves_the_last_sequence_for_a_turn(clean_redis, web):
+    own = slots(clean_redis, [], parallel=2)
+    for _ in range(2):
+        queue(clean_redis, web, "alice", "smol", background=True)
+    assert own.take("local").person == "alice"  # two free: one for it
+    assert own.take("local").job is None  # the last free sequence waits for a turn
+    queue(clean_redis, web, "bob", "smol")
+    assert own.take("local").person == "bob"
 
 
 def test_a_job_with_a_cache_key_leaves_its_affinity_to_the_key_not_the_person(clean_redis, web):
