@@ -11,6 +11,7 @@ import json
 import os
 import subprocess
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
@@ -70,6 +71,36 @@ def test_on_the_local_model(base_url, redis_client, tmp_path):
     session = "session:" + session_of("address:127.0.0.1", answer["session_id"])
     holder = wait_until(lambda: redis_client.get(keys.affinity_key("smollm2:135m", session)), what="the session's worker")
     assert redis_client.get(keys.affinity_key("smollm2:135m", "address:127.0.0.1")) == holder
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(240)  # four turns of about 3,000 tokens each on the local model, two at a time
+def test_two_sessions_of_one_person_keep_their_own_prefixes_warm(base_url, tmp_path):
+    """Two Claude Code sessions of one person side by side on the local
+    model, each told its own 700-token notes after the common system prompt:
+    each session's second turn reads all of its first turn's prompt from the
+    cache, not only the part the sessions share."""
+    def session(name: str) -> str:
+        work = tmp_path / name
+        work.mkdir()
+        notes = " ".join(f"{name} note {n}." for n in range(175))
+        args = ("--tools", "", "--output-format", "json", "--append-system-prompt", notes)
+        env = {"model": "smollm2:135m", "CLAUDE_CODE_MAX_OUTPUT_TOKENS": "1500",
+               "CLAUDE_CODE_EXTRA_BODY": json.dumps({"temperature": 0})}
+        first = json.loads(claude(base_url, "Say hello.", work, *args, **env))
+        claude(base_url, "Say goodbye.", work, *args, "--resume", first["session_id"], **env)
+        return first["session_id"]
+
+    with ThreadPoolExecutor(2) as pool:
+        sessions = list(pool.map(session, ["ada", "bob"]))
+
+    def turns() -> dict[str, list[dict]]:  # (a record lands a moment after its reply)
+        rows = httpx.get(f"{base_url}/admin/requests.json").json()["requests"]
+        found = {sid: sorted((r for r in rows if r["session"] == sid), key=lambda r: r["time"]) for sid in sessions}
+        return all(len(listed) == 2 for listed in found.values()) and found
+    for first, second in wait_until(turns, what="both sessions' two turns in the request log").values():
+        assert first["person"] == second["person"] == "address:127.0.0.1"
+        assert second["cached"] >= first["tokens_in"] - 8, (first, second)
 
 
 def test_with_a_key_as_claude_code_sends_it(keyed_base, clean_redis, tmp_path):
