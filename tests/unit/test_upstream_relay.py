@@ -56,6 +56,16 @@ def test_vllm_names_the_stop_sequence_that_fired():
         assert outcome.stop_sequence == fired
 
 
+def test_the_prompt_tokens_an_upstream_read_from_its_cache_are_counted():
+    def ending(details) -> list[str]:
+        usage = {"prompt_tokens": 900, "completion_tokens": 1, "prompt_tokens_details": details}
+        return [f"data: {json.dumps({'choices': [], 'usage': usage})}", "", "data: [DONE]", ""]
+    for details, cached in (({"cached_tokens": 768}, 768), (None, None), ({"cached_tokens": "768"}, None)):
+        _, outcome = run(OpenAIUpstreamBackend("m", SETTINGS).relay(Arrivals(sse({"content": "a"}, "stop")
+                                                                             + ending(details)), None))
+        assert (outcome.prompt_tokens, outcome.cached_tokens) == (900, cached)
+
+
 def ndjson(message: dict, **fields) -> str:
     return json.dumps({"message": message, **fields})
 

@@ -68,9 +68,11 @@ class OpenAIUpstreamBackend(UpstreamBackend):
         # Without usage (an upstream that rejects stream_options), count pieces:
         # OpenAI-compatible servers stream one token per chunk.
         details = usage.get("completion_tokens_details") or {}
+        cached = (usage.get("prompt_tokens_details") or {}).get("cached_tokens")  # OpenAI's and vLLM's prefix cache
         return Outcome(FinishReason.LENGTH if finish == "length" else FinishReason.STOP, usage.get("prompt_tokens", 0),
                        usage.get("completion_tokens", pieces), stop_sequence=fired if finish == "stop" else None,
-                       reasoning_tokens=details.get("reasoning_tokens"))
+                       reasoning_tokens=details.get("reasoning_tokens"),
+                       cached_tokens=cached if isinstance(cached, int) and not isinstance(cached, bool) else None)
 
 
 BACKEND = OpenAIUpstreamBackend
