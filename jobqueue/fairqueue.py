@@ -55,6 +55,9 @@ CLASSES = ("completion", "chat")  # served in this order
 BACKGROUND_OFFSET = 2.0 ** 40
 # A background job that waited this long is served before chat (none starves).
 BACKGROUND_PATIENCE = 30.0
+# A person served on a pool this recently counts as at work between turns: on a bounded upstream, another
+# person holding a place leaves them the last one.
+AT_WORK_SECONDS = 30.0
 # How long a job handed to a particular worker is held for it.
 HOLD_SECONDS = 3.0
 # A worker's free mark counts this long after its last refresh (its heartbeat).
@@ -166,7 +169,7 @@ def _take_call(pool: str, worker_id: str, want: str, idle_serial: Idle | list[st
         idle_serial = {model: (1, 1) for model in idle_serial}
     named = {"worker": worker_id, "now": repr(now), "want": want, "idle_serial": idle_serial,
              "fresh_after": now - FREE_FRESH_SECONDS, "hold": HOLD_SECONDS, "pool": pool,
-             "background": {"patience": BACKGROUND_PATIENCE, "offset": BACKGROUND_OFFSET},
+             "room": {"patience": BACKGROUND_PATIENCE, "offset": BACKGROUND_OFFSET, "recent": AT_WORK_SECONDS},
              "ttl": {"record": keys.RECORD_TTL_SECONDS, "alive": ALIVE_TTL_SECONDS}, "running": JobState.RUNNING}
     args = [keys.lua_key_templates(), json.dumps(named)]
     return [*(keys.fair_ready_key(pool, k) for k in CLASSES), keys.fair_state_key(pool),

@@ -232,6 +232,11 @@ def fair_ready_key(pool: str, klass: str) -> str:
     return f"{PREFIX}:fq:{pool}:ready:{klass}"
 
 
+def fair_seen_key(pool: str) -> str:
+    """The people a pool served, scored by when it last started a job of theirs (who is at work)."""
+    return f"{PREFIX}:fq:{pool}:seen"
+
+
 def fair_background_since_key(pool: str) -> str:
     """A pool's waiting background jobs again, scored by when they were queued (their patience)."""
     return f"{PREFIX}:fq:{pool}:background_since"
@@ -340,5 +345,5 @@ def lua_key_templates() -> str:
                        "early_ticket": early_ticket_key(s), "worker": worker_key(s),
                        "inflight": inflight_key(s, s), "cooldown": cooldown_key(s, s), "failures": failures_key(s, s),
                        "probe": probe_key(s, s), "deploy_affinity": deployment_affinity_key(s, s),
-                       "held": held_for_deployments_key(s), "running": RUNNING_JOBS,
+                       "held": held_for_deployments_key(s), "running": RUNNING_JOBS, "seen": fair_seen_key(s),
                        "deployment_metrics": DEPLOYMENT_METRICS})

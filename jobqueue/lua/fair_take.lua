@@ -18,8 +18,9 @@
 --   pool         the pool
 --   ttl          seconds a job's record is kept (record) and its heartbeat lasts (alive)
 --   running      the state a taken job's record starts in (jobqueue.states.JobState.RUNNING)
---   background   seconds a background job waits before it is served ahead of chat (patience), and how far
---                behind its tag it waits (offset)
+--   room         seconds a background job waits before it is served ahead of chat (patience), how far
+--                behind its tag it waits (offset), and how long ago a person was last served and still counts
+--                as at work between turns (recent: see leaves_room)
 -- Returns {found ('job' or 'none'), payload, person, lease, job id, worker to forward to, job to forward}.
 local K, A = cjson.decode(ARGV[1]), cjson.decode(ARGV[2])
 local function key(name, ...) return string.format(K[name], ...) end
@@ -95,7 +96,34 @@ end
 local function must_leave_room(job)
   if not job.since then return false end
   local since = redis.call('ZSCORE', job.since, job.member)
-  return not since or tonumber(since) > now - A.background.patience
+  return not since or tonumber(since) > now - A.room.patience
+end
+
+-- Whether someone else than `person` was served on the pool in the last `recent` seconds (at work between
+-- turns: their next turn may come any moment).
+local function others_at_work(person)
+  local seen = redis.call('ZRANGEBYSCORE', key('seen', A.pool), now - A.room.recent, '+inf', 'LIMIT', 0, 2)
+  return seen[1] ~= nil and (seen[1] ~= person or seen[2] ~= nil)
+end
+
+-- The places the person's requests hold on the model's deployments (in-flight members end in "|person").
+local function places_held(job, deployments)
+  local suffix, held = '|' .. job.person, 0
+  for _, d in ipairs(deployments) do
+    for _, member in ipairs(redis.call('ZRANGE', key('inflight', job.model, d.name), 0, -1)) do
+      if string.sub(member, -#suffix) == suffix then held = held + 1 end
+    end
+  end
+  return held
+end
+
+-- The free places a job of a bounded upstream needs: one; two (one left for a turn) for background work, and
+-- for a person who already holds a place while others are at work, so that their next turn finds one at
+-- once and one person's many agents never fill the model between the others' turns.
+local function places_needed(job, deployments)
+  if must_leave_room(job) then return 2 end
+  if others_at_work(job.person) and places_held(job, deployments) > 0 then return 2 end
+  return 1
 end
 
 -- 'take', 'skip' (maybe forwarding it), or 'drop'.
@@ -114,7 +142,7 @@ local function verdict(job)
   if job.deployments and job.deployments ~= '' then
     local deployments = cjson.decode(job.deployments)
     deployment_states(job.model, deployments)
-    if not has_room(deployments, must_leave_room(job) and 2 or 1) then
+    if not has_room(deployments, places_needed(job, deployments)) then
       redis.call('HSET', key('held', A.pool), job.model, job.deployments)  -- for deploy_wake.lua
       redis.call('EXPIRE', key('held', A.pool), 86400)
       return 'skip'
@@ -166,6 +194,9 @@ local function start(job)
              'session', job.session or '', 'priority', job.since and 'background' or 'interactive')
   redis.call('EXPIRE', key('state', job.id), A.ttl.record)
   redis.call('ZADD', key('running'), A.now, job.id)
+  redis.call('ZADD', key('seen', A.pool), now, job.person)  -- (others_at_work)
+  redis.call('EXPIRE', key('seen', A.pool), 86400)
+  redis.call('ZREMRANGEBYSCORE', key('seen', A.pool), '-inf', now - A.room.recent)
 end
 
 local function take(job)
@@ -188,7 +219,7 @@ end
 local function interactive_waiting()
   if redis.call('ZCARD', completions) > 0 then return true end
   local head = redis.call('ZRANGE', chats, 0, 0, 'WITHSCORES')
-  return head[2] ~= nil and tonumber(head[2]) < A.background.offset
+  return head[2] ~= nil and tonumber(head[2]) < A.room.offset
 end
 
 if A.want ~= '' then
@@ -237,7 +268,7 @@ end
 
 -- The longest-waiting background job past its patience this worker may take (none starves behind chat).
 local function first_aged()
-  local aged = redis.call('ZRANGEBYSCORE', background_since, '-inf', now - A.background.patience, 'LIMIT', 0, 64)
+  local aged = redis.call('ZRANGEBYSCORE', background_since, '-inf', now - A.room.patience, 'LIMIT', 0, 64)
   for _, member in ipairs(aged) do
     local job = meet(background_since, member)
     if job then return job end

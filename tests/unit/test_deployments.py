@@ -156,6 +156,25 @@ def test_background_work_leaves_a_place_free_for_a_turn(clean_redis, worker, web
     assert fairqueue.take(clean_redis, "upstream", "w1").job.id == "late"
 
 
+def test_a_person_holding_a_place_leaves_the_last_one_to_others_at_work(clean_redis, worker, web):
+    """Alice holds one of two places: her next job takes the other only
+    while nobody else was served lately; once bob was (he is at work between
+    turns), it waits and bob's turn takes the last place."""
+    targets = [Target("a", max=2)]
+    where = Placement("upstream", deployments=deployments.gate(targets))
+    deployments.pick(clean_redis, MODEL, targets, Attempt("w1|0|alice"), 1.0)
+    fairqueue.push(clean_redis, _job("alice-1", web), Asker("alice", 10), where)
+    assert fairqueue.take(clean_redis, "upstream", "w1").job.id == "alice-1"  # nobody else at work
+    deployments.release(clean_redis, MODEL, "a", "w1|0|alice")
+    fairqueue.push(clean_redis, _job("bob-1", web), Asker("bob", 10), where)
+    assert fairqueue.take(clean_redis, "upstream", "w1").job.id == "bob-1"  # bob is at work now
+    deployments.pick(clean_redis, MODEL, targets, Attempt("w1|1|alice"), 1.0)  # alice-1 runs: one place left
+    fairqueue.push(clean_redis, _job("alice-2", web), Asker("alice", 10), where)
+    assert fairqueue.take(clean_redis, "upstream", "w1").job is None
+    fairqueue.push(clean_redis, _job("bob-2", web), Asker("bob", 10), where)
+    assert fairqueue.take(clean_redis, "upstream", "w1").job.id == "bob-2"
+
+
 def test_an_unbounded_deployment_needs_no_gate():
     assert deployments.gate([Target("a", max=1), Target("b")]) == ""
     assert json.loads(deployments.gate([Target("a", max=1)])) == [{"name": "a", "weight": 1.0, "max": 1}]

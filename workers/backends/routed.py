@@ -90,7 +90,7 @@ class RoutedUpstream(Backend):
 
     def generate(self, job: Job, cancel: Cancel | None = None) -> TextGenerator:
         placed, member, (first, stream) = self._on_a_deployment(
-            lambda server: _opened(server.generate(job, cancel)), affinity_of(job), cancel)
+            lambda server: _opened(server.generate(job, cancel)), affinity_of(job), cancel, job.usage_of)
         try:
             if stream is None:  # it ended without a piece: `first` is its Outcome
                 return first
@@ -111,11 +111,12 @@ class RoutedUpstream(Backend):
         return result
 
     def _on_a_deployment(self, call: Callable[[UpstreamBackend], T], affinity: tuple[str, ...],
-                         cancel: Cancel | None) -> tuple[str, str, T]:
+                         cancel: Cancel | None, person: str = "") -> tuple[str, str, T]:
         """`call` on the picked deployment, and on the next after a failure of
         the server; returns the deployment, the request's in-flight member
-        (still counted there: the caller releases it) and the result."""
-        attempt, last_error = Attempt(f"{self._worker_id}|{uuid.uuid4().hex}", affinity), None
+        (still counted there: the caller releases it; it ends with the
+        person, for the places they hold: fair_take.lua) and the result."""
+        attempt, last_error = Attempt(f"{self._worker_id}|{uuid.uuid4().hex}|{person}", affinity), None
         while True:
             placed = self._place(attempt, cancel, last_error)
             sent = time.monotonic()
