@@ -142,7 +142,8 @@ class Taken:
     taken_at: float = 0.0  # time.monotonic() before the take was sent (workers.abort_watch)
 
 
-Idle = dict[str, tuple[int, int]]  # a worker's one-at-a-time models with a free sequence: (free, sequences)
+# A worker's one-at-a-time models with a free sequence: (free, sequences, the busy ones' people and how many).
+Idle = dict[str, tuple[int, int, dict[str, int]]]
 
 
 def take(redis: Redis, pool: str, worker_id: str, want: str = "", idle_serial: Idle | list[str] | None = None,
@@ -152,9 +153,10 @@ def take(redis: Redis, pool: str, worker_id: str, want: str = "", idle_serial: I
     in the pool's drain rate, its first heartbeat and its state. A job whose
     client left, whose web process died or whose time is up is dropped, never
     taken. `idle_serial`: the one-at-a-time models whose copy in this worker
-    has a free sequence, with how many of how many (a list: one of one each;
-    None: the worker does not track them, and takes any job). Background work
-    not past its patience leaves one free, unless all are.
+    has a free sequence, with how many of how many and whose the busy ones
+    are (a list: one of one each; None: the worker does not track them, and
+    takes any job). Background work not past its patience leaves one free,
+    unless all are; so does a person holding one while others are at work.
     `ticket_from`: the Celery queue of the ticket that woke the slot (its id
     is `want`): that ticket is no longer on its way."""
     taken_at = time.monotonic()
@@ -166,7 +168,7 @@ def _take_call(pool: str, worker_id: str, want: str, idle_serial: Idle | list[st
     """fair_take.lua's keys and arguments."""
     now = time.time()
     if isinstance(idle_serial, list):
-        idle_serial = {model: (1, 1) for model in idle_serial}
+        idle_serial = {model: (1, 1, {}) for model in idle_serial}
     named = {"worker": worker_id, "now": repr(now), "want": want, "idle_serial": idle_serial,
              "fresh_after": now - FREE_FRESH_SECONDS, "hold": HOLD_SECONDS, "pool": pool,
              "room": {"patience": BACKGROUND_PATIENCE, "offset": BACKGROUND_OFFSET, "recent": AT_WORK_SECONDS},

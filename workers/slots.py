@@ -41,6 +41,7 @@ class Slots:
                           if backend_kind(e.backend).serial}
         self._serial = sorted(self._capacity)
         self._running_serial: Counter[str] = Counter()
+        self._holders: Counter[tuple[str, str]] = Counter()  # (model, person): their sequences here
         self._lock = threading.Lock()
         # Only a worker whose own process consumes its direct queue (threads,
         # gevent or solo pool; not prefork, whose children run the jobs) can
@@ -74,9 +75,14 @@ class Slots:
         return [m for m in self._serial if self._running_serial[m] < self._capacity[m]]
 
     def _room(self) -> jobqueue.Idle:
-        """The same, with their free sequences of how many (background work
-        leaves one free for an interactive turn)."""
-        return {m: (self._capacity[m] - self._running_serial[m], self._capacity[m]) for m in self._idle()}
+        """The same, with their free sequences of how many, and whose the
+        busy ones are (background work, and a person holding one while others
+        are at work, leave one free for a turn: fair_take.lua)."""
+        holders: dict[str, dict[str, int]] = {}
+        for (model, person), count in self._holders.items():
+            holders.setdefault(model, {})[person] = count
+        return {m: (self._capacity[m] - self._running_serial[m], self._capacity[m], holders.get(m, {}))
+                for m in self._idle()}
 
     def take(self, pool: str, want: str = "", ticket_from: str = "") -> Taken:
         """The fairest job this slot may run (`want` first); `ticket_from`: the
@@ -89,6 +95,7 @@ class Slots:
                                       self._room() if self.tracks_free else None, ticket_from)
                 if taken.job is not None and taken.job.model in self._capacity:  # runs now: a sequence less
                     self._running_serial[taken.job.model] += 1
+                    self._holders[taken.job.model, taken.person] += 1
                     self._still_free(taken.job.model)
         self._forward(pool, taken)
         return taken
@@ -121,6 +128,9 @@ class Slots:
         with self._lock:
             if self._running_serial[model] > 0:
                 self._running_serial[model] -= 1
+                self._holders[model, taken.person] -= 1
+                if self._holders[model, taken.person] <= 0:
+                    del self._holders[model, taken.person]
                 jobqueue.remember_cache(self._redis, model, taken, self.worker_id)
                 if self.tracks_free:
                     jobqueue.mark_free(self._redis, self.worker_id, self._idle())

@@ -31,10 +31,12 @@ local state, waiting, queued, drained, background_since = KEYS[3], KEYS[4], KEYS
 if KEYS[7] ~= '-' then redis.call('ZREM', KEYS[7], A.want) end
 local worker, now, tracks_free = A.worker, tonumber(A.now), A.idle_serial ~= cjson.null
 -- This worker's idle copies of one-at-a-time models (it knows; the free sets are for finding others).
--- (model -> {free sequences, sequences}: see must_leave_room)
+-- (model -> {free sequences, sequences, {person -> sequences held}}: see leaves_a_sequence)
 local idle_here = {}
 if tracks_free then
-  for model, counts in pairs(A.idle_serial) do idle_here[model] = {free = counts[1], of = counts[2]} end
+  for model, counts in pairs(A.idle_serial) do
+    idle_here[model] = {free = counts[1], of = counts[2], holders = counts[3] or {}}
+  end
 end
 local FIELDS = {'person', 'limit', 'lease', 'model', 'serial', 'expires', 'web', 'reserved', 'payload', 'tag', 'ready',
                 'member', 'enqueued', 'affinity', 'deployments', 'since', 'session'}
@@ -106,6 +108,11 @@ local function others_at_work(person)
   return seen[1] ~= nil and (seen[1] ~= person or seen[2] ~= nil)
 end
 
+-- Whether a job of a local model must leave this worker's copy a free sequence, as places_needed below.
+local function leaves_a_sequence(job, idle)
+  return must_leave_room(job) or (idle.holders[job.person] ~= nil and others_at_work(job.person))
+end
+
 -- The places the person's requests hold on the model's deployments (in-flight members end in "|person").
 local function places_held(job, deployments)
   local suffix, held = '|' .. job.person, 0
@@ -153,8 +160,8 @@ local function verdict(job)
   -- be idle and not promised to another job ...
   local promised = redis.call('GET', key('reserved', job.model, worker))
   local here = idle_here[job.model] and (not promised or promised == job.id)
-  local idle = idle_here[job.model] or {free = 0, of = 1}
-  local roomy = not must_leave_room(job) or idle.free >= 2 or idle.free == idle.of
+  local idle = idle_here[job.model] or {free = 0, of = 1, holders = {}}
+  local roomy = not leaves_a_sequence(job, idle) or idle.free >= 2 or idle.free == idle.of
   if here and not roomy then return 'skip' end
   if here and job.reserved == worker then return 'take' end
   if not here then

@@ -78,6 +78,21 @@ def test_background_work_leaves_the_last_sequence_for_a_turn(clean_redis, web):
     assert own.take("local").person == "bob"
 
 
+def test_a_person_holding_a_sequence_leaves_the_last_one_to_others_at_work(clean_redis, web):
+    """Bob was served a moment ago (he is at work between turns): alice's
+    jobs take two of three sequences and leave him the last. (Alone, a
+    person takes every sequence: the test above.)"""
+    own = slots(clean_redis, [], parallel=3)
+    queue(clean_redis, web, "bob", "smol")
+    own.finish("local", own.take("local"))
+    for _ in range(3):
+        queue(clean_redis, web, "alice", "smol")
+    assert own.take("local").person == own.take("local").person == "alice"
+    assert own.take("local").job is None
+    queue(clean_redis, web, "bob", "smol")
+    assert own.take("local").person == "bob"
+
+
 def test_a_job_with_a_cache_key_leaves_its_affinity_to_the_key_not_the_person(clean_redis, web):
     own = slots(clean_redis, [])
     queue(clean_redis, web, "alice", "smol", cache_key="shared-system-prompt")
