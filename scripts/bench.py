@@ -11,6 +11,7 @@ end; writes docs/benchmarks.md, docs/benchmarks.png and the raw numbers
     python scripts/bench.py --codex-transport  # section 11 only: Codex's tool loop, HTTP against WebSocket
     python scripts/bench.py --tracing --before /tmp/old-tree  # section 12 only: tracing off, on, and before it
     python scripts/bench.py --work-shares --before /tmp/old-tree  # section 13 only: shares by work and before
+    python scripts/bench.py --agent-sessions --before /tmp/old-tree  # section 14 only: agents while one floods
     python scripts/bench.py --scale --configs 1+1,2+2,4+4,8+4 --before /tmp/old-tree
 
 Needs `make install-dev` (it builds .venv with the bench tools and LiteLLM's .venv-litellm).
@@ -30,8 +31,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from scripts.benchkit import (abort, celery_floor, codex_transport, deployments, durability, local_batching,  # noqa: E402
-                              local_model, overhead, profile, relay, scale, sharing, tracing, work_shares)
+from scripts.benchkit import (abort, agent_sessions, celery_floor, codex_transport, deployments,  # noqa: E402
+                              durability, local_batching, local_model, overhead, profile, relay, scale, sharing,
+                              tracing, work_shares)
 from scripts.benchkit.report import chart, markdown  # noqa: E402
 from scripts.benchkit.stack import BenchStack, redis_connection_bound  # noqa: E402
 from scripts.benchkit.targets import check_all  # noqa: E402
@@ -77,6 +79,8 @@ class Sizes:
     tracing_rounds: int = 15
     work_seconds: float = 30.0  # section 13: per tree and round
     work_rounds: int = 4
+    agents: agent_sessions.Shape = agent_sessions.Shape()  # section 14: people, turns, the flood's size
+    agent_rounds: int = 3
 
 
 QUICK = Sizes(levels=(1, 16, 64), per_level=20, rounds=2, local_tokens=32, local_rounds=2, batch_tokens=48,
@@ -85,14 +89,15 @@ QUICK = Sizes(levels=(1, 16, 64), per_level=20, rounds=2, local_tokens=32, local
               profile_seconds=4.0, fair_a_jobs=100, fair_b_jobs=10, cache_rounds=2, file_chars=3000,
               deploy_seconds=5.0, durability_levels=(1, 64), durability_seconds=2.0, durability_rounds=4,
               failover_trials=1, codex_rounds=2, tracing_requests=40, tracing_rounds=5, work_seconds=15.0,
-              work_rounds=2)
+              work_rounds=2, agents=agent_sessions.Shape(turns=10, sub_turns=5), agent_rounds=1)
 TINY = Sizes(upstream_tokens=8, levels=(1, 4), route_levels=(1, 4), per_level=4, rounds=1, local_tokens=8,
              local_rounds=1, batch_tokens=8, batch_rounds=1,
              relay_levels=(1, 4), relay_tokens=50, streams=20, stream_tokens=4, aborts=3, probes=3, background=5,
              profile_seconds=2.0, fair_a_jobs=20, fair_b_jobs=4, burst=16, cache_rounds=1, file_chars=1200,
              deploy_seconds=1.5, deploy_clients=8, durability_levels=(1, 4), durability_seconds=0.5,
              durability_rounds=2, failover_trials=1, failover_clients=2, failover_seconds=3.0, codex_turns=3,
-             codex_rounds=1, tracing_requests=5, tracing_rounds=1, work_seconds=3.0, work_rounds=1)
+             codex_rounds=1, tracing_requests=5, tracing_rounds=1, work_seconds=3.0, work_rounds=1,
+             agents=agent_sessions.Shape(people=3, turns=3, subagents=2, sub_turns=2, side_lanes=1), agent_rounds=1)
 
 
 def environment(command: str) -> dict:
@@ -145,6 +150,7 @@ def run(sizes: Sizes, command: str, log=print) -> dict:
     results["codex_transport"] = run_codex_transport(sizes, log)
     results["tracing"] = run_tracing(sizes, log)
     results["work_shares"] = run_work_shares(sizes, log)
+    results["agent_sessions"] = run_agent_sessions(sizes, log)
     return results
 
 
@@ -164,6 +170,12 @@ def run_work_shares(sizes: Sizes, log=print, before: Path | None = None) -> dict
     """13. Two people's shares of a busy model's work (and, with `before`, an older tree's)."""
     log("13. work shares: an agent's long turns beside short chat" + (", and before" if before else ""))
     return work_shares.measure(sizes.work_seconds, sizes.work_rounds, before, log)
+
+
+def run_agent_sessions(sizes: Sizes, log=print, before: Path | None = None) -> dict:
+    """14. Eight agent sessions while one person floods (and, with `before`, an older tree's shares)."""
+    log("14. agent sessions: eight people's agents, one flooding" + (", and before" if before else ""))
+    return agent_sessions.measure(sizes.agents, sizes.agent_rounds, before, log)
 
 
 def run_durability(sizes: Sizes, log=print) -> dict:
@@ -188,7 +200,8 @@ def run_sharing(sizes: Sizes, log=print) -> dict:
 # The sections run alone by a flag of their own: flag -> (the report's section, its runner).
 ONE_SECTION = {"sharing-only": ("sharing", run_sharing), "durability": ("durability", run_durability),
                "codex-transport": ("codex_transport", run_codex_transport), "tracing": ("tracing", run_tracing),
-               "work-shares": ("work_shares", run_work_shares)}
+               "work-shares": ("work_shares", run_work_shares),
+               "agent-sessions": ("agent_sessions", run_agent_sessions)}
 
 
 def _configs(text: str) -> tuple[tuple[int, int], ...]:
@@ -239,12 +252,15 @@ def main() -> None:
     parser.add_argument("--work-shares", action="store_true",
                         help="run only section 13 (two people's shares of a busy model's work; with --before, the "
                              "older tree's too) and merge it into OUT/benchmarks.json")
+    parser.add_argument("--agent-sessions", action="store_true",
+                        help="run only section 14 (eight agent sessions while one person floods; with --before, the "
+                             "older tree's shares too) and merge it into OUT/benchmarks.json")
     parser.add_argument("--configs", type=_configs, default=None,
                         help="with --scale: web+worker process counts, e.g. 1+1,2+2,4+4,8+4 (default 1+1,2+2)")
     parser.add_argument("--slots", type=int, default=None, help="with --scale: greenlets per upstream worker")
     parser.add_argument("--before", type=Path,
-                        help="with --scale, --tracing or --work-shares: an older source tree (a git worktree) "
-                             "measured side by side")
+                        help="with --scale, --tracing, --work-shares or --agent-sessions: an older source tree "
+                             "(a git worktree) measured side by side")
     args = parser.parse_args()
     if args.render:
         write(json.loads((args.out / "benchmarks.json").read_text()), args.out, args.notes)
@@ -259,7 +275,7 @@ def main() -> None:
     if alone is not None:  # one section, merged into the last report with the command that ran it
         results = json.loads((args.out / "benchmarks.json").read_text())
         section, runner = ONE_SECTION[alone]
-        results[section] = runner(sizes, log, args.before) if alone in ("tracing", "work-shares") \
+        results[section] = runner(sizes, log, args.before) if alone in ("tracing", "work-shares", "agent-sessions") \
             else runner(sizes, log)
         results[section]["environment"] = environment(" ".join(["python scripts/bench.py", *sys.argv[1:]]))
     elif args.deployments:

@@ -159,12 +159,13 @@ def commit_of(tree: Path) -> str:
 
 
 def start_fake_upstream(port: int, tokens: int = 64, rate: float = 200, capacity: int = 0,
-                        wait: bool = True) -> Process:
+                        wait: bool = True, extra: tuple[str, ...] = ()) -> Process:
     """The benchmark's OpenAI-compatible upstream (scripts/benchkit/upstream.py)
-    on `port`; with wait=False, call wait_http_ready on /v1/models before use."""
+    on `port`, with its `extra` options; with wait=False, call wait_http_ready
+    on /v1/models before use."""
     process = Process("upstream", [sys.executable, "-m", "scripts.benchkit.upstream", "--port", str(port),
-                                   "--tokens", str(tokens), "--rate", str(rate), "--capacity", str(capacity)],
-                      stack_env("redis://unused"))
+                                   "--tokens", str(tokens), "--rate", str(rate), "--capacity", str(capacity),
+                                   *extra], stack_env("redis://unused"))
     if wait:
         wait_http_ready(process, f"http://127.0.0.1:{port}/v1/models")
     return process

@@ -228,6 +228,33 @@ def _work_share_lines(section: dict) -> list[str]:
     return lines
 
 
+def _agent_session_lines(section: dict) -> list[str]:
+    env, shape = section.get("environment"), section["shape"]
+    lines = [f"Run {env['date']} with `{env['command']}` on {env['cpu']} ({env['cores']} cores)." if env else "",
+             f"{shape['people']} people with equal weights, each with one agent session of {shape['turns']} turns "
+             f"(Claude Code's shape: a {section['system_words']:,}-word system prompt with its 24 tools resent every "
+             f"turn, a {section['result_words']:,}-word tool result and a {section['reply']}-token reply added "
+             f"each turn), on two upstream servers of {section['capacity']} places each ({section['rate']:,} tokens "
+             f"a second read or written per request, a prefix cache of {section['cache']} conversations each). "
+             f"With the flood, p0 also runs {shape['subagents']} subagent sessions of {shape['sub_turns']} turns "
+             f"at once (new ones as they end) and {shape['side_lanes']} lane(s) of side calls (page summaries on "
+             f"`claude-haiku-4-5`, one-token quota probes); the others start once it is under way. "
+             f"{section['rounds']} round(s), each run on a stack started anew"
+             + (f"; \"by requests\" is {section['before']}, before issue 44" if section.get("before") else "")
+             + ". The others' first tokens are of their turns after the first (a first turn reads the system "
+             "prompt cold); work is the tokens the upstreams read (not from a cache) and wrote; the cache hit is "
+             "of what a session's turn had sent before, read from a cache. Medians of the rounds.", "",
+             "| policy | others' first token p50, alone / flood | p99, alone / flood | ratio p50 / p99 | "
+             "p0's share of the work, flood | cache hit, alone / flood |", "|---|---|---|---|---|---|"]
+    for name, p in section["policies"].items():
+        alone, flood = p["alone"], p["flood"]
+        lines.append(f"| {name} | {alone['others_ttft_ms']['p50']:.0f} / {flood['others_ttft_ms']['p50']:.0f} ms | "
+                     f"{alone['others_ttft_ms']['p99']:.0f} / {flood['others_ttft_ms']['p99']:.0f} ms | "
+                     f"{p['ttft_ratio']['p50']:.2f} / {p['ttft_ratio']['p99']:.2f} | "
+                     f"{flood['shares'].get('p0', 0):.1%} | {alone['cache_hit']:.1%} / {flood['cache_hit']:.1%} |")
+    return lines
+
+
 def markdown(results: dict, chart_name: str) -> str:
     checks = check_all(results)
     env = results["environment"]
@@ -266,6 +293,9 @@ def markdown(results: dict, chart_name: str) -> str:
     if results.get("work_shares"):
         lines += ["", "## 13. Shares by work: an agent's long turns beside short chat", ""] + _work_share_lines(
             results["work_shares"])
+    if results.get("agent_sessions"):
+        lines += ["", "## 14. Agent sessions while one person floods", ""] + _agent_session_lines(
+            results["agent_sessions"])
     notes = results.get("notes")
     if notes:
         lines += ["", "## Notes", "", notes.strip()]

@@ -23,6 +23,8 @@ AOF_COST = 0.05  # requests/s lost to an append-only file (everysec) at 64 clien
 SERVED_AFTER_KILL_S = 10.0  # from a primary's SIGKILL to the first request served again
 TRACING_COST = 0.05  # tracing on against off, and off against the tree before it: time and CPU per request
 EQUAL_SHARE = 0.20  # two people of equal weight: each one's share of a busy model's work within 20% of half
+FLOOD_TTFT_RATIO = 1.2  # the others' interactive first tokens while one person floods, against without the flood
+SESSION_CACHE_HIT = 0.95  # of what a session's turn had sent before, read from a cache (capacity allowing)
 
 
 @dataclass
@@ -241,8 +243,23 @@ def _work_shares(results: dict) -> list[Check]:
                   abs(share - 0.5) <= 0.5 * EQUAL_SHARE)]
 
 
+def _agent_sessions(results: dict) -> list[Check]:
+    """Shares by work: the others' first tokens barely move while one person floods, and sessions keep their
+    prefixes (alone, where the upstreams' caches hold every session)."""
+    section = results.get("agent_sessions")
+    if not section:
+        return []
+    policy = section["policies"]["by work"]
+    ratio, hit = policy["ttft_ratio"], policy["alone"]["cache_hit"]
+    return [Check(f"agent sessions, one person flooding: the others' first token p50 and p99 <= "
+                  f"{FLOOD_TTFT_RATIO:g} x without the flood", f"{ratio['p50']:.2f} x and {ratio['p99']:.2f} x",
+                  max(ratio.values()) <= FLOOD_TTFT_RATIO),
+            Check(f"agent sessions: their turns' prefix read from a cache >= {SESSION_CACHE_HIT:.0%}",
+                  f"{hit:.1%} (with the flood {policy['flood']['cache_hit']:.1%})", hit >= SESSION_CACHE_HIT)]
+
+
 def check_all(results: dict) -> list[Check]:
     scale = _scale(results["scale"]) if results.get("scale") else []
     return (_overhead(results) + _routes(results) + _local(results) + _batching(results) + _relay(results)
             + _abort(results) + _sharing(results) + _deployments(results) + _durability(results) + _tracing(results)
-            + _work_shares(results) + scale)
+            + _work_shares(results) + _agent_sessions(results) + scale)

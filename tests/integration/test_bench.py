@@ -15,7 +15,7 @@ from scripts.processes import ROOT
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(600)  # twelve sections, a dozen process groups: about 2 min on 2 idle cores, 2-3 times that on busy ones
+@pytest.mark.timeout(600)  # fourteen sections, a dozen process groups: about 2 min on 2 idle cores, 2-3 times that on busy ones
 def test_the_benchmark_runs_every_section_and_writes_its_report(tmp_path):
     run = subprocess.run([sys.executable, "scripts/bench.py", "--tiny", "--out", str(tmp_path)], cwd=ROOT,
                          capture_output=True, text=True, timeout=600)
@@ -61,6 +61,11 @@ def test_the_benchmark_runs_every_section_and_writes_its_report(tmp_path):
     shares = results["work_shares"]["trees"]["by work"]
     assert shares["requests"]["alice"] > 0 and shares["requests"]["bob"] > shares["requests"]["alice"], shares
     assert "## 13. Shares by work" in report
+    agents = results["agent_sessions"]["policies"]
+    assert set(agents) == {"fifo", "by work"}, agents
+    assert all(p[run]["failed"] == 0 and p[run]["requests"] > 0 for p in agents.values() for run in ("alone", "flood"))
+    assert all(p["flood"]["requests"] > p["alone"]["requests"] for p in agents.values()), agents  # it flooded
+    assert "## 14. Agent sessions while one person floods" in report
     assert (tmp_path / "benchmarks.png").read_bytes().startswith(b"\x89PNG")
 
 
