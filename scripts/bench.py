@@ -80,7 +80,7 @@ class Sizes:
     work_seconds: float = 30.0  # section 13: per tree and round
     work_rounds: int = 4
     agents: agent_sessions.Shape = agent_sessions.Shape()  # section 14: people, turns, the flood's size
-    agent_rounds: int = 3
+    agent_rounds: int = 4
 
 
 QUICK = Sizes(levels=(1, 16, 64), per_level=20, rounds=2, local_tokens=32, local_rounds=2, batch_tokens=48,

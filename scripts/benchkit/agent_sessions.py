@@ -168,7 +168,7 @@ def _work(urls: list[str]) -> dict[str, dict[str, int]]:
 
 
 def _one(tree: Path, policy: str, shape: Shape, flood: bool) -> dict:
-    """One run on a new stack and new upstreams: the others' TTFTs, shares, cache hits."""
+    """One run on a new stack and new upstreams: the others' first tokens (seconds), shares, cache hits."""
     ports = [free_port() for _ in range(2)]
     urls = [f"http://127.0.0.1:{port}" for port in ports]
     with ExitStack() as exit:
@@ -200,7 +200,7 @@ def _summarise(traffic: Traffic, work: dict, seconds: float) -> dict:
     cacheable = sum(c["cacheable"] for c in later)
     others = [t for person, ts in traffic.ttft.items() if person != "p0" for t in ts]
     return {"seconds": round(seconds, 1), "requests": traffic.requests, "failed": traffic.failed,
-            "others_ttft_ms": summary(others), "p0_ttft_ms": summary(traffic.ttft.get("p0", [])),
+            "others_ttft": others, "p0_ttft_ms": summary(traffic.ttft.get("p0", [])),
             "others_took_s": round(percentile([s for p, s in traffic.took.items() if p != "p0"], 0.5), 2),
             "shares": {p: round(w / total, 3) for p, w in sorted(per_person.items())},
             "cache_hit": round(sum(c["cached"] for c in later) / (cacheable or 1), 3)}
@@ -211,7 +211,7 @@ def measure(shape: Shape, rounds: int, before: Path | None, log=print) -> dict:
     found: dict = {name: {"flood": [], "alone": []} for name in policies}
     for round_ in range(rounds):
         for name, tree in policies.items():
-            for flood in (False, True):
+            for flood in ((False, True) if round_ % 2 == 0 else (True, False)):  # (in turns)
                 found[name]["flood" if flood else "alone"].append(_one(tree, name, shape, flood))
             log(f"agent sessions: round {round_ + 1} of {rounds}, {name}")
     return {"rounds": rounds, "shape": shape.__dict__, "before": commit_of(before) if before else None,
@@ -220,13 +220,14 @@ def measure(shape: Shape, rounds: int, before: Path | None, log=print) -> dict:
 
 
 def _pooled(runs: dict) -> dict:
-    """Medians over rounds; the others' TTFT ratio flood / alone at p50 and p99."""
+    """The others' first tokens pooled over the rounds (their ratio flood / alone at p50 and p99); medians
+    over rounds of the rest."""
     out = {}
     for key, listed in runs.items():
         out[key] = {"failed": sum(r["failed"] for r in listed), "requests": sum(r["requests"] for r in listed),
                     "seconds": percentile([r["seconds"] for r in listed], 0.5),
-                    "others_ttft_ms": {q: percentile([r["others_ttft_ms"][q] for r in listed], 0.5)
-                                       for q in ("p50", "p99")},
+                    "others_ttft_ms": summary([t for r in listed for t in r["others_ttft"]]),
+                    "others_ttft_p50_rounds": [round(percentile(r["others_ttft"], 0.5) * 1000) for r in listed],
                     "shares": {p: percentile([r["shares"].get(p, 0) for r in listed], 0.5)
                                for p in listed[0]["shares"]},
                     "cache_hit": percentile([r["cache_hit"] for r in listed], 0.5)}

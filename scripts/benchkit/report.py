@@ -243,7 +243,8 @@ def _agent_session_lines(section: dict) -> list[str]:
              + (f"; \"by requests\" is {section['before']}, before issue 44" if section.get("before") else "")
              + ". The others' first tokens are of their turns after the first (a first turn reads the system "
              "prompt cold); work is the tokens the upstreams read (not from a cache) and wrote; the cache hit is "
-             "of what a session's turn had sent before, read from a cache. Medians of the rounds.", "",
+             "of what a session's turn had sent before, read from a cache. First tokens pooled over the rounds; the "
+             "rest, medians of the rounds.", "",
              "| policy | others' first token p50, alone / flood | p99, alone / flood | ratio p50 / p99 | "
              "p0's share of the work, flood | cache hit, alone / flood |", "|---|---|---|---|---|---|"]
     for name, p in section["policies"].items():
