@@ -65,14 +65,19 @@ class OpenAIUpstreamBackend(UpstreamBackend):
             raise mid_stream_error(self.settings, "malformed SSE data") from None
         for call in calls.calls():
             yield call
-        # Without usage (an upstream that rejects stream_options), count pieces:
-        # OpenAI-compatible servers stream one token per chunk.
-        details = usage.get("completion_tokens_details") or {}
-        cached = (usage.get("prompt_tokens_details") or {}).get("cached_tokens")  # OpenAI's and vLLM's prefix cache
-        return Outcome(FinishReason.LENGTH if finish == "length" else FinishReason.STOP, usage.get("prompt_tokens", 0),
-                       usage.get("completion_tokens", pieces), stop_sequence=fired if finish == "stop" else None,
-                       reasoning_tokens=details.get("reasoning_tokens"),
-                       cached_tokens=cached if isinstance(cached, int) and not isinstance(cached, bool) else None)
+        return _outcome(usage, finish, pieces, fired)
+
+
+def _outcome(usage: dict, finish: str, pieces: int, fired: str | None) -> Outcome:
+    """What the stream ended with. Without usage (an upstream that rejects
+    stream_options), pieces are counted: OpenAI-compatible servers stream
+    one token per chunk."""
+    details = usage.get("completion_tokens_details") or {}
+    cached = (usage.get("prompt_tokens_details") or {}).get("cached_tokens")  # OpenAI's and vLLM's prefix cache
+    return Outcome(FinishReason.LENGTH if finish == "length" else FinishReason.STOP, usage.get("prompt_tokens", 0),
+                   usage.get("completion_tokens", pieces), stop_sequence=fired if finish == "stop" else None,
+                   reasoning_tokens=details.get("reasoning_tokens"),
+                   cached_tokens=cached if isinstance(cached, int) and not isinstance(cached, bool) else None)
 
 
 BACKEND = OpenAIUpstreamBackend
