@@ -11,8 +11,8 @@
 --   worker       the worker's id
 --   now          the time (epoch seconds, as text: written as it is)
 --   want         a job to take first if it may ('' for none): its ticket's id
---   idle_serial  this worker's one-at-a-time models with a free sequence: model -> {free, sequences} (null:
---                it does not track them, and takes any job)
+--   idle_serial  this worker's one-at-a-time models with a free sequence: model -> {free, sequences,
+--                {person -> sequences they hold here}} (null: it does not track them, and takes any job)
 --   fresh_after  a free mark older than this is stale (its worker stopped beating)
 --   hold         seconds a job handed to another worker is held for it
 --   pool         the pool
@@ -20,7 +20,7 @@
 --   running      the state a taken job's record starts in (jobqueue.states.JobState.RUNNING)
 --   room         seconds a background job waits before it is served ahead of chat (patience), how far
 --                behind its tag it waits (offset), and how long ago a person was last served and still counts
---                as at work between turns (recent: see leaves_room)
+--                as at work between turns (recent: see others_at_work)
 -- Returns {found ('job' or 'none'), payload, person, lease, job id, worker to forward to, job to forward}.
 local K, A = cjson.decode(ARGV[1]), cjson.decode(ARGV[2])
 local function key(name, ...) return string.format(K[name], ...) end
@@ -89,6 +89,14 @@ local function reserve(job, w)
   redis.call('HSET', key('job', job.id), 'reserved', w, 'reserved_until', tostring(now + A.hold))
   redis.call('ZREM', key('free', job.model), w)
   redis.call('SET', key('reserved', job.model, w), job.id, 'PX', math.floor(A.hold * 1000))
+end
+
+-- Hand the job to another worker whose copy of its model is free, if there is one.
+local function reserve_elsewhere(job)
+  local others = redis.call('ZREVRANGEBYSCORE', key('free', job.model), '+inf', A.fresh_after, 'LIMIT', 0, 2)
+  for _, w in ipairs(others) do
+    if w ~= worker then return reserve(job, w) end
+  end
 end
 
 -- Background work not yet past its patience: it must leave the model room for an interactive turn (one
@@ -162,13 +170,14 @@ local function verdict(job)
   local here = idle_here[job.model] and (not promised or promised == job.id)
   local idle = idle_here[job.model] or {free = 0, of = 1, holders = {}}
   local roomy = not leaves_a_sequence(job, idle) or idle.free >= 2 or idle.free == idle.of
-  if here and not roomy then return 'skip' end
+  if here and not roomy then
+    -- (its person holds sequences here: another worker's copy may have one for them; background work waits)
+    if not forward and not must_leave_room(job) then reserve_elsewhere(job) end
+    return 'skip'
+  end
   if here and job.reserved == worker then return 'take' end
   if not here then
-    if not forward and roomy then
-      local others = redis.call('ZREVRANGEBYSCORE', key('free', job.model), '+inf', A.fresh_after, 'LIMIT', 0, 1)
-      if others[1] then reserve(job, others[1]) end
-    end
+    if not forward and roomy then reserve_elsewhere(job) end
     return 'skip'
   end
   -- ... and the worker holding the job's prefix gets it if it is free: the holder of the first of its

@@ -269,6 +269,19 @@ def test_background_work_leaves_a_sequence_free_for_a_turn(clean_redis, web, mon
     assert fairqueue.take(clean_redis, POOL, "w1", idle_serial={"smol": (1, 4)}).person == "alice"
 
 
+def test_a_person_holding_sequences_here_is_handed_to_a_worker_with_room_for_them(clean_redis, web):
+    """Bob is at work; alice holds three of w1's four sequences, so w1
+    leaves her its last one and hands her job to idle w2 instead."""
+    queue(clean_redis, web, "bob", model="smol", serial=True)
+    assert fairqueue.take(clean_redis, POOL, "w1", idle_serial={"smol": (4, 4, {})}).person == "bob"
+    fairqueue.mark_free(clean_redis, "w1", ["smol"])
+    fairqueue.mark_free(clean_redis, "w2", ["smol"])
+    job_id = queue(clean_redis, web, "alice", model="smol", serial=True)
+    held = fairqueue.take(clean_redis, POOL, "w1", idle_serial={"smol": (1, 4, {"alice": 3})})
+    assert held.job is None and (held.forward_to, held.forward_job) == ("w2", job_id)
+    assert fairqueue.take(clean_redis, POOL, "w2", want=job_id, idle_serial={"smol": (4, 4, {})}).job.id == job_id
+
+
 def test_a_running_slot_of_a_dead_web_process_is_freed(clean_redis, web):
     clean_redis.zadd(keys.active_key("alice"), {keys.lease_member("dead-web", "old"): 1.0})
     queue(clean_redis, web, "alice", limit=1)
