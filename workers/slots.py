@@ -40,8 +40,8 @@ class Slots:
         self._capacity = {e.name: e.settings.jobs_at_once() for e in registry.entries()
                           if backend_kind(e.backend).serial}
         self._serial = sorted(self._capacity)
-        self._running_serial: Counter[str] = Counter()
-        self._holders: Counter[tuple[str, str]] = Counter()  # (model, person): their sequences here
+        # per bounded model, the people whose jobs run here and how many (its busy sequences)
+        self._holders: dict[str, Counter[str]] = {model: Counter() for model in self._capacity}
         self._lock = threading.Lock()
         # Only a worker whose own process consumes its direct queue (threads,
         # gevent or solo pool; not prefork, whose children run the jobs) can
@@ -72,16 +72,16 @@ class Slots:
 
     def _idle(self) -> list[str]:
         """The bounded models with a free sequence here."""
-        return [m for m in self._serial if self._running_serial[m] < self._capacity[m]]
+        return [m for m in self._serial if self._running(m) < self._capacity[m]]
+
+    def _running(self, model: str) -> int:
+        return sum(self._holders[model].values())
 
     def _room(self) -> jobqueue.Idle:
         """The same, with their free sequences of how many, and whose the
         busy ones are (background work, and a person holding one while others
         are at work, leave one free for a turn: fair_take.lua)."""
-        holders: dict[str, dict[str, int]] = {}
-        for (model, person), count in self._holders.items():
-            holders.setdefault(model, {})[person] = count
-        return {m: (self._capacity[m] - self._running_serial[m], self._capacity[m], holders.get(m, {}))
+        return {m: (self._capacity[m] - self._running(m), self._capacity[m], dict(self._holders[m]))
                 for m in self._idle()}
 
     def take(self, pool: str, want: str = "", ticket_from: str = "") -> Taken:
@@ -94,8 +94,7 @@ class Slots:
                 taken = jobqueue.take(self._redis, pool, self.worker_id, want,
                                       self._room() if self.tracks_free else None, ticket_from)
                 if taken.job is not None and taken.job.model in self._capacity:  # runs now: a sequence less
-                    self._running_serial[taken.job.model] += 1
-                    self._holders[taken.job.model, taken.person] += 1
+                    self._holders[taken.job.model][taken.person] += 1
                     self._still_free(taken.job.model)
         self._forward(pool, taken)
         return taken
@@ -126,11 +125,11 @@ class Slots:
     def _release_serial(self, taken: Taken) -> None:
         model = taken.job.model if taken.job is not None else ""
         with self._lock:
-            if self._running_serial[model] > 0:
-                self._running_serial[model] -= 1
-                self._holders[model, taken.person] -= 1
-                if self._holders[model, taken.person] <= 0:
-                    del self._holders[model, taken.person]
+            holders = self._holders.get(model)
+            if holders and holders[taken.person] > 0:
+                holders[taken.person] -= 1
+                if holders[taken.person] == 0:
+                    del holders[taken.person]
                 jobqueue.remember_cache(self._redis, model, taken, self.worker_id)
                 if self.tracks_free:
                     jobqueue.mark_free(self._redis, self.worker_id, self._idle())

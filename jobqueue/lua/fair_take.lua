@@ -31,7 +31,7 @@ local state, waiting, queued, drained, background_since = KEYS[3], KEYS[4], KEYS
 if KEYS[7] ~= '-' then redis.call('ZREM', KEYS[7], A.want) end
 local worker, now, tracks_free = A.worker, tonumber(A.now), A.idle_serial ~= cjson.null
 -- This worker's idle copies of one-at-a-time models (it knows; the free sets are for finding others).
--- (model -> {free sequences, sequences, {person -> sequences held}}: see leaves_a_sequence)
+-- (model -> {free sequences, sequences, {person -> sequences held}}: see verdict)
 local idle_here = {}
 if tracks_free then
   for model, counts in pairs(A.idle_serial) do
@@ -116,11 +116,6 @@ local function others_at_work(person)
   return seen[1] ~= nil and (seen[1] ~= person or seen[2] ~= nil)
 end
 
--- Whether a job of a local model must leave this worker's copy a free sequence, as places_needed below.
-local function leaves_a_sequence(job, idle)
-  return must_leave_room(job) or (idle.holders[job.person] ~= nil and others_at_work(job.person))
-end
-
 -- The places the person's requests hold on the model's deployments (in-flight members end in "|person").
 local function places_held(job, deployments)
   local suffix, held = '|' .. job.person, 0
@@ -132,13 +127,12 @@ local function places_held(job, deployments)
   return held
 end
 
--- The free places a job of a bounded upstream needs: one; two (one left for a turn) for background work, and
--- for a person who already holds a place while others are at work, so that their next turn finds one at
--- once and one person's many agents never fill the model between the others' turns.
-local function places_needed(job, deployments)
-  if must_leave_room(job) then return 2 end
-  if others_at_work(job.person) and places_held(job, deployments) > 0 then return 2 end
-  return 1
+-- Whether a job of a bounded upstream must leave the last free place to a turn: background work, and a
+-- person who already holds a place while others are at work, so that their next turn finds one at once
+-- and one person's many agents never fill the model between the others' turns. (The same for a local
+-- model's last free sequence on this worker: verdict below.)
+local function keeps_last_place(job, deployments)
+  return must_leave_room(job) or (others_at_work(job.person) and places_held(job, deployments) > 0)
 end
 
 -- 'take', 'skip' (maybe forwarding it), or 'drop'.
@@ -157,7 +151,7 @@ local function verdict(job)
   if job.deployments and job.deployments ~= '' then
     local deployments = cjson.decode(job.deployments)
     deployment_states(job.model, deployments)
-    if not has_room(deployments, places_needed(job, deployments)) then
+    if not has_room(deployments) or (not has_room(deployments, 2) and keeps_last_place(job, deployments)) then
       redis.call('HSET', key('held', A.pool), job.model, job.deployments)  -- for deploy_wake.lua
       redis.call('EXPIRE', key('held', A.pool), 86400)
       return 'skip'
@@ -169,10 +163,13 @@ local function verdict(job)
   local promised = redis.call('GET', key('reserved', job.model, worker))
   local here = idle_here[job.model] and (not promised or promised == job.id)
   local idle = idle_here[job.model] or {free = 0, of = 1, holders = {}}
-  local roomy = not leaves_a_sequence(job, idle) or idle.free >= 2 or idle.free == idle.of
+  -- It leaves the last free sequence as keeps_last_place does the last place (the counts read first).
+  local background = must_leave_room(job)
+  local roomy = idle.free >= 2 or idle.free == idle.of
+    or not (background or (idle.holders[job.person] ~= nil and others_at_work(job.person)))
   if here and not roomy then
     -- (its person holds sequences here: another worker's copy may have one for them; background work waits)
-    if not forward and not must_leave_room(job) then reserve_elsewhere(job) end
+    if not forward and not background then reserve_elsewhere(job) end
     return 'skip'
   end
   if here and job.reserved == worker then return 'take' end
