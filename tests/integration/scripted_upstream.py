@@ -3,7 +3,11 @@ requested model name. It replays recorded streams byte for byte, answers
 with scripted statuses, stalls on purpose, and records every request and
 the moment each client went away. Model "held" holds a long prompt (over
 100,000 characters) until the test releases it, and answers short ones at
-once."""
+once. Models "cached-<name>" each keep a prefix cache of their own (a
+deployment's, by whole messages, as vLLM's) and say in their usage how much
+of a prompt they read from it; the first of them to be asked holds its
+answer until two of them are answering at once (for at most 10 s), so two
+requests sent together are in flight together."""
 from __future__ import annotations
 
 import json
@@ -15,6 +19,8 @@ from collections import Counter
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+from scripts.benchkit.upstream import PrefixCache
+
 RECORDINGS = Path(__file__).resolve().parents[1] / "fixtures" / "upstream"
 
 
@@ -24,6 +30,9 @@ class ScriptedUpstream:
         self.closed_at: dict[str, float] = {}
         self.counts: Counter = Counter()
         self.held = threading.Semaphore(0)  # one release() lets one held request answer
+        self.caches: dict[str, PrefixCache] = {}
+        self.cached_in_flight, self.cached_met = 0, threading.Event()
+        self._lock = threading.Lock()
         upstream = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -86,6 +95,8 @@ class ScriptedUpstream:
             return self._hang(handler, model)
         if model == "held" and len(json.dumps(handler.body)) > 100_000:
             return self._held(handler)
+        if kind == "cached":
+            return self._cached(handler, model)
         return self._stream(handler, (RECORDINGS / "text.sse").read_bytes())
 
     @staticmethod
@@ -185,6 +196,29 @@ class ScriptedUpstream:
         released (for at most 60 s), then the text."""
         if self.held.acquire(timeout=60):
             self._stream(handler, (RECORDINGS / "text.sse").read_bytes())
+
+    def _cached(self, handler, model: str) -> None:
+        """The answer, after the prompt was looked up in this model's own
+        prefix cache: its usage counts words as tokens."""
+        with self._lock:
+            self.cached_in_flight += 1
+            if self.cached_in_flight >= 2:
+                self.cached_met.set()
+            cache = self.caches.setdefault(model, PrefixCache(8))
+        try:
+            self.cached_met.wait(10)
+            reply = "Noted."
+            messages = handler.body.get("messages", [])
+            with self._lock:
+                cached = cache.read(messages, reply)
+            prompt = sum(len(str(m.get("content") or "").split()) for m in messages)
+            usage = {"prompt_tokens": prompt, "completion_tokens": 1, "total_tokens": prompt + 1,
+                     "prompt_tokens_details": {"cached_tokens": cached}}
+            self._stream(handler, _chunk(reply) + b"data: " + json.dumps({"choices": [], "usage": usage}).encode()
+                         + b"\n\n" + b"data: [DONE]\n\n")
+        finally:
+            with self._lock:
+                self.cached_in_flight -= 1
 
     def _hang(self, handler, model: str) -> None:
         """Send nothing at all (an upstream still loading), watching for the

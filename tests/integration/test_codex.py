@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
@@ -54,7 +55,8 @@ def codex_run(base: str, prompt: str, workdir: Path, *args: str, model: str = "e
             f'name = "Switchboard"\nbase_url = "{base}/v1"\nwire_api = "responses"\n'
             + ('env_key = "SWITCHBOARD_KEY"\n' if key else ""))
         env |= {"SWITCHBOARD_KEY": key} if key else {}
-    return subprocess.run(["node", str(binary), "exec", prompt, "--skip-git-repo-check", *args], cwd=workdir,
+    # (the prompt last: `args` may name a subcommand, `resume <thread>`)
+    return subprocess.run(["node", str(binary), "exec", "--skip-git-repo-check", *args, prompt], cwd=workdir,
                           env=env, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
 
 
@@ -109,6 +111,40 @@ def test_through_each_upstream_kind(upstreams, clean_redis, tmp_path, model):
     base = upstreams["base"]
     assert codex(base, "say hi", tmp_path, model=model).strip() == "say hi"
     shell_round(base, tmp_path, model=model)
+
+
+def test_two_sessions_of_one_person_keep_their_own_prefixes_warm(upstreams, clean_redis, tmp_path):
+    """Two Codex sessions of one person side by side on a model of two
+    servers, each with its own prefix cache (the scripted upstream holds the
+    first answer until both first turns are in flight, so they take one
+    server each): each session's second turn goes back to its own server
+    and reads all of its first turn's prompt from that server's cache."""
+    base, scripted = upstreams["base"], upstreams["scripted"]
+
+    def session(name: str) -> str:
+        work = tmp_path / name
+        work.mkdir()
+        run = codex_run(base, f"{name} starts here", work, "--json", model="two-caches")
+        assert run.returncode == 0, run.stdout + run.stderr
+        thread = next(e["thread_id"] for e in map(json.loads, run.stdout.splitlines())
+                      if e["type"] == "thread.started")
+        codex(base, f"{name} goes on", work, "resume", thread, model="two-caches")
+        return thread
+
+    with ThreadPoolExecutor(2) as pool:
+        threads = list(pool.map(session, ["ada", "bob"]))
+    served = [(r["body"]["model"], json.dumps(r["body"]["messages"])) for r in scripted.requests
+              if r["body"].get("model", "").startswith("cached-")]
+    for name in ("ada", "bob"):  # both turns of a session on one server, the two sessions on two
+        assert len({model for model, messages in served if f"{name} starts here" in messages}) == 1, served
+    assert len({model for model, _ in served}) == 2, served
+
+    def turns() -> dict[str, list[dict]]:  # (a record lands a moment after its reply)
+        rows = httpx.get(f"{base}/admin/requests.json").json()["requests"]
+        found = {t: sorted((r for r in rows if r["session"] == t), key=lambda r: r["time"]) for t in threads}
+        return all(len(listed) == 2 for listed in found.values()) and found
+    for first, second in wait_until(turns, what="both sessions' two turns in the request log").values():
+        assert first["cached"] == 0 and second["cached"] >= first["tokens_in"], (first, second)
 
 
 # --- the built-in provider, on its native transport ---------------------------------------

@@ -63,6 +63,9 @@ def registry_text(llama: str, scripted: str, switchboard: str, closed_port: int)
         "endless": f'backend = "openai"\nbase_url = "{scripted}/v1"\nupstream_model = "endless"\ncontext_length = 4096\n',
         "held": 'backend = "openai"\nupstream_model = "held"\ncontext_length = 131072\n'
                 f'deployments = [{{ base_url = "{scripted}/v1", max_concurrent = 2 }}]\n',
+        "two-caches": 'backend = "openai"\ntools = "native"\ncontext_length = 131072\ndeployments = ['
+                      + ", ".join(f'{{ name = "{n}", base_url = "{scripted}/v1", upstream_model = "cached-{n}" }}'
+                                  for n in "ab") + "]\n",
     }
     for kind, extra in (("text", ""), ("think", "thinking = true\n"), ("tool", 'tools = "native"\n'),
                         ("error", "")):
