@@ -34,8 +34,8 @@ def deployment_states(redis: Redis, registry: Registry) -> list[routing.Deployme
 
 
 def deployments(redis: Redis, registry: Registry) -> list[dict]:
-    return [{"model": d.model, "name": d.name, "state": d.state, "in_flight": d.in_flight, "max": d.max,
-             "rest_seconds": round(d.rest_seconds, 1), "requests": d.requests, "failures": d.failures,
+    return [{"model": d.model, "name": d.name, "state": d.state, "in_flight": d.in_flight, "waiting": d.waiting,
+             "max": d.max, "rest_seconds": round(d.rest_seconds, 1), "requests": d.requests, "failures": d.failures,
              "cooldowns": d.cooldowns} for d in deployment_states(redis, registry)]
 
 

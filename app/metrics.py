@@ -94,6 +94,8 @@ def _deployments(states: list):
     labels = ["model", "deployment"]
     in_flight = GaugeMetricFamily("switchboard_deployment_in_flight", "Requests a deployment serves now.",
                                   labels=labels)
+    waiting = GaugeMetricFamily("switchboard_deployment_waiting", "Agent sessions' turns waiting for a place on a "
+                                "full deployment that holds their conversation.", labels=labels)
     ready = GaugeMetricFamily("switchboard_deployment_ready", "1 if a deployment takes requests; 0 while it rests "
                               "after a failure or waits for its probe.", labels=labels)
     rest = GaugeMetricFamily("switchboard_deployment_cooldown_seconds", "What is left of a deployment's rest.",
@@ -105,12 +107,13 @@ def _deployments(states: list):
                                  "a deployment to its first token.", labels=labels)
     for d in states:
         in_flight.add_metric([d.model, d.name], d.in_flight)
+        waiting.add_metric([d.model, d.name], d.waiting)
         ready.add_metric([d.model, d.name], 1 if d.state == "ready" else 0)
         rest.add_metric([d.model, d.name], d.rest_seconds)
         for metric, family in counters.items():
             family.add_metric([d.model, d.name], getattr(d, metric))
         _add_histogram(ttft, [d.model, d.name], d.ttft, TTFT_BUCKETS)
-    return in_flight, ready, rest, *counters.values(), ttft
+    return in_flight, waiting, ready, rest, *counters.values(), ttft
 
 
 # Per-person waiting counts name at most this many people per pool (those

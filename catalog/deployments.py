@@ -28,7 +28,7 @@ from catalog.upstream import AnthropicSettings, UpstreamSettings
 SETTINGS_OF_KIND: dict[str, type[UpstreamSettings]] = {
     "openai": UpstreamSettings, "ollama": UpstreamSettings, "anthropic": AnthropicSettings}
 _SHARED_ROUTING_KEYS = {"weight", "max_concurrent"}  # a deployment's, with the model's as the default
-_MODEL_KEYS = {"deployments", "cooldown", "max_cooldown"}
+_MODEL_KEYS = {"deployments", "cooldown", "max_cooldown", "affinity_wait"}
 
 
 class Deployment(BaseModel):
@@ -42,14 +42,18 @@ class Deployment(BaseModel):
 
 
 class Deployments(BackendSettings):
-    """An upstream model's settings: its deployments and how long a failed
+    """An upstream model's settings: its deployments; how long a failed
     one rests (`cooldown` seconds, doubled after each failure in a row, at
-    most `max_cooldown`; an upstream's Retry-After is honoured)."""
+    most `max_cooldown`; an upstream's Retry-After is honoured); and how
+    long a session's turn waits for the deployment holding its conversation
+    while that one is full (`affinity_wait` seconds, 0: not at all) before
+    it goes to another, which reads the whole conversation again."""
 
     kind: ClassVar[str] = "openai"
     deployments: tuple[Deployment, ...] = Field(min_length=1)
     cooldown: float = Field(default=5, gt=0)
     max_cooldown: float = Field(default=300, gt=0)
+    affinity_wait: float = Field(default=1, ge=0)
 
     @model_validator(mode="before")
     @classmethod

@@ -5,7 +5,10 @@ calls them):
 
     pick      it gets a deployment, counted in flight there: one that served
               its prompt prefix or its person last, while not overloaded;
-              else the least loaded, by weight; none at its bound
+              else the least loaded, by weight; none at its bound. A
+              session's turn whose server is full waits in line for it, for
+              a while (the model's `affinity_wait`), rather than read its
+              whole conversation again on another
     started   its first token came: the deployment is healthy, and the
               prefix and person stick to it
     failed    it failed before its first token: the deployment rests (a
@@ -47,7 +50,8 @@ class Target:
 @dataclass(frozen=True)
 class Pick:
     deployment: str  # "" when none could be picked
-    how: str  # "ready"; "last_resort" (all rest or recover); "full" (wait for room); "none" (all excluded)
+    how: str  # "ready"; "last_resort" (all rest or recover); "full" (wait for room); "held" (in line for the
+    #           deployment holding its session); "none" (all excluded)
     probe: str  # a recovering deployment this worker should probe ("" for none)
 
 
@@ -67,11 +71,13 @@ def gate(targets: list[Target]) -> str:
 @dataclass(frozen=True)
 class Attempt:
     """A request's attempt: how it is counted in flight ("worker|request"),
-    whose prompts it shares (most specific first), and the deployments that
-    already failed it."""
+    whose prompts it shares (most specific first), the deployments that
+    already failed it, and the names of `affinity` whose deployment it waits
+    for while that one is full (a session's long conversation)."""
     member: str
     affinity: tuple[str, ...] = ()
     tried: tuple[str, ...] = ()
+    hold: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -84,9 +90,12 @@ class Rest:
 
 
 def pick(redis: Redis, model: str, targets: list[Target], attempt: Attempt, probe_seconds: float) -> Pick:
-    """The deployment for the attempt, in flight there from now on (see
-    deploy_pick.lua)."""
+    """The deployment for the attempt, in flight there from now on; or, when
+    the one that served one of its `hold` names (a session) is full, none:
+    the attempt waits in line for it (how "held") until it is placed, or
+    picks with no `hold`, or `leave_lines` (see deploy_pick.lua)."""
     named = {"model": model, "deployments": [asdict(t) for t in targets], "affinity": list(attempt.affinity),
+             "hold": list(attempt.hold),
              "exclude": list(attempt.tried), "member": attempt.member, "now": time.time(), "random": random.random(),
              "probe_ms": int(probe_seconds * 1000)}
     name, how, probe = run_script(redis, "deploy_pick", [], [keys.lua_key_templates(), json.dumps(named)])
@@ -110,6 +119,13 @@ def failed(redis: Redis, model: str, deployment: str, member: str, rest: Rest) -
 
 def release(redis: Redis, model: str, deployment: str, member: str) -> None:
     redis.zrem(keys.inflight_key(model, deployment), member)
+
+
+def leave_lines(redis: Redis, model: str, targets: list[Target], member: str) -> None:
+    """An attempt that gave up waiting is out of every deployment's line."""
+    with batched(redis) as pipe:
+        for t in targets:
+            pipe.zrem(keys.deploy_waiting_key(model, t.name), member)
 
 
 def probed(redis: Redis, model: str, deployment: str, healthy: bool, rest: Rest) -> None:
@@ -143,6 +159,7 @@ class DeploymentState:
     name: str
     state: str  # "ready", "resting" or "recovering"
     in_flight: int
+    waiting: int  # sessions' turns in line for a place on it (it holds their conversations)
     max: int | None
     rest_seconds: float  # left of its cooldown
     requests: int
@@ -159,19 +176,20 @@ def states(redis: Redis, routed: dict[str, list[Target]]) -> list[DeploymentStat
     pipe.hgetall(keys.DEPLOYMENT_METRICS)
     for model, t in listed:
         pipe.zcard(keys.inflight_key(model, t.name))
+        pipe.zcard(keys.deploy_waiting_key(model, t.name))
         pipe.pttl(keys.cooldown_key(model, t.name))
         pipe.exists(keys.failures_key(model, t.name))
         pipe.hgetall(keys.deployment_ttft_key(model, t.name))
     counted, *read = pipe.execute()
     counters = _counters(counted)
-    return [_state(model, t, counters, read[4 * i:4 * i + 4]) for i, (model, t) in enumerate(listed)]
+    return [_state(model, t, counters, read[5 * i:5 * i + 5]) for i, (model, t) in enumerate(listed)]
 
 
 def _state(model: str, t: Target, counters: dict, read: list) -> DeploymentState:
-    in_flight, rest_ms, failing, ttft = read
+    in_flight, waiting, rest_ms, failing, ttft = read
     count = {metric: counters.get((model, t.name, metric), 0) for metric in ("requests", "failures", "cooldowns")}
     state = "resting" if rest_ms > 0 else "recovering" if failing else "ready"
-    return DeploymentState(model, t.name, state, in_flight, t.max, max(rest_ms, 0) / 1000, **count,
+    return DeploymentState(model, t.name, state, in_flight, waiting, t.max, max(rest_ms, 0) / 1000, **count,
                            ttft=cumulative(ttft, TTFT_BUCKETS))
 
 

@@ -308,6 +308,12 @@ def inflight_key(model: str, deployment: str) -> str:
     return _deployment_key(model, deployment, "inflight")
 
 
+def deploy_waiting_key(model: str, deployment: str) -> str:
+    """Requests waiting for a place on a full deployment that holds their
+    session's conversation (member "worker|request|person", score: since)."""
+    return _deployment_key(model, deployment, "waiting")
+
+
 def cooldown_key(model: str, deployment: str) -> str:
     """Present while a failed deployment rests (it lapses when the rest ends)."""
     return _deployment_key(model, deployment, "cooldown")
@@ -343,7 +349,8 @@ def lua_key_templates() -> str:
                        "blocked": blocked_pools_key(s), "web_lease": web_lease_key(s), "abort": abort_key(s),
                        "alive": alive_key(s), "state": state_key(s),
                        "early_ticket": early_ticket_key(s), "worker": worker_key(s),
-                       "inflight": inflight_key(s, s), "cooldown": cooldown_key(s, s), "failures": failures_key(s, s),
+                       "inflight": inflight_key(s, s), "deploy_waiting": deploy_waiting_key(s, s),
+                       "cooldown": cooldown_key(s, s), "failures": failures_key(s, s),
                        "probe": probe_key(s, s), "deploy_affinity": deployment_affinity_key(s, s),
                        "held": held_for_deployments_key(s), "running": RUNNING_JOBS, "seen": fair_seen_key(s),
                        "deployment_metrics": DEPLOYMENT_METRICS})

@@ -141,7 +141,8 @@ def ps_text(status: dict) -> str:
                for w in status["workers"]]
     queues = [[q["pool"], q["waiting"]] for q in status["queues"]]
     deployments = [[d["model"], d["name"], d["state"] + (f' ({d["rest_seconds"]} s)' if d["rest_seconds"] else ""),
-                    f'{d["in_flight"]}/{d["max"] or "-"}', d["requests"], d["failures"]]
+                    f'{d["in_flight"]}/{d["max"] or "-"}' + (f' +{d["waiting"]} in line' if d.get("waiting") else ""),
+                    d["requests"], d["failures"]]
                    for d in status["deployments"]]
     return "\n\n".join([_table(["MODEL", "POOL", "CONTEXT", "UNTIL"], loaded),
                         *([_table(["MODEL", "DEPLOYMENT", "STATE", "IN FLIGHT", "REQUESTS", "FAILURES"], deployments)]

@@ -5,12 +5,17 @@
 --   deployments  its deployments: [{name, weight, max (null: unbounded)}]
 --   affinity     whose prompts the request shares, most specific first: the deployment that served
 --                one of them last gets it while it has room and is not overloaded
+--   hold         those of them (a session's, a cache key's) whose deployment the request waits for while
+--                it is full, rather than read its whole conversation again elsewhere: it waits in line
+--                there (the deployment's `deploy_waiting`, in the order they came), counted against its
+--                room (deployments.lua); [] when it no longer waits, and is out of line
 --   exclude      deployments that already failed this request
 --   member       how the request is counted in flight ("worker|request")
 --   now          the time (epoch seconds)
 --   random       a number in [0, 1): ties are broken at random in proportion to the weights
 --   probe_ms     how long a probe of a recovering deployment may take
--- Returns {deployment ('' for none), how ('ready', 'last_resort', 'full' or 'none'), one to probe or ''}.
+-- Returns {deployment ('' for none), how ('ready', 'last_resort', 'full', 'held' (waits in line for the
+-- deployment holding its conversation) or 'none'), one to probe or ''}.
 local K, A = cjson.decode(ARGV[1]), cjson.decode(ARGV[2])
 local function key(name, ...) return string.format(K[name], ...) end
 -- include: deployments.lua
@@ -57,6 +62,22 @@ local function soonest_back(candidates)
   return best
 end
 
+local function leave_the_lines()
+  for _, d in ipairs(A.deployments) do redis.call('ZREM', key('deploy_waiting', A.model, d.name), A.member) end
+end
+
+-- The ready deployment that last served one of the `hold` names, or nil.
+local function held_for(candidates)
+  for _, who in ipairs(A.hold) do
+    local name = redis.call('GET', key('deploy_affinity', A.model, who))
+    for _, d in ipairs(candidates) do
+      if d.name == name and d.state == 'ready' then return d end
+    end
+  end
+  return nil
+end
+
+if #A.hold == 0 then leave_the_lines() end
 local excluded = {}
 for _, name in ipairs(A.exclude) do excluded[name] = true end
 local candidates = {}
@@ -64,7 +85,7 @@ for _, d in ipairs(A.deployments) do
   if not excluded[d.name] then table.insert(candidates, d) end
 end
 if #candidates == 0 then return {'', 'none', ''} end
-deployment_states(A.model, candidates)
+deployment_states(A.model, candidates, A.member)
 
 local probe = ''
 for _, d in ipairs(candidates) do
@@ -72,6 +93,14 @@ for _, d in ipairs(candidates) do
     probe = d.name
     break
   end
+end
+
+local wanted = held_for(candidates)
+if wanted and not wanted.room then
+  local line = key('deploy_waiting', A.model, wanted.name)
+  redis.call('ZREMRANGEBYSCORE', line, '-inf', '(' .. (A.now - 600))  -- (a live worker's lost waiter)
+  redis.call('ZADD', line, 'NX', A.now, A.member)
+  return {'', 'held', probe}
 end
 
 local ready, any_ready = {}, false
@@ -88,6 +117,7 @@ elseif not any_ready then
   chosen, how = soonest_back(candidates), 'last_resort'
 end
 if chosen == nil then return {'', 'full', probe} end
+leave_the_lines()
 redis.call('ZADD', key('inflight', A.model, chosen.name), A.now, A.member)
 redis.call('HINCRBY', key('deployment_metrics'), A.model .. '\31' .. chosen.name .. '\31requests', 1)
 return {chosen.name, how, probe}

@@ -1,7 +1,9 @@
 -- A model's deployments as they stand, and drop_dead (included by fair_take.lua and
 -- deploy_pick.lua; see jobqueue/deployments.py). Needs `key` (the key templates) in scope. A deployment is a table
 -- {name, weight, max (null: unbounded)}; deployment_states fills in:
---   count    its requests in flight (a dead worker's are dropped when they would fill it)
+--   count    its requests in flight, and those waiting for a place on it (a session's turn waits for the
+--            server holding its conversation: deploy_pick.lua), but for `asker` and those who came after it;
+--            a dead worker's are dropped when they would fill it
 --   room     whether it takes another
 --   state    'ready'; 'resting' (a cooldown after a failure: rest_ms left); or 'recovering' (rested,
 --            not yet found healthy again: only a probe, or a last resort, goes there)
@@ -23,12 +25,21 @@ local function drop_dead(set, liveness)
   return dropped
 end
 
-local function deployment_states(model, deployments)
+-- Requests waiting for a place on the deployment ahead of `asker` (all of them if it is not one).
+local function waiting_ahead(waiting, asker)
+  local since = asker and redis.call('ZSCORE', waiting, asker)
+  if since then return redis.call('ZCOUNT', waiting, '-inf', '(' .. since) end
+  return redis.call('ZCARD', waiting)
+end
+
+local function deployment_states(model, deployments, asker)
   for _, d in ipairs(deployments) do
-    local inflight = key('inflight', model, d.name)
+    local inflight, waiting = key('inflight', model, d.name), key('deploy_waiting', model, d.name)
     local bounded = d.max ~= nil and d.max ~= cjson.null
-    local count = redis.call('ZCARD', inflight)
-    if bounded and count >= d.max then count = count - drop_dead(inflight, 'worker') end
+    local count = redis.call('ZCARD', inflight) + waiting_ahead(waiting, asker)
+    if bounded and count >= d.max and drop_dead(inflight, 'worker') + drop_dead(waiting, 'worker') > 0 then
+      count = redis.call('ZCARD', inflight) + waiting_ahead(waiting, asker)
+    end
     d.count, d.room = count, (not bounded) or count < d.max
     local rest = redis.call('PTTL', key('cooldown', model, d.name))
     if rest > 0 then

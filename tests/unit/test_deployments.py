@@ -107,7 +107,7 @@ def test_states_and_counters_for_operators(clean_redis, worker):
     a, b = deployments.states(clean_redis, {MODEL: targets})
     rested = a if failing == "a" else b
     assert (rested.state, rested.failures, rested.cooldowns) == ("resting", 1, 1) and (a.max, b.max) == (4, None)
-    assert a.requests + b.requests == 2 and a.in_flight + b.in_flight == 1
+    assert a.requests + b.requests == 2 and a.in_flight + b.in_flight == 1 and a.waiting == b.waiting == 0
 
 
 def test_states_of_several_models_keep_each_models_counters(clean_redis, worker):
@@ -173,6 +173,74 @@ def test_a_person_holding_a_place_leaves_the_last_one_to_others_at_work(clean_re
     assert fairqueue.take(clean_redis, "upstream", "w1").job is None
     fairqueue.push(clean_redis, _job("bob-2", web), Asker("bob", 10), where)
     assert fairqueue.take(clean_redis, "upstream", "w1").job.id == "bob-2"
+
+
+def _hold(redis, targets, n, session="session:s", member=None):
+    attempt = Attempt(member or f"w1|{n}", (session, "person:alice"), hold=(session,))
+    return deployments.pick(redis, MODEL, targets, attempt, 1.0)
+
+
+def test_a_sessions_turn_waits_in_line_for_its_full_server_and_the_freed_place_is_its(clean_redis, worker):
+    targets = [Target("a", max=1), Target("b", max=1)]
+    home = _pick(clean_redis, targets, 0, ["session:s"]).deployment
+    deployments.started(clean_redis, MODEL, home, ("session:s",), 0.1)
+    assert (_hold(clean_redis, targets, 1).deployment, _hold(clean_redis, targets, 1).how) == ("", "held")
+    assert _pick(clean_redis, targets, 2).deployment not in ("", home)  # another request is not held
+    deployments.release(clean_redis, MODEL, home, "w1|0")
+    assert (_pick(clean_redis, targets, 3).deployment, _pick(clean_redis, targets, 3).how) == ("", "full")
+    assert _hold(clean_redis, targets, 1).deployment == home
+    assert clean_redis.exists(keys.deploy_waiting_key(MODEL, home)) == 0
+
+
+def test_past_its_wait_a_turn_leaves_the_line_for_another_server(clean_redis, worker):
+    targets = [Target("a", max=1), Target("b", max=1)]
+    home = _pick(clean_redis, targets, 0, ["session:s"]).deployment
+    deployments.started(clean_redis, MODEL, home, ("session:s",), 0.1)
+    assert _hold(clean_redis, targets, 1).how == "held"
+    assert _pick(clean_redis, targets, 1, ["session:s"]).deployment not in ("", home)  # picked with no hold
+    assert clean_redis.exists(keys.deploy_waiting_key(MODEL, home)) == 0
+
+
+def test_turns_waiting_for_one_server_go_in_the_order_they_came(clean_redis, worker):
+    targets = [Target("a", max=1)]
+    _pick(clean_redis, targets, 0, ["session:s"])
+    deployments.started(clean_redis, MODEL, "a", ("session:s", "session:t"), 0.1)
+    assert _hold(clean_redis, targets, 1).how == "held"
+    assert _hold(clean_redis, targets, 2, "session:t").how == "held"
+    deployments.release(clean_redis, MODEL, "a", "w1|0")
+    assert _hold(clean_redis, targets, 2, "session:t").how == "held"  # the first in line is not placed yet
+    assert _hold(clean_redis, targets, 1).deployment == "a"
+
+
+def test_a_place_kept_for_a_waiting_turn_holds_back_the_queue_until_it_leaves(clean_redis, worker, web):
+    targets = [Target("a", max=1)]
+    where = Placement("upstream", deployments=deployments.gate(targets))
+    _pick(clean_redis, targets, 0, ["session:s"])
+    deployments.started(clean_redis, MODEL, "a", ("session:s",), 0.1)
+    assert _hold(clean_redis, targets, 1).how == "held"
+    deployments.release(clean_redis, MODEL, "a", "w1|0")
+    fairqueue.push(clean_redis, _job("j1", web), Asker("bob", 10), where)
+    assert fairqueue.take(clean_redis, "upstream", "w1").job is None  # the place is the waiting turn's
+    deployments.leave_lines(clean_redis, MODEL, targets, "w1|1")  # (it was cancelled)
+    assert fairqueue.take(clean_redis, "upstream", "w1").job.id == "j1"
+
+
+def test_operators_see_the_turns_in_line(clean_redis, worker):
+    targets = [Target("a", max=1)]
+    _pick(clean_redis, targets, 0, ["session:s"])
+    deployments.started(clean_redis, MODEL, "a", ("session:s",), 0.1)
+    _hold(clean_redis, targets, 1)
+    [a] = deployments.states(clean_redis, {MODEL: targets})
+    assert (a.in_flight, a.waiting) == (1, 1)
+
+
+def test_a_dead_workers_waiting_turn_keeps_no_place(clean_redis, worker):
+    targets = [Target("a", max=1)]
+    _pick(clean_redis, targets, 0, ["session:s"])
+    deployments.started(clean_redis, MODEL, "a", ("session:s",), 0.1)
+    assert _hold(clean_redis, targets, 1, member="gone|1").how == "held"
+    deployments.release(clean_redis, MODEL, "a", "w1|0")
+    assert _pick(clean_redis, targets, 2).deployment == "a"  # worker "gone" has no presence
 
 
 def test_an_unbounded_deployment_needs_no_gate():

@@ -4,6 +4,8 @@ the request, or one after the first piece, does not."""
 from __future__ import annotations
 
 import json
+import threading
+import time
 
 import pytest
 
@@ -11,7 +13,8 @@ from catalog.registry import parse_entry
 from protocol import keys
 from protocol.contract import FinishReason, Job, Message
 from protocol.errors import BackendError
-from workers.backends.routed import RoutedUpstream, affinity_of, server_failed
+from tests.integration.waits import wait_until
+from workers.backends.routed import RoutedUpstream, affinity_of, server_failed, waits_for
 from workers.model_output import Outcome
 
 
@@ -126,3 +129,54 @@ def test_a_conversation_past_the_prefix_keeps_its_prefix_and_an_early_change_mov
     assert affinity_of(conversation)[0] != affinity_of(edited)[0]
     short = JOB.model_copy(update={"messages": turns[:1]})
     assert affinity_of(short)[0] != affinity_of(conversation)[0]  # under 4,096 characters: all of it counts
+
+
+def _bounded(redis, wait: float, *servers) -> RoutedUpstream:
+    """Servers of one place each, s0 holding the session's conversation and
+    busy with another person's request."""
+    entry = parse_entry("m", {"backend": "openai", "upstream_model": "x", "context_length": 100,
+                              "affinity_wait": wait, "deployments": [
+                                  {"base_url": f"http://s{n}", "name": f"s{n}", "max_concurrent": 1}
+                                  for n in range(len(servers))]})
+    redis.set(keys.deployment_affinity_key("m", "session:" + SESSION_JOB.session), "s0")
+    redis.zadd(keys.inflight_key("m", "s0"), {"w|busy|bob": time.time()})
+    return RoutedUpstream("m", entry.settings, list(servers), redis, "w")
+
+
+SESSION_JOB = JOB.model_copy(update={"session": "cd" * 16, "messages": [Message(role="user", content="x" * 20_000)]})
+
+
+def test_a_sessions_turn_waits_for_its_full_server_and_takes_the_place_it_frees(clean_redis):
+    home, other = Scripted(["warm"]), Scripted(["cold"])
+    router = _bounded(clean_redis, 30, home, other)
+    line = keys.deploy_waiting_key("m", "s0")
+
+    def free_when_in_line():
+        wait_until(lambda: clean_redis.zcard(line) == 1, what="the turn in s0's line")
+        clean_redis.zrem(keys.inflight_key("m", "s0"), "w|busy|bob")
+    freeing = threading.Thread(target=free_when_in_line)
+    freeing.start()
+    assert _run(router, SESSION_JOB)[0] == ["warm"]
+    freeing.join()
+    assert other.calls == 0 and clean_redis.zcard(line) == 0
+
+
+def test_past_its_wait_the_turn_goes_to_another_server(clean_redis):
+    home, other = Scripted(["warm"]), Scripted(["cold"])
+    started = time.monotonic()
+    assert _run(_bounded(clean_redis, 0.3, home, other), SESSION_JOB)[0] == ["cold"]
+    assert time.monotonic() - started >= 0.3 and home.calls == 0
+    assert clean_redis.zcard(keys.deploy_waiting_key("m", "s0")) == 0
+
+
+def test_with_no_wait_set_the_turn_goes_to_another_server_at_once(clean_redis):
+    home, other = Scripted(["warm"]), Scripted(["cold"])
+    assert _run(_bounded(clean_redis, 0, home, other), SESSION_JOB)[0] == ["cold"]
+    assert clean_redis.exists(keys.deploy_waiting_key("m", "s0")) == 0
+
+
+def test_a_short_conversation_goes_to_another_server_at_once():
+    assert waits_for(SESSION_JOB, affinity_of(SESSION_JOB)) == ("session:" + "cd" * 16,)
+    short = SESSION_JOB.model_copy(update={"messages": [Message(role="user", content="x" * 1_000)]})
+    assert waits_for(short, affinity_of(short)) == ()  # reading it again costs less than waiting
+    assert waits_for(JOB, affinity_of(JOB)) == ()  # no session

@@ -32,6 +32,7 @@ from workers.model_output import Embedded, TextGenerator
 log = logging.getLogger(__name__)
 PREFIX_CHARACTERS = 4096  # of a prompt: requests that share them share a deployment (its prefix cache)
 WAIT_STEP_SECONDS = 0.05  # how often a request that found every deployment full looks again
+LONG_PROMPT_CHARACTERS = 16_384  # (about 4,000 tokens) a session's turn this long waits for its deployment
 T = TypeVar("T")
 
 
@@ -48,15 +49,26 @@ def affinity_of(job: Job) -> tuple[str, ...]:
     found = [f"cache:{_digest(job.cache_key)}"] if job.cache_key else []
     if job.session:
         found.append(f"session:{job.session}")
-    if job.prompt is not None:
-        parts = iter(((job.prompt.system or "") + job.prompt.prompt,))
-    else:
-        parts = chain((t.name + t.description for t in job.tools),
-                      (f"{m.role}\n{m.content}\n" for m in job.messages))
-    text = _leading(parts, PREFIX_CHARACTERS)
+    text = _leading(_prompt_parts(job), PREFIX_CHARACTERS)
     if text:
         found.append(f"prefix:{_digest(text)}")
     return (*found, *([f"person:{job.usage_of}"] if job.usage_of else []))
+
+
+def waits_for(job: Job, affinity: tuple[str, ...]) -> tuple[str, ...]:
+    """Those of its affinity names (its cache key's, its session's) whose
+    deployment the job waits for while that one is full: only a prompt long
+    enough that reading it again elsewhere would cost more than a short wait."""
+    named = tuple(a for a in affinity if a.startswith(("cache:", "session:")))
+    if not named or len(_leading(_prompt_parts(job), LONG_PROMPT_CHARACTERS)) < LONG_PROMPT_CHARACTERS:
+        return ()
+    return named
+
+
+def _prompt_parts(job: Job) -> Iterator[str]:
+    if job.prompt is not None:
+        return iter(((job.prompt.system or "") + job.prompt.prompt,))
+    return chain((t.name + t.description for t in job.tools), (f"{m.role}\n{m.content}\n" for m in job.messages))
 
 
 def _leading(parts: Iterator[str], limit: int) -> str:
@@ -89,8 +101,10 @@ class RoutedUpstream(Backend):
         self._probe_seconds = max(s.settings.connect_timeout for s in servers) * 2
 
     def generate(self, job: Job, cancel: Cancel | None = None) -> TextGenerator:
+        affinity = affinity_of(job)
         placed, member, (first, stream) = self._on_a_deployment(
-            lambda server: _opened(server.generate(job, cancel)), affinity_of(job), cancel, job.usage_of)
+            lambda server: _opened(server.generate(job, cancel)), affinity, cancel, job.usage_of,
+            waits_for(job, affinity))
         try:
             if stream is None:  # it ended without a piece: `first` is its Outcome
                 return first
@@ -111,12 +125,13 @@ class RoutedUpstream(Backend):
         return result
 
     def _on_a_deployment(self, call: Callable[[UpstreamBackend], T], affinity: tuple[str, ...],
-                         cancel: Cancel | None, person: str = "") -> tuple[str, str, T]:
+                         cancel: Cancel | None, person: str = "", hold: tuple[str, ...] = ()) -> tuple[str, str, T]:
         """`call` on the picked deployment, and on the next after a failure of
         the server; returns the deployment, the request's in-flight member
         (still counted there: the caller releases it; it ends with the
-        person, for the places they hold: fair_take.lua) and the result."""
-        attempt, last_error = Attempt(f"{self._worker_id}|{uuid.uuid4().hex}|{person}", affinity), None
+        person, for the places they hold: fair_take.lua) and the result.
+        `hold`: the affinity names whose deployment it waits for (waits_for)."""
+        attempt, last_error = Attempt(f"{self._worker_id}|{uuid.uuid4().hex}|{person}", affinity, hold=hold), None
         while True:
             placed = self._place(attempt, cancel, last_error)
             sent = time.monotonic()
@@ -142,22 +157,30 @@ class RoutedUpstream(Backend):
     def _place(self, attempt: Attempt, cancel: Cancel | None, last_error: BackendError | None) -> str:
         """The deployment for the request's next attempt; while every one is
         full, it waits for room (the fair queue holds jobs back while all are
-        full: this is only for a request that lost a race, or failed over)."""
-        deadline = time.monotonic() + self._patience
-        while True:
-            pick = deployments.pick(self._redis, self.model_name, self._targets, attempt, self._probe_seconds)
-            if pick.probe:
-                self._start_probe(pick.probe)
-            if pick.deployment:
-                return pick.deployment
-            if pick.how == "none":  # every deployment failed this request
-                raise last_error or BackendError(f'model "{self.model_name}" has no deployment left to try', 502)
-            if time.monotonic() > deadline:
-                raise BackendError(f'every server of model "{self.model_name}" stayed busy', 503, 1)
-            if cancel is not None and cancel.wait(WAIT_STEP_SECONDS):
-                raise BackendError("cancelled", 499)
-            if cancel is None:
-                time.sleep(WAIT_STEP_SECONDS)
+        full: this is only for a request that lost a race, or failed over).
+        A session's turn waits in line for the deployment holding its
+        conversation, for at most `affinity_wait`, while that one is full."""
+        started = time.monotonic()
+        try:
+            while True:
+                if attempt.hold and time.monotonic() - started >= self.settings.affinity_wait:
+                    attempt = replace(attempt, hold=())
+                pick = deployments.pick(self._redis, self.model_name, self._targets, attempt, self._probe_seconds)
+                if pick.probe:
+                    self._start_probe(pick.probe)
+                if pick.deployment:
+                    return pick.deployment
+                if pick.how == "none":  # every deployment failed this request
+                    raise last_error or BackendError(f'model "{self.model_name}" has no deployment left to try', 502)
+                if time.monotonic() - started > self._patience:
+                    raise BackendError(f'every server of model "{self.model_name}" stayed busy', 503, 1)
+                if cancel is not None and cancel.wait(WAIT_STEP_SECONDS):
+                    raise BackendError("cancelled", 499)
+                if cancel is None:
+                    time.sleep(WAIT_STEP_SECONDS)
+        except BaseException:
+            deployments.leave_lines(self._redis, self.model_name, self._targets, attempt.member)
+            raise
 
     def _failed(self, placed: str, member: str, error: BackendError) -> None:
         rest = self._rest if error.retry_after is None else Rest(self._rest.first, self._rest.most, error.retry_after)
