@@ -207,7 +207,7 @@ def _summarise(traffic: Traffic, work: dict, seconds: float) -> dict:
 
 
 def measure(shape: Shape, rounds: int, before: Path | None, log=print) -> dict:
-    policies = {"fifo": ROOT, "by work": ROOT} | ({"by requests (before)": before} if before else {})
+    policies = {"fifo": ROOT, "by work": ROOT} | ({"before": before} if before else {})
     found: dict = {name: {"flood": [], "alone": []} for name in policies}
     for round_ in range(rounds):
         for name, tree in policies.items():

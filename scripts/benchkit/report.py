@@ -240,7 +240,7 @@ def _agent_session_lines(section: dict) -> list[str]:
              f"at once (new ones as they end) and {shape['side_lanes']} lane(s) of side calls (page summaries on "
              f"`claude-haiku-4-5`, one-token quota probes); the others start once it is under way. "
              f"{section['rounds']} round(s), each run on a stack started anew"
-             + (f"; \"by requests\" is {section['before']}, before issue 44" if section.get("before") else "")
+             + (f"; \"before\" is {section['before']}, an older tree" if section.get("before") else "")
              + ". The others' first tokens are of their turns after the first (a first turn reads the system "
              "prompt cold); work is the tokens the upstreams read (not from a cache) and wrote; the cache hit is "
              "of what a session's turn had sent before, read from a cache. First tokens pooled over the rounds; the "
