@@ -198,6 +198,33 @@ def test_closing_a_reply_early_frees_its_sequence_for_the_next_job(backend):
         assert loaded.engine.busy == 0
 
 
+def test_agent_sessions_sharing_a_system_prompt_each_get_their_history_back_from_ram(model):
+    """Two sessions on one sequence, the same long system prompt, each its
+    own short history after it: the other's turn shares more than half of
+    the cells, yet they are another session's, so they are saved, and each
+    session's next turn reads all of its previous prompt from the cache."""
+    system = "You are a careful coding agent. Use the tools. " * 12
+    saved = SavedPrefixes(64 * 2**20)
+    engine = Engine(model, Shape(parallel=1, seq_ctx=1024, n_batch=64, threads=2, batch_threads=2), saved)
+
+    def turn(owner: str, text: str) -> tuple[int, int]:
+        prompt = model.tokenize((system + text).encode(), add_bos=True, special=False)
+        asked = engine.submit(Request(prompt, Sampler(model.vocab, model.n_vocab(), WARM, 1), 2, owner))
+        admitted = asked.out.get(timeout=60)
+        while not isinstance(asked.out.get(timeout=60), Finished):
+            pass
+        return admitted.reused, len(prompt)
+    try:
+        ada = " ".join(f"ada read file {n}." for n in range(12))
+        bob = " ".join(f"bob ran test {n}." for n in range(12))
+        _, ada_first = turn("ada", ada)
+        _, bob_first = turn("bob", bob)
+        assert turn("ada", ada + " ada goes on")[0] >= ada_first - 2
+        assert turn("bob", bob + " bob goes on")[0] >= bob_first - 2
+    finally:
+        engine.close()
+
+
 def test_a_person_back_after_others_took_the_only_sequence_is_restored_from_ram(model):
     """More people than sequences: the one sequence is saved in RAM when it
     goes to someone else's prompt, and restored for its person's next turn,

@@ -67,6 +67,7 @@ class Request:
     prompt: list[int]
     sampler: Sampler
     limit: int  # tokens to generate at most
+    owner: str = ""  # whose prompt it is (an agent session, else a person; "" unknown)
     out: queue.SimpleQueue = field(default_factory=queue.SimpleQueue)
     cancelled: bool = False
 
@@ -78,6 +79,7 @@ class Request:
 class Slot:
     seq: int
     kept: list[int] = field(default_factory=list)  # tokens whose cells the sequence holds, from position 0
+    owner: str = ""  # whose prompt they are
     request: Request | None = None
     fed: int = 0  # prompt tokens decoded so far
     last: int | None = None  # the sampled token still to decode
@@ -87,6 +89,19 @@ class Slot:
     @property
     def prefilling(self) -> bool:
         return self.request is not None and self.fed < len(self.request.prompt)
+
+
+SAVED_AT_LEAST = 32  # tokens of another owner's a sequence would lose: saved first (cheaper than a reread)
+
+
+def _goes_to_another(slot: Slot, shared: int, request: Request) -> bool:
+    """Whether the sequence's cells are about to go to someone else's
+    prompt: one sharing less than half of them (another file, not the same
+    person's next keystroke), or another owner's (two agent sessions share
+    a long system prompt, and each its own history after it)."""
+    if shared < len(slot.kept) // 2:
+        return True
+    return bool(slot.owner) and slot.owner != request.owner and len(slot.kept) - shared >= SAVED_AT_LEAST
 
 
 class Engine:
@@ -184,17 +199,19 @@ class Engine:
             if not free:
                 return
             request = self._pending.popleft()
-            slot = self._place(request.prompt, free)
+            slot = self._place(request, free)
             slot.request, slot.fed, slot.last, slot.generated = request, len(slot.kept), None, 0
+            slot.owner = request.owner
             request.out.put(Admitted(len(slot.kept)))
 
-    def _place(self, prompt: list[int], free: list[Slot]) -> Slot:
+    def _place(self, request: Request, free: list[Slot]) -> Slot:
         """The free sequence for a prompt, holding the longest prefix of it
         that any sequence (copied over) or saved state (restored) holds."""
+        prompt = request.prompt
         held = {s.seq: common_prefix(s.kept, prompt) for s in self.slots}  # once: up to 8k tokens each
         slot = max(free, key=lambda s: (held[s.seq], -s.used_at))
         own = held[slot.seq]
-        if self.saved is not None and own < len(slot.kept) // 2:  # it goes to someone else's prompt: keep theirs
+        if self.saved is not None and _goes_to_another(slot, own, request):  # keep theirs
             self.saved.save(self.ctx, slot.seq, slot.kept)
         donor = max(self.slots, key=lambda s: held[s.seq])
         shared = held[donor.seq]

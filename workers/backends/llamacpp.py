@@ -166,7 +166,7 @@ class LlamaCppBackend(Backend):
         prompt, template_stops = self._prompt_tokens(loaded, job)
         limit = _token_limit(self._window(options), len(prompt), options.max_tokens)
         stops = StopMatcher(options.stop + [s for s in template_stops if s])
-        request = loaded.engine.submit(Request(prompt, _sampler(loaded, job), limit))
+        request = loaded.engine.submit(Request(prompt, _sampler(loaded, job), limit, job.session or job.usage_of))
         if cancel is not None:
             cancel.on_cancel(lambda: loaded.engine.cancel(request))
         try:

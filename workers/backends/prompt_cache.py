@@ -3,7 +3,8 @@
 The engine's sequences keep their tokens between jobs (the first tier of
 the prompt cache). When a sequence is about to be given to someone else's
 prompt (one sharing less than half of what it holds: another file, not the
-same person's next keystroke), its cells are saved here first, and a later
+same person's next keystroke; or another agent session's, which shares the
+system prompt and not the history), its cells are saved here first, and a later
 prompt that shares a longer prefix with a saved state than with any
 sequence gets it restored into its sequence. States live in
 llama-cpp-python's LlamaRAMCache (longest-prefix lookup, least recently
