@@ -12,6 +12,7 @@ end; writes docs/benchmarks.md, docs/benchmarks.png and the raw numbers
     python scripts/bench.py --tracing --before /tmp/old-tree  # section 12 only: tracing off, on, and before it
     python scripts/bench.py --work-shares --before /tmp/old-tree  # section 13 only: shares by work and before
     python scripts/bench.py --agent-sessions --before /tmp/old-tree  # section 14 only: agents while one floods
+    python scripts/bench.py --agent-sessions-local --before /tmp/old-tree  # 14b: the same on the local model
     python scripts/bench.py --scale --configs 1+1,2+2,4+4,8+4 --before /tmp/old-tree
 
 Needs `make install-dev` (it builds .venv with the bench tools and LiteLLM's .venv-litellm).
@@ -81,6 +82,8 @@ class Sizes:
     work_rounds: int = 4
     agents: agent_sessions.Shape = agent_sessions.Shape()  # section 14: people, turns, the flood's size
     agent_rounds: int = 4
+    agents_local: agent_sessions.Shape = agent_sessions.Shape(turns=6, subagents=4, sub_turns=4, side_lanes=1)
+    agent_local_rounds: int = 2
 
 
 QUICK = Sizes(levels=(1, 16, 64), per_level=20, rounds=2, local_tokens=32, local_rounds=2, batch_tokens=48,
@@ -89,7 +92,8 @@ QUICK = Sizes(levels=(1, 16, 64), per_level=20, rounds=2, local_tokens=32, local
               profile_seconds=4.0, fair_a_jobs=100, fair_b_jobs=10, cache_rounds=2, file_chars=3000,
               deploy_seconds=5.0, durability_levels=(1, 64), durability_seconds=2.0, durability_rounds=4,
               failover_trials=1, codex_rounds=2, tracing_requests=40, tracing_rounds=5, work_seconds=15.0,
-              work_rounds=2, agents=agent_sessions.Shape(turns=10, sub_turns=5), agent_rounds=1)
+              work_rounds=2, agents=agent_sessions.Shape(turns=10, sub_turns=5), agent_rounds=1,
+              agents_local=agent_sessions.Shape(turns=4, subagents=2, sub_turns=3, side_lanes=1), agent_local_rounds=1)
 TINY = Sizes(upstream_tokens=8, levels=(1, 4), route_levels=(1, 4), per_level=4, rounds=1, local_tokens=8,
              local_rounds=1, batch_tokens=8, batch_rounds=1,
              relay_levels=(1, 4), relay_tokens=50, streams=20, stream_tokens=4, aborts=3, probes=3, background=5,
@@ -97,7 +101,8 @@ TINY = Sizes(upstream_tokens=8, levels=(1, 4), route_levels=(1, 4), per_level=4,
              deploy_seconds=1.5, deploy_clients=8, durability_levels=(1, 4), durability_seconds=0.5,
              durability_rounds=2, failover_trials=1, failover_clients=2, failover_seconds=3.0, codex_turns=3,
              codex_rounds=1, tracing_requests=5, tracing_rounds=1, work_seconds=3.0, work_rounds=1,
-             agents=agent_sessions.Shape(people=3, turns=3, subagents=2, sub_turns=2, side_lanes=1), agent_rounds=1)
+             agents=agent_sessions.Shape(people=3, turns=3, subagents=2, sub_turns=2, side_lanes=1), agent_rounds=1,
+             agents_local=agent_sessions.Shape(people=2, turns=2, subagents=1, sub_turns=1, side_lanes=1))
 
 
 def environment(command: str) -> dict:
@@ -175,7 +180,13 @@ def run_work_shares(sizes: Sizes, log=print, before: Path | None = None) -> dict
 def run_agent_sessions(sizes: Sizes, log=print, before: Path | None = None) -> dict:
     """14. Eight agent sessions while one person floods (and, with `before`, an older tree's shares)."""
     log("14. agent sessions: eight people's agents, one flooding" + (", and before" if before else ""))
-    return agent_sessions.measure(sizes.agents, sizes.agent_rounds, before, log)
+    return agent_sessions.measure(agent_sessions.UPSTREAM, sizes.agents, sizes.agent_rounds, before, log)
+
+
+def run_agent_sessions_local(sizes: Sizes, log=print, before: Path | None = None) -> dict:
+    """14b. The same on the local model, scaled down to its context (and, with `before`, an older tree)."""
+    log("14b. agent sessions on the local model" + (", and before" if before else ""))
+    return agent_sessions.measure(agent_sessions.LOCAL, sizes.agents_local, sizes.agent_local_rounds, before, log)
 
 
 def run_durability(sizes: Sizes, log=print) -> dict:
@@ -201,7 +212,8 @@ def run_sharing(sizes: Sizes, log=print) -> dict:
 ONE_SECTION = {"sharing-only": ("sharing", run_sharing), "durability": ("durability", run_durability),
                "codex-transport": ("codex_transport", run_codex_transport), "tracing": ("tracing", run_tracing),
                "work-shares": ("work_shares", run_work_shares),
-               "agent-sessions": ("agent_sessions", run_agent_sessions)}
+               "agent-sessions": ("agent_sessions", run_agent_sessions),
+               "agent-sessions-local": ("agent_sessions_local", run_agent_sessions_local)}
 
 
 def _configs(text: str) -> tuple[tuple[int, int], ...]:
@@ -255,11 +267,16 @@ def main() -> None:
     parser.add_argument("--agent-sessions", action="store_true",
                         help="run only section 14 (eight agent sessions while one person floods; with --before, the "
                              "older tree's shares too) and merge it into OUT/benchmarks.json")
+    parser.add_argument("--agent-sessions-local", action="store_true",
+                        help="run only section 14b (the same on the local model, scaled down; with --before, the "
+                             "older tree too; not part of the full run: about 10 minutes on 2 cores) and merge it "
+                             "into OUT/benchmarks.json")
     parser.add_argument("--configs", type=_configs, default=None,
                         help="with --scale: web+worker process counts, e.g. 1+1,2+2,4+4,8+4 (default 1+1,2+2)")
     parser.add_argument("--slots", type=int, default=None, help="with --scale: greenlets per upstream worker")
     parser.add_argument("--before", type=Path,
-                        help="with --scale, --tracing, --work-shares or --agent-sessions: an older source tree "
+                        help="with --scale, --tracing, --work-shares or --agent-sessions(-local): an older source "
+                             "tree "
                              "(a git worktree) measured side by side")
     args = parser.parse_args()
     if args.render:
@@ -275,7 +292,8 @@ def main() -> None:
     if alone is not None:  # one section, merged into the last report with the command that ran it
         results = json.loads((args.out / "benchmarks.json").read_text())
         section, runner = ONE_SECTION[alone]
-        results[section] = runner(sizes, log, args.before) if alone in ("tracing", "work-shares", "agent-sessions") \
+        results[section] = runner(sizes, log, args.before) if alone in ("tracing", "work-shares", "agent-sessions",
+                                                                        "agent-sessions-local") \
             else runner(sizes, log)
         results[section]["environment"] = environment(" ".join(["python scripts/bench.py", *sys.argv[1:]]))
     elif args.deployments:

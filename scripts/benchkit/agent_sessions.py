@@ -1,5 +1,6 @@
 """14. Agent sessions (issue 44): eight people, each with one coding agent's
-session, on an upstream of fixed capacity, while one of them floods.
+session, on an upstream of fixed capacity (UPSTREAM) or on the local model
+(LOCAL), while one of them floods.
 
 The traffic replays the shape of Claude Code's requests (tests/fixtures'
 capture): every turn resends a long system prompt (the capture's, with its
@@ -12,12 +13,19 @@ small-model name, `claude-haiku-*`, and one-token quota probes).
 The upstream is two servers (the benchmark's own, model "work", RATE tokens
 a second per request, each answering CAPACITY requests at once and keeping a
 prefix cache of CACHE conversations): Switchboard routes the model over both.
-Per policy (FIFO; fair shares by work, this tree; `before`, an older tree
-whose fair shares count requests), with the flood and without it, on stacks
-started anew: the other people's main turns' time to first token, each
-person's share of the upstream's work (the tokens it read, not from a cache,
-and wrote: what shares by work charge), and the share of the sessions'
-prompt tokens read from a cache after their first turn.
+On the local model (smollm2 in an 8,192-token context per sequence, 4
+sequences, a RAM prompt cache) the same traffic is scaled down to fit: a
+shorter system prompt, results and replies. Its work and cache reads are
+what the replies' usage says (a turn's prompt tokens not read from a cache,
+its reply; of what the session's turn before sent and got back, the share
+read from a cache).
+
+Per policy (FIFO; fair shares by work, this tree; `before`, an older tree),
+with the flood and without it, on stacks started anew: the other people's
+main turns' time to first token, each person's share of the model's work
+(the tokens it read, not from a cache, and wrote: what shares by work
+charge), and the share of the sessions' prompt tokens read from a cache
+after their first turn.
 """
 from __future__ import annotations
 
@@ -29,17 +37,32 @@ from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from scripts.benchkit.client import stream
+from scripts.benchkit.client import StreamResult, stream
 from scripts.benchkit.sharing import _Stack
 from scripts.benchkit.stats import percentile, summary
 from scripts.embedded_redis import free_port
 from scripts.processes import ROOT, commit_of, start_fake_upstream, wait_http_ready
 
 FIXTURE = ROOT / "tests" / "fixtures" / "claude-code-messages-request.json"
-SYSTEM_WORDS, RESULT, REPLY = 10_000, 1_000, 32
-SUMMARY_WORDS = 3_000  # a side call: a fetched page to summarise
-RATE, CAPACITY, CACHE = 20_000, 2, 24
+RATE, CAPACITY, CACHE = 20_000, 2, 24  # the upstream servers'
 KEYS = {f"p{n}": f"p{n}-bench-key" for n in range(8)}
+
+
+@dataclass(frozen=True)
+class Setup:
+    """Where the sessions run, and the sizes of their traffic there (words;
+    a reply in tokens; a side call summarises a page of `summary` words)."""
+    name: str
+    system: int
+    result: int
+    reply: int
+    summary: int
+
+
+UPSTREAM = Setup("upstream", system=10_000, result=1_000, reply=32, summary=3_000)
+LOCAL = Setup("local", system=600, result=40, reply=8, summary=300)
+LOCAL_REGISTRY = ('[models."agent"]\nbackend = "llamacpp"\npool = "local"\nn_ctx = 8192\nparallel = 4\n'
+                  'prompt_cache_mb = 2048\naliases = ["claude-*haiku*"]\n')
 
 
 @dataclass(frozen=True)
@@ -59,6 +82,7 @@ class Traffic:
     `flooding` is set once the flood's first requests were answered (the
     main sessions start then), `done` once every main session ended."""
     port: int
+    setup: Setup
     system: list[dict]
     ttft: dict[str, list[float]] = field(default_factory=dict)
     took: dict[str, float] = field(default_factory=dict)
@@ -66,6 +90,8 @@ class Traffic:
     failed: int = 0
     done: bool = False
     flooding: asyncio.Event = field(default_factory=asyncio.Event)
+    work: dict[str, dict[str, int]] = field(default_factory=dict)  # as _work's, from the replies' usage
+    _sent_before: dict[str, int] = field(default_factory=dict)
 
     async def send(self, person: str, session: str, body: dict):
         result = await stream(self.port, "/v1/messages", body, {
@@ -73,17 +99,35 @@ class Traffic:
         self.requests += 1
         ok = result.status == 200 and not result.error
         self.failed += not ok
+        if ok:
+            self.tally(session, result)
         return result if ok else None
 
+    def tally(self, session: str, result: StreamResult) -> None:
+        """The work the reply's usage reports, per session ("p1/main"; its first turn "p1/main#first"): tokens
+        read (not from a cache), read from it, that could have been (what its turn before sent and got back),
+        written, requests. (The local model's run: no upstream counts them.)"""
+        usage = result.usage
+        cached, written = usage.get("cache_read_input_tokens") or 0, usage.get("output_tokens") or 0
+        read = (usage.get("input_tokens") or 0) + (usage.get("cache_creation_input_tokens") or 0)
+        tag = session.replace("-", "/", 1) + ("" if session in self._sent_before else "#first")
+        work = self.work.setdefault(tag, {"read": 0, "cached": 0, "cacheable": 0, "written": 0, "requests": 0})
+        work["read"] += read
+        work["cached"] += cached
+        work["cacheable"] += self._sent_before.get(session, 0)
+        work["written"] += written
+        work["requests"] += 1
+        self._sent_before[session] = read + cached + written
 
-def system_prompt() -> list[dict]:
+
+def system_prompt(length: int) -> list[dict]:
     """The capture's system blocks (its billing line, which Switchboard drops,
     and its agent line), then its other text and its tools' schemas repeated
-    to SYSTEM_WORDS words."""
+    or cut to `length` words."""
     body = json.loads(FIXTURE.read_text())["body"]
     blocks = body["system"]
     words = " ".join([*(b["text"] for b in blocks[2:]), json.dumps(body["tools"])]).split()
-    padded = " ".join((words * (SYSTEM_WORDS // len(words) + 1))[:SYSTEM_WORDS])
+    padded = " ".join((words * (length // len(words) + 1))[:length])
     return [*blocks[:2], {"type": "text", "text": padded}]
 
 
@@ -100,10 +144,11 @@ async def _session(traffic: Traffic, person: str, name: str, turns: int) -> None
     for turn in range(turns):
         if traffic.done and name != "main":
             return
-        user = {"role": "user", "content": f"{person}/{name} turn {turn}: " + " ".join(["result"] * RESULT)}
+        user = {"role": "user",
+                "content": f"{person}/{name} turn {turn}: " + " ".join(["result"] * traffic.setup.result)}
         result = await traffic.send(person, f"{person}-{name}", {
-            "model": "agent", "max_tokens": REPLY, "stream": True, "system": traffic.system,
-            "messages": history + [user]})
+            "model": "agent", "max_tokens": traffic.setup.reply, "stream": True, "temperature": 0,
+            "system": traffic.system, "messages": history + [user]})
         if result is None:
             return
         if name == "main" and turn and result.ttft is not None:  # (a first turn reads the system prompt cold)
@@ -126,7 +171,8 @@ async def _side_calls(traffic: Traffic, lane: int) -> None:
     """Summaries on the small model's name, then a quota probe, back to back."""
     n = 0
     while not traffic.done:
-        for model, words, tokens in (("claude-haiku-4-5", SUMMARY_WORDS, REPLY), ("agent", 2, 1)):
+        for model, words, tokens in (("claude-haiku-4-5", traffic.setup.summary, traffic.setup.reply),
+                                     ("agent", 2, 1)):
             text = f"p0/side{lane} call {n}: " + " ".join(["page"] * words)
             await traffic.send("p0", f"p0-side{lane}-{n}", {"model": model, "max_tokens": tokens, "stream": True,
                                                              "messages": [{"role": "user", "content": text}]})
@@ -140,10 +186,12 @@ async def _main(traffic: Traffic, person: str, turns: int) -> None:
     traffic.took[person] = time.monotonic() - started
 
 
-async def _traffic(port: int, shape: Shape, flood: bool) -> Traffic:
-    """The main sessions (once the flood is under way, if there is one), and the flood until they end."""
-    traffic = Traffic(port, system_prompt())
+async def _traffic(port: int, setup: Setup, shape: Shape, flood: bool) -> Traffic:
+    """The main sessions (once the flood is under way, if there is one, else once a first turn of p0's warmed
+    the system prompt, as the flood's first turns do), and the flood until they end."""
+    traffic = Traffic(port, setup, system_prompt(setup.system))
     if not flood:
+        await _session(traffic, "p0", "warmup", 1)
         traffic.flooding.set()
 
     async def mains() -> None:
@@ -167,25 +215,37 @@ def _work(urls: list[str]) -> dict[str, dict[str, int]]:
     return found
 
 
-def _one(tree: Path, policy: str, shape: Shape, flood: bool) -> dict:
-    """One run on a new stack and new upstreams: the others' first tokens (seconds), shares, cache hits."""
+def _one(tree: Path, policy: str, setup: Setup, shape: Shape, flood: bool) -> dict:
+    """One run on a new stack (and new upstreams): the others' first tokens (seconds), shares, cache hits."""
+    env = {"SWITCHBOARD_MAX_CONCURRENT": "64", "SWITCHBOARD_REQUESTS_PER_MINUTE": "1000000",
+           "SWITCHBOARD_API_KEYS": ",".join(f"{p}:{k}" for p, k in KEYS.items())}
+    env |= {"SWITCHBOARD_QUEUE_POLICY": "fifo"} if policy == "fifo" else {}
+    run = _on_upstream if setup.name == "upstream" else _on_local
+    return _summarise(*run(tree, setup, shape, flood, env))
+
+
+def _on_upstream(tree: Path, setup: Setup, shape: Shape, flood: bool, env: dict) -> tuple[Traffic, dict, float]:
     ports = [free_port() for _ in range(2)]
     urls = [f"http://127.0.0.1:{port}" for port in ports]
     with ExitStack() as exit:
-        servers = [start_fake_upstream(port, tokens=REPLY, rate=RATE, capacity=CAPACITY, wait=False,
+        servers = [start_fake_upstream(port, tokens=setup.reply, rate=RATE, capacity=CAPACITY, wait=False,
                                        extra=("--cache", str(CACHE))) for port in ports]
         for server, url in zip(servers, urls):
             exit.callback(server.stop)
             wait_http_ready(server, f"{url}/v1/models")
-        env = {"SWITCHBOARD_QUEUE_POLICY": "fifo"} if policy == "fifo" else {}
-        with _Stack(_registry(urls), [(32, "upstream-completion,upstream", "gevent")], tree=tree,
-                    SWITCHBOARD_MAX_CONCURRENT="64", SWITCHBOARD_REQUESTS_PER_MINUTE="1000000",
-                    SWITCHBOARD_API_KEYS=",".join(f"{p}:{k}" for p, k in KEYS.items()), **env) as stack:
+        with _Stack(_registry(urls), [(32, "upstream-completion,upstream", "gevent")], tree=tree, **env) as stack:
             started = time.monotonic()
-            traffic = asyncio.run(_traffic(stack.port, shape, flood))
+            traffic = asyncio.run(_traffic(stack.port, setup, shape, flood))
             seconds = time.monotonic() - started
-        work = _work(urls)
-    return _summarise(traffic, work, seconds)
+        return traffic, _work(urls), seconds
+
+
+def _on_local(tree: Path, setup: Setup, shape: Shape, flood: bool, env: dict) -> tuple[Traffic, dict, float]:
+    with _Stack(LOCAL_REGISTRY, [(4, "local-completion,local", "threads")], tree=tree, **env) as stack:
+        started = time.monotonic()
+        traffic = asyncio.run(_traffic(stack.port, setup, shape, flood))
+        seconds = time.monotonic() - started
+        return traffic, traffic.work, seconds
 
 
 def _summarise(traffic: Traffic, work: dict, seconds: float) -> dict:
@@ -206,17 +266,18 @@ def _summarise(traffic: Traffic, work: dict, seconds: float) -> dict:
             "cache_hit": round(sum(c["cached"] for c in later) / (cacheable or 1), 3)}
 
 
-def measure(shape: Shape, rounds: int, before: Path | None, log=print) -> dict:
+def measure(setup: Setup, shape: Shape, rounds: int, before: Path | None, log=print) -> dict:
     policies = {"fifo": ROOT, "by work": ROOT} | ({"before": before} if before else {})
     found: dict = {name: {"flood": [], "alone": []} for name in policies}
     for round_ in range(rounds):
         for name, tree in policies.items():
             for flood in ((False, True) if round_ % 2 == 0 else (True, False)):  # (in turns)
-                found[name]["flood" if flood else "alone"].append(_one(tree, name, shape, flood))
-            log(f"agent sessions: round {round_ + 1} of {rounds}, {name}")
-    return {"rounds": rounds, "shape": shape.__dict__, "before": commit_of(before) if before else None,
-            "system_words": SYSTEM_WORDS, "result_words": RESULT, "reply": REPLY, "rate": RATE,
-            "capacity": CAPACITY, "cache": CACHE, "policies": {name: _pooled(runs) for name, runs in found.items()}}
+                found[name]["flood" if flood else "alone"].append(_one(tree, name, setup, shape, flood))
+            log(f"agent sessions ({setup.name}): round {round_ + 1} of {rounds}, {name}")
+    return {"setup": setup.name, "rounds": rounds, "shape": shape.__dict__,
+            "before": commit_of(before) if before else None, "system_words": setup.system,
+            "result_words": setup.result, "reply": setup.reply, "rate": RATE, "capacity": CAPACITY, "cache": CACHE,
+            "policies": {name: _pooled(runs) for name, runs in found.items()}}
 
 
 def _pooled(runs: dict) -> dict:

@@ -26,6 +26,7 @@ class StreamResult:
     frames: int = 0  # SSE events or NDJSON lines carrying data
     text_frames: int = 0  # ...of which carry text
     completion_tokens: int | None = None  # as the server's usage reports them
+    usage: dict = field(default_factory=dict)  # Anthropic's usage fields, message_start's then message_delta's
     headers: dict = field(default_factory=dict)
     error: str | None = None
     sent_at: float = 0.0  # wall clock (time.time()) when the request was sent, to compare with Redis records
@@ -163,6 +164,8 @@ def _summarize(raw: bytes, result: StreamResult) -> None:
         tokens = tokens_of(payload)
         if tokens is not None:
             result.completion_tokens = tokens
+        if payload.get("type") in ("message_start", "message_delta"):
+            result.usage.update((payload.get("message") or payload).get("usage") or {})
 
 
 async def open_stream(port: int, path: str, body: dict, until_text: bool) -> tuple[asyncio.StreamWriter, dict]:

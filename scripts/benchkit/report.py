@@ -230,19 +230,23 @@ def _work_share_lines(section: dict) -> list[str]:
 
 def _agent_session_lines(section: dict) -> list[str]:
     env, shape = section.get("environment"), section["shape"]
+    where = (f"on two upstream servers of {section['capacity']} places each ({section['rate']:,} tokens a second "
+             f"read or written per request, a prefix cache of {section['cache']} conversations each)"
+             if section.get("setup", "upstream") == "upstream" else
+             "on the local model (smollm2:135m, 4 sequences of 8,192 tokens, a 2 GB RAM prompt cache, one worker)")
+    work = "the upstreams read" if section.get("setup", "upstream") == "upstream" else "the model read"
     lines = [f"Run {env['date']} with `{env['command']}` on {env['cpu']} ({env['cores']} cores)." if env else "",
              f"{shape['people']} people with equal weights, each with one agent session of {shape['turns']} turns "
              f"(Claude Code's shape: a {section['system_words']:,}-word system prompt with its 24 tools resent every "
              f"turn, a {section['result_words']:,}-word tool result and a {section['reply']}-token reply added "
-             f"each turn), on two upstream servers of {section['capacity']} places each ({section['rate']:,} tokens "
-             f"a second read or written per request, a prefix cache of {section['cache']} conversations each). "
+             f"each turn), {where}. "
              f"With the flood, p0 also runs {shape['subagents']} subagent sessions of {shape['sub_turns']} turns "
              f"at once (new ones as they end) and {shape['side_lanes']} lane(s) of side calls (page summaries on "
              f"`claude-haiku-4-5`, one-token quota probes); the others start once it is under way. "
              f"{section['rounds']} round(s), each run on a stack started anew"
              + (f"; \"before\" is {section['before']}, an older tree" if section.get("before") else "")
              + ". The others' first tokens are of their turns after the first (a first turn reads the system "
-             "prompt cold); work is the tokens the upstreams read (not from a cache) and wrote; the cache hit is "
+             f"prompt cold); work is the tokens {work} (not from a cache) and wrote; the cache hit is "
              "of what a session's turn had sent before, read from a cache. First tokens pooled over the rounds; the "
              "rest, medians of the rounds.", "",
              "| policy | others' first token p50, alone / flood | p99, alone / flood | ratio p50 / p99 | "
@@ -297,6 +301,9 @@ def markdown(results: dict, chart_name: str) -> str:
     if results.get("agent_sessions"):
         lines += ["", "## 14. Agent sessions while one person floods", ""] + _agent_session_lines(
             results["agent_sessions"])
+    if results.get("agent_sessions_local"):
+        lines += ["", "## 14b. Agent sessions on the local model while one person floods", ""] + _agent_session_lines(
+            results["agent_sessions_local"])
     notes = results.get("notes")
     if notes:
         lines += ["", "## Notes", "", notes.strip()]

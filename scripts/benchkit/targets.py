@@ -243,18 +243,18 @@ def _work_shares(results: dict) -> list[Check]:
                   abs(share - 0.5) <= 0.5 * EQUAL_SHARE)]
 
 
-def _agent_sessions(results: dict) -> list[Check]:
+def _agent_sessions(results: dict, name: str = "agent_sessions", where: str = "") -> list[Check]:
     """Shares by work: the others' first tokens barely move while one person floods, and sessions keep their
-    prefixes (alone, where the upstreams' caches hold every session)."""
-    section = results.get("agent_sessions")
+    prefixes (alone, where the caches hold every session)."""
+    section = results.get(name)
     if not section:
         return []
     policy = section["policies"]["by work"]
     ratio, hit = policy["ttft_ratio"], policy["alone"]["cache_hit"]
-    return [Check(f"agent sessions, one person flooding: the others' first token p50 and p99 <= "
+    return [Check(f"agent sessions{where}, one person flooding: the others' first token p50 and p99 <= "
                   f"{FLOOD_TTFT_RATIO:g} x without the flood", f"{ratio['p50']:.2f} x and {ratio['p99']:.2f} x",
                   max(ratio.values()) <= FLOOD_TTFT_RATIO),
-            Check(f"agent sessions: their turns' prefix read from a cache >= {SESSION_CACHE_HIT:.0%}",
+            Check(f"agent sessions{where}: their turns' prefix read from a cache >= {SESSION_CACHE_HIT:.0%}",
                   f"{hit:.1%} (with the flood {policy['flood']['cache_hit']:.1%})", hit >= SESSION_CACHE_HIT)]
 
 
@@ -262,4 +262,5 @@ def check_all(results: dict) -> list[Check]:
     scale = _scale(results["scale"]) if results.get("scale") else []
     return (_overhead(results) + _routes(results) + _local(results) + _batching(results) + _relay(results)
             + _abort(results) + _sharing(results) + _deployments(results) + _durability(results) + _tracing(results)
-            + _work_shares(results) + _agent_sessions(results) + scale)
+            + _work_shares(results) + _agent_sessions(results)
+            + _agent_sessions(results, "agent_sessions_local", " on the local model") + scale)
