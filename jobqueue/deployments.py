@@ -31,6 +31,7 @@ from typing import Iterable
 
 from redis import Redis
 
+from jobqueue.fairqueue import AT_WORK_SECONDS
 from jobqueue.scripts import run_script
 from protocol import keys
 from protocol.metrics import SEPARATOR, TTFT_BUCKETS, cumulative, observe
@@ -89,13 +90,16 @@ class Rest:
     retry_after: float | None = None
 
 
-def pick(redis: Redis, model: str, targets: list[Target], attempt: Attempt, probe_seconds: float) -> Pick:
+def pick(redis: Redis, model: str, targets: list[Target], attempt: Attempt, probe_seconds: float,
+         pool: str = "") -> Pick:
     """The deployment for the attempt, in flight there from now on; or, when
     the one that served one of its `hold` names (a session) is full, none:
     the attempt waits in line for it (how "held") until it is placed, or
-    picks with no `hold`, or `leave_lines` (see deploy_pick.lua)."""
+    picks with no `hold`, or `leave_lines`. On the model's `pool`, a person
+    holding a place while others are at work leaves each deployment's last
+    free place (see deploy_pick.lua)."""
     named = {"model": model, "deployments": [asdict(t) for t in targets], "affinity": list(attempt.affinity),
-             "hold": list(attempt.hold),
+             "hold": list(attempt.hold), "pool": pool, "recent": AT_WORK_SECONDS,
              "exclude": list(attempt.tried), "member": attempt.member, "now": time.time(), "random": random.random(),
              "probe_ms": int(probe_seconds * 1000)}
     name, how, probe = run_script(redis, "deploy_pick", [], [keys.lua_key_templates(), json.dumps(named)])

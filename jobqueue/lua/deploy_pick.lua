@@ -14,6 +14,9 @@
 --   now          the time (epoch seconds)
 --   random       a number in [0, 1): ties are broken at random in proportion to the weights
 --   probe_ms     how long a probe of a recovering deployment may take
+--   pool         the model's pool, and `recent`: a person who holds a place while someone else was served on
+--                the pool in the last `recent` seconds leaves each deployment's last free place (the room rule
+--                fair_take.lua keeps: a colleague's next turn goes to the server holding their conversation)
 -- Returns {deployment ('' for none), how ('ready', 'last_resort', 'full', 'held' (waits in line for the
 -- deployment holding its conversation) or 'none'), one to probe or ''}.
 local K, A = cjson.decode(ARGV[1]), cjson.decode(ARGV[2])
@@ -77,6 +80,17 @@ local function held_for(candidates)
   return nil
 end
 
+-- Whether the request's person leaves each deployment's last free place (the member ends in the person).
+local person = string.match(A.member, '^[^|]*|[^|]*|(.+)$')
+local keeps_last = nil
+local function leaves_last_places(candidates)
+  if keeps_last == nil then
+    keeps_last = person ~= nil and A.pool ~= '' and others_at_work(A.pool, person, A.now, A.recent)
+      and places_held(A.model, candidates, person) > 0
+  end
+  return keeps_last
+end
+
 if #A.hold == 0 then leave_the_lines() end
 local excluded = {}
 for _, name in ipairs(A.exclude) do excluded[name] = true end
@@ -97,17 +111,20 @@ end
 
 local wanted = held_for(candidates)
 if wanted and not wanted.room then
-  local line = key('deploy_waiting', A.model, wanted.name)
-  redis.call('ZREMRANGEBYSCORE', line, '-inf', '(' .. (A.now - 600))  -- (a live worker's lost waiter)
-  redis.call('ZADD', line, 'NX', A.now, A.member)
-  return {'', 'held', probe}
+  if not leaves_last_places(candidates) then
+    local line = key('deploy_waiting', A.model, wanted.name)
+    redis.call('ZREMRANGEBYSCORE', line, '-inf', '(' .. (A.now - 600))  -- (a live worker's lost waiter)
+    redis.call('ZADD', line, 'NX', A.now, A.member)
+    return {'', 'held', probe}
+  end
+  leave_the_lines()  -- (the place it would wait for is a colleague's)
 end
 
 local ready, any_ready = {}, false
 for _, d in ipairs(candidates) do
   if d.state == 'ready' then
     any_ready = true
-    if d.room then table.insert(ready, d) end
+    if d.room and (free_places(d) > 1 or not leaves_last_places(candidates)) then table.insert(ready, d) end
   end
 end
 local chosen, how = nil, 'ready'

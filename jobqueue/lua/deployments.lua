@@ -58,6 +58,39 @@ local function free_places(d)
   return math.max(d.max - d.count, 0)
 end
 
+-- Whether someone else than `person` was served on `pool` in the last `recent` seconds (at work between
+-- turns: their next turn may come any moment).
+local function others_at_work(pool, person, now, recent)
+  local seen = redis.call('ZRANGEBYSCORE', key('seen', pool), now - recent, '+inf', 'LIMIT', 0, 2)
+  return seen[1] ~= nil and (seen[1] ~= person or seen[2] ~= nil)
+end
+
+-- The places `person`'s requests hold on the model's deployments (in-flight members end in "|person").
+local function places_held(model, deployments, person)
+  local suffix, held = '|' .. person, 0
+  for _, d in ipairs(deployments) do
+    for _, member in ipairs(redis.call('ZRANGE', key('inflight', model, d.name), 0, -1)) do
+      if string.sub(member, -#suffix) == suffix then held = held + 1 end
+    end
+  end
+  return held
+end
+
+-- Whether one deployment has `places` free: a ready one; or, when none is ready, any (a last resort).
+local function room_on_one(deployments, places)
+  local ready, on_ready, on_any = false, false, false
+  for _, d in ipairs(deployments) do
+    local enough = free_places(d) >= places
+    if d.state == 'ready' then
+      ready, on_ready = true, on_ready or enough
+    else
+      on_any = on_any or enough
+    end
+  end
+  if ready then return on_ready end
+  return on_any
+end
+
 -- Whether `places` requests (default one) could be placed now: on ready deployments with room; or, when none
 -- is ready (all rest or recover), on any with room, as a last resort. False: it must wait for room.
 local function has_room(deployments, places)

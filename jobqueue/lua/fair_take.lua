@@ -20,7 +20,7 @@
 --   running      the state a taken job's record starts in (jobqueue.states.JobState.RUNNING)
 --   room         seconds a background job waits before it is served ahead of chat (patience), how far
 --                behind its tag it waits (offset), and how long ago a person was last served and still counts
---                as at work between turns (recent: see others_at_work)
+--                as at work between turns (recent: see deployments.lua's others_at_work)
 -- Returns {found ('job' or 'none'), payload, person, lease, job id, worker to forward to, job to forward}.
 local K, A = cjson.decode(ARGV[1]), cjson.decode(ARGV[2])
 local function key(name, ...) return string.format(K[name], ...) end
@@ -109,30 +109,24 @@ local function must_leave_room(job)
   return not since or tonumber(since) > now - A.room.patience
 end
 
--- Whether someone else than `person` was served on the pool in the last `recent` seconds (at work between
--- turns: their next turn may come any moment).
-local function others_at_work(person)
-  local seen = redis.call('ZRANGEBYSCORE', key('seen', A.pool), now - A.room.recent, '+inf', 'LIMIT', 0, 2)
-  return seen[1] ~= nil and (seen[1] ~= person or seen[2] ~= nil)
-end
-
--- The places the person's requests hold on the model's deployments (in-flight members end in "|person").
-local function places_held(job, deployments)
-  local suffix, held = '|' .. job.person, 0
-  for _, d in ipairs(deployments) do
-    for _, member in ipairs(redis.call('ZRANGE', key('inflight', job.model, d.name), 0, -1)) do
-      if string.sub(member, -#suffix) == suffix then held = held + 1 end
-    end
-  end
-  return held
+-- Whether someone else than `person` was served on the pool lately (deployments.lua's, on this pool).
+local function at_work_besides(person)
+  return others_at_work(A.pool, person, now, A.room.recent)
 end
 
 -- Whether a job of a bounded upstream must leave the last free place to a turn: background work, and a
 -- person who already holds a place while others are at work, so that their next turn finds one at once
--- and one person's many agents never fill the model between the others' turns. (The same for a local
--- model's last free sequence on this worker: verdict below.)
-local function keeps_last_place(job, deployments)
-  return must_leave_room(job) or (others_at_work(job.person) and places_held(job, deployments) > 0)
+-- and one person's many agents never fill the model between the others' turns. Background work leaves one
+-- over all the deployments; such a person, one on each (a colleague's next turn goes to the server holding
+-- their conversation: deploy_pick.lua keeps the same rule). (The same for a local model's last free
+-- sequence on this worker: verdict below.)
+local function room_left(job, deployments)
+  if room_on_one(deployments, 2) then return true end  -- (the counts first: Redis is read only when it matters)
+  local function holds_one_among_others()
+    return at_work_besides(job.person) and places_held(job.model, deployments, job.person) > 0
+  end
+  if has_room(deployments, 2) then return not holds_one_among_others() end
+  return not (must_leave_room(job) or holds_one_among_others())
 end
 
 -- 'take', 'skip' (maybe forwarding it), or 'drop'.
@@ -151,7 +145,7 @@ local function verdict(job)
   if job.deployments and job.deployments ~= '' then
     local deployments = cjson.decode(job.deployments)
     deployment_states(job.model, deployments)
-    if not has_room(deployments) or (not has_room(deployments, 2) and keeps_last_place(job, deployments)) then
+    if not has_room(deployments) or not room_left(job, deployments) then
       redis.call('HSET', key('held', A.pool), job.model, job.deployments)  -- for deploy_wake.lua
       redis.call('EXPIRE', key('held', A.pool), 86400)
       return 'skip'
@@ -163,10 +157,10 @@ local function verdict(job)
   local promised = redis.call('GET', key('reserved', job.model, worker))
   local here = idle_here[job.model] and (not promised or promised == job.id)
   local idle = idle_here[job.model] or {free = 0, of = 1, holders = {}}
-  -- It leaves the last free sequence as keeps_last_place does the last place (the counts read first).
+  -- It leaves the last free sequence as room_left does the last place (the counts read first).
   local background = must_leave_room(job)
   local roomy = idle.free >= 2 or idle.free == idle.of
-    or not (background or (idle.holders[job.person] ~= nil and others_at_work(job.person)))
+    or not (background or (idle.holders[job.person] ~= nil and at_work_besides(job.person)))
   if here and not roomy then
     -- (its person holds sequences here: another worker's copy may have one for them; background work waits)
     if not forward and not background then reserve_elsewhere(job) end
@@ -207,7 +201,7 @@ local function start(job)
              'session', job.session or '', 'priority', job.since and 'background' or 'interactive')
   redis.call('EXPIRE', key('state', job.id), A.ttl.record)
   redis.call('ZADD', key('running'), A.now, job.id)
-  redis.call('ZADD', key('seen', A.pool), now, job.person)  -- (others_at_work)
+  redis.call('ZADD', key('seen', A.pool), now, job.person)  -- (deployments.lua's others_at_work)
   redis.call('EXPIRE', key('seen', A.pool), 86400)
   redis.call('ZREMRANGEBYSCORE', key('seen', A.pool), '-inf', now - A.room.recent)
 end

@@ -243,6 +243,51 @@ def test_a_dead_workers_waiting_turn_keeps_no_place(clean_redis, worker):
     assert _pick(clean_redis, targets, 2).deployment == "a"  # worker "gone" has no presence
 
 
+def _holds(redis, deployment: str, member: str) -> None:
+    redis.zadd(keys.inflight_key(MODEL, deployment), {member: time.time()})
+
+
+def test_a_person_holding_a_place_leaves_each_servers_last_one_to_others_at_work(clean_redis, worker, web):
+    """Two free places, one on each server: alice, who holds one, takes
+    neither while bob is at work (his next turn goes to his own server);
+    bob takes one; once a server has two free, alice takes one there."""
+    targets = [Target("a", max=2), Target("b", max=2)]
+    where = Placement("upstream", deployments=deployments.gate(targets))
+    _holds(clean_redis, "a", "w1|0|alice")
+    _holds(clean_redis, "b", "w1|1|carol")
+    clean_redis.zadd(keys.fair_seen_key("upstream"), {"bob": time.time()})
+    fairqueue.push(clean_redis, _job("alice-2", web), Asker("alice", 10), where)
+    assert fairqueue.take(clean_redis, "upstream", "w1").job is None
+    alice = Attempt("w1|2|alice", ("person:alice",))
+    deployments.started(clean_redis, MODEL, "a", ("person:alice",), 0.1)
+    assert deployments.pick(clean_redis, MODEL, targets, alice, 1.0, "upstream").how == "full"
+    fairqueue.push(clean_redis, _job("bob-1", web), Asker("bob", 10), where)
+    assert fairqueue.take(clean_redis, "upstream", "w1").job.id == "bob-1"
+    deployments.release(clean_redis, MODEL, "b", "w1|1|carol")
+    assert fairqueue.take(clean_redis, "upstream", "w1").job.id == "alice-2"
+    assert deployments.pick(clean_redis, MODEL, targets, alice, 1.0, "upstream").deployment == "b"  # not her a
+
+
+def test_alone_on_the_pool_a_person_may_take_every_last_place(clean_redis, worker):
+    targets = [Target("a", max=2), Target("b", max=2)]
+    _holds(clean_redis, "a", "w1|0|alice")
+    _holds(clean_redis, "b", "w1|1|alice")
+    clean_redis.zadd(keys.fair_seen_key("upstream"), {"alice": time.time()})
+    placed = {deployments.pick(clean_redis, MODEL, targets, Attempt(f"w1|{n}|alice"), 1.0, "upstream").deployment
+              for n in (2, 3)}
+    assert placed == {"a", "b"}
+
+
+def test_a_person_holding_places_among_others_does_not_wait_in_line_for_a_colleagues_place(clean_redis, worker):
+    targets = [Target("a", max=1), Target("b", max=2)]
+    _holds(clean_redis, "a", "w1|0|alice")
+    clean_redis.zadd(keys.fair_seen_key("upstream"), {"bob": time.time()})
+    deployments.started(clean_redis, MODEL, "a", ("session:s",), 0.1)
+    turn = Attempt("w1|1|alice", ("session:s",), hold=("session:s",))
+    assert deployments.pick(clean_redis, MODEL, targets, turn, 1.0, "upstream").deployment == "b"
+    assert clean_redis.exists(keys.deploy_waiting_key(MODEL, "a")) == 0
+
+
 def test_an_unbounded_deployment_needs_no_gate():
     assert deployments.gate([Target("a", max=1), Target("b")]) == ""
     assert json.loads(deployments.gate([Target("a", max=1)])) == [{"name": "a", "weight": 1.0, "max": 1}]

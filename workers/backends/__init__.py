@@ -36,4 +36,4 @@ def build_backend(entry: ModelEntry, redis: Redis, worker_id: str) -> Backend:
     servers = [backend_class(d.backend)(entry.name, d.settings) for d in settings.deployments]
     if not settings.routed:
         return servers[0]
-    return RoutedUpstream(entry.name, settings, servers, redis, worker_id)
+    return RoutedUpstream(entry.name, settings, servers, redis, worker_id, entry.pool)

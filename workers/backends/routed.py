@@ -91,8 +91,10 @@ class RoutedUpstream(Backend):
     name = "routed"
 
     def __init__(self, model_name: str, settings: Deployments, servers: list[UpstreamBackend], redis: Redis,
-                 worker_id: str):
+                 worker_id: str, pool: str = ""):
+        """`pool`: the model's (its people at work keep the room rule: deploy_pick.lua)."""
         super().__init__(model_name, settings)
+        self._pool = pool
         self._servers = {d.name: server for d, server in zip(settings.deployments, servers)}
         self._targets = deployments.targets_of(settings.deployments)
         self._redis, self._worker_id = redis, worker_id
@@ -165,7 +167,8 @@ class RoutedUpstream(Backend):
             while True:
                 if attempt.hold and time.monotonic() - started >= self.settings.affinity_wait:
                     attempt = replace(attempt, hold=())
-                pick = deployments.pick(self._redis, self.model_name, self._targets, attempt, self._probe_seconds)
+                pick = deployments.pick(self._redis, self.model_name, self._targets, attempt, self._probe_seconds,
+                                        self._pool)
                 if pick.probe:
                     self._start_probe(pick.probe)
                 if pick.deployment:
