@@ -269,8 +269,8 @@ def main() -> None:
                              "older tree's shares too) and merge it into OUT/benchmarks.json")
     parser.add_argument("--agent-sessions-local", action="store_true",
                         help="run only section 14b (the same on the local model, scaled down; with --before, the "
-                             "older tree too; not part of the full run: about 10 minutes on 2 cores) and merge it "
-                             "into OUT/benchmarks.json")
+                             "older tree too; not part of the full run: about 10 minutes on 2 cores, 17 with "
+                             "--before) and merge it into OUT/benchmarks.json")
     parser.add_argument("--configs", type=_configs, default=None,
                         help="with --scale: web+worker process counts, e.g. 1+1,2+2,4+4,8+4 (default 1+1,2+2)")
     parser.add_argument("--slots", type=int, default=None, help="with --scale: greenlets per upstream worker")
