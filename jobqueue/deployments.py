@@ -99,7 +99,7 @@ def pick(redis: Redis, model: str, targets: list[Target], attempt: Attempt, prob
     holding a place while others are at work leaves each deployment's last
     free place (see deploy_pick.lua)."""
     named = {"model": model, "deployments": [asdict(t) for t in targets], "affinity": list(attempt.affinity),
-             "hold": list(attempt.hold), "pool": pool, "recent": AT_WORK_SECONDS,
+             "hold": list(attempt.hold), "at_work": {"pool": pool, "recent": AT_WORK_SECONDS},
              "exclude": list(attempt.tried), "member": attempt.member, "now": time.time(), "random": random.random(),
              "probe_ms": int(probe_seconds * 1000)}
     name, how, probe = run_script(redis, "deploy_pick", [], [keys.lua_key_templates(), json.dumps(named)])

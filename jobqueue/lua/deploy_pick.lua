@@ -14,8 +14,8 @@
 --   now          the time (epoch seconds)
 --   random       a number in [0, 1): ties are broken at random in proportion to the weights
 --   probe_ms     how long a probe of a recovering deployment may take
---   pool         the model's pool, and `recent`: a person who holds a place while someone else was served on
---                the pool in the last `recent` seconds leaves each deployment's last free place (the room rule
+--   at_work      {pool, recent}: a person who holds a place while someone else was served on the model's pool
+--                in the last `recent` seconds leaves each deployment's last free place (the room rule
 --                fair_take.lua keeps: a colleague's next turn goes to the server holding their conversation)
 -- Returns {deployment ('' for none), how ('ready', 'last_resort', 'full', 'held' (waits in line for the
 -- deployment holding its conversation) or 'none'), one to probe or ''}.
@@ -85,7 +85,8 @@ local person = string.match(A.member, '^[^|]*|[^|]*|(.+)$')
 local keeps_last = nil
 local function leaves_last_places(candidates)
   if keeps_last == nil then
-    keeps_last = person ~= nil and A.pool ~= '' and others_at_work(A.pool, person, A.now, A.recent)
+    keeps_last = person ~= nil and A.at_work.pool ~= '' and others_at_work(A.at_work.pool, person, A.now,
+      A.at_work.recent)
       and places_held(A.model, candidates, person) > 0
   end
   return keeps_last
