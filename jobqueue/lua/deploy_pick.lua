@@ -135,7 +135,7 @@ elseif not any_ready then
   chosen, how = soonest_back(candidates), 'last_resort'
 end
 if chosen == nil then return {'', 'full', probe} end
-leave_the_lines()
+if #A.hold > 0 then leave_the_lines() end  -- (with none, it left them above)
 redis.call('ZADD', key('inflight', A.model, chosen.name), A.now, A.member)
 redis.call('HINCRBY', key('deployment_metrics'), A.model .. '\31' .. chosen.name .. '\31requests', 1)
 return {chosen.name, how, probe}
