@@ -24,6 +24,7 @@ from contextlib import ExitStack
 
 from scripts.benchkit.client import StreamResult, stream
 from scripts.benchkit.sharing import _Stack
+from scripts.benchkit.stats import percentile
 from scripts.embedded_redis import free_port
 from scripts.processes import Process, start_fake_upstream
 
@@ -65,7 +66,15 @@ def _count(results: list[StreamResult], seconds: float) -> dict:
             "example_failure": next((r.error for r in results if r.error is not None and r.ttft is None), None)}
 
 
-def measure(seconds: float, clients: int, log=print) -> dict:
+def _pooled(runs: list[dict]) -> dict:
+    """A server count's rounds: counts summed, requests/s the median round's (and every round's)."""
+    rates = [r["requests_per_second"] for r in runs]
+    pooled = {name: sum(r[name] for r in runs) for name in ("requests", "ok", "cut", "failed")}
+    return pooled | {"requests_per_second": percentile(rates, 0.5), "rps_rounds": rates,
+                     "example_failure": next((r["example_failure"] for r in runs if r["example_failure"]), None)}
+
+
+def measure(seconds: float, clients: int, log=print, rounds: int = 3) -> dict:
     ports = [free_port() for _ in range(max(SERVERS))]
     with ExitStack() as stack:
         servers: list[Process] = []
@@ -75,18 +84,22 @@ def measure(seconds: float, clients: int, log=print) -> dict:
         board = stack.enter_context(_Stack(_registry(ports), WORKER, SWITCHBOARD_MAX_CONCURRENT="100000",
                                            SWITCHBOARD_REQUESTS_PER_MINUTE="10000000"))
         asyncio.run(_load(board.port, "x1", clients, 1.0))  # warm-up
-        rows = {}
-        for count in SERVERS:
-            log(f"9. {count} server(s)")
-            rows[str(count)] = _count(asyncio.run(_load(board.port, f"x{count}", clients, seconds)), seconds)
+        runs: dict[str, list[dict]] = {str(count): [] for count in SERVERS}
+        for round_ in range(rounds):  # the server counts in turns
+            for count in SERVERS:
+                log(f"9. {count} server(s), round {round_ + 1}")
+                runs[str(count)].append(_count(asyncio.run(_load(board.port, f"x{count}", clients, seconds)),
+                                               seconds))
+        rows = {count: _pooled(found) for count, found in runs.items()}
 
         async def kill_one() -> None:
             await asyncio.sleep(seconds / 3)
             servers[1].stop(sig=9)
         log("9. a server killed under load")
         killed = _count(asyncio.run(_load(board.port, "x2", clients, seconds, kill_one)), seconds)
-    return {"rows": rows, "kill": killed, "setup": (
+    return {"rows": rows, "kill": killed, "one_best_rps": CAPACITY / (TOKENS / RATE), "setup": (
         f"Servers of fixed capacity: each answers {CAPACITY} requests at once, a reply is {TOKENS} tokens at "
         f"{RATE:g} tokens/s (its best: {CAPACITY / (TOKENS / RATE):.0f} requests/s). Each is a deployment with "
-        f"max_concurrent = {CAPACITY}. {clients} clients keep a request open each for {seconds:g} s; requests/s "
-        "counts replies completed. The kill: two servers, one killed with SIGKILL a third of the way in.")}
+        f"max_concurrent = {CAPACITY}. {clients} clients keep a request open each for {seconds:g} s, {rounds} "
+        "rounds of the server counts in turns; requests/s counts replies completed (the median round's). "
+        "The kill: two servers, one killed with SIGKILL a third of the way in.")}

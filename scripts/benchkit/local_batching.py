@@ -231,6 +231,7 @@ def measure(tokens: int, rounds: int, log=print) -> dict:
                     rates.setdefault(name, []).append(value)
             log(f"2b. local batching: round {round_} done")
     return {"same_tokens": same_tokens, "rates": {name: percentile(values, 0.5) for name, values in rates.items()},
+            "rounds": rates, "alone_ms_rounds": [a * 1000 for a, _ in arrivals],
             "each_p50": {name: percentile(values, 0.5) for name, values in each.items()},
             "arrival": {"alone_ms": percentile([a for a, _ in arrivals], 0.5) * 1000,
                         "beside_three_ms": percentile([b for _, b in arrivals], 0.5) * 1000},

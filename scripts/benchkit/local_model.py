@@ -99,6 +99,7 @@ async def measure(endpoints: Endpoints, tokens: int, rounds: int) -> dict:
     reference = runs["direct"][0].text
     return {name: {"ttft": summary([r.ttft for r in results]),
                    "tokens_per_second": summary([decode_rate(r) for r in results], scale=1.0),
+                   "rounds": [decode_rate(r) for r in results],
                    "tokens": results[0].completion_tokens,
                    "same_text": all(r.text == reference for r in results),
                    "errors": [r.error for r in results if r.error]}

@@ -5,7 +5,7 @@ from pathlib import Path
 
 from scripts.benchkit import profile
 from scripts.benchkit.scale_report import scale_lines
-from scripts.benchkit.targets import ABORT_P99_MS, ADDED_TTFT_P50_MS, RELAY_TOKENS_PER_SECOND, check_all
+from scripts.benchkit.targets import ABORT_P99_MS, ADDED_TTFT_P50_MS, RELAY_TOKENS_PER_SECOND, Check, check_all
 
 COMPONENT_ORDER = ("switchboard", "celery+kombu", profile.HTTP, "redis-py", "flask+werkzeug+gunicorn", "pydantic",
                    profile.HUB)
@@ -260,6 +260,12 @@ def _agent_session_lines(section: dict) -> list[str]:
     return lines
 
 
+def _verdict(check: Check) -> str:
+    if check.unmeasured:
+        return f"unmeasured: {check.unmeasured}"
+    return "yes" if check.met else "**no**"
+
+
 def markdown(results: dict, chart_name: str) -> str:
     checks = check_all(results)
     env = results["environment"]
@@ -270,7 +276,7 @@ def markdown(results: dict, chart_name: str) -> str:
              "turns, rather than the absolute times.", "",
              f"![benchmark chart]({chart_name})", "", "## Targets", "",
              "| target | measured | met |", "|---|---|---|"]
-    lines += [f"| {c.target} | {c.measured} | {'yes' if c.met else '**no**'} |" for c in checks]
+    lines += [f"| {c.target} | {c.measured} | {_verdict(c)} |" for c in checks]
     lines += ["", "## 1. Gateway overhead", "", results["overhead"]["setup"], ""]
     lines += _overhead_tables(results["overhead"])
     for route, (heading, setup) in ROUTE_SECTIONS.items():

@@ -86,6 +86,7 @@ def _queue_waits(redis_url: str) -> dict[str, list[float]]:
 
 
 async def _fairness_run(port: int, a_jobs: int, b_jobs: int) -> dict:
+    """One round: A's batch, B's requests spread over it; each one's results."""
     def ask(person: str):
         return stream(port, "/v1/chat/completions", {"model": "job", "stream": True, "messages": [
             {"role": "user", "content": JOB_TEXT}]}, {"Authorization": f"Bearer {person}-key"})
@@ -98,30 +99,36 @@ async def _fairness_run(port: int, a_jobs: int, b_jobs: int) -> dict:
     for n in range(b_jobs):
         await asyncio.sleep(max(0.0, started + n * spread / b_jobs - time.monotonic()))
         b_results.append(await ask("b"))
-    a_results = await asyncio.gather(*batch)
+    return {"a": await asyncio.gather(*batch), "b": b_results, "seconds": time.monotonic() - started}
+
+
+def _fairness_rounds(port: int, a_jobs: int, b_jobs: int, rounds: int) -> dict:
+    """`rounds` rounds on one stack, pooled (and each round's median job time: the target's anchor)."""
+    runs = [asyncio.run(_fairness_run(port, a_jobs, b_jobs)) for _ in range(rounds)]
+    a_results, b_results = [r for run in runs for r in run["a"]], [r for run in runs for r in run["b"]]
     results = a_results + b_results
-    failed = [r for r in results if r.status != 200 or r.error]
-    return {"b_ttft_ms": summary([r.ttft for r in b_results]),
-            "a_ttft_ms": summary([r.ttft for r in a_results]),
-            "job_ms": summary([r.total - r.ttft for r in results]), "failed": len(failed),
-            "seconds": time.monotonic() - started}
+    return {"b_ttft_ms": summary([r.ttft for r in b_results]), "a_ttft_ms": summary([r.ttft for r in a_results]),
+            "job_ms": summary([r.total - r.ttft for r in results]),
+            "job_ms_rounds": [summary([r.total - r.ttft for r in run["a"] + run["b"]])["p50"] for run in runs],
+            "failed": sum(r.status != 200 or bool(r.error) for r in results),
+            "seconds": sum(run["seconds"] for run in runs)}
 
 
-def fairness(a_jobs: int, b_jobs: int) -> dict:
+def fairness(a_jobs: int, b_jobs: int, rounds: int = 1) -> dict:
     rows = {}
     for policy in ("fair", "fifo"):
         with _Stack(FAIR_REGISTRY, [(SLOTS, "shared-completion,shared", "threads")],
                     SWITCHBOARD_API_KEYS="a:a-key,b:b-key", SWITCHBOARD_QUEUE_POLICY=policy) as stack:
-            rows[policy] = asyncio.run(_fairness_run(stack.port, a_jobs, b_jobs))
+            rows[policy] = _fairness_rounds(stack.port, a_jobs, b_jobs, rounds)
             waits = _queue_waits(stack.redis_url)
             rows[policy] |= {"b_wait_ms": summary(waits.get("b", [])), "a_wait_ms": summary(waits.get("a", []))}
     return {"rows": rows, "setup": (
         f"One worker with {SLOTS} slots; each job is the echo model's six tokens 40 ms apart (0.2 s). Person A "
         f"sends {a_jobs} requests at once; person B sends {b_jobs}, one after another, spread over the time A's "
-        "batch keeps the slots busy. Queue wait: from the job being queued to a worker taking it (the job's "
-        "record in Redis); time to first token: as the client sees it (the echo model's first token is immediate), "
-        "which adds the web process's work under the load of A's 200 streams. Both people have keys; same "
-        "machine, same run, one policy after the other.")}
+        f"batch keeps the slots busy; {rounds} such rounds on one stack, pooled. Queue wait: from the job being "
+        "queued to a worker taking it (the job's record in Redis); time to first token: as the client sees it (the "
+        "echo model's first token is immediate), which adds the web process's work under the load of A's streams. "
+        "Both people have keys; same machine, same run, one policy after the other.")}
 
 
 # --- anonymous burst -----------------------------------------------------------------
@@ -188,8 +195,9 @@ def prompt_cache(rounds: int, chars: int = FILE_CHARS) -> dict:
     # to a second after it frees (kombu's Redis transport sleeps while it may
     # not consume), which would add that second to every request here.
     with _Stack(_cache_registry(), [(2, "local-completion,local", "threads")]) as stack:
-        rows["one person alone (warm)"] = summary(asyncio.run(_turns(stack.port, "smol-cache", ("A",), rounds * 4,
-                                                                     chars)))
+        warm = asyncio.run(_turns(stack.port, "smol-cache", ("A",), rounds * 4, chars))
+        rows["one person alone (warm)"] = summary(warm)
+        warm_rounds = [summary(warm[n: n + 2])["p50"] for n in range(0, len(warm), 2)]  # (pairs of turns)
         rows["4 people, prompt cache"] = summary(asyncio.run(_turns(stack.port, "smol-cache", PEOPLE, rounds, chars)))
         rows["4 people, every prompt new"] = summary(asyncio.run(_turns(stack.port, "smol-cache", PEOPLE, rounds, chars,
                                                                         new=True)))
@@ -200,7 +208,7 @@ def prompt_cache(rounds: int, chars: int = FILE_CHARS) -> dict:
             port_of(url), "smollm2", PEOPLE, rounds, chars, {"Authorization": f"Bearer {LLAMA_KEY}"})))
     finally:
         server.stop()
-    return {"rows": rows, "setup": (
+    return {"rows": rows, "warm_ms_rounds": warm_rounds, "setup": (
         f"SmolLM2-135M, n_ctx 4096, one worker (two slots; the model's four sequences). Four people, each with their own file "
         f"({chars} characters of a source file of this repository; 7,000 are about 2k tokens), take turns with completion requests "
         f"(`/v1/completions`, 4 tokens, greedy): their file plus a line typed that round. {rounds} rounds after "

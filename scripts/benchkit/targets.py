@@ -27,11 +27,87 @@ FLOOD_TTFT_RATIO = 1.2  # the others' interactive first tokens while one person 
 SESSION_CACHE_HIT = 0.95  # of what a session's turn had sent before, read from a cache (capacity allowing)
 
 
+MIN_ANCHOR_ROUNDS = 3  # an anchor is the median of at least this many rounds
+ANCHOR_SPREAD = 2.0  # ... whose fastest reads at most this many times its slowest
+
+
+@dataclass(frozen=True)
+class Plausible:
+    """Where a sane reading of an anchor falls (on any machine this runs on:
+    a reading outside says the anchor broke, not that the machine is slow)."""
+    low: float
+    high: float
+    unit: str
+
+
+# SmolLM2-135M Q4_1 decoding one sequence in-process (2 cores: 60-130 tok/s; 16 cores ~400).
+LIBRARY_RATE = Plausible(30.0, 1_000.0, "tok/s")
+# ... llama.cpp decoding four sequences in one batch, all four's tokens (2 cores: 85-250).
+BATCHED_RATE = Plausible(40.0, 3_000.0, "tok/s")
+# ... a ~500-token prompt's first token on an idle server (2 cores: 100-400 ms).
+PROMPT_FIRST_TOKEN_MS = Plausible(20.0, 2_000.0, "ms")
+# One echo job of section 7 (six tokens 40 ms apart: 200 ms by design).
+ECHO_JOB_MS = Plausible(190.0, 400.0, "ms")
+# A session's first token without the flood (section 14: a cached 10-40k-token prompt at 20k tok/s).
+SESSION_FIRST_TOKEN_MS = Plausible(20.0, 2_000.0, "ms")
+# Requests/s of section 10's 64 clients through one web process and worker (2 cores: ~300-900).
+SERVED_RPS = Plausible(30.0, 30_000.0, "requests/s")
+LOCAL_SESSION_FIRST_TOKEN_MS = Plausible(100.0, 30_000.0, "ms")  # 14b, on the local model
+
+
+@dataclass(frozen=True)
+class Anchor:
+    """What a ratio is measured against: its name, each round's reading."""
+    name: str
+    rounds: list[float] | None  # None: the run did not record its rounds
+    plausible: Plausible
+
+    def problem(self) -> str:
+        """Why the anchor cannot be trusted ("" if it can)."""
+        unit = self.plausible.unit
+        if not self.rounds or len(self.rounds) < MIN_ANCHOR_ROUNDS:
+            got = "not recorded" if self.rounds is None else f"{len(self.rounds)}"
+            return f"{self.name}: rounds {got}, fewer than {MIN_ANCHOR_ROUNDS}"
+        middle = sorted(self.rounds)[len(self.rounds) // 2]
+        if not self.plausible.low <= middle <= self.plausible.high:
+            return (f"{self.name} read {middle:,.1f} {unit}, outside its plausible {self.plausible.low:g}-"
+                    f"{self.plausible.high:g} {unit}")
+        least, most = min(self.rounds), max(self.rounds)
+        if least <= 0 or most / least > ANCHOR_SPREAD:
+            return f"{self.name}'s rounds spread {least:,.1f}-{most:,.1f} {unit}, more than {ANCHOR_SPREAD:g}x"
+        return ""
+
+
+P99_SAMPLES = 100  # a p99 of fewer samples is its largest one or two: not a p99
+
+
+@dataclass(frozen=True)
+class Enough:
+    """A percentile's sample: large enough to measure it."""
+    name: str
+    samples: int
+    needed: int
+
+    def problem(self) -> str:
+        return "" if self.samples >= self.needed else f"{self.name}: {self.samples} samples, a p99 needs {self.needed}"
+
+
 @dataclass
 class Check:
     target: str
     measured: str
     met: bool
+    unmeasured: str = ""  # why its anchor cannot be trusted: then it is neither met nor missed
+
+    @property
+    def verdict(self) -> str:
+        return "unmeasured" if self.unmeasured else "met" if self.met else "missed"
+
+
+def _against(target: str, measured: str, met: bool, *anchors: Anchor | Enough) -> Check:
+    """A ratio target's check: unmeasured unless every anchor is sane."""
+    problems = [p for p in (a.problem() for a in anchors) if p]
+    return Check(target, measured, met and not problems, "; ".join(problems))
 
 
 def _overhead(results: dict) -> list[Check]:
@@ -72,10 +148,13 @@ def _local(results: dict) -> list[Check]:
     ours = local["switchboard"]["tokens_per_second"]["p50"]
     direct = local["direct"]["tokens_per_second"]["p50"]
     server = local["llama-cpp-python server"]["tokens_per_second"]["p50"]
-    return [Check(f"local tok/s >= {LOCAL_SHARE_OF_DIRECT:.0%} of direct in-process",
-                  f"{ours:.1f} vs {direct:.1f} ({ours / direct:.1%})", ours >= LOCAL_SHARE_OF_DIRECT * direct),
-            Check("local tok/s no slower than llama-cpp-python's server",
-                  f"{ours:.1f} vs {server:.1f} ({ours / server:.1%})", ours >= server),
+    return [_against(f"local tok/s >= {LOCAL_SHARE_OF_DIRECT:.0%} of direct in-process",
+                     f"{ours:.1f} vs {direct:.1f} ({ours / direct:.1%})", ours >= LOCAL_SHARE_OF_DIRECT * direct,
+                     Anchor("direct in-process", local["direct"].get("rounds"), LIBRARY_RATE)),
+            _against("local tok/s no slower than llama-cpp-python's server",
+                     f"{ours:.1f} vs {server:.1f} ({ours / server:.1%})", ours >= server,
+                     Anchor("llama-cpp-python's server", local["llama-cpp-python server"].get("rounds"),
+                            LIBRARY_RATE)),
             Check("same text from every way", str(all(v["same_text"] for v in local.values())),
                   all(v["same_text"] and not v["errors"] for v in local.values()))]
 
@@ -87,21 +166,27 @@ def _batching(results: dict) -> list[Check]:
     batching = results.get("local_batching")
     if not batching:
         return []
-    rates, arrival = batching["rates"], batching["arrival"]
-    lone, library = rates["switchboard, 1"], rates["llama-cpp-python in-process, every core"]
-    four, anchor = rates["switchboard, 4"], rates["anchor: llama.cpp batched, 4"]
-    before = rates["before batching: Llama.generate, default threads"]
-    return [Check(f"local model, one person >= {LONE_SHARE_OF_LIBRARY:.0%} of llama-cpp-python with every core",
-                  f"{lone:.1f} vs {library:.1f} tok/s ({lone / library:.0%})", lone >= LONE_SHARE_OF_LIBRARY * library),
-            Check(f"local model, four people >= {FOUR_SHARE_OF_ANCHOR:.0%} of llama.cpp's batched decode of four",
-                  f"{four:.1f} vs {anchor:.1f} tok/s ({four / anchor:.0%})", four >= FOUR_SHARE_OF_ANCHOR * anchor),
-            Check(f"local model, four people >= {FOUR_OF_LONE_BEFORE:g}x one person before batching",
-                  f"{four:.1f} vs {before:.1f} tok/s ({four / before:.2f}x; llama.cpp's own four against one: "
-                  f"{anchor / rates['anchor: llama.cpp batched, 1']:.2f}x)", four >= FOUR_OF_LONE_BEFORE * before),
-            Check(f"a prompt arriving beside three streams: first token <= {ARRIVAL_OF_ALONE:g}x alone",
-                  f"{arrival['beside_three_ms']:.0f} vs {arrival['alone_ms']:.0f} ms "
-                  f"({arrival['beside_three_ms'] / arrival['alone_ms']:.2f}x)",
-                  arrival["beside_three_ms"] <= ARRIVAL_OF_ALONE * arrival["alone_ms"])]
+    rates, arrival, rounds = batching["rates"], batching["arrival"], batching.get("rounds", {})
+    library_name, anchor_name = "llama-cpp-python in-process, every core", "anchor: llama.cpp batched, 4"
+    before_name = "before batching: Llama.generate, default threads"
+    lone, library = rates["switchboard, 1"], rates[library_name]
+    four, anchor, before = rates["switchboard, 4"], rates[anchor_name], rates[before_name]
+    library_anchor = Anchor("llama-cpp-python in-process", rounds.get(library_name), LIBRARY_RATE)
+    return [_against(f"local model, one person >= {LONE_SHARE_OF_LIBRARY:.0%} of llama-cpp-python with every core",
+                     f"{lone:.1f} vs {library:.1f} tok/s ({lone / library:.0%})",
+                     lone >= LONE_SHARE_OF_LIBRARY * library, library_anchor),
+            _against(f"local model, four people >= {FOUR_SHARE_OF_ANCHOR:.0%} of llama.cpp's batched decode of four",
+                     f"{four:.1f} vs {anchor:.1f} tok/s ({four / anchor:.0%})", four >= FOUR_SHARE_OF_ANCHOR * anchor,
+                     Anchor("llama.cpp batched, 4", rounds.get(anchor_name), BATCHED_RATE)),
+            _against(f"local model, four people >= {FOUR_OF_LONE_BEFORE:g}x one person before batching",
+                     f"{four:.1f} vs {before:.1f} tok/s ({four / before:.2f}x; llama.cpp's own four against one: "
+                     f"{anchor / rates['anchor: llama.cpp batched, 1']:.2f}x)", four >= FOUR_OF_LONE_BEFORE * before,
+                     Anchor("Llama.generate", rounds.get(before_name), LIBRARY_RATE)),
+            _against(f"a prompt arriving beside three streams: first token <= {ARRIVAL_OF_ALONE:g}x alone",
+                     f"{arrival['beside_three_ms']:.0f} vs {arrival['alone_ms']:.0f} ms "
+                     f"({arrival['beside_three_ms'] / arrival['alone_ms']:.2f}x)",
+                     arrival["beside_three_ms"] <= ARRIVAL_OF_ALONE * arrival["alone_ms"],
+                     Anchor("the prompt alone", batching.get("alone_ms_rounds"), PROMPT_FIRST_TOKEN_MS))]
 
 
 def _relay(results: dict) -> list[Check]:
@@ -139,16 +224,21 @@ def _sharing(results: dict) -> list[Check]:
     cache = sharing["prompt_cache"]["rows"]
     warm, turns = cache["one person alone (warm)"]["p50"], cache["4 people, prompt cache"]["p50"]
     cold = (cache.get("4 people, every prompt new") or cache["4 people, no cache"])["p50"]  # (older reports)
-    return [Check(f"B's p99 queue wait with fair queueing <= {FAIR_WAIT_OF_JOB:g} x one job ({job:.0f} ms)",
-                  f"{fair['fair']['b_wait_ms']['p99']:.0f} ms (FIFO: {fair['fifo']['b_wait_ms']['p99']:.0f} ms; "
-                  f"time to first token {fair['fair']['b_ttft_ms']['p99']:.0f} ms)",
-                  fair["fair"]["b_wait_ms"]["p99"] <= FAIR_WAIT_OF_JOB * job and not fair["fair"]["failed"]),
+    b_waits = fair["fair"]["b_wait_ms"]
+    return [_against(f"B's p99 queue wait with fair queueing <= {FAIR_WAIT_OF_JOB:g} x one job ({job:.0f} ms)",
+                     f"{b_waits['p99']:.0f} ms of {b_waits['n']} waits (FIFO: {fair['fifo']['b_wait_ms']['p99']:.0f}"
+                     f" ms; time to first token {fair['fair']['b_ttft_ms']['p99']:.0f} ms)",
+                     b_waits["p99"] <= FAIR_WAIT_OF_JOB * job and not fair["fair"]["failed"],
+                     Anchor("one job", fair["fair"].get("job_ms_rounds"), ECHO_JOB_MS),
+                     Enough("B's waits", b_waits["n"], P99_SAMPLES)),
             Check(f"{burst['requests']} concurrent ollama-client requests with keys off all succeed",
                   f"{burst['succeeded']} succeeded in {burst['seconds']:.1f} s (the workers need "
                   f"{burst['workers_need_seconds']:.1f} s)", burst["succeeded"] == burst["requests"]),
-            Check(f"people taking turns: TTFT p50 <= {CACHE_OF_WARM:g} x one person's warm p50",
-                  f"{turns:.0f} ms vs {warm:.0f} ms warm ({turns / warm:.1f}x; every prompt "
-                  f"new {cold:.0f} ms)", turns <= CACHE_OF_WARM * warm)]
+            _against(f"people taking turns: TTFT p50 <= {CACHE_OF_WARM:g} x one person's warm p50",
+                     f"{turns:.0f} ms vs {warm:.0f} ms warm ({turns / warm:.1f}x; every prompt "
+                     f"new {cold:.0f} ms)", turns <= CACHE_OF_WARM * warm,
+                     Anchor("one person's warm turns", sharing["prompt_cache"].get("warm_ms_rounds"),
+                            PROMPT_FIRST_TOKEN_MS))]
 
 
 def _by_way(config: dict, way: str) -> dict[int, dict]:
@@ -191,10 +281,12 @@ def _deployments(results: dict) -> list[Check]:
     if not section:
         return []
     one, two, killed = section["rows"]["1"], section["rows"]["2"], section["kill"]
-    return [Check(f"requests/s on two servers >= {TWO_SERVERS_OF_ONE:g} x on one",
-                  f"{two['requests_per_second']:g} vs {one['requests_per_second']:g} "
-                  f"({two['requests_per_second'] / max(one['requests_per_second'], 0.1):.2f}x)",
-                  two["requests_per_second"] >= TWO_SERVERS_OF_ONE * one["requests_per_second"]),
+    best = section.get("one_best_rps", 0.0)  # a server of fixed capacity: half of its best is already broken
+    return [_against(f"requests/s on two servers >= {TWO_SERVERS_OF_ONE:g} x on one",
+                     f"{two['requests_per_second']:g} vs {one['requests_per_second']:g} "
+                     f"({two['requests_per_second'] / max(one['requests_per_second'], 0.1):.2f}x)",
+                     two["requests_per_second"] >= TWO_SERVERS_OF_ONE * one["requests_per_second"],
+                     Anchor("one server", one.get("rps_rounds"), Plausible(0.5 * best, 1.1 * best, "requests/s"))),
             Check("requests failed while a server was killed under load", f"{killed['failed']} of "
                   f"{killed['requests']} ({killed['cut']} cut mid-stream on the killed server)", killed["failed"] == 0)]
 
@@ -203,11 +295,14 @@ def _durability(results: dict) -> list[Check]:
     section = results.get("durability")
     if not section:
         return []
-    checks = [Check(f"requests/s lost to AOF (everysec) at {row['clients']} clients < {AOF_COST:.0%}",
-                    f"{row['aof']['rps']:.0f} vs {row['none']['rps']:.0f} ({row['aof_cost']:+.1%}; rounds "
-                    f"{min(row['aof_costs']):+.0%} to {max(row['aof_costs']):+.0%}; Redis CPU per reply "
-                    f"{row['aof']['redis_cpu_ms']:.3f} vs {row['none']['redis_cpu_ms']:.3f} ms)",
-                    row["aof_cost"] < AOF_COST) for row in section["persistence"]["rows"] if row["clients"] == 64]
+    runs = section["persistence"].get("runs", {})
+    checks = [_against(f"requests/s lost to AOF (everysec) at {row['clients']} clients < {AOF_COST:.0%}",
+                       f"{row['aof']['rps']:.0f} vs {row['none']['rps']:.0f} ({row['aof_cost']:+.1%}; rounds "
+                       f"{min(row['aof_costs']):+.0%} to {max(row['aof_costs']):+.0%}; Redis CPU per reply "
+                       f"{row['aof']['redis_cpu_ms']:.3f} vs {row['none']['redis_cpu_ms']:.3f} ms)",
+                       row["aof_cost"] < AOF_COST,
+                       Anchor("no persistence", [r["rps"] for r in runs.get("none@64", [])] or None, SERVED_RPS))
+              for row in section["persistence"]["rows"] if row["clients"] == 64]
     slowest = max(t["served_s"] for t in section["failover"]["trials"])
     return checks + [Check(f"served again within {SERVED_AFTER_KILL_S:g} s of a primary's SIGKILL (slowest trial)",
                            f"{slowest:.1f} s", slowest <= SERVED_AFTER_KILL_S)]
@@ -250,10 +345,14 @@ def _agent_sessions(results: dict, name: str = "agent_sessions", where: str = ""
     if not section:
         return []
     policy = section["policies"]["by work"]
-    ratio, hit = policy["ttft_ratio"], policy["alone"]["cache_hit"]
-    return [Check(f"agent sessions{where}, one person flooding: the others' first token p50 and p99 <= "
-                  f"{FLOOD_TTFT_RATIO:g} x without the flood", f"{ratio['p50']:.2f} x and {ratio['p99']:.2f} x",
-                  max(ratio.values()) <= FLOOD_TTFT_RATIO),
+    ratio, hit, alone = policy["ttft_ratio"], policy["alone"]["cache_hit"], policy["alone"]
+    plausible = LOCAL_SESSION_FIRST_TOKEN_MS if where else SESSION_FIRST_TOKEN_MS
+    return [_against(f"agent sessions{where}, one person flooding: the others' first token p50 and p99 <= "
+                     f"{FLOOD_TTFT_RATIO:g} x without the flood", f"{ratio['p50']:.2f} x and {ratio['p99']:.2f} x",
+                     max(ratio.values()) <= FLOOD_TTFT_RATIO,
+                     Anchor("the others' first token p50 without the flood", alone.get("others_ttft_p50_rounds"),
+                            plausible),
+                     Enough("their turns without the flood", alone["others_ttft_ms"].get("n", 0), P99_SAMPLES)),
             Check(f"agent sessions{where}: their turns' prefix read from a cache >= {SESSION_CACHE_HIT:.0%}",
                   f"{hit:.1%} (with the flood {policy['flood']['cache_hit']:.1%})", hit >= SESSION_CACHE_HIT)]
 
