@@ -47,7 +47,7 @@ from jobqueue.states import JobState
 from protocol import keys
 from protocol.contract import Job
 from protocol.presence import ALIVE_TTL_SECONDS
-from protocol.queue import ticket_queue
+from protocol.queue import is_direct_queue, ticket_queue
 
 CLASSES = ("completion", "chat")  # served in this order
 # Background work (Job.background: a call nobody watches) waits in its class's set this far behind its fair
@@ -148,7 +148,8 @@ Idle = dict[str, tuple[int, int, dict[str, int]]]
 
 def take(redis: Redis, pool: str, worker_id: str, want: str = "", idle_serial: Idle | list[str] | None = None,
          ticket_from: str = "") -> Taken:
-    """The fairest job this worker may run (`want` first, if it may), counted
+    """The fairest job this worker may run (`want` first, if it may and its
+    ticket was sent to this worker alone: see _take_call), counted
     as running for its person and started in the same round trip: its count
     in the pool's drain rate, its first heartbeat and its state. A job whose
     client left, whose web process died or whose time is up is dropped, never
@@ -169,7 +170,11 @@ def _take_call(pool: str, worker_id: str, want: str, idle_serial: Idle | list[st
     now = time.time()
     if isinstance(idle_serial, list):
         idle_serial = {model: (1, 1, {}) for model in idle_serial}
-    named = {"worker": worker_id, "now": repr(now), "want": want, "idle_serial": idle_serial,
+    # A ticket of the pool's queue takes the fairest job, not its own: a flood's tickets, queued ahead of a
+    # colleague's job, would otherwise take the flood's jobs first. One sent to this worker alone (handed
+    # to it: its model's copy is idle here, or holds the person's cache) takes its job first.
+    first = bool(want) and (not ticket_from or is_direct_queue(ticket_from))
+    named = {"worker": worker_id, "now": repr(now), "want": {"job": want, "first": first}, "idle_serial": idle_serial,
              "fresh_after": now - FREE_FRESH_SECONDS, "hold": HOLD_SECONDS, "pool": pool,
              "room": {"patience": BACKGROUND_PATIENCE, "offset": BACKGROUND_OFFSET, "recent": AT_WORK_SECONDS},
              "ttl": {"record": keys.RECORD_TTL_SECONDS, "alive": ALIVE_TTL_SECONDS}, "running": JobState.RUNNING}

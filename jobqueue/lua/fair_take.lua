@@ -10,7 +10,8 @@
 -- ARGV[1]: the key templates (protocol.keys.lua_key_templates)   ARGV[2]: the named arguments:
 --   worker       the worker's id
 --   now          the time (epoch seconds, as text: written as it is)
---   want         a job to take first if it may ('' for none): its ticket's id
+--   want         {job, first}: its ticket's id ('' for none), and whether to take that job first if it may
+--                (a ticket sent to this worker alone); any other ticket takes the fairest job, its own or not
 --   idle_serial  this worker's one-at-a-time models with a free sequence: model -> {free, sequences,
 --                {person -> sequences they hold here}} (null: it does not track them, and takes any job)
 --   fresh_after  a free mark older than this is stale (its worker stopped beating)
@@ -28,7 +29,8 @@ local function key(name, ...) return string.format(K[name], ...) end
 local completions, chats = KEYS[1], KEYS[2]
 local state, waiting, queued, drained, background_since = KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[8]
 -- The slot's ticket has arrived: it is no longer on its way, whatever the slot finds.
-if KEYS[7] ~= '-' then redis.call('ZREM', KEYS[7], A.want) end
+local want = A.want.job
+if KEYS[7] ~= '-' then redis.call('ZREM', KEYS[7], want) end
 local worker, now, tracks_free = A.worker, tonumber(A.now), A.idle_serial ~= cjson.null
 -- This worker's idle copies of one-at-a-time models (it knows; the free sets are for finding others).
 -- (model -> {free sequences, sequences, {person -> sequences held}}: see verdict)
@@ -229,19 +231,19 @@ local function interactive_waiting()
   return head[2] ~= nil and tonumber(head[2]) < A.room.offset
 end
 
-if A.want ~= '' then
-  local job = read(A.want)
-  if job then
+if want ~= '' then
+  local job = read(want)
+  if job and A.want.first then
     -- (a background job's own ticket does not put it ahead of an interactive job: the scan below orders them)
     local v = not (job.since and interactive_waiting()) and verdict(job)
     if v == 'take' then return take(job) end
     if v == 'drop' then unqueue(job) end
-  elseif KEYS[7] ~= '-' then
+  elseif not job and KEYS[7] ~= '-' then
     -- Its job is not queued: taken or gone already, or not queued yet (its
     -- ticket was sent beside its queueing, and overtook it). The mark makes
     -- that queueing ask for another ticket; otherwise it lapses unread (the
     -- queueing was written a moment before the ticket: seconds are plenty).
-    redis.call('SET', key('early_ticket', A.want), '1', 'EX', 10)
+    redis.call('SET', key('early_ticket', want), '1', 'EX', 10)
   end
 end
 

@@ -16,7 +16,7 @@ from jobqueue.records import job_state, job_taken, send_abort
 from protocol import keys
 from protocol.contract import Job, Message
 from protocol.presence import ALIVE_TTL_SECONDS, drained_recently
-from protocol.queue import ticket_queue
+from protocol.queue import direct_queue, ticket_queue
 
 POOL = "local"
 
@@ -160,6 +160,28 @@ def test_a_job_needs_a_ticket_only_while_fewer_are_on_their_way_than_jobs_wait(c
     assert following.person == "bob" and on_their_way(clean_redis, pool) == 1
     assert not push(clean_redis, web, "carol", pool)[0]  # the ticket on its way will wake a slot for her
     assert push(clean_redis, web, "dave", pool)[0]  # two wait now, one ticket on its way
+
+
+def test_a_floods_own_tickets_do_not_take_its_jobs_ahead_of_a_colleagues(clean_redis, web, pool):
+    """A's batch of jobs sends its tickets ahead of B's one job. A slot that
+    gets one of A's tickets takes the fairest job, B's, not that ticket's
+    own (issue 45: B's p99 wait under A's flood was two jobs' time)."""
+    flood = [push(clean_redis, web, "alice", pool)[1] for _ in range(6)]
+    first = fairqueue.take(clean_redis, pool, "w", want=flood[0], ticket_from=ticket_queue(pool, "chat"))
+    assert first.job.id == flood[0]
+    push(clean_redis, web, "bob", pool)
+    second = fairqueue.take(clean_redis, pool, "w", want=flood[3], ticket_from=ticket_queue(pool, "chat"))
+    assert second.person == "bob"
+    third = fairqueue.take(clean_redis, pool, "w", want=flood[5], ticket_from=ticket_queue(pool, "chat"))
+    assert third.job.id == flood[1]  # then A's in their order, whichever ticket woke the slot
+
+
+def test_a_ticket_sent_to_one_worker_takes_its_own_job_first(clean_redis, web, pool):
+    """A job handed to a worker (its model's copy is idle there, or it holds
+    the person's cache) is the one its direct ticket takes."""
+    (_, alice), (_, bob) = push(clean_redis, web, "alice", pool), push(clean_redis, web, "bob", pool)
+    taken = fairqueue.take(clean_redis, pool, "w", want=bob, ticket_from=direct_queue("w"))
+    assert taken.job.id == bob and fairqueue.take(clean_redis, pool, "w").job.id == alice
 
 
 def test_tickets_are_counted_per_class(clean_redis, web, pool):
