@@ -32,7 +32,8 @@ class LlamaCppSettings(BackendSettings):
     parallel: int = Field(default=4, ge=1, le=64, description=(
         "jobs decoded together in one batch per token (llama.cpp's sequences, Ollama's OLLAMA_NUM_PARALLEL)"))
     n_threads: int | None = Field(default=None, ge=1, description=(
-        "threads decoding one token (default: physical cores but one, at least one)"))
+        "threads decoding one person's token (default: physical cores, or one less, whichever decodes faster "
+        "now: the worker times both)"))
     n_threads_batch: int | None = Field(default=None, ge=1, description=(
         "threads evaluating prompts and batches of several people's tokens (default: every usable CPU)"))
     n_batch: int = Field(default=512, ge=1, description=(

@@ -89,6 +89,31 @@ def test_alone_it_matches_llama_cpp_pythons_own_generation(backend):
     assert backend.count_tokens(asked) == expected["usage"]["prompt_tokens"]
 
 
+def test_a_lone_reply_is_the_same_whichever_thread_counts_decode_it(model):
+    """Its steps change thread counts as the engine times them (a trial of
+    two, then the faster): the tokens are those of one fixed count."""
+    def tokens(lone: tuple[int, ...], options: SamplingOptions) -> list[int]:
+        engine = Engine(model, Shape(parallel=1, seq_ctx=512, n_batch=64, threads=1, batch_threads=2,
+                                     lone_threads=lone))
+        try:
+            asked = request(model, engine, "Tell me a story about a knight.", 40, options)
+            return _tokens_of(asked)
+        finally:
+            engine.close()
+    for options in (SamplingOptions(temperature=0.0), WARM):
+        assert tokens((1, 2), options) == tokens((1,), options)
+
+
+def _tokens_of(asked: Request) -> list[int]:
+    found = []
+    while True:
+        item = asked.out.get(timeout=60)
+        if isinstance(item, Finished):
+            return found
+        if not isinstance(item, Admitted):
+            found.append(item)
+
+
 def request(model, engine: Engine, text: str, limit: int, options: SamplingOptions = WARM) -> Request:
     prompt = model.tokenize(text.encode(), add_bos=True, special=False)
     return engine.submit(Request(prompt, Sampler(model.vocab, model.n_vocab(), options, 1), limit))

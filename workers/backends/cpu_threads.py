@@ -11,6 +11,10 @@ two busy processes beside it, one person decoded at 25 tokens/s with two
 threads and 97 with one; with the cores idle, one and two threads decode
 one person equally fast. (llama-cpp-python's own default, half the logical
 CPUs, also gave prompts only half of a 2-core machine.)
+
+That holds when other processes keep the cores busy. On an idle machine one
+person decodes faster with every core, so unless `n_threads` is configured
+the engine times both counts and uses the faster (workers/backends/lone_threads.py).
 """
 from __future__ import annotations
 

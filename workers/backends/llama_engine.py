@@ -35,6 +35,7 @@ import llama_cpp
 from protocol.contract import FinishReason
 from protocol.errors import BackendError
 from workers.backends.llama_sampling import Sampler
+from workers.backends.lone_threads import LoneThreads
 from workers.backends.prompt_cache import SavedPrefixes, common_prefix, copy_sequence
 
 log = logging.getLogger(__name__)
@@ -55,6 +56,7 @@ class Shape:
     n_batch: int
     threads: int
     batch_threads: int
+    lone_threads: tuple[int, ...] = ()  # counts a lone token's step may use (workers/backends/lone_threads.py)
 
 
 @dataclass(frozen=True)
@@ -121,6 +123,8 @@ class Engine:
         self._memory = llama_cpp.llama_get_memory(self.ctx)
         self._batch = llama_cpp.llama_batch_init(shape.n_batch, 0, 1)
         self.slots = [Slot(seq) for seq in range(shape.parallel)]
+        self._lone = LoneThreads(shape.lone_threads or (shape.threads,))
+        self._threads, self._batch_threads = shape.threads, shape.batch_threads
         self._pending: deque[Request] = deque()
         self._wake = threading.Condition()
         self._closed = False
@@ -236,13 +240,24 @@ class Engine:
 
     def _step(self) -> None:
         outputs = self._fill_batch()
-        status = llama_cpp.llama_decode(self.ctx, self._batch)
+        status = self._decode_lone() if self._batch.n_tokens == 1 else llama_cpp.llama_decode(self.ctx, self._batch)
         self.steps += 1
         if status != 0:
             self._fail_batch(outputs, status)
             return
         for slot, index in outputs:
             self._deliver(slot, slot.request.sampler.sample(self.ctx, index))
+
+    def _decode_lone(self) -> int:
+        """A step of one token, with the thread count that decodes one fastest now."""
+        threads = self._lone.pick()
+        if threads != self._threads:
+            llama_cpp.llama_set_n_threads(self.ctx, threads, self._batch_threads)
+            self._threads = threads
+        started = time.perf_counter()
+        status = llama_cpp.llama_decode(self.ctx, self._batch)
+        self._lone.record(threads, time.perf_counter() - started)
+        return status
 
     def _fill_batch(self) -> list[tuple[Slot, int]]:
         """Every generating sequence's token, then prompt chunks in the room

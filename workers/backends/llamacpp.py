@@ -19,7 +19,7 @@ from catalog.llamacpp import LlamaCppSettings
 from protocol.contract import EmbedSpec, FinishReason, Job, SamplingOptions
 from protocol.errors import BackendError, PromptTooLong
 from workers.backends.base import Backend
-from workers.backends.cpu_threads import batch_threads, decode_threads
+from workers.backends.cpu_threads import batch_threads, decode_threads, physical_cores
 from workers.backends.llama_engine import Engine, Finished, Request, Shape
 from workers.backends.llama_sampling import Sampler
 from workers.backends.llamacpp_embed import Embedder
@@ -79,8 +79,10 @@ class _Loaded:
         )
         self.seq_ctx = settings.served_context()
         saved = SavedPrefixes(settings.prompt_cache_mb * 2**20) if settings.prompt_cache_mb else None
-        shape = Shape(settings.parallel, self.seq_ctx, settings.n_batch, decode_threads(settings.n_threads),
-                      batch_threads(settings.n_threads_batch))
+        threads = decode_threads(settings.n_threads)  # (unless configured, a lone token's also every core's)
+        lone = (threads,) if settings.n_threads else (threads, physical_cores())
+        shape = Shape(settings.parallel, self.seq_ctx, settings.n_batch, threads,
+                      batch_threads(settings.n_threads_batch), lone)
         self.engine = Engine(self.model, shape, saved)
 
     def tokenize(self, text: str, add_bos: bool, special: bool) -> list[int]:
