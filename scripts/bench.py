@@ -4,7 +4,7 @@ end; writes docs/benchmarks.md, docs/benchmarks.png and the raw numbers
 (docs/benchmarks.json).
 
     python scripts/bench.py            # the full run (about 17 minutes on 2 cores)
-    python scripts/bench.py --quick    # smaller sizes (about 5 minutes on 2 cores)
+    python scripts/bench.py --quick    # smaller sizes (about 18 minutes on 2 cores)
     python scripts/bench.py --scale    # section 8 only: web x worker configurations up to 256 clients
     python scripts/bench.py --deployments  # section 9 only: one model on 1, 2 and 4 servers
     python scripts/bench.py --durability   # section 10 only: Redis persistence's cost, a failover's pause
@@ -53,6 +53,7 @@ class Sizes:
     local_rounds: int = 5
     batch_tokens: int = 96  # section 2b: tokens per person
     batch_rounds: int = 3
+    batch_people: tuple[int, ...] = (1, 2, 4, 8)  # people at once
     relay_levels: tuple[int, ...] = (1, 10, 100)
     relay_tokens: int = 2000
     streams: int = 1000
@@ -88,8 +89,8 @@ class Sizes:
     agent_local_rounds: int = 3  # the others' turns without the flood: 105, enough for a p99
 
 
-QUICK = Sizes(levels=(1, 16, 64), per_level=20, rounds=2, local_tokens=32, local_rounds=2, batch_tokens=48,
-              batch_rounds=1, relay_levels=(1, 10, 100),
+QUICK = Sizes(levels=(1, 16, 64), per_level=20, rounds=2, local_tokens=32, local_rounds=3, batch_tokens=48,
+              batch_rounds=3, batch_people=(1, 4), relay_levels=(1, 10, 100),
               relay_tokens=500, streams=300, stream_tokens=10, aborts=10, probes=20, background=60,
               profile_seconds=4.0, fair_a_jobs=100, fair_b_jobs=10, fair_rounds=10, cache_rounds=2, file_chars=3000,
               deploy_seconds=2.5, durability_levels=(1, 64), durability_seconds=2.0, durability_rounds=4,
@@ -151,7 +152,8 @@ def run(sizes: Sizes, command: str, log=print) -> dict:
     # Apart from the stack above, whose idle processes (LiteLLM's proxy most) cost llama.cpp's
     # threads a third of their speed in this process on 2 cores.
     log("2b. local model, shared")
-    results["local_batching"] = local_batching.measure(sizes.batch_tokens, sizes.batch_rounds, log)
+    results["local_batching"] = local_batching.measure(sizes.batch_tokens, sizes.batch_rounds, log,
+                                                        sizes.batch_people)
     results["sharing"] = run_sharing(sizes, log)
     results["deployments"] = deployments.measure(sizes.deploy_seconds, sizes.deploy_clients, log, sizes.deploy_rounds)
     results["durability"] = run_durability(sizes, log)
@@ -245,7 +247,7 @@ def write(results: dict, out: Path, notes: Path | None) -> None:
 def main() -> None:
     stop_on_signals()
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true", help="smaller sizes (about 5 minutes on 2 cores)")
+    parser.add_argument("--quick", action="store_true", help="smaller sizes (about 18 minutes on 2 cores)")
     parser.add_argument("--tiny", action="store_true", help="the smallest sizes (the smoke test)")
     parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parents[1] / "docs")
     parser.add_argument("--notes", type=Path, help="a Markdown file appended to the report (profiles, findings)")

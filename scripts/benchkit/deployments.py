@@ -88,8 +88,9 @@ def measure(seconds: float, clients: int, log=print, rounds: int = 3) -> dict:
         for round_ in range(rounds):  # the server counts in turns
             for count in SERVERS:
                 log(f"9. {count} server(s), round {round_ + 1}")
-                runs[str(count)].append(_count(asyncio.run(_load(board.port, f"x{count}", clients, seconds)),
-                                               seconds))
+                started = time.monotonic()  # (until the last reply: the requests open at the deadline end after)
+                found = asyncio.run(_load(board.port, f"x{count}", clients, seconds))
+                runs[str(count)].append(_count(found, time.monotonic() - started))
         rows = {count: _pooled(found) for count, found in runs.items()}
 
         async def kill_one() -> None:
@@ -101,5 +102,6 @@ def measure(seconds: float, clients: int, log=print, rounds: int = 3) -> dict:
         f"Servers of fixed capacity: each answers {CAPACITY} requests at once, a reply is {TOKENS} tokens at "
         f"{RATE:g} tokens/s (its best: {CAPACITY / (TOKENS / RATE):.0f} requests/s). Each is a deployment with "
         f"max_concurrent = {CAPACITY}. {clients} clients keep a request open each for {seconds:g} s, {rounds} "
-        "rounds of the server counts in turns; requests/s counts replies completed (the median round's). "
+        "rounds of the server counts in turns; requests/s counts replies completed over the time until the last "
+        "one (the median round's). "
         "The kill: two servers, one killed with SIGKILL a third of the way in.")}

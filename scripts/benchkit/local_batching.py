@@ -202,7 +202,7 @@ async def arrival(port: int, round_: int) -> tuple[float, float]:
     return alone, beside
 
 
-def measure(tokens: int, rounds: int, log=print) -> dict:
+def measure(tokens: int, rounds: int, log=print, people_at_once: tuple[int, ...] = PEOPLE) -> dict:
     rates: dict[str, list[float]] = {}
     each: dict[str, list[float]] = {}
     arrivals: list[tuple[float, float]] = []
@@ -217,7 +217,7 @@ def measure(tokens: int, rounds: int, log=print) -> dict:
         for round_ in range(rounds + 1):  # round 0 loads and warms every way up
             got = {"llama-cpp-python in-process, every core": library_rate(every_core, tokens),
                    "before batching: Llama.generate, default threads": generate_loop_rate(default, tokens)}
-            for people in PEOPLE:
+            for people in people_at_once:
                 got[f"anchor: llama.cpp batched, {people}"], anchor_counts = anchor.run(people, tokens)
                 for model, label in (("smol", "switchboard"), ("smol-1-thread", "switchboard n_threads=1")):
                     result = asyncio.run(served(served_stack.port, model, people, tokens))
