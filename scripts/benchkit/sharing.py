@@ -19,7 +19,7 @@ from contextlib import ExitStack
 from pathlib import Path
 
 from catalog.llamacpp import smollm2_gguf
-from scripts.benchkit.client import stream
+from scripts.benchkit.client import StreamResult, stream
 from scripts.benchkit.stack import LLAMA_KEY, port_of
 from scripts.benchkit.stats import summary
 from scripts.embedded_redis import EmbeddedRedis
@@ -102,14 +102,18 @@ async def _fairness_run(port: int, a_jobs: int, b_jobs: int) -> dict:
     return {"a": await asyncio.gather(*batch), "b": b_results, "seconds": time.monotonic() - started}
 
 
+def _answered(result: StreamResult) -> bool:
+    return result.status == 200 and not result.error and result.ttft is not None
+
+
 def _fairness_rounds(port: int, a_jobs: int, b_jobs: int, rounds: int) -> dict:
     """`rounds` rounds on one stack, pooled (and each round's median job time: the target's anchor)."""
     runs = [asyncio.run(_fairness_run(port, a_jobs, b_jobs)) for _ in range(rounds)]
     a_results, b_results = [r for run in runs for r in run["a"]], [r for run in runs for r in run["b"]]
     results = a_results + b_results
     def answered(found: list) -> list:
-        return [r for r in found if r.status == 200 and not r.error and r.ttft is not None]
-    failed = [r for r in results if r.status != 200 or r.error or r.ttft is None]
+        return [r for r in found if _answered(r)]
+    failed = [r for r in results if not _answered(r)]
     return {"b_ttft_ms": summary([r.ttft for r in answered(b_results)]),
             "a_ttft_ms": summary([r.ttft for r in answered(a_results)]),
             "job_ms": summary([r.total - r.ttft for r in answered(results)]),

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from scripts.benchkit.stats import percentile
+
 ADDED_TTFT_P50_MS = 5.0
 ADDED_TTFT_P99_MS = 20.0
 LOCAL_SHARE_OF_DIRECT = 0.95
@@ -70,7 +72,7 @@ class Anchor:
         if not self.rounds or len(self.rounds) < MIN_ANCHOR_ROUNDS:
             got = "not recorded" if self.rounds is None else f"{len(self.rounds)}"
             return f"{self.name}: rounds {got}, fewer than {MIN_ANCHOR_ROUNDS}"
-        middle = sorted(self.rounds)[len(self.rounds) // 2]
+        middle = percentile(self.rounds, 0.5)  # (the median the reported rates are)
         if not self.plausible.low <= middle <= self.plausible.high:
             return (f"{self.name} read {middle:,.1f} {unit}, outside its plausible {self.plausible.low:g}-"
                     f"{self.plausible.high:g} {unit}")
