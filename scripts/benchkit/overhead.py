@@ -96,7 +96,7 @@ async def measure(endpoints: Endpoints, tokens: int, levels: tuple[int, ...], pe
 
 async def _level(by_name: dict[str, Way], variant: str, concurrency: int, tokens: int, per_level: int,
                  rounds: int) -> list[dict]:
-    results: dict[str, list[StreamResult]] = {name: [] for name in by_name}
+    results: dict[str, list[list[StreamResult]]] = {name: [] for name in by_name}  # each way's rounds
     batch = max(per_level // rounds, concurrency)
     for round_index in range(rounds + 1):  # round 0 warms every path up and is not counted
         for name, way in by_name.items():
@@ -104,16 +104,19 @@ async def _level(by_name: dict[str, Way], variant: str, concurrency: int, tokens
             done = await run_concurrently(lambda: stream(way.port, way.path, body, way.headers), concurrency,
                                           batch if round_index else concurrency)
             if round_index:
-                results[name] += done
+                results[name].append(done)
     return [_row(variant, concurrency, name, got, tokens) for name, got in results.items()]
 
 
-def _row(variant: str, concurrency: int, way: str, results: list[StreamResult], tokens: int) -> dict:
+def _row(variant: str, concurrency: int, way: str, rounds: list[list[StreamResult]], tokens: int) -> dict:
+    results = [r for done in rounds for r in done]
     failures = [why for why in (check(r, tokens) for r in results) if why]
     good = [r for r in results if check(r, tokens) is None]
     return {"variant": variant, "concurrency": concurrency, "way": way, "requests": len(results),
             "failures": len(failures), "first_failure": failures[0] if failures else None,
-            "ttft": summary([r.ttft for r in good]), "total": summary([r.total for r in good])}
+            "ttft": summary([r.ttft for r in good]), "total": summary([r.total for r in good]),
+            "ttft_p50_rounds": [summary([r.ttft for r in done if check(r, tokens) is None])["p50"]
+                                for done in rounds if any(check(r, tokens) is None for r in done)]}
 
 
 def added(rows: list[dict]) -> list[dict]:

@@ -8,6 +8,7 @@ from scripts.benchkit.stats import percentile
 
 ADDED_TTFT_P50_MS = 5.0
 ADDED_TTFT_P99_MS = 20.0
+ADDED_TTFT_OF_DIRECT = 3.0  # one client's added time to first token, in the direct hop's (instant, p50)
 LOCAL_SHARE_OF_DIRECT = 0.95
 RELAY_TOKENS_PER_SECOND = 50_000
 WEB_RSS_MB = 300.0
@@ -57,6 +58,8 @@ SESSION_FIRST_TOKEN_MS = Plausible(20.0, 2_000.0, "ms")
 # Requests/s of section 10's 64 clients through one web process and worker (2 cores: ~300-900).
 SERVED_RPS = Plausible(30.0, 30_000.0, "requests/s")
 LOCAL_SESSION_FIRST_TOKEN_MS = Plausible(100.0, 30_000.0, "ms")  # 14b, on the local model
+# One client's first token straight from the fake upstream on loopback, `instant` (2 cores: 0.2-1.1 ms).
+DIRECT_HOP_MS = Plausible(0.05, 5.0, "ms")
 
 
 @dataclass(frozen=True)
@@ -122,6 +125,7 @@ def _overhead(results: dict) -> list[Check]:
                             f"{row['ttft_p50']:.2f} ms", row["ttft_p50"] <= ADDED_TTFT_P50_MS))
         checks.append(Check(f"added TTFT p99 at c=1 ({row['variant']}) <= {ADDED_TTFT_P99_MS:g} ms",
                             f"{row['ttft_p99']:.2f} ms", row["ttft_p99"] <= ADDED_TTFT_P99_MS))
+    checks += _against_direct_hop(results["overhead"]["rows"], added)
     litellm = {(r["variant"], r["concurrency"]): r for r in added if r["way"] == "litellm"}
     for row in (r for r in added if r["way"] == "switchboard"):
         other = litellm.get((row["variant"], row["concurrency"]))
@@ -130,6 +134,21 @@ def _overhead(results: dict) -> list[Check]:
                                 f"{row['ttft_p50']:.2f} vs {other['ttft_p50']:.2f} ms",
                                 row["ttft_p50"] < other["ttft_p50"]))
     return checks
+
+
+def _against_direct_hop(rows: list[dict], added: list[dict]) -> list[Check]:
+    """One client's added time to first token (instant: the upstream's
+    whole reply at once) against the direct hop it adds to, same run."""
+    direct = next((r for r in rows if (r["way"], r["variant"], r["concurrency"]) == ("direct", "instant", 1)), None)
+    ours = next((r for r in added if (r["way"], r["variant"], r["concurrency"]) == ("switchboard", "instant", 1)),
+                None)
+    if direct is None or ours is None:
+        return []
+    hop = direct["ttft"]["p50"]
+    return [_against(f"added TTFT p50 at c=1 (instant) <= {ADDED_TTFT_OF_DIRECT:g}x the direct hop",
+                     f"{ours['ttft_p50']:.2f} vs {hop:.2f} ms ({ours['ttft_p50'] / hop:.1f}x)",
+                     ours["ttft_p50"] <= ADDED_TTFT_OF_DIRECT * hop,
+                     Anchor("the direct hop", direct.get("ttft_p50_rounds"), DIRECT_HOP_MS))]
 
 
 def _routes(results: dict) -> list[Check]:

@@ -102,3 +102,27 @@ def test_anchor_and_sample_rules_on_their_own():
     assert "spread" in Anchor("a", [20.0, 50.0, 55.0], plausible).problem()
     assert "spread" in Anchor("a", [0.0, 50.0, 55.0], plausible).problem()
     assert Enough("w", 100, 100).problem() == "" and "99 samples" in Enough("w", 99, 100).problem()
+
+
+def _overhead(direct_rounds: list[float], added_ms: float) -> dict:
+    """Section 1's results at c=1 (instant), as overhead.measure and added write them."""
+    hop = sorted(direct_rounds)[len(direct_rounds) // 2]
+    rows = [{"way": "direct", "variant": "instant", "concurrency": 1, "ttft": {"p50": hop},
+             "ttft_p50_rounds": direct_rounds}]
+    added = [{"way": "switchboard", "variant": "instant", "concurrency": 1, "ttft_p50": added_ms, "ttft_p99": 9.0}]
+    return {"overhead": {"rows": rows, "added": added}}
+
+
+def _against_hop(results: dict) -> Check:
+    return next(c for c in targets._overhead(results) if "the direct hop" in c.target)
+
+
+def test_added_time_to_first_token_is_judged_against_the_direct_hop_of_the_same_run():
+    assert _against_hop(_overhead([0.40, 0.38, 0.42], added_ms=1.1)).verdict == "met"
+    missed = _against_hop(_overhead([0.22, 0.20, 0.24], added_ms=4.2))
+    assert missed.verdict == "missed" and "(19.1x)" in missed.measured
+    broken = _against_hop(_overhead([40.0, 41.0, 39.0], added_ms=4.2))  # a direct hop of 40 ms is no hop
+    assert broken.verdict == "unmeasured" and "the direct hop read 40.0 ms" in broken.unmeasured
+    older = _overhead([0.40, 0.38, 0.42], added_ms=1.1)
+    del older["overhead"]["rows"][0]["ttft_p50_rounds"]  # a report from before the rounds were kept
+    assert "rounds not recorded" in _against_hop(older).unmeasured
