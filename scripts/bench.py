@@ -244,6 +244,9 @@ def write(results: dict, out: Path, notes: Path | None) -> None:
     (out / "benchmarks.md").write_text(markdown(results, "benchmarks.png"))
 
 
+RUN_APART = ("scale", "agent_sessions_local")  # sections 8 (--scale) and 14b (--agent-sessions-local)
+
+
 def main() -> None:
     stop_on_signals()
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -312,8 +315,10 @@ def main() -> None:
     else:
         results = run(sizes, command, log=log)
         previous = args.out / "benchmarks.json"
-        if previous.exists() and "scale" in json.loads(previous.read_text()):  # section 8 runs apart (--scale)
-            results["scale"] = json.loads(previous.read_text())["scale"]
+        kept = json.loads(previous.read_text()) if previous.exists() else {}
+        for section in RUN_APART:  # not part of the full run: kept from the last report
+            if section in kept:
+                results[section] = kept[section]
     write(results, args.out, args.notes)
     for check in check_all(results):
         print(f"{check.verdict.upper() if check.verdict == 'missed' else check.verdict:10} {check.target}: "
