@@ -8,17 +8,20 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import threading
+import time
 
 import llama_cpp
 import pytest
 from llama_cpp._internals import LlamaModel
 
 from catalog.llamacpp import LlamaCppSettings, smollm2_gguf
-from protocol.contract import FinishReason, Job, Message, SamplingOptions
+from protocol.contract import EmbedSpec, FinishReason, Job, Message, SamplingOptions
 from workers.backends.llama_engine import Admitted, Engine, Finished, Request, Shape
 from workers.backends.llama_sampling import Sampler
 from workers.backends.llamacpp import LlamaCppBackend
+from workers.backends.llamacpp_embed import Embedder
 from workers.backends.prompt_cache import SavedPrefixes
 from workers.cancel import Cancel
 
@@ -278,3 +281,48 @@ def test_a_person_back_after_others_took_the_only_sequence_is_restored_from_ram(
         assert reused >= alice_tokens - 2 and tokens == expected
     finally:
         engine.close()
+
+
+def _threads() -> int:
+    return len(os.listdir("/proc/self/task"))
+
+
+def _threads_back_to(count: int, within: float = 30.0) -> int:
+    """The process's thread count once it is down to `count`, or after `within` seconds."""
+    deadline = time.monotonic() + within
+    while _threads() > count and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return _threads()
+
+
+def test_an_idle_engine_gives_its_helper_threads_back(model, engine):
+    """llama.cpp's OpenMP helpers of a decode thread go when its engine goes
+    idle: while an idle model's helpers stayed, libgomp made every thread of
+    the process sleep at its barriers, and another model decoded 3x slower
+    (workers/backends/omp_helpers.py)."""
+    before = _threads()
+    _tokens_of(request(model, engine, "Once upon a time", limit=8))
+    assert _threads_back_to(before) == before
+
+
+def test_a_thread_that_embedded_keeps_no_helper_threads():
+    """A worker's job thread that embedded (the default registry's embedding
+    model) holds no helpers afterwards, for as long as it lives."""
+    embedder = Embedder(LlamaCppSettings(n_ctx=512))
+    go, embedded, done = threading.Event(), threading.Event(), threading.Event()
+
+    def embed_then_wait():
+        go.wait(60)
+        embedder.embed(EmbedSpec(inputs=["an idle thread holds nothing"]))
+        embedded.set()
+        done.wait(60)
+    living = threading.Thread(target=embed_then_wait)
+    living.start()
+    try:
+        before = _threads()  # with it running, before its computation made helpers
+        go.set()
+        assert embedded.wait(60)
+        assert _threads_back_to(before) == before
+    finally:
+        done.set()
+        living.join()

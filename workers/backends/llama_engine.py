@@ -34,6 +34,7 @@ import llama_cpp
 
 from protocol.contract import FinishReason
 from protocol.errors import BackendError
+from workers.backends import omp_helpers
 from workers.backends.llama_sampling import Sampler
 from workers.backends.lone_threads import LoneThreads
 from workers.backends.prompt_cache import SavedPrefixes, common_prefix, copy_sequence
@@ -129,6 +130,7 @@ class Engine:
         self._wake = threading.Condition()
         self._closed = False
         self.steps = 0  # decode steps run (tests and metrics read it)
+        self._computed = False  # since it last gave its helper threads back
         self._thread = threading.Thread(target=self._loop, name="llama-decode", daemon=True)
         self._thread.start()
 
@@ -183,6 +185,9 @@ class Engine:
                 self._admit()
                 if any(s.request is not None for s in self.slots):
                     return True
+                if self._computed:  # idle from now on: its helper threads go (omp_helpers)
+                    omp_helpers.release()
+                    self._computed = False
                 self._wake.wait()
 
     def _drop_cancelled(self) -> None:
@@ -242,6 +247,7 @@ class Engine:
         outputs = self._fill_batch()
         status = self._decode_lone() if self._batch.n_tokens == 1 else llama_cpp.llama_decode(self.ctx, self._batch)
         self.steps += 1
+        self._computed = True
         if status != 0:
             self._fail_batch(outputs, status)
             return

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from catalog.llamacpp import LlamaCppSettings
 from protocol.contract import EmbedSpec
+from workers.backends import omp_helpers
 from workers.backends.base import too_long
 from workers.backends.cpu_threads import batch_threads, decode_threads
 from workers.model_output import Embedded
@@ -35,5 +36,8 @@ class Embedder:
                 count = len(self.llm.tokenize(text.encode("utf-8")))
                 if count > self.n_ctx:
                     raise too_long(index, count, self.n_ctx)
-        vectors, tokens = self.llm.embed(texts, normalize=False, truncate=True, return_count=True)
+        try:
+            vectors, tokens = self.llm.embed(texts, normalize=False, truncate=True, return_count=True)
+        finally:
+            omp_helpers.release()  # this job's thread computes no more (omp_helpers: they slow the decode threads)
         return Embedded([list(v) for v in vectors], tokens)
