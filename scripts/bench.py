@@ -149,11 +149,7 @@ def run(sizes: Sizes, command: str, log=print) -> dict:
                             "queued": abort.queued_aborts(endpoints, sizes.aborts)}
         log("6. queue latency")
         results["queue_latency"] = asyncio.run(abort.queue_latency(endpoints, sizes.probes, sizes.background))
-    # Apart from the stack above, whose idle processes (LiteLLM's proxy most) cost llama.cpp's
-    # threads a third of their speed in this process on 2 cores.
-    log("2b. local model, shared")
-    results["local_batching"] = local_batching.measure(sizes.batch_tokens, sizes.batch_rounds, log,
-                                                        sizes.batch_people)
+    results["local_batching"] = run_local_batching(sizes, log)
     results["sharing"] = run_sharing(sizes, log)
     results["deployments"] = deployments.measure(sizes.deploy_seconds, sizes.deploy_clients, log, sizes.deploy_rounds)
     results["durability"] = run_durability(sizes, log)
@@ -214,7 +210,13 @@ def run_sharing(sizes: Sizes, log=print) -> dict:
 
 
 # The sections run alone by a flag of their own: flag -> (the report's section, its runner).
-ONE_SECTION = {"sharing-only": ("sharing", run_sharing), "durability": ("durability", run_durability),
+def run_local_batching(sizes: Sizes, log=print) -> dict:
+    """2b. Several people on the local model at once, apart from section 1's stack."""
+    log("2b. local model, shared")
+    return local_batching.measure(sizes.batch_tokens, sizes.batch_rounds, log, sizes.batch_people)
+
+
+ONE_SECTION = {"local-batching": ("local_batching", run_local_batching), "sharing-only": ("sharing", run_sharing), "durability": ("durability", run_durability),
                "codex-transport": ("codex_transport", run_codex_transport), "tracing": ("tracing", run_tracing),
                "work-shares": ("work_shares", run_work_shares),
                "agent-sessions": ("agent_sessions", run_agent_sessions),
@@ -255,6 +257,8 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parents[1] / "docs")
     parser.add_argument("--notes", type=Path, help="a Markdown file appended to the report (profiles, findings)")
     parser.add_argument("--render", action="store_true", help="only rewrite the report from OUT/benchmarks.json")
+    parser.add_argument("--local-batching", action="store_true",
+                        help="run only section 2b (the local model, shared) and merge it into OUT/benchmarks.json")
     parser.add_argument("--sharing-only", action="store_true",
                         help="run only section 7 (sharing) and merge it into OUT/benchmarks.json")
     parser.add_argument("--scale", action="store_true",

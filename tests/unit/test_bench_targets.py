@@ -40,6 +40,18 @@ def test_an_anchor_reading_5x_too_slow_makes_its_target_unmeasured():
     assert "outside its plausible" in check.unmeasured and "17.6 tok/s" in check.unmeasured
 
 
+def test_a_library_reading_below_its_own_lesser_way_is_no_anchor():
+    """The full run that printed 'met ... 81.1 vs 30.9 tok/s (262%)': with
+    every core the library read 30.9 tok/s, inside its plausible range but
+    below its own default threads (49.7), slowed in the harness's process."""
+    results = _batching([30.4, 30.9, 31.7], lone=81.1)
+    results["local_batching"]["rates"][BEFORE] = 49.7
+    check = _lone_person(results)
+    assert check.verdict == "unmeasured" and "below its default threads (49.7)" in check.unmeasured
+    results["local_batching"]["rates"][BEFORE] = 33.0  # within the slack of a lesser way: a slow machine
+    assert _lone_person(results).verdict == "met"
+
+
 def test_an_anchor_whose_rounds_spread_more_than_2x_is_unmeasured():
     check = _lone_person(_batching([88.0, 30.0, 90.0], lone=84.0))
     assert check.verdict == "unmeasured" and "spread 30.0-90.0" in check.unmeasured
