@@ -3,7 +3,7 @@ llama-cpp-python's server, all started here on loopback and stopped at the
 end; writes docs/benchmarks.md, docs/benchmarks.png and the raw numbers
 (docs/benchmarks.json).
 
-    python scripts/bench.py            # the full run (about 17 minutes on 2 cores)
+    python scripts/bench.py            # the full run (about 40 minutes on 2 cores)
     python scripts/bench.py --quick    # smaller sizes (about 18 minutes on 2 cores)
     python scripts/bench.py --scale    # section 8 only: web x worker configurations up to 256 clients
     python scripts/bench.py --deployments  # section 9 only: one model on 1, 2 and 4 servers
