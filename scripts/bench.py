@@ -209,14 +209,15 @@ def run_sharing(sizes: Sizes, log=print) -> dict:
     return result
 
 
-# The sections run alone by a flag of their own: flag -> (the report's section, its runner).
 def run_local_batching(sizes: Sizes, log=print) -> dict:
     """2b. Several people on the local model at once, apart from section 1's stack."""
     log("2b. local model, shared")
     return local_batching.measure(sizes.batch_tokens, sizes.batch_rounds, log, sizes.batch_people)
 
 
-ONE_SECTION = {"local-batching": ("local_batching", run_local_batching), "sharing-only": ("sharing", run_sharing), "durability": ("durability", run_durability),
+# The sections run alone by a flag of their own: flag -> (the report's section, its runner).
+ONE_SECTION = {"local-batching": ("local_batching", run_local_batching), "sharing-only": ("sharing", run_sharing),
+               "durability": ("durability", run_durability),
                "codex-transport": ("codex_transport", run_codex_transport), "tracing": ("tracing", run_tracing),
                "work-shares": ("work_shares", run_work_shares),
                "agent-sessions": ("agent_sessions", run_agent_sessions),
