@@ -25,6 +25,13 @@ if admitted ~= '-' and not redis.call('ZSCORE', admitted, A.member) then
   return false
 end
 local seq = redis.call('HINCRBY', state, 'seq', 1)
+-- A tag is rounded to a grain of 2^-24 thousand tokens. Equal work reached by different estimates and
+-- debts differs in its last bits when summed in floating point, and a turn queued first went after every
+-- colleague's queued later with what should have been the same tag. Rounded, equal work is an equal tag
+-- and arrival order decides. (Work is counted in quarter tokens: over a weight of 1, a power of two or a
+-- multiple of three it never falls near halfway between two grains, where that noise could tip it.)
+local GRAIN = 2 ^ 24
+local function on_grain(value) return math.floor(value * GRAIN + 0.5) / GRAIN end
 local tag
 if A.policy == 'fifo' then
   tag = seq
@@ -38,7 +45,7 @@ else
   local last = tonumber(redis.call('HGET', state, 'finish:' .. A.person) or '0')
   local debt = tonumber(redis.call('HGET', state, 'debt:' .. A.person) or '0')
   if debt ~= 0 then redis.call('HDEL', state, 'debt:' .. A.person) end
-  tag = math.max(now_v, last + debt / A.weight)
+  tag = on_grain(math.max(now_v, last + debt / A.weight))
   redis.call('HSET', state, 'finish:' .. A.person, string.format('%.17g', tag + (A.cost or 1) / A.weight))
 end
 -- Equal tags are served in arrival order: the member starts with the sequence number.

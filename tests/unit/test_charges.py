@@ -75,3 +75,30 @@ def test_counting_a_prompt_or_an_uncharged_job_leaves_no_debt(clean_redis):
         charges.settle(pipe, POOL, counted, Usage(prompt_tokens=5000))
         charges.settle(pipe, POOL, old_web, Usage(prompt_tokens=5000))
         assert len(pipe) == 0
+
+
+def test_equal_work_keeps_arrival_order_whatever_the_estimates(clean_redis, web):
+    """Seven agents take turns doing the same work (60 new tokens read, 8
+    written), but their prompts differ in length, so each job was estimated
+    differently and settled by a different debt. Their tags are equal in
+    tokens; summed in floating point they were not, and a turn queued first
+    could go after every colleague's queued later in the same round."""
+    people = [f"p{n}" for n in range(7)]
+    for length in (8_835, 7_214, 100):  # earlier work: a virtual time of 4.52425
+        queue(clean_redis, web, "p7", prompt="x" * length)
+    assert take_all(clean_redis) == ["p7"] * 3
+    for round_ in range(12):
+        arrival = people[round_ % 7:] + people[:round_ % 7]
+        for person in arrival:
+            queue(clean_redis, web, person, prompt="x" * (8_000 + 300 * round_ + 17 * int(person[1:])))
+        taken = []
+        for _ in people:
+            job = fairqueue.take(clean_redis, POOL, "w")
+            taken.append(job.person)
+            with clean_redis.pipeline(transaction=False) as pipe:
+                charges.settle(pipe, POOL, job.job.model_copy(update={"usage_of": job.person}),
+                               Usage(prompt_tokens=2_000 + 75 * round_, cached_tokens=1_940 + 75 * round_,
+                                     completion_tokens=8))
+                pipe.execute()
+            fairqueue.finish(clean_redis, job.person, job.lease)
+        assert taken == arrival, f"round {round_}"
