@@ -250,6 +250,15 @@ def write(results: dict, out: Path, notes: Path | None) -> None:
 RUN_APART = ("scale", "agent_sessions_local")  # sections 8 (--scale) and 14b (--agent-sessions-local)
 
 
+def _last_report(out: Path) -> dict:
+    """The report in `out` that one section is merged into (or rendered again)."""
+    path = out / "benchmarks.json"
+    if not path.exists():
+        raise SystemExit(f"{path} does not exist: one section is merged into an earlier report "
+                         "(copy docs/benchmarks.json there, or leave out --out)")
+    return json.loads(path.read_text())
+
+
 def main() -> None:
     stop_on_signals()
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -293,7 +302,7 @@ def main() -> None:
                              "(a git worktree) measured side by side")
     args = parser.parse_args()
     if args.render:
-        write(json.loads((args.out / "benchmarks.json").read_text()), args.out, args.notes)
+        write(_last_report(args.out), args.out, args.notes)
         return
     sizes = TINY if args.tiny else QUICK if args.quick else Sizes()
     started = time.monotonic()
@@ -303,18 +312,18 @@ def main() -> None:
         print(f"[{time.monotonic() - started:6.1f} s] {message}", flush=True)
     alone = next((flag for flag in ONE_SECTION if getattr(args, flag.replace("-", "_"))), None)
     if alone is not None:  # one section, merged into the last report with the command that ran it
-        results = json.loads((args.out / "benchmarks.json").read_text())
+        results = _last_report(args.out)
         section, runner = ONE_SECTION[alone]
         results[section] = runner(sizes, log, args.before) if alone in ("tracing", "work-shares", "agent-sessions",
                                                                         "agent-sessions-local") \
             else runner(sizes, log)
         results[section]["environment"] = environment(" ".join(["python scripts/bench.py", *sys.argv[1:]]))
     elif args.deployments:
-        results = json.loads((args.out / "benchmarks.json").read_text())
+        results = _last_report(args.out)
         results["deployments"] = deployments.measure(sizes.deploy_seconds, sizes.deploy_clients, log,
                                                      sizes.deploy_rounds)
     elif args.scale:
-        results = json.loads((args.out / "benchmarks.json").read_text())
+        results = _last_report(args.out)
         results["scale"] = scale.run(_scale_sizes(args), args.before, log)
         results["scale"]["environment"] = environment(" ".join(["python scripts/bench.py", *sys.argv[1:]]))
     else:

@@ -62,7 +62,7 @@ def _wait_for(check, timeout: float = 10.0, every: float = 0.0005):
 
 def streaming_aborts(endpoints: Endpoints, count: int) -> dict:
     client = redis.Redis.from_url(endpoints.redis_url)
-    latencies, extra_tokens = [], []
+    latencies = []
     for _ in range(count):
         sock, job_id = open_stream(endpoints.web_port, _body("echo:slow", words(200)), until_text=True)
         sock.close()

@@ -30,7 +30,7 @@ import llama_cpp
 
 from catalog.llamacpp import smollm2_gguf
 from scripts.benchkit.client import StreamResult, open_stream, stream
-from scripts.benchkit.sharing import _Stack
+from scripts.benchkit.sharing import _Stack, job_records
 from scripts.benchkit.stats import percentile
 from workers.backends.cpu_threads import physical_cores, usable_cpus
 
@@ -207,14 +207,7 @@ async def arrival(port: int, round_: int) -> tuple[float, float]:
 def _all_interactive(redis_url: str) -> None:
     """Every job of the section ran as a turn: one the fair queue took for
     background work would wait behind the room it leaves, and time that."""
-    import redis
-
-    client = redis.Redis.from_url(redis_url, decode_responses=True)
-    try:
-        background = sum(client.hget(key, "priority") == "background"
-                         for key in client.scan_iter(match="switchboard:job:*:state", count=1000))
-    finally:
-        client.close()
+    background = sum(record.get("priority") == "background" for record in job_records(redis_url))
     if background:
         raise RuntimeError(f"local batching: {background} of its requests ran as background work")
 

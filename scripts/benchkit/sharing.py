@@ -71,18 +71,25 @@ FAIR_REGISTRY = '[models."job"]\nbackend = "echo"\npool = "shared"\ndelay_ms = 4
 JOB_TEXT = " ".join(["word"] * 6)  # six tokens, 40 ms apart: 0.2 s a job
 
 
-def _queue_waits(redis_url: str) -> dict[str, list[float]]:
-    """Per person, each job's wait in the queue: from being queued to being
-    taken by a worker (the records the fair queue leaves)."""
+def job_records(redis_url: str) -> list[dict]:
+    """The record of every job the stack's Redis still holds (who asked,
+    when it was queued and taken, its priority)."""
     import redis
 
     client = redis.Redis.from_url(redis_url, decode_responses=True)
+    try:
+        return [client.hgetall(key) for key in client.scan_iter(match="switchboard:job:*:state", count=1000)]
+    finally:
+        client.close()
+
+
+def _queue_waits(redis_url: str) -> dict[str, list[float]]:
+    """Per person, each job's wait in the queue: from being queued to being
+    taken by a worker (the records the fair queue leaves)."""
     waits: dict[str, list[float]] = {}
-    for key in client.scan_iter(match="switchboard:job:*:state", count=1000):
-        record = client.hgetall(key)
+    for record in job_records(redis_url):
         if record.get("taken_at") and record.get("enqueued_at"):
             waits.setdefault(record["person"], []).append(float(record["taken_at"]) - float(record["enqueued_at"]))
-    client.close()
     return waits
 
 

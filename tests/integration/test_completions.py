@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 
-import httpx
 import ollama
 import openai
 import pytest
