@@ -25,12 +25,13 @@ if admitted ~= '-' and not redis.call('ZSCORE', admitted, A.member) then
   return false
 end
 local seq = redis.call('HINCRBY', state, 'seq', 1)
--- A tag is rounded to a grain of 2^-24 thousand tokens. Equal work reached by different estimates and
--- debts differs in its last bits when summed in floating point, and a turn queued first went after every
--- colleague's queued later with what should have been the same tag. Rounded, equal work is an equal tag
--- and arrival order decides. (Work is counted in quarter tokens: over a weight of 1, a power of two or a
--- multiple of three it never falls near halfway between two grains, where that noise could tip it.)
-local GRAIN = 2 ^ 24
+-- A tag is rounded to a grain of 2^-16 thousand tokens (a 65th of a token). Equal work reached by different
+-- estimates and debts differs in its last bits when summed in floating point, and a turn queued first went
+-- after every colleague's queued later with what should have been the same tag. Rounded, equal work is an
+-- equal tag and arrival order decides. (Work is counted in quarter tokens: over a weight of 0.5 to 10 in
+-- halves, no tag lies within 3e-9 thousand tokens of halfway between two grains, so the sums' noise cannot
+-- tip the rounding until the pool's virtual time passes some 1e7 thousand tokens.)
+local GRAIN = 2 ^ 16
 local function on_grain(value) return math.floor(value * GRAIN + 0.5) / GRAIN end
 local tag
 if A.policy == 'fifo' then
