@@ -43,8 +43,13 @@ def _ran(redis, web, person: str, prompt: str, usage: Usage) -> None:
     queue(redis, web, person, prompt=prompt)
     taken = fairqueue.take(redis, POOL, "w")
     assert taken.person == person and taken.job.charge == charges.estimate(taken.job)
+    _settled(redis, taken, usage)
+
+
+def _settled(redis, taken: fairqueue.Taken, usage: Usage) -> None:
+    """A taken job ended as its worker ends it: settled by its usage, its place freed."""
     with redis.pipeline(transaction=False) as pipe:
-        charges.settle(pipe, POOL, taken.job.model_copy(update={"usage_of": person}), usage)
+        charges.settle(pipe, POOL, taken.job.model_copy(update={"usage_of": taken.person}), usage)
         pipe.execute()
     fairqueue.finish(redis, taken.person, taken.lease)
 
@@ -95,10 +100,6 @@ def test_equal_work_keeps_arrival_order_whatever_the_estimates(clean_redis, web)
         for _ in people:
             job = fairqueue.take(clean_redis, POOL, "w")
             taken.append(job.person)
-            with clean_redis.pipeline(transaction=False) as pipe:
-                charges.settle(pipe, POOL, job.job.model_copy(update={"usage_of": job.person}),
-                               Usage(prompt_tokens=2_000 + 75 * round_, cached_tokens=1_940 + 75 * round_,
-                                     completion_tokens=8))
-                pipe.execute()
-            fairqueue.finish(clean_redis, job.person, job.lease)
+            _settled(clean_redis, job, Usage(prompt_tokens=2_000 + 75 * round_, cached_tokens=1_940 + 75 * round_,
+                                             completion_tokens=8))
         assert taken == arrival, f"round {round_}"

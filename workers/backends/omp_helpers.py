@@ -17,23 +17,21 @@ start, some 50 us). Where llama.cpp has no OpenMP this does nothing.
 from __future__ import annotations
 
 import ctypes
+import functools
 from typing import Callable
 
 OMP_PAUSE_SOFT = 1  # omp_pause_resource_t: the threads go, the settings stay
-
-_pause: Callable[[int], int] | None | bool = None  # libgomp's pause; False: there is none
 
 
 def release() -> None:
     """Give back the calling thread's helper threads, if it holds any.
     Called after a computation (llama.cpp and its libgomp are loaded)."""
-    global _pause
-    if _pause is None:
-        _pause = _find_pause() or False
-    if _pause:
-        _pause(OMP_PAUSE_SOFT)
+    pause = _find_pause()
+    if pause is not None:
+        pause(OMP_PAUSE_SOFT)
 
 
+@functools.cache  # (looked up once: after the first computation, libgomp is loaded or never will be)
 def _find_pause() -> Callable[[int], int] | None:
     path = _loaded("libgomp")
     if path is None:
