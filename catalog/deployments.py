@@ -23,10 +23,10 @@ from typing import Any, ClassVar
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from catalog.model_info import BackendSettings, ModelInfo, validation_message
-from catalog.upstream import AnthropicSettings, UpstreamSettings
+from catalog.upstream import AnthropicSettings, OpenAISettings, UpstreamSettings
 
 SETTINGS_OF_KIND: dict[str, type[UpstreamSettings]] = {
-    "openai": UpstreamSettings, "ollama": UpstreamSettings, "anthropic": AnthropicSettings}
+    "openai": OpenAISettings, "ollama": UpstreamSettings, "anthropic": AnthropicSettings}
 _SHARED_ROUTING_KEYS = {"weight", "max_concurrent"}  # a deployment's, with the model's as the default
 _MODEL_KEYS = {"deployments", "cooldown", "max_cooldown", "affinity_wait"}
 

@@ -56,6 +56,14 @@ class UpstreamSettings(BackendSettings):
         return self.headers | ({"Authorization": f"Bearer {key}"} if key else {})
 
 
+class OpenAISettings(UpstreamSettings):
+    """An OpenAI-compatible server; `custom_tools`: it takes OpenAI's custom
+    (freeform) tools, grammar included (OpenAI's API does; vLLM, llama.cpp
+    and most others do not, and get them as functions of one `input`)."""
+
+    custom_tools: bool = False
+
+
 class AnthropicSettings(UpstreamSettings):
     """An Anthropic-compatible server (Anthropic's API, or any server of its
     Messages API): its key goes in x-api-key, with the API version it speaks."""

@@ -3,11 +3,10 @@
 - client side: a /v1/messages (or count_tokens) request -> Job
 - upstream side: a Job -> the request an Anthropic-compatible upstream gets
 
-A conversation's blocks become the job's messages in order: each text block
-a message of its own (as the OpenAI parts are; echo answers the last),
-`tool_use` blocks the calls of the assistant message they end, each
-`tool_result` a tool message (`is_error`: a failed result), images with the
-last text of their turn. `system` becomes the first message; system
+A conversation's blocks become the job's messages in order: a turn's text
+and image blocks one message (dialects/parts.py), `tool_use` blocks the
+calls of that message, each `tool_result` a tool message before it
+(`is_error`: a failed result). `system` becomes the first message; system
 messages inside `messages` stay where they are.
 """
 from __future__ import annotations
@@ -20,6 +19,7 @@ from dialects.anthropic_schemas import (
     ThinkingBlock, ToolResultBlock, ToolUseBlock,
 )
 from dialects.images import check_vision, from_typed_base64
+from dialects.parts import interleaved, joined
 from protocol.contract import (
     COUNT_VERSION, IMAGES_VERSION, Image, Job, Message, SamplingOptions, ToolCall, ToolChoice, ToolSpec, json_object,
 )
@@ -50,27 +50,20 @@ def _tool_result(block: ToolResultBlock, field: str, vision: bool) -> Message:
                    failed=block.is_error)
 
 
-def _grouped(role: str, texts: list[str], last_fields: dict) -> list[Message]:
-    """One message per text; the calls, images and thinking go with the last."""
-    if not (texts or any(last_fields.values())):
-        return []  # a turn of tool results only
-    texts = texts or [""]
-    return [Message(role=role, content=text, **(last_fields if n == len(texts) - 1 else {}))
-            for n, text in enumerate(texts)]
-
-
 def to_messages(message: WireMessage, index: int, vision: bool, thinks: bool) -> list[Message]:
+    """The turn's tool results, then its one message (dialects/parts.py):
+    its texts and images in order, the calls and the thinking with it."""
     blocks = [TextBlock(type="text", text=message.content)] if isinstance(message.content, str) else message.content
     field = f"messages.{index}.content"
     if message.role == "system":
         return [Message(role="system", content="\n\n".join(b.text for b in blocks if isinstance(b, TextBlock)))]
     results: list[Message] = []
-    texts, calls, images, thoughts, signatures, redacted = [], [], [], [], [], []
+    parts, calls, thoughts, signatures, redacted = [], [], [], [], []
     for n, block in enumerate(blocks):
         if isinstance(block, TextBlock):
-            texts.append(block.text)
+            parts.append(block.text)
         elif isinstance(block, ImageBlock):
-            images.append(_image(block, f"{field}.{n}", vision))
+            parts.append(_image(block, f"{field}.{n}", vision))
         elif isinstance(block, ToolUseBlock):
             calls.append(ToolCall(id=block.id, name=block.name, arguments=json.dumps(block.input, ensure_ascii=False)))
         elif isinstance(block, ToolResultBlock):
@@ -80,8 +73,12 @@ def to_messages(message: WireMessage, index: int, vision: bool, thinks: bool) ->
             signatures.append(block.signature)
         elif isinstance(block, RedactedThinkingBlock) and thinks:
             redacted.append(block.data)
-    return results + _grouped(message.role, texts, {"tool_calls": calls, "images": images, "thinking": "".join(
-        thoughts), "thinking_signature": signatures[-1] if signatures else "", "redacted_thinking": redacted})
+    if not (parts or calls or thoughts or redacted):
+        return results  # a turn of tool results only
+    text, images = joined(parts)
+    return results + [Message(role=message.role, content=text, images=images, tool_calls=calls,
+                              thinking="".join(thoughts), thinking_signature=signatures[-1] if signatures else "",
+                              redacted_thinking=redacted)]
 
 
 def system_text(system: str | list[TextBlock] | None) -> str:
@@ -184,10 +181,9 @@ def _content(message: Message) -> list[dict]:
     if message.thinking and message.thinking_signature:  # unsigned thinking is refused: it is left out
         blocks.append({"type": "thinking", "thinking": message.thinking, "signature": message.thinking_signature})
     blocks += [{"type": "redacted_thinking", "data": data} for data in message.redacted_thinking]
-    if message.content:
-        blocks.append({"type": "text", "text": message.content})
-    blocks += [{"type": "image", "source": {"type": "base64", "media_type": image.mime, "data": image.data}}
-               for image in message.images]
+    blocks += [{"type": "image", "source": {"type": "base64", "media_type": piece.mime, "data": piece.data}}
+               if isinstance(piece, Image) else {"type": "text", "text": piece}
+               for piece in interleaved(message) if piece]  # text and images where they stood
     blocks += [{"type": "tool_use", "id": call.id, "name": call.name, "input": json_object(call.arguments)}
                for call in message.tool_calls]
     return blocks

@@ -41,8 +41,12 @@ def stop_list(stop: str | list[str] | None) -> list[str]:
     return [stop] if isinstance(stop, str) else list(stop)
 
 
+# A tool's name, as OpenAI restricts it.
+ToolName = Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.:-]+$")]
+
+
 class FunctionDefinition(Request):
-    name: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.:-]+$")
+    name: ToolName
     description: str | None = None
     parameters: dict | None = None
 

@@ -10,12 +10,19 @@ from __future__ import annotations
 
 from dialects.common import stop_list
 from dialects.images import check_vision, from_url
+from dialects.common import Tool
 from dialects.openai_schemas import (
-    ChatCompletionRequest, CompletionRequest, ImagePart, Message as WireMessage, NamedToolChoice, ResponseFormat,
-    TextPart,
+    ChatCompletionRequest, CompletionRequest, CustomDefinition, CustomTool, CustomToolCallIn, Message as WireMessage,
+    NamedCustomChoice, NamedToolChoice, ResponseFormat, TextPart, ToolCallIn,
 )
-from dialects.tools import arguments_text, to_tool_specs, tool_definitions
-from protocol.contract import IMAGES_VERSION, Image, Job, Message, PromptSpec, SamplingOptions, ToolCall, ToolChoice
+from dialects.parts import interleaved, joined
+from dialects.tools import (
+    arguments_text, custom_arguments, custom_input, custom_tool_names, custom_tool_spec, tool_definitions,
+    to_tool_specs as function_tool_specs,
+)
+from protocol.contract import (
+    IMAGES_VERSION, Image, Job, Message, PromptSpec, SamplingOptions, ToolCall, ToolChoice, ToolSpec,
+)
 from protocol.errors import InvalidRequest
 
 _ROLES = {"developer": "system"}
@@ -55,41 +62,65 @@ def from_format(output_format) -> dict | None:
 
 
 # --- client side: request -> Job -----------------------------------------------------
-def content_texts(message: WireMessage) -> list[str]:
-    """Content as texts: one, or one per text part of a list (kept apart, as
-    Ollama's OpenAI layer does: each part becomes a message of its own)."""
+def _parts(message: WireMessage, index: int, vision: bool) -> list[str | Image]:
     if message.content is None or isinstance(message.content, str):
         return [message.content or ""]
-    return [part.text for part in message.content if isinstance(part, TextPart)] or [""]
+    field = f"messages.{index}.content"
+    parts: list[str | Image] = []
+    for part in message.content:
+        if isinstance(part, TextPart):
+            parts.append(part.text)
+            continue
+        check_vision(vision, field)
+        parts.append(from_url(part.image_url.get("url", "") if isinstance(part.image_url, dict) else part.image_url,
+                              field))
+    return parts
 
 
-def content_images(message: WireMessage, index: int, vision: bool) -> list[Image]:
-    parts = [p for p in message.content or [] if isinstance(p, ImagePart)] if isinstance(message.content, list) else []
-    if parts:
-        check_vision(vision, f"messages.{index}.content")
-    urls = [part.image_url.get("url", "") if isinstance(part.image_url, dict) else part.image_url for part in parts]
-    return [from_url(url, f"messages.{index}.content") for url in urls]
+def _call(call: ToolCallIn | CustomToolCallIn) -> ToolCall:
+    """A replayed call; a custom tool's text becomes its one `input`."""
+    if isinstance(call, CustomToolCallIn):
+        return ToolCall(id=call.id, name=call.custom.name, arguments=custom_arguments(call.custom.input))
+    return ToolCall(id=call.id, name=call.function.name, arguments=arguments_text(call.function.arguments))
 
 
-def to_messages(message: WireMessage, index: int, vision: bool = False) -> list[Message]:
-    """One message per text part; the calls and the images go with the last."""
-    calls = [ToolCall(id=c.id, name=c.function.name, arguments=arguments_text(c.function.arguments))
-             for c in message.tool_calls or []]
-    texts, images = content_texts(message), content_images(message, index, vision)
-    last = len(texts) - 1
-    return [Message(role=_ROLES.get(message.role, message.role), content=text,
-                    tool_calls=calls if n == last else [], images=images if n == last else [],
-                    tool_call_id=message.tool_call_id, failed=bool(message.is_error)) for n, text in enumerate(texts)]
+def to_message(message: WireMessage, index: int, vision: bool = False) -> Message:
+    """One message, whatever parts it came in (dialects/parts.py)."""
+    text, images = joined(_parts(message, index, vision))
+    return Message(role=_ROLES.get(message.role, message.role), content=text, images=images,
+                   tool_calls=[_call(c) for c in message.tool_calls or []], tool_call_id=message.tool_call_id,
+                   failed=bool(message.is_error))
+
+
+def to_tool_specs(tools: list[Tool | CustomTool] | None) -> list[ToolSpec]:
+    """Function tools as they are; custom tools with their format flattened
+    to the Responses shape the job carries."""
+    specs = []
+    for tool in tools or []:
+        if isinstance(tool, CustomTool):
+            specs.append(custom_tool_spec(tool.custom.name, tool.custom.description or "", _flat_format(tool.custom)))
+        else:
+            specs += function_tool_specs([tool])
+    return specs
+
+
+def _flat_format(custom: CustomDefinition) -> dict | None:
+    form = custom.format
+    if form is None:
+        return None
+    if form.type == "grammar" and form.grammar is not None:
+        return {"type": "grammar", "syntax": form.grammar.syntax, "definition": form.grammar.definition}
+    return {"type": "text"}
 
 
 def to_tool_choice(request: ChatCompletionRequest) -> ToolChoice:
     choice = request.tool_choice
-    if not isinstance(choice, NamedToolChoice):
+    if not isinstance(choice, (NamedToolChoice, NamedCustomChoice)):
         return ToolChoice(mode=choice or "auto")
-    if choice.function.name not in {t.function.name for t in request.tools or []}:
-        raise InvalidRequest(f"tool_choice: function {choice.function.name!r} is not among the tools",
-                             param="tool_choice")
-    return ToolChoice(mode="function", name=choice.function.name)
+    name = choice.custom.name if isinstance(choice, NamedCustomChoice) else choice.function.name
+    if name not in {spec.name for spec in to_tool_specs(request.tools)}:
+        raise InvalidRequest(f"tool_choice: {choice.type} {name!r} is not among the tools", param="tool_choice")
+    return ToolChoice(mode="function", name=name)
 
 
 def to_think(effort: str | None, capabilities) -> bool | str | None:
@@ -102,7 +133,7 @@ def to_think(effort: str | None, capabilities) -> bool | str | None:
 
 def chat_to_job(request: ChatCompletionRequest, job_id: str, model: str, capabilities=()) -> Job:
     vision = "vision" in capabilities
-    messages = [part for i, m in enumerate(request.messages) for part in to_messages(m, i, vision)]
+    messages = [to_message(m, i, vision) for i, m in enumerate(request.messages)]
     return Job(id=job_id, model=model, messages=messages,
                options=to_sampling(request, request.max_completion_tokens or request.max_tokens),
                tools=to_tool_specs(request.tools), tool_choice=to_tool_choice(request),
@@ -125,41 +156,50 @@ def completion_to_job(request: CompletionRequest, job_id: str, model: str, capab
 
 
 # --- upstream side: Job -> request ---------------------------------------------------
-def _wire_message(message: Message) -> dict:
+def _wire_message(message: Message, custom: frozenset[str]) -> dict:
     wire: dict = {"role": message.role, "content": message.content}
-    if message.images:  # OpenAI's content parts: the text, then each image as a data URL
-        wire["content"] = [{"type": "text", "text": message.content}] + [
-            {"type": "image_url", "image_url": {"url": image.data_url()}} for image in message.images]
+    if message.images:  # OpenAI's content parts: the text and each image (a data URL) where it stood
+        wire["content"] = [{"type": "image_url", "image_url": {"url": piece.data_url()}} if isinstance(piece, Image)
+                           else {"type": "text", "text": piece} for piece in interleaved(message)]
     if message.tool_calls:
         wire["content"] = message.content or None
-        wire["tool_calls"] = [{"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
-                              for c in message.tool_calls]
+        wire["tool_calls"] = [_wire_call(c, custom) for c in message.tool_calls]
     if message.role == "tool":
         wire["tool_call_id"] = message.tool_call_id or ""
     return wire
 
 
-def _wire_tool_choice(choice: ToolChoice):
+def _wire_call(call: ToolCall, custom: frozenset[str]) -> dict:
+    if call.name in custom:
+        return {"id": call.id, "type": "custom", "custom": {"name": call.name, "input": custom_input(call.arguments)}}
+    return {"id": call.id, "type": "function", "function": {"name": call.name, "arguments": call.arguments}}
+
+
+def _wire_tool_choice(choice: ToolChoice, custom: frozenset[str]):
+    if choice.mode == "function" and choice.name in custom:
+        return {"type": "custom", "custom": {"name": choice.name}}
     if choice.mode == "function":
         return {"type": "function", "function": {"name": choice.name}}
     return choice.mode
 
 
-def upstream_request(job: Job, upstream_model: str) -> tuple[str, dict]:
+def upstream_request(job: Job, upstream_model: str, custom_tools: bool = False) -> tuple[str, dict]:
     """Chat jobs go to /chat/completions, raw prompts to /completions; always
-    streamed, asking for usage in the stream."""
+    streamed, asking for usage in the stream. Custom tools go as such to an
+    upstream that takes them (`custom_tools`), else as functions of one `input`."""
+    custom = custom_tool_names(job.tools) if custom_tools else frozenset()
     if job.prompt is not None:
         path, body = "/completions", {"model": upstream_model, "prompt": job.prompt.prompt}
     else:
         path, body = "/chat/completions", {"model": upstream_model,
-                                           "messages": [_wire_message(m) for m in job.messages],
+                                           "messages": [_wire_message(m, custom) for m in job.messages],
                                            "response_format": from_format(job.format)}
     body |= {"stream": True, "stream_options": {"include_usage": True}} | from_sampling(job.options)
     if isinstance(job.think, str):  # a level: OpenAI's (and vLLM's, Ollama's) reasoning_effort
         body["reasoning_effort"] = job.think
     if job.tools:
-        body["tools"] = tool_definitions(job.tools)
-        body["tool_choice"] = _wire_tool_choice(job.tool_choice)
+        body["tools"] = tool_definitions(job.tools, custom=custom_tools)
+        body["tool_choice"] = _wire_tool_choice(job.tool_choice, custom)
         if not job.parallel_tool_calls:
             body["parallel_tool_calls"] = False
     return path, {k: v for k, v in body.items() if v is not None}

@@ -5,7 +5,7 @@ from typing import Annotated, Literal, Union
 
 from pydantic import Field
 
-from dialects.common import PositiveInt, Request, Seed, Temperature, Tool, TopP
+from dialects.common import PositiveInt, Request, Seed, Temperature, Tool, ToolName, TopP, union_by_type
 
 
 class TextPart(Request):
@@ -32,12 +32,29 @@ class ToolCallIn(Request):
     function: CallFunction
 
 
+class CustomCall(Request):
+    name: str
+    input: str = ""
+
+
+class CustomToolCallIn(Request):
+    """A call of a freeform tool, as the client replays it: its text whole."""
+
+    id: str
+    type: Literal["custom"]
+    custom: CustomCall
+
+
+AnyToolCallIn = union_by_type({"function": ToolCallIn, "custom": CustomToolCallIn}, other=ToolCallIn,
+                              absent="function")
+
+
 class Message(Request):
     # "developer" is the newer name OpenAI uses for system instructions.
     role: Literal["system", "developer", "user", "assistant", "tool"]
     content: str | list[ContentPart] | None = None
     name: str | None = None
-    tool_calls: list[ToolCallIn] | None = None
+    tool_calls: list[AnyToolCallIn] | None = None
     tool_call_id: str | None = None
     is_error: bool | None = None  # some agents mark failed tool results so
 
@@ -49,6 +66,42 @@ class FunctionName(Request):
 class NamedToolChoice(Request):
     type: Literal["function"] = "function"
     function: FunctionName
+
+
+class NamedCustomChoice(Request):
+    type: Literal["custom"]
+    custom: FunctionName
+
+
+class Grammar(Request):
+    syntax: str = "lark"  # OpenAI's: "lark" or "regex"
+    definition: str
+
+
+class CustomFormat(Request):
+    """`text` (any text) or `grammar`; a kind OpenAI adds later is taken as text."""
+
+    type: str = "text"
+    grammar: Grammar | None = None
+
+
+class CustomDefinition(Request):
+    name: ToolName
+    description: str | None = None
+    format: CustomFormat | None = None
+
+
+class CustomTool(Request):
+    """A freeform tool (Copilot CLI's `apply_patch` for Codex-family models)."""
+
+    type: Literal["custom"]
+    custom: CustomDefinition
+
+
+# An unknown type is refused as a function tool's would be ("Input should be 'function'").
+ChatTool = union_by_type({"function": Tool, "custom": CustomTool}, other=Tool, absent="function")
+ToolChoiceObject = union_by_type({"function": NamedToolChoice, "custom": NamedCustomChoice}, other=NamedToolChoice,
+                                 absent="function")
 
 
 class StreamOptions(Request):
@@ -81,8 +134,8 @@ class ChatCompletionRequest(Request):
     stream_options: StreamOptions | None = None
     temperature: Temperature | None = None
     top_p: TopP | None = None
-    tools: list[Tool] | None = None
-    tool_choice: Literal["none", "auto", "required"] | NamedToolChoice | None = None
+    tools: list[ChatTool] | None = None
+    tool_choice: Literal["none", "auto", "required"] | ToolChoiceObject | None = None
     parallel_tool_calls: bool | None = None
     reasoning_effort: Literal["none", "minimal", "low", "medium", "high"] | None = None
     prompt_cache_key: str | None = None  # routes prompts sharing a prefix to one cache

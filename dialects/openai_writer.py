@@ -2,6 +2,7 @@
 objects, and OpenAI's error object."""
 from __future__ import annotations
 
+from dialects.tools import custom_input
 from dialects.writer import (
     Frame, Marker, Transcript, Writer, finish_extensions, reply_extensions, server_tool_comment,
 )
@@ -38,7 +39,10 @@ def finish_reason(done: DoneEvent) -> str:
     return done.reason if done.reason in (FinishReason.LENGTH, FinishReason.TOOL_CALLS) else "stop"
 
 
-def tool_call_object(call: ToolCallEvent) -> dict:
+def tool_call_object(call: ToolCallEvent, custom: frozenset[str] = frozenset()) -> dict:
+    """A function's call, or a custom (freeform) tool's with its text whole."""
+    if call.name in custom:
+        return {"id": call.id, "type": "custom", "custom": {"name": call.name, "input": custom_input(call.arguments)}}
     return {"id": call.id, "type": "function", "function": {"name": call.name, "arguments": call.arguments}}
 
 
@@ -67,6 +71,11 @@ class ChatWriter(_OpenAIWriter):
 
     object_name = "chat.completion.chunk"
 
+    def __init__(self, completion_id: str, model: str, created: int, include_usage: bool = False,
+                 custom_tools: frozenset[str] = frozenset()):
+        super().__init__(completion_id, model, created, include_usage)
+        self.custom_tools = custom_tools  # the request's custom tools: their calls are written as such
+
     def _chunk(self, delta: dict, finish: str | None = None) -> dict:
         chunk = self.base | {"choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}]}
         if self.include_usage:
@@ -87,10 +96,12 @@ class ChatWriter(_OpenAIWriter):
         """One call as two pieces: Copilot joins pieces by id (a piece without
         one extends the latest call), the openai SDK by index; so the first
         piece has index, id, type, name and empty arguments, the second only
-        index and arguments."""
-        head = {"index": call.index, "id": call.id, "type": "function",
-                "function": {"name": call.name, "arguments": ""}}
-        body = {"index": call.index, "function": {"arguments": call.arguments}}
+        index and arguments. A custom tool's call has the same two pieces,
+        its text in `custom.input` (as the openai SDKs accumulate it)."""
+        kind = "custom" if call.name in self.custom_tools else "function"
+        field, text = ("input", custom_input(call.arguments)) if kind == "custom" else ("arguments", call.arguments)
+        head = {"index": call.index, "id": call.id, "type": kind, kind: {"name": call.name, field: ""}}
+        body = {"index": call.index, kind: {field: text}}
         return [self._chunk({"tool_calls": [head]}), self._chunk({"tool_calls": [body]})]
 
     def server_tool(self, event: ServerToolEvent) -> list[Frame]:
@@ -119,7 +130,7 @@ class ChatWriter(_OpenAIWriter):
         if transcript.thoughts:
             message["reasoning_content"] = transcript.thinking
         if calls:
-            message["tool_calls"] = [tool_call_object(c) for c in calls]
+            message["tool_calls"] = [tool_call_object(c, self.custom_tools) for c in calls]
         return self.base | {
             "object": "chat.completion",
             "choices": [{"index": 0, "message": message, "logprobs": None,

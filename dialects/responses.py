@@ -2,8 +2,8 @@
 -> Job).
 
 Items become the job's messages in order: `instructions` first as the
-system message, each text part a message of its own (as chat's parts are;
-echo answers the last), `function_call` items as the assistant's calls
+system message, each message item one message however many parts it has
+(dialects/parts.py), `function_call` items as the assistant's calls
 (adjacent ones joined: a parallel round), their outputs as tool messages
 matched by `call_id`, `reasoning` summaries passed back to a model that
 thinks. Custom (freeform) tools, such as Codex's `apply_patch`, are offered
@@ -16,6 +16,8 @@ import json
 from pydantic import TypeAdapter
 
 from dialects.images import check_vision, from_url
+from dialects.parts import joined
+from dialects.tools import custom_arguments, custom_tool_spec
 from dialects.responses_schemas import (
     CompactionItem, CompactionTriggerItem, CustomToolCallItem, CustomToolCallOutputItem, FunctionCallItem,
     FunctionCallOutputItem, InputImage, InputItem, InputText, LocalShellCallItem, LocalShellCallOutputItem, MessageItem,
@@ -24,9 +26,6 @@ from dialects.responses_schemas import (
 from protocol.contract import IMAGES_VERSION, Image, Job, Message, SamplingOptions, ToolCall, ToolChoice, ToolSpec
 from protocol.errors import InvalidRequest
 
-# A custom tool's one free-text input, as the model is offered it.
-CUSTOM_TOOL_PARAMETERS = {"type": "object", "properties": {"input": {
-    "type": "string", "description": "the tool's whole input, as free text"}}, "required": ["input"]}
 LOCAL_SHELL = "local_shell"  # the name a local shell call goes by in the conversation
 _EFFORTS = {"none": False, "minimal": "low", "low": "low", "medium": "medium", "high": "high", "xhigh": "high"}
 
@@ -43,9 +42,18 @@ def to_tool_specs(request: ResponsesRequest) -> list[ToolSpec]:
         if tool.type == "function" and tool.name:
             specs.append(ToolSpec(name=tool.name, description=tool.description or "", parameters=tool.parameters or {}))
         elif tool.type == "custom" and tool.name:
-            specs.append(ToolSpec(name=tool.name, description=tool.description or "",
-                                  parameters=CUSTOM_TOOL_PARAMETERS))
+            specs.append(custom_tool_spec(tool.name, tool.description or "", _format(tool.format)))
     return specs
+
+
+def _format(form: dict | None) -> dict | None:
+    """Responses' format is already flat ({type, syntax, definition})."""
+    if not form:
+        return None
+    if form.get("type") != "grammar":
+        return {"type": "text"}
+    syntax, definition = form.get("syntax") or "lark", form.get("definition", "")
+    return {"type": "grammar", "syntax": str(syntax), "definition": str(definition)}
 
 
 def custom_tool_names(request: ResponsesRequest) -> frozenset[str]:
@@ -77,15 +85,13 @@ def _output_text(output) -> str:
 
 
 def _message(item: MessageItem, field: str, vision: bool, thinking: str) -> list[Message]:
-    """One message per text part; the images (and passed-back thinking) go with the last."""
+    """One message, whatever parts it came in (dialects/parts.py), with the
+    thinking passed back before it."""
     parts = [InputText(type="input_text", text=item.content)] if isinstance(item.content, str) else item.content
-    images = [_image(part, f"{field}.content.{n}", vision) for n, part in enumerate(parts)
-              if isinstance(part, InputImage)]
-    texts = [_text(part) for part in parts if not isinstance(part, InputImage)] or [""]
+    text, images = joined([_image(part, f"{field}.content.{n}", vision) if isinstance(part, InputImage)
+                           else _text(part) for n, part in enumerate(parts)])
     role = "system" if item.role == "developer" else item.role
-    last = len(texts) - 1
-    return [Message(role=role, content=text, images=images if n == last else [],
-                    thinking=thinking if n == last and role == "assistant" else "") for n, text in enumerate(texts)]
+    return [Message(role=role, content=text, images=images, thinking=thinking if role == "assistant" else "")]
 
 
 def _image(part: InputImage, field: str, vision: bool) -> Image:
@@ -101,8 +107,7 @@ def _call(item: FunctionCallItem | CustomToolCallItem | LocalShellCallItem) -> T
     if isinstance(item, FunctionCallItem):
         return ToolCall(id=item.call_id, name=item.name, arguments=item.arguments)
     if isinstance(item, CustomToolCallItem):
-        return ToolCall(id=item.call_id, name=item.name,
-                        arguments=json.dumps({"input": item.input}, ensure_ascii=False))
+        return ToolCall(id=item.call_id, name=item.name, arguments=custom_arguments(item.input))
     return ToolCall(id=item.call_id, name=LOCAL_SHELL, arguments=json.dumps(item.action, ensure_ascii=False))
 
 

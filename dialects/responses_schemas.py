@@ -128,6 +128,7 @@ class Tool(Request):
     description: str | None = None
     parameters: dict | None = None
     strict: bool | None = None
+    format: dict | None = None  # a custom tool's: {"type": "grammar", "syntax", "definition"} or {"type": "text"}
     tools: list["Tool"] | None = None  # a namespace's
 
 

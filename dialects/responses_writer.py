@@ -15,8 +15,9 @@ import json
 from typing import Callable
 
 from dialects import openai_writer
+from dialects.tools import custom_input
 from dialects.writer import Frame, NamedEvent, Transcript, Writer, server_tool_comment
-from protocol.contract import DoneEvent, FinishReason, ServerToolEvent, ToolCallEvent, json_object
+from protocol.contract import DoneEvent, FinishReason, ServerToolEvent, ToolCallEvent
 from protocol.errors import PromptTooLong, SwitchboardError
 
 # Codex compacts its conversation on this code, and retries on the others.
@@ -59,7 +60,7 @@ def call_item(call: ToolCallEvent, custom: bool) -> dict:
     """A function call, or a custom tool's call with its one text input."""
     if custom:
         return {"type": "custom_tool_call", "id": f"ctc_{_suffix(call.id)}", "status": "completed",
-                "call_id": call.id, "name": call.name, "input": str(json_object(call.arguments).get("input", ""))}
+                "call_id": call.id, "name": call.name, "input": custom_input(call.arguments)}
     return {"type": "function_call", "id": f"fc_{_suffix(call.id)}", "status": "completed", "call_id": call.id,
             "name": call.name, "arguments": call.arguments}
 

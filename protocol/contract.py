@@ -50,11 +50,19 @@ class _Strict(BaseModel):
 
 
 class ToolSpec(_Strict):
-    """A function the client offers; `parameters` is its JSON schema."""
+    """A tool the client offers: a function, whose `parameters` is its JSON
+    schema, or a freeform (`custom`) tool taking one text input (OpenAI's
+    custom tools, Codex's and Copilot's `apply_patch`). A custom tool is
+    also a function of one string parameter `input` (its `parameters`), so a
+    model without custom tools, or a worker that does not know `kind`, calls
+    it as one; `format` is the client's grammar or text format, passed on to
+    an upstream that takes custom tools."""
 
     name: str
     description: str = ""
     parameters: dict = Field(default_factory=dict)
+    kind: Literal["function", "custom"] = "function"
+    format: dict | None = None  # a custom tool's: {"type": "grammar", "syntax", "definition"} or {"type": "text"}
 
 
 _ID_ALPHABET = string.ascii_letters + string.digits
@@ -91,6 +99,9 @@ class Image(_Strict):
 
     data: str  # base64
     mime: str = "image/png"
+    # Where it stood in its message: an offset into the message's text (a
+    # client message of text and images is one message); None: after it.
+    at: int | None = Field(default=None, ge=0)
 
     def data_url(self) -> str:
         return f"data:{self.mime};base64,{self.data}"

@@ -62,6 +62,26 @@ def clean_redis(redis_client):
     clear()
 
 
+def _shared_fixture(name: str) -> dict:
+    """A copy of one of shared/fixtures: what a real client sent."""
+    import json
+    from pathlib import Path
+
+    return json.loads((Path(__file__).resolve().parent / "fixtures" / name).read_text())
+
+
+@pytest.fixture(scope="session")
+def copilot_cli_fixture():
+    """Copilot CLI's chat request with a freeform `apply_patch` (Codex-family model id)."""
+    return _shared_fixture("copilot-cli-chat-request.json")
+
+
+@pytest.fixture(scope="session")
+def kilo_fixture():
+    """Kilo CLI's chat request: a user turn of two text parts."""
+    return _shared_fixture("kilo-cli-chat-request.json")
+
+
 @pytest.fixture(scope="session")
 def copilot_fixture():
     """What VS Code Copilot Chat really sends (a copy of shared/fixtures)."""

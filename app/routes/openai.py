@@ -11,6 +11,7 @@ from catalog.registry import ModelEntry
 from dialects import anthropic_writer, embeddings, openai as translate
 from dialects.openai_schemas import ChatCompletionRequest, CompletionRequest, EmbeddingsRequest
 from dialects.openai_writer import ChatWriter, CompletionWriter, error_body
+from dialects.tools import custom_tool_names
 from protocol.contract import new_job_id
 
 bp = Blueprint("openai", __name__, url_prefix="/v1")
@@ -47,9 +48,8 @@ def model(name: str):
     return jsonify(_anthropic_model(entry) if _speaks_anthropic() else _model_object(entry))
 
 
-def _writer(writer_class, prefix: str, request, job_id: str):
-    include_usage = bool(request.stream_options and request.stream_options.include_usage)
-    return writer_class(f"{prefix}-{job_id}", request.model, int(time.time()), include_usage)
+def _include_usage(request) -> bool:
+    return bool(request.stream_options and request.stream_options.include_usage)
 
 
 def _framing(stream: bool) -> str | None:
@@ -62,7 +62,9 @@ def chat_completions():
     check_request_limits(request.messages, request.tools)
     entry = find_model(request.model)
     job = translate.chat_to_job(request, new_job_id(), entry.name, entry.capabilities)
-    return serve(job, entry, _writer(ChatWriter, "chatcmpl", request, job.id), _framing(request.stream))
+    writer = ChatWriter(f"chatcmpl-{job.id}", request.model, int(time.time()), _include_usage(request),
+                        custom_tool_names(job.tools))
+    return serve(job, entry, writer, _framing(request.stream))
 
 
 @bp.post("/completions")
@@ -70,7 +72,8 @@ def completions():
     request = parse_body(CompletionRequest)
     entry = find_model(request.model)
     job = translate.completion_to_job(request, new_job_id(), entry.name, entry.capabilities)
-    return serve(job, entry, _writer(CompletionWriter, "cmpl", request, job.id), _framing(request.stream))
+    writer = CompletionWriter(f"cmpl-{job.id}", request.model, int(time.time()), _include_usage(request))
+    return serve(job, entry, writer, _framing(request.stream))
 
 
 @bp.post("/embeddings")

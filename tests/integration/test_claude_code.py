@@ -40,7 +40,9 @@ def claude(base: str, prompt: str, workdir: Path, *args: str, key: str = "unused
 
 
 def test_a_plain_answer(base_url, tmp_path):
-    assert claude(base_url, "say hi", tmp_path).strip() == "say hi"
+    # its turn is a <system-reminder> block and the prompt: one message, which echo answers whole
+    answer = claude(base_url, "say hi", tmp_path).strip()
+    assert answer.startswith("<system-reminder>") and answer.endswith("</system-reminder>\nsay hi")
 
 
 def test_its_own_tool_loop_writes_a_file(base_url, tmp_path):
@@ -104,7 +106,7 @@ def test_two_sessions_of_one_person_keep_their_own_prefixes_warm(base_url, tmp_p
 
 
 def test_with_a_key_as_claude_code_sends_it(keyed_base, clean_redis, tmp_path):
-    assert claude(keyed_base, "keyed hi", tmp_path, key=KEY).strip() == "keyed hi"
+    assert claude(keyed_base, "keyed hi", tmp_path, key=KEY).strip().endswith("</system-reminder>\nkeyed hi")
 
 
 def test_its_small_model_calls_wait_as_background_work(keyed_base, clean_redis, tmp_path):
@@ -133,7 +135,7 @@ def test_its_tool_loop_through_each_upstream_kind(upstreams, clean_redis, tmp_pa
     Switchboard in its own protocol: the Write call and its result cross
     both hops."""
     base = upstreams["base"]
-    assert claude(base, "say hi", tmp_path, model=model).strip() == "say hi"
+    assert claude(base, "say hi", tmp_path, model=model).strip().endswith("</system-reminder>\nsay hi")
     target = tmp_path / f"{model}.txt"
     call = (f'<invoke name="Write"><parameter name="file_path">{target}</parameter>'
             '<parameter name="content">through two hops</parameter></invoke>')

@@ -97,11 +97,11 @@ def oai(base_url):
     return openai.OpenAI(base_url=f"{base_url}/v1", api_key="none", max_retries=0)
 
 
-def test_text_parts_reach_the_model_apart(oai):
+def test_text_parts_reach_the_model_as_one_turn(oai):
     reply = oai.chat.completions.create(model="echo", messages=[{"role": "user", "content": [
         {"type": "text", "text": "part one"}, {"type": "text", "text": "part two"}]}])
-    # echo answers with the last message: the parts are two messages, not "part onepart two"
-    assert reply.choices[0].message.content == "part two" and reply.usage.prompt_tokens == 4
+    # echo answers the whole turn: one message, its parts on lines of their own, not "part onepart two"
+    assert reply.choices[0].message.content == "part one\npart two" and reply.usage.prompt_tokens == 4
 
 
 def test_parallel_tool_calls_false_gives_at_most_one_call(oai):

@@ -41,12 +41,14 @@ def test_stream_helper_assembles_the_message(client):
     assert final.choices[0].finish_reason == "stop"
 
 
-def test_list_of_parts_content_is_kept_apart(client):
-    """Each text part is a message of its own (as Ollama's OpenAI layer does);
-    echo answers with the last one."""
+@pytest.mark.parametrize("second, answer", [(" part two", "part one part two"), ("part two", "part one\npart two")],
+                         ids=["continues", "new-line"])
+def test_a_message_of_parts_is_one_turn(client, second, answer):
+    """A message of two text parts is one message of the job (dialects/parts.py):
+    echo answers the whole turn."""
     reply = client.chat.completions.create(model="echo", messages=[
-        {"role": "user", "content": [{"type": "text", "text": "part one"}, {"type": "text", "text": " part two"}]}])
-    assert reply.choices[0].message.content == " part two"
+        {"role": "user", "content": [{"type": "text", "text": "part one"}, {"type": "text", "text": second}]}])
+    assert reply.choices[0].message.content == answer
 
 
 def test_errors_are_openai_shaped(client):

@@ -16,9 +16,9 @@ DONE = DoneEvent(reason="length", usage=Usage(prompt_tokens=4, completion_tokens
 def test_openai_request_to_job(copilot_fixture):
     request = ChatCompletionRequest.model_validate(copilot_fixture["first_turn"])
     job = openai.chat_to_job(request, "id1", "smollm2:135m")
-    # Copilot's user message is two text parts: kept apart, as Ollama's OpenAI layer keeps them
-    assert [m.role for m in job.messages] == ["system", "system", "user", "user"]
-    assert job.messages[2].content.startswith("<attachments>") and "<userRequest>" in job.messages[3].content
+    # Copilot's user message is two text parts: one message of the job (dialects/parts.py)
+    assert [m.role for m in job.messages] == ["system", "system", "user"]
+    assert job.messages[2].content.startswith("<attachments>") and "<userRequest>" in job.messages[2].content
     assert job.options.temperature == 0 and job.options.top_p == 1 and job.options.max_tokens is None
 
 
@@ -62,14 +62,14 @@ def test_framing_bytes():
     assert ndjson({"a": [1, 2]}) == b'{"a":[1,2]}\n'
 
 
-def test_openai_text_parts_stay_apart_and_calls_go_with_the_last():
+def test_openai_text_parts_are_one_message_with_its_calls():
     request = ChatCompletionRequest.model_validate({"model": "m", "messages": [
         {"role": "user", "content": [{"type": "text", "text": "part one"}, {"type": "text", "text": "part two"}]},
         {"role": "assistant", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}],
          "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}]}]})
     job = openai.chat_to_job(request, "id", "m")
     assert [(m.role, m.content, len(m.tool_calls)) for m in job.messages] == [
-        ("user", "part one", 0), ("user", "part two", 0), ("assistant", "a", 0), ("assistant", "b", 1)]
+        ("user", "part one\npart two", 0), ("assistant", "a\nb", 1)]
 
 
 def test_ollama_think_needs_the_thinking_capability():

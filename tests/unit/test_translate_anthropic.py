@@ -30,10 +30,12 @@ def test_claude_codes_first_request():
     body = json.loads(FIXTURE.read_text())["body"]
     job = translate.messages_to_job(MessagesRequest.model_validate(body), "j", "echo", CHAT, 131072)
     roles = [m.role for m in job.messages]
-    assert roles == ["system", "user", "user", "system"]  # its trailing system message stays where it is
+    # its user turn of two text blocks is one message; its trailing system message stays where it is
+    assert roles == ["system", "user", "system"]
     assert not job.messages[0].content.startswith(translate.BILLING_PREFIX)  # the billing line is gone
     assert job.messages[0].content.startswith("You are a Claude agent")
-    assert job.messages[2].content == "say hi"  # the prompt, after the <system-reminder> block
+    # the prompt, after the <system-reminder> block, on a line of its own
+    assert job.messages[1].content.startswith("<system-reminder>") and job.messages[1].content.endswith("\nsay hi")
     assert len(job.tools) == 24 and job.tools[0].name == "Agent" and job.tools[0].parameters["type"] == "object"
     assert job.options.max_tokens == 32000 and job.think is None  # adaptive thinking, a model that does not think
 

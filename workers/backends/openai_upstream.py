@@ -23,7 +23,7 @@ class OpenAIUpstreamBackend(UpstreamBackend):
     health_path = "/models"
 
     def request(self, job: Job) -> tuple[str, dict]:
-        return upstream_request(job, self.settings.upstream_model)
+        return upstream_request(job, self.settings.upstream_model, getattr(self.settings, "custom_tools", False))
 
     def embed_request(self, spec: EmbedSpec) -> tuple[str, dict]:
         return embeddings.openai_upstream_request(spec, self.settings.upstream_model)

@@ -22,7 +22,12 @@ def _describe(tool: ToolSpec) -> str:
     lines = [f"## {tool.name}"]
     if tool.description:
         lines.append(tool.description)
-    if tool.parameters:
+    if tool.kind == "custom":  # a freeform tool: its grammar as it is, not escaped inside a schema
+        lines.append('Parameters: one, "input": the tool\'s whole input, as free text (not JSON).')
+        grammar = (tool.format or {}).get("definition") if (tool.format or {}).get("type") == "grammar" else None
+        if grammar:
+            lines.append(f"The input must follow this {tool.format.get('syntax') or 'lark'} grammar:\n{grammar}")
+    elif tool.parameters:
         lines.append("Parameters (JSON schema): " + json.dumps(tool.parameters, separators=(",", ":")))
     return "\n".join(lines)
 
