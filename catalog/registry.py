@@ -32,7 +32,10 @@ FimFamily = Literal[tuple(FAMILIES)]  # type: ignore[valid-type]
 DEFAULT_REGISTRY = Path(__file__).resolve().parent.parent / "models.toml"
 _COMMON_KEYS = {"backend", "pool", "display_name", "tools", "system", "step_limit", "fim", "supersede", "background",
                 "mcp_servers", "embeddings", "vision", "thinking", "think_tags", "aliases", "fallbacks",
-                "fallback_after", "price"}
+                "fallback_after", "price", "max_output_tokens"}
+# A reply's length clients are told to plan for when the registry names none:
+# half the context (the rest is the prompt's), at most this.
+DEFAULT_OUTPUT_LIMIT = 32768
 
 
 class Price(BaseModel):
@@ -84,6 +87,9 @@ class ModelEntry(BaseModel):
     fallbacks: tuple[str, ...] = ()
     fallback_after: float | None = Field(default=None, gt=0)
     price: Price | None = None  # per million tokens, for the usage export's estimated cost
+    # The longest reply clients are told to ask for (scripts/connect.py writes
+    # it into their configs beside the context window); None: see output_limit.
+    max_output_tokens: int | None = Field(default=None, ge=1)
     settings: BackendSettings
 
     def answers_to(self, name: str) -> bool:
@@ -95,6 +101,12 @@ class ModelEntry(BaseModel):
             return ["embedding"]
         return (["completion"] + (["tools"] if self.tools != "off" else []) + (["insert"] if self.fim else [])
                 + (["vision"] if self.vision else []) + (["thinking"] if self.thinks else []))
+
+    @property
+    def output_limit(self) -> int:
+        if self.max_output_tokens is not None:
+            return min(self.max_output_tokens, self.info.context_length)
+        return min(self.info.context_length // 2, DEFAULT_OUTPUT_LIMIT)
 
     @property
     def thinks(self) -> bool:

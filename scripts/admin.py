@@ -9,6 +9,7 @@ server (SWITCHBOARD_KEYS_FILE, REDIS_URL; or --keys-file, --redis-url):
     python scripts/admin.py ps                            # what runs now, like `ollama ps`
     python scripts/admin.py usage [--day 2026-11-23] [--json]
     python scripts/admin.py usage --from 2026-11-01 --to 2026-11-30 --format csv   # per day, for billing
+    python scripts/admin.py connect pi --url http://office-box:11434 --key sb-... [--wire responses] [--write]
 
 A new key is printed once; the file keeps only its SHA-256 digest. The file
 is edited with tomlkit, so the operator's comments and layout stay; web
@@ -37,6 +38,7 @@ from app.auth import BY_HAND_AUTHOR, digest, public_view, read_keys_file  # noqa
 from app.console import snapshot  # noqa: E402
 from catalog.registry import load_registry  # noqa: E402
 from protocol import audit, usage  # noqa: E402
+from scripts import connect  # noqa: E402
 from protocol.connection import RedisTarget, redis_client  # noqa: E402
 from protocol.keys import configure  # noqa: E402
 from settings import settings_from_environment  # noqa: E402
@@ -192,7 +194,57 @@ def parser() -> argparse.ArgumentParser:
     report.add_argument("--format", choices=("table", "csv", "json"), default="table",
                         help="a range's rows as a table, CSV or JSON (with the estimated cost where the registry "
                              "gives a price)")
+    link = commands.add_parser("connect", help="print (or --write) a client's config for this server: its "
+                                               "URL, your key and every model it may use, with their windows")
+    link.add_argument("client", choices=list(connect.CLIENTS))
+    link.add_argument("--url", help="the server as clients reach it (default: http://<this host>:11434)")
+    link.add_argument("--key", help="your key (default: a placeholder; no key is ever taken from elsewhere)")
+    link.add_argument("--model", help="the model it starts with (default: the registry's first chat model)")
+    link.add_argument("--small-model", help="for its background calls (default: a background model, else --model)")
+    link.add_argument("--wire", help="the API it speaks, for a client with several (default: its first)")
+    link.add_argument("--write", action="store_true", help="write the files under your home instead of printing")
+    link.add_argument("--force", action="store_true", help="with --write: replace files, keeping each as .bak")
+    link.add_argument("--home", type=Path, default=Path.home(), help=argparse.SUPPRESS)
     return top
+
+
+def connect_setup(options: argparse.Namespace, registry, keys_file: Path | None) -> connect.Setup:
+    """The models the key may use: all, when the server has no keys file."""
+    allowed = lambda name: True  # noqa: E731
+    if options.key and keys_file is not None and keys_file.exists():
+        key = next((k for k in read_keys_file(keys_file) if k.sha256 == digest(options.key)), None)
+        if key is None:
+            raise SystemExit(f"--key: not a key of this server (not in {keys_file})")
+        allowed = key.allows
+    models = connect.served_models(registry, allowed)
+    if not models:
+        raise SystemExit("no chat model this key may use")
+    names = [m.name for m in models]
+    for flag, name in (("--model", options.model), ("--small-model", options.small_model)):
+        if name is not None and name not in names:
+            raise SystemExit(f"{flag}: {name!r} is not a chat model this key may use ({', '.join(names)})")
+    model = options.model or names[0]
+    models = tuple(sorted(models, key=lambda m: m.name != model))  # the first is the one a list-reading client starts with
+    return connect.Setup(server=(options.url or f"http://{socket.gethostname()}:11434").rstrip("/"), models=models,
+                         model=model, small_model=options.small_model or connect.pick_small_model(
+                             registry, models, model), key=options.key, wire=options.wire or "")
+
+
+def run_connect(options: argparse.Namespace) -> None:
+    keys_file = options.keys_file or (Path(os.environ["SWITCHBOARD_KEYS_FILE"])
+                                      if os.environ.get("SWITCHBOARD_KEYS_FILE") else None)
+    setup = connect_setup(options, load_registry(settings_from_environment().models_path), keys_file)
+    try:
+        outputs = connect.build(options.client, setup)
+    except ValueError as error:
+        raise SystemExit(str(error)) from None
+    if not options.write:
+        print(connect.shown(outputs), end="")
+        return
+    try:
+        print("\n".join(connect.write(outputs, options.home, options.force)))
+    except FileExistsError as error:
+        raise SystemExit(str(error)) from None
 
 
 def _keys_file(options: argparse.Namespace) -> Path:
@@ -214,6 +266,8 @@ def _redis(options: argparse.Namespace):
 
 def main(argv: list[str] | None = None) -> None:
     options = parser().parse_args(argv)
+    if options.command == "connect":
+        return run_connect(options)
     if options.command == "keys":
         path = _keys_file(options)
         if options.action == "add":
