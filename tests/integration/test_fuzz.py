@@ -113,6 +113,21 @@ RESPONSES = {
     "include": ["reasoning.encrypted_content"], "text": {"format": {"type": "text"}}, "prompt_cache_key": "k",
     "temperature": 0.5, "top_p": 0.9, "metadata": {"a": "b"}, "background": False, "generate": True,
 }
+CUSTOM_TOOL = {"type": "custom", "custom": {"name": "apply_patch", "description": "d", "format": {
+    "type": "grammar", "grammar": {"syntax": "lark", "definition": "start: /.+/"}}}}
+CHAT = {
+    "model": "echo", "max_tokens": 16, "stream": False, "messages": [
+        {"role": "system", "content": "be brief"},
+        {"role": "user", "content": [{"type": "text", "text": "hi"}, {"type": "text", "text": "there"}]},
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "get", "arguments": "{}"}},
+            {"id": "c2", "type": "custom", "custom": {"name": "apply_patch", "input": "*** Begin Patch"}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": "42"},
+        {"role": "tool", "tool_call_id": "c2", "content": "done"},
+        {"role": "user", "content": "and now?"}],
+    "tools": [{"type": "function", "function": {"name": "get", "parameters": {"type": "object"}}}, CUSTOM_TOOL],
+    "tool_choice": "auto", "parallel_tool_calls": True, "temperature": 0.5, "stream_options": {"include_usage": True},
+}
 RESPONSES_IMAGE = {"model": "echo", "input": [{"role": "user", "content": [
     {"type": "input_text", "text": "what is it?"},
     {"type": "input_image", "image_url": "data:image/png;base64," + IMAGE["data"]}]}]}
@@ -169,10 +184,11 @@ def unlimited(stack, redis_url):
 
 
 @pytest.mark.parametrize("route, body, status", [
+    ("/v1/chat/completions", CHAT, 200),
     ("/v1/messages", MESSAGES, 200), ("/v1/messages/count_tokens", COUNT_TOKENS, 200), ("/v1/responses", RESPONSES, 200),
     ("/v1/responses/compact", RESPONSES, 200), ("/v1/messages", MESSAGES_IMAGE, 400),
     ("/v1/responses", RESPONSES_IMAGE, 400),
-], ids=["messages", "count_tokens", "responses", "compact", "messages-image", "responses-image"])
+], ids=["chat", "messages", "count_tokens", "responses", "compact", "messages-image", "responses-image"])
 def test_type_confused_values_in_every_position_of_the_agents_dialects(unlimited, route, body, status):
     from concurrent.futures import ThreadPoolExecutor
 
@@ -189,6 +205,22 @@ def test_type_confused_values_in_every_position_of_the_agents_dialects(unlimited
     failed = [(what, status) for (what, _), status in zip(cases, statuses) if status >= 500]
     assert not failed, f"{len(failed)} of {len(cases)} mutants got a 5xx: {failed[:10]}"
     assert len(cases) > (300 if status == 200 else 50)
+
+
+CUSTOM_FIELDS = [(("tools", 1, "custom", "format"), dict), (("tools", 1, "custom", "format", "grammar"), dict),
+                 (("tools", 1, "custom", "format", "grammar", "definition"), str),
+                 (("tools", 1, "custom", "format", "type"), str), (("tools", 1, "custom", "name"), str),
+                 (("messages", 2, "tool_calls", 1, "custom", "input"), str),
+                 (("messages", 2, "tool_calls", 1, "custom"), dict)]
+
+
+@pytest.mark.parametrize("path, kind", CUSTOM_FIELDS, ids=lambda v: ".".join(map(str, v)) if isinstance(v, tuple) else "")
+def test_a_custom_tools_field_of_a_wrong_type_is_a_400_naming_it(unlimited, path, kind):
+    for odd in [value for value in ODD if value is not None and not isinstance(value, kind)]:
+        response = httpx.post(unlimited + "/v1/chat/completions", json=_changed(
+            CHAT, path, lambda parent, key, odd=odd: parent.__setitem__(key, odd)), timeout=30)
+        assert response.status_code == 400, (odd, response.text)
+        assert response.json()["error"]["param"].startswith(".".join(map(str, path))), (odd, response.text)
 
 
 def test_type_confused_frames_on_the_responses_websocket(unlimited):
