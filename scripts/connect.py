@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import shlex
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable
 
@@ -264,8 +265,10 @@ def cline(setup: Setup) -> Output:
     OpenAI-compatible provider); it takes no context window from a file."""
     settings = {"provider": "openai-compatible", "apiKey": setup.api_key, "model": setup.model,
                 "baseUrl": f"{setup.server}/v1"}
-    document = {"version": 1, "lastUsedProvider": "openai-compatible", "modes": {},
-                "providers": {"openai-compatible": {"settings": settings, "tokenSource": "manual"}}}
+    # without updatedAt Cline 3.0 takes the entry for unset and falls back to its own cloud provider
+    updated = datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    document = {"version": 1, "lastUsedProvider": "openai-compatible", "modes": {}, "providers": {
+        "openai-compatible": {"settings": settings, "updatedAt": updated, "tokenSource": "manual"}}}
     return [ConfigFile("~/.cline/data/settings/providers.json", _json(document))]
 
 
