@@ -91,6 +91,23 @@ def test_the_openai_sdk_streams_a_custom_call_in_pieces_joined_by_index(oai):
     assert list(calls.values()) == [{"id": calls[0]["id"], "type": "custom", "name": "apply_patch", "input": PATCH}]
 
 
+@pytest.mark.parametrize("model", ["up-sb", "up-sb-custom", "up-ollama", "claude-sb"])
+def test_a_custom_call_through_each_upstream_kind(upstreams, clean_redis, model):
+    """Chained to the session's Switchboard: as a function of one `input`
+    (OpenAI-compatible, Ollama, Anthropic), or as a custom tool to an
+    upstream that takes them (custom_tools = true); a custom call back
+    either way, and its result sent back in history."""
+    client = openai.OpenAI(base_url=f"{upstreams['base']}/v1", api_key="none", max_retries=0)
+    reply = client.chat.completions.create(model=model, tools=[CUSTOM_TOOL],
+                                           messages=[{"role": "user", "content": APPLY_PATCH}])
+    (call,) = reply.choices[0].message.tool_calls
+    assert (call.type, call.custom.name, call.custom.input) == ("custom", "apply_patch", PATCH)
+    follow = client.chat.completions.create(model=model, tools=[CUSTOM_TOOL], messages=[
+        {"role": "user", "content": APPLY_PATCH}, reply.choices[0].message.model_dump(exclude_none=True),
+        {"role": "tool", "tool_call_id": call.id, "content": "Done!"}])
+    assert "Done!" in follow.choices[0].message.content and follow.choices[0].finish_reason == "stop"
+
+
 PARTS = ["first part", "second part"]
 
 

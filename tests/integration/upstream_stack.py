@@ -29,6 +29,8 @@ def registry_text(llama: str, scripted: str, switchboard: str, closed_port: int)
                    'context_length = 2048\nretries = 1\nretry_backoff = 0.05\n',
         "up-sb": f'backend = "openai"\nbase_url = "{switchboard}/v1"\nupstream_model = "echo"\ntools = "native"\n'
                  'context_length = 131072\ndisplay_name = "Switchboard echo"\n',
+        "up-sb-custom": f'backend = "openai"\nbase_url = "{switchboard}/v1"\nupstream_model = "echo"\ntools = "native"\n'
+                        'custom_tools = true\ncontext_length = 131072\n',
         "up-sb-missing": f'backend = "openai"\nbase_url = "{switchboard}/v1"\nupstream_model = "nope"\n'
                          'context_length = 8192\n' + fast,
         "up-ollama": f'backend = "ollama"\nbase_url = "{switchboard}"\nupstream_model = "echo"\ntools = "native"\n'
