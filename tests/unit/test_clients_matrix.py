@@ -26,7 +26,9 @@ def test_npms_own_words_not_its_log_pointer():
 
 def test_the_report_counts_and_escapes():
     rows = [clients.Row("pi", "1.6.0", "chat", "off", "pass", "pass"),
-            clients.Row("gemini-cli", "0.61.0", "-", "on", "FAIL", "FAIL", "POST /v1beta/x|y 404")]
+            clients.Row("kilo", "7.7.7", "chat", "on", "FAIL", "FAIL", "POST /v1/x|y 400"),
+            clients.Row("gemini-cli", "0.61.0", "-", "on", "FAIL", "FAIL", "POST /v1beta/x 404", "needs issue 59")]
     text = clients.report(rows, datetime(2026, 11, 29, 9, 0, tzinfo=timezone.utc), 600)
     assert "(2026-11-29 09:00 UTC, 10 min;" in text and "1 of 2 rows pass both" in text
-    assert text.endswith("| gemini-cli | 0.61.0 | - | on | FAIL | FAIL | POST /v1beta/x\\|y 404 |\n")
+    assert "| kilo | 7.7.7 | chat | on | FAIL | FAIL | POST /v1/x\\|y 400 |\n" in text
+    assert "- gemini-cli: needs issue 59\n" in text.split("## Waiting on an open issue")[1]
