@@ -8,9 +8,8 @@ pair of functions each, so a new field is one change here.
 """
 from __future__ import annotations
 
-from dialects.common import stop_list
+from dialects.common import Tool, stop_list
 from dialects.images import check_vision, from_url
-from dialects.common import Tool
 from dialects.openai_schemas import (
     ChatCompletionRequest, CompletionRequest, CustomDefinition, CustomTool, CustomToolCallIn, Message as WireMessage,
     NamedCustomChoice, NamedToolChoice, ResponseFormat, TextPart, ToolCallIn,

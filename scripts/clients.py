@@ -19,6 +19,7 @@ release that breaks us.
 from __future__ import annotations
 
 import argparse
+import glob
 import json
 import os
 import re
@@ -141,11 +142,13 @@ def _npm_install(package: str, prefix: Path) -> str:
 
 
 def _newest_python() -> str:
-    """Mistral Vibe needs Python 3.12 or newer: the newest Python on PATH."""
-    for name in ("python3.14", "python3.13", "python3.12"):
-        found = shutil.which(name)
-        if found and subprocess.run([found, "-c", "import venv"], capture_output=True).returncode == 0:
-            return found
+    """Mistral Vibe needs Python 3.12 or newer: the newest Python on PATH,
+    or among pyenv's versions (whose shims answer only for the global one)."""
+    found = [shutil.which(f"python3.{minor}") for minor in (14, 13, 12)]
+    found += sorted(glob.glob(os.path.expanduser("~/.pyenv/versions/3.1[2-9]*/bin/python3")), reverse=True)
+    for python in filter(None, found):
+        if subprocess.run([python, "-c", "import venv"], capture_output=True).returncode == 0:
+            return python
     return sys.executable
 
 
@@ -171,14 +174,23 @@ def _npm_error(text: str) -> str:
 
 
 def _pip_install(package: str, venv: Path) -> str:
-    if not (venv / "bin" / "python").exists():
-        subprocess.run([_newest_python(), "-m", "venv", str(venv)], check=True, timeout=300)
+    python = _newest_python()
+    if _version_of(venv / "bin" / "python") != _version_of(Path(python)):  # none yet, or of another Python
+        subprocess.run([python, "-m", "venv", "--clear", str(venv)], check=True, timeout=300)
     done = subprocess.run([str(venv / "bin" / "pip"), "install", "--quiet", "--upgrade", package],
                           capture_output=True, text=True, timeout=1800)
     if done.returncode:
-        return "install failed: " + _last_line(done.stderr)
+        needs = re.findall(r"Requires-Python (\S+)", done.stderr)  # pip's reason when no release fits this Python
+        return "install failed: " + (f"it needs Python {needs[-1]}; the newest here is {_version_of(Path(python))}"
+                                     if needs else _last_line(done.stderr))
     shown = subprocess.run([str(venv / "bin" / "pip"), "show", package], capture_output=True, text=True)
     return re.search(r"^Version: (.+)$", shown.stdout, re.M).group(1)
+
+
+def _version_of(python: Path) -> str:
+    if not python.exists():
+        return ""
+    return subprocess.run([str(python), "--version"], capture_output=True, text=True).stdout.strip()
 
 
 def _last_line(text: str) -> str:
