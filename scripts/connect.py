@@ -86,7 +86,7 @@ class Client:
     build: Callable[[Setup], Output]
     wires: tuple[str, ...] = ("",)  # the first is the default
     run: str = ""  # how to start it headless once set up
-    key_in_ui: bool = False  # it asks for the key itself and keeps it in its own secret store
+    key_in_ui: bool = False  # without a key given it asks for one itself (no placeholder is written)
 
 
 def _json(value) -> str:
@@ -272,16 +272,22 @@ def cline(setup: Setup) -> Output:
     return [ConfigFile("~/.cline/data/settings/providers.json", _json(document))]
 
 
+# VS Code's Custom Endpoint provider: its API type, and each model's URL.
+_VSCODE_APIS = {"chat": ("chat-completions", "/v1/chat/completions"), "responses": ("responses", "/v1/responses"),
+                "messages": ("messages", "/v1/messages")}
+
+
 def vscode(setup: Setup) -> Output:
-    """VS Code Copilot Chat's Custom Endpoint models (its settings.json)."""
-    models = {m.name: {"name": m.name, "url": f"{setup.server}/v1/chat/completions", "toolCalling": m.tools,
-                       "vision": m.vision, "thinking": m.thinking, "maxInputTokens": m.prompt,
-                       "maxOutputTokens": m.output, "requiresAPIKey": setup.key is not None}
-              for m in setup.models}
-    return [ConfigFile("~/.config/switchboard/vscode-settings.json",
-                       _json({"github.copilot.chat.customOAIModels": models}),
-                       "merge into VS Code's settings.json (Preferences: Open User Settings (JSON)); "
-                       "it asks for the key itself")]
+    """VS Code Copilot Chat's Custom Endpoint models (chatLanguageModels.json,
+    which Chat: Manage Language Models opens). Without --key it asks for the
+    key itself and keeps it in its secret storage."""
+    api, path = _VSCODE_APIS[setup.wire or "chat"]
+    models = [{"id": m.name, "name": m.name, "url": setup.server + path, "toolCalling": m.tools, "vision": m.vision,
+               "thinking": m.thinking, "maxInputTokens": m.prompt, "maxOutputTokens": m.output} for m in setup.models]
+    provider = {"name": "Switchboard", "vendor": "customendpoint", "apiType": api, "models": models}
+    if setup.key:
+        provider["apiKey"] = setup.key
+    return [ConfigFile("~/.config/Code/User/chatLanguageModels.json", _json([provider]))]
 
 
 def zed(setup: Setup) -> Output:
@@ -323,7 +329,7 @@ CLIENTS: dict[str, Client] = {
     "continue": Client(continue_, run='cn -p "<prompt>"'),
     "cline": Client(cline, run='cline "<prompt>"'),
     "qwen-code": Client(qwen_code, run='qwen -p "<prompt>"'),
-    "vscode": Client(vscode, key_in_ui=True),
+    "vscode": Client(vscode, ("chat", "responses", "messages"), key_in_ui=True),
     "zed": Client(zed),
 }
 

@@ -46,7 +46,7 @@ def test_every_client_gets_a_config_that_parses_and_names_the_server(client, wir
     ("opencode", lambda c: c["provider"]["switchboard"]["models"]["echo"]["limit"]),
     ("kilo", lambda c: c["provider"]["switchboard"]["models"]["echo"]["limit"]),
     ("vibe", lambda c: c["models"][0]),
-    ("vscode", lambda c: c["github.copilot.chat.customOAIModels"]["echo"]),
+    ("vscode", lambda c: c[0]["models"][0]),
     ("zed", lambda c: c["language_models"]["openai_compatible"]["Switchboard"]["available_models"][0]),
     ("aider", lambda c: c["openai/echo"]),
     ("continue", lambda c: c["models"][0]["defaultCompletionOptions"]),
@@ -54,12 +54,12 @@ def test_every_client_gets_a_config_that_parses_and_names_the_server(client, wir
 def test_windows_and_output_limits_come_from_the_registry(client, find):
     setup = connect.Setup(SERVER, (connect.Model("echo", 131072, 8192),), "echo", "echo")
     documents = [_parsed(o) for o in connect.build(client, setup) if not o.path.endswith(".yml")]
-    entry = find(next(d for d in documents if isinstance(d, dict) and _has(d, find)))
+    entry = find(next(d for d in documents if isinstance(d, (dict, list)) and _has(d, find)))
     numbers = set(_numbers(entry))
     assert {131072, 8192} <= numbers or {131072 - 8192, 8192} <= numbers or {131072, 131072 // 4} <= numbers
 
 
-def _has(document: dict, find) -> bool:
+def _has(document: dict | list, find) -> bool:
     try:
         find(document)
         return True
@@ -91,7 +91,7 @@ def test_no_key_is_printed_but_the_one_given(capsys, monkeypatch, tmp_path):
         printed = _connect(capsys, client)
         assert (connect.PLACEHOLDER_KEY in printed) is not spec.key_in_ui
         assert not any(secret in printed for secret in [*SECRETS.values(), "sk-in-a-file"]), client
-        assert ("sb-given" in _connect(capsys, client, "--key", "sb-given")) is not spec.key_in_ui
+        assert "sb-given" in _connect(capsys, client, "--key", "sb-given")
 
 
 def test_a_key_sees_the_models_it_may_use(capsys, tmp_path, monkeypatch):
