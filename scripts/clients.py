@@ -82,7 +82,8 @@ AGENTS = [
           lambda f: invoke("create", path=str(f), file_text=TEXT), env={"COPILOT_AUTO_UPDATE": "false"}),
     Agent("copilot-cli", "npm:@github/copilot", "copilot", lambda p: ["-p", p, "--allow-all-tools", "-s"],
           lambda f: invoke("apply_patch", input=patch(f)), wires=("chat",), label="copilot-cli (gpt-5.1-codex)",
-          env={"COPILOT_AUTO_UPDATE": "false", "COPILOT_MODEL": "gpt-5.1-codex", "COPILOT_PROVIDER_WIRE_MODEL": "echo"}),
+          env={"COPILOT_AUTO_UPDATE": "false", "COPILOT_MODEL": "gpt-5.1-codex",
+               "COPILOT_PROVIDER_WIRE_MODEL": "echo"}),
     Agent("pi", "npm:@earendil-works/pi-coding-agent", "pi", lambda p: ["-p", p],
           lambda f: invoke("write", path=str(f), content=TEXT)),
     Agent("opencode", "npm:opencode-ai", "opencode", lambda p: ["run"],
@@ -141,17 +142,6 @@ def _npm_install(package: str, prefix: Path) -> str:
     return json.loads((root / "package.json").read_text())["version"]
 
 
-def _newest_python() -> str:
-    """Mistral Vibe needs Python 3.12 or newer: the newest Python on PATH,
-    or among pyenv's versions (whose shims answer only for the global one)."""
-    found = [shutil.which(f"python3.{minor}") for minor in (14, 13, 12)]
-    found += sorted(glob.glob(os.path.expanduser("~/.pyenv/versions/3.1[2-9]*/bin/python3")), reverse=True)
-    for python in filter(None, found):
-        if subprocess.run([python, "-c", "import venv"], capture_output=True).returncode == 0:
-            return python
-    return sys.executable
-
-
 def _npm(name: str, version: str, prefix: Path) -> str:
     """Installs it; what went wrong ("" when nothing did)."""
     done = subprocess.run(["npm", "install", "--prefix", str(prefix), "--no-audit", "--no-fund", "--loglevel=error",
@@ -169,22 +159,37 @@ def _npm_versions(name: str) -> tuple[str, str | None]:
 def _npm_error(text: str) -> str:
     """npm's own words, not its pointer to a log."""
     lines = [line.strip() for line in text.splitlines() if "error" in line and "complete log" not in line]
-    telling = [line for line in lines if re.search(r"notarget|No matching|E404|ETARGET|not found", line)]
+    telling = [line for word in ("No matching", "not found", "E404", "ETARGET") for line in lines if word in line]
     return re.sub(r"^(npm error )+", "", (telling or lines or ["(nothing said)"])[0])[:200]
 
 
+def _pythons() -> list[str]:
+    """This Python, then newer ones (Mistral Vibe needs 3.12 or newer,
+    Aider 0.86 runs on none newer than 3.12): on PATH, or among pyenv's
+    versions (whose shims answer only for the global one)."""
+    found = [shutil.which(f"python3.{minor}") for minor in (14, 13, 12)]
+    found += sorted(glob.glob(os.path.expanduser("~/.pyenv/versions/3.1[2-9]*/bin/python3")), reverse=True)
+    usable = [p for p in filter(None, found)
+              if subprocess.run([p, "-c", "import venv"], capture_output=True).returncode == 0]
+    return [sys.executable] + usable
+
+
 def _pip_install(package: str, venv: Path) -> str:
-    python = _newest_python()
-    if _version_of(venv / "bin" / "python") != _version_of(Path(python)):  # none yet, or of another Python
-        subprocess.run([python, "-m", "venv", "--clear", str(venv)], check=True, timeout=300)
-    done = subprocess.run([str(venv / "bin" / "pip"), "install", "--quiet", "--upgrade", package],
-                          capture_output=True, text=True, timeout=1800)
-    if done.returncode:
+    """In the first Python whose version a release of it supports."""
+    failed, current = "", _version_of(venv / "bin" / "python")
+    for python in sorted(_pythons(), key=lambda p: _version_of(Path(p)) != current):  # the venv's own first
+        if _version_of(venv / "bin" / "python") != _version_of(Path(python)):  # none yet, or of another Python
+            subprocess.run([python, "-m", "venv", "--clear", str(venv)], check=True, timeout=300)
+        done = subprocess.run([str(venv / "bin" / "pip"), "install", "--quiet", "--upgrade", package],
+                              capture_output=True, text=True, timeout=1800)
+        if not done.returncode:
+            shown = subprocess.run([str(venv / "bin" / "pip"), "show", package], capture_output=True, text=True)
+            return re.search(r"^Version: (.+)$", shown.stdout, re.M).group(1)
         needs = re.findall(r"Requires-Python (\S+)", done.stderr)  # pip's reason when no release fits this Python
-        return "install failed: " + (f"it needs Python {needs[-1]}; the newest here is {_version_of(Path(python))}"
-                                     if needs else _last_line(done.stderr))
-    shown = subprocess.run([str(venv / "bin" / "pip"), "show", package], capture_output=True, text=True)
-    return re.search(r"^Version: (.+)$", shown.stdout, re.M).group(1)
+        failed = f"it needs Python {needs[-1]}" if needs else _last_line(done.stderr)
+        if not needs:
+            break
+    return "install failed: " + failed
 
 
 def _version_of(python: Path) -> str:
@@ -269,7 +274,8 @@ def _stop_left_behind(work: Path) -> None:
     """A CLI's daemon that outlives it (Cline's hub) in its folder: stopped."""
     for process in psutil.process_iter(["cwd", "cmdline"]):
         try:
-            if (process.info["cwd"] or "").startswith(str(work)) or str(work) in " ".join(process.info["cmdline"] or []):
+            cmdline = " ".join(process.info["cmdline"] or [])
+            if (process.info["cwd"] or "").startswith(str(work)) or str(work) in cmdline:
                 process.kill()
         except psutil.Error:
             pass
