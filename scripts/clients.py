@@ -175,7 +175,8 @@ def _pythons() -> list[str]:
 
 
 def _pip_install(package: str, venv: Path) -> str:
-    """In the first Python whose version a release of it supports."""
+    """In the first Python it installs in (a release may refuse a Python,
+    or fail to build on it: Aider 0.86 on 3.13); what the first said, else."""
     failed, current = "", _version_of(venv / "bin" / "python")
     for python in sorted(_pythons(), key=lambda p: _version_of(Path(p)) != current):  # the venv's own first
         if _version_of(venv / "bin" / "python") != _version_of(Path(python)):  # none yet, or of another Python
@@ -186,9 +187,7 @@ def _pip_install(package: str, venv: Path) -> str:
             shown = subprocess.run([str(venv / "bin" / "pip"), "show", package], capture_output=True, text=True)
             return re.search(r"^Version: (.+)$", shown.stdout, re.M).group(1)
         needs = re.findall(r"Requires-Python (\S+)", done.stderr)  # pip's reason when no release fits this Python
-        failed = f"it needs Python {needs[-1]}" if needs else _last_line(done.stderr)
-        if not needs:
-            break
+        failed = failed or (f"it needs Python {needs[-1]}" if needs else _last_line(done.stderr))
     return "install failed: " + failed
 
 
