@@ -39,6 +39,7 @@ import psutil
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from scripts import connect  # noqa: E402
+from scripts.children import stop_on_signals  # noqa: E402
 from scripts.embedded_redis import EmbeddedRedis  # noqa: E402
 from scripts.processes import ROOT, Process, stack_env, start_stack, stop_together  # noqa: E402
 
@@ -265,6 +266,9 @@ def run_cli(agent: Agent, where: Path, home: Path, work: Path, prompt: str, env:
             os.killpg(process.pid, signal.SIGKILL)
             output, _ = process.communicate()
             return -1, (output or "") + f"\n(timed out after {RUN_TIMEOUT} s)"
+        except BaseException:  # stopped (Ctrl-C, SIGTERM): the CLI, in a session of its own, goes too
+            os.killpg(process.pid, signal.SIGKILL)
+            raise
     _stop_left_behind(work)
     return process.returncode, output
 
@@ -383,6 +387,7 @@ def main(argv: list[str] | None = None) -> None:
     top.add_argument("--no-install", action="store_true", help="use what --dir holds")
     top.add_argument("--out", type=Path, help="write the report there (docs/clients.md)")
     options = top.parse_args(argv)
+    stop_on_signals()  # Ctrl-C or SIGTERM stops the Switchboard and Redis it started
     only = set(options.only.split(",")) if options.only else None
     agents = [a for a in AGENTS if only is None or a.client in only]
     WHERE = options.dir
