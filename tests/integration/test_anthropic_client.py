@@ -10,6 +10,7 @@ import anthropic
 import httpx
 import pytest
 
+from dialects.parts import joined
 from tests.integration.conftest import KEY
 from tests.integration.http import post_raw
 
@@ -124,13 +125,18 @@ def test_claude_codes_own_request_streams_the_answer_exactly(base_url):
     assert all(len(f) == 2 and f[0].startswith(b"event: ") and f[1].startswith(b"data: {") for f in frames)
     events = [(f[0].removeprefix(b"event: ").decode(), json.loads(f[1].removeprefix(b"data: "))) for f in frames]
     assert all(name == body["type"] for name, body in events)
-    assert [name for name, _ in events] == ["message_start", "content_block_start", "content_block_delta",
-                                            "content_block_stop", "message_delta", "message_stop"]
-    assert events[2][1]["delta"] == {"type": "text_delta", "text": "say hi"}  # the prompt, not the system message
-    assert events[4][1]["delta"] == {"stop_reason": "end_turn", "stop_sequence": None}
-    opened_with, ended_with = events[0][1]["message"]["usage"], events[4][1]["usage"]
+    names = [name for name, _ in events]
+    deltas = names.count("content_block_delta")
+    assert names == ["message_start", "content_block_start", *["content_block_delta"] * deltas,
+                     "content_block_stop", "message_delta", "message_stop"]
+    # echo answers the user's turn (its <system-reminder> block and the prompt: one message), not the system message
+    turn = next(m for m in request["body"]["messages"] if m["role"] == "user")
+    text = "".join(body["delta"]["text"] for name, body in events if name == "content_block_delta")
+    assert text == joined([block["text"] for block in turn["content"]])[0] and text.endswith("\nsay hi")
+    assert events[-2][1]["delta"] == {"stop_reason": "end_turn", "stop_sequence": None}
+    opened_with, ended_with = events[0][1]["message"]["usage"], events[-2][1]["usage"]
     assert opened_with["input_tokens"] == ended_with["input_tokens"] == 31  # message_start knows it (echo: words)
-    assert (opened_with["output_tokens"], ended_with["output_tokens"]) == (0, 2)
+    assert (opened_with["output_tokens"], ended_with["output_tokens"]) == (0, len(text.split()))
 
 
 def test_head_probe_and_anthropic_model_list(base_url):
