@@ -116,17 +116,18 @@ def codex(setup: Setup) -> Output:
     document["model"] = setup.model
     document["model_context_window"] = model.context
     document["model_max_output_tokens"] = model.output
-    if setup.wire == "websocket":
+    if setup.wire == "websocket":  # the built-in provider takes its key from its login, not from a variable
         document["openai_base_url"] = f"{setup.server}/v1"
-        env = {"OPENAI_API_KEY": setup.api_key}
-    else:
-        document["model_provider"] = "switchboard"
-        provider = tomlkit.table()
-        provider.update({"name": "Switchboard", "base_url": f"{setup.server}/v1", "wire_api": "responses",
-                         "env_key": KEY_VARIABLE})
-        document["model_providers"] = {"switchboard": provider}
-        env = {KEY_VARIABLE: setup.api_key}
-    return [ConfigFile("~/.codex/config.toml", tomlkit.dumps(document)), EnvBlock(env, _env_file("codex"))]
+        document.add(tomlkit.comment(f"then log in with your key: printf %s {shlex.quote(setup.api_key)} | "
+                                     "codex login --with-api-key"))
+        return [ConfigFile("~/.codex/config.toml", tomlkit.dumps(document))]
+    document["model_provider"] = "switchboard"
+    provider = tomlkit.table()
+    provider.update({"name": "Switchboard", "base_url": f"{setup.server}/v1", "wire_api": "responses",
+                     "env_key": KEY_VARIABLE})
+    document["model_providers"] = {"switchboard": provider}
+    return [ConfigFile("~/.codex/config.toml", tomlkit.dumps(document)),
+            EnvBlock({KEY_VARIABLE: setup.api_key}, _env_file("codex"))]
 
 
 # --- agents configured by variables --------------------------------------------------
