@@ -117,7 +117,7 @@ def to_tool_choice(request: ChatCompletionRequest) -> ToolChoice:
     if not isinstance(choice, (NamedToolChoice, NamedCustomChoice)):
         return ToolChoice(mode=choice or "auto")
     name = choice.custom.name if isinstance(choice, NamedCustomChoice) else choice.function.name
-    if name not in {spec.name for spec in to_tool_specs(request.tools)}:
+    if name not in {(t.custom if isinstance(t, CustomTool) else t.function).name for t in request.tools or []}:
         raise InvalidRequest(f"tool_choice: {choice.type} {name!r} is not among the tools", param="tool_choice")
     return ToolChoice(mode="function", name=name)
 

@@ -56,10 +56,6 @@ def _format(form: dict | None) -> dict | None:
     return {"type": "grammar", "syntax": str(syntax), "definition": str(definition)}
 
 
-def custom_tool_names(request: ResponsesRequest) -> frozenset[str]:
-    return frozenset(t.name for t in unfolded(request.tools) if t.type == "custom" and t.name)
-
-
 def server_only_tools(request: ResponsesRequest) -> list[str]:
     """Tools only OpenAI runs (web search, file search, image generation):
     left out of the job, named in the request log."""

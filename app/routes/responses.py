@@ -36,6 +36,7 @@ from catalog.registry import ModelEntry
 from dialects import responses as translate
 from dialects.responses_schemas import CompactionTriggerItem, ResponsesRequest
 from dialects.responses_writer import CompactionWriter, ResponsesWriter, error_body
+from dialects.tools import custom_tool_names
 from protocol.contract import Job, new_job_id
 from protocol.errors import InvalidRequest
 
@@ -98,7 +99,7 @@ def prepared(request: ResponsesRequest, history: Callable[[str], Conversation],
     made = (f"resp_{job.id}", request.model, int(time.time()), translate.request_fields(request))
     if compacting:
         return job, entry, CompactionWriter(*made, lambda text: sealer.seal("compaction", owner, text), on_final)
-    writer = ResponsesWriter(*made, translate.custom_tool_names(request), on_final)
+    writer = ResponsesWriter(*made, custom_tool_names(job.tools), on_final)
     if "reasoning.encrypted_content" in request.include:
         writer.seal_reasoning = lambda text: sealer.seal("reasoning", owner, text)
     return job, entry, writer
