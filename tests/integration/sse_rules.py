@@ -1,5 +1,7 @@
 """The OpenAI streaming rules Copilot's parser and the openai SDK rely on,
-checked on a whole stream."""
+checked on a whole stream. A comment frame (`: keep-alive`, sent while a
+job waits for its first token) is skipped, as Copilot's parser and the
+openai SDK skip lines that start with a colon."""
 from __future__ import annotations
 
 import json
@@ -7,10 +9,16 @@ import json
 
 def parse_sse(body: bytes) -> list[dict]:
     assert b"\r" not in body
-    frames = body.split(b"\n\n")
+    frames = [f for f in body.split(b"\n\n") if not is_comment(f)]
     assert frames[-2:] == [b"data: [DONE]", b""], frames[-3:]
-    assert all(f.startswith(b"data: {") for f in frames[:-2]), [f for f in frames[:-2] if not f.startswith(b"data: {")]
+    malformed = [f for f in frames[:-2] if not f.startswith(b"data: {") or b"\n" in f]
+    assert not malformed, malformed
     return [json.loads(f.removeprefix(b"data: ")) for f in frames[:-2]]
+
+
+def is_comment(frame: bytes) -> bool:
+    """A frame of comment lines only (each starting with a colon)."""
+    return frame != b"" and all(line.startswith(b":") for line in frame.split(b"\n"))
 
 
 def assert_well_formed(chunks: list[dict], include_usage: bool) -> None:
