@@ -16,13 +16,13 @@ from app.errors import install_fallback_errors
 from app.pathkey import PathKeyMiddleware
 from app.presence import WebLease
 from app.relay import Relay
-from app.requestlog import install_request_log
+from app.access_log import install_request_log
 from app.sealing import Sealer, office_secret
 from app.routes import admin, anthropic, ollama, openai, ops, responses, simple_chat
 from app.services import Services
 from app.tickets import Tickets
 from catalog.registry import load_registry
-from protocol import tracing
+from telemetry import tracing
 from protocol.keys import configure as configure_redis_names
 from protocol.connection import RedisTarget, redis_client
 from settings import load_settings
@@ -30,7 +30,7 @@ from settings import load_settings
 
 def create_app(overrides: dict | None = None) -> Flask:
     settings = load_settings(overrides)
-    tracing.setup("switchboard-web")  # if OTEL_EXPORTER_OTLP_ENDPOINT says where to (protocol/tracing.py)
+    tracing.setup("switchboard-web")  # if OTEL_EXPORTER_OTLP_ENDPOINT says where to (telemetry/tracing.py)
     configure_redis_names(settings.redis_url, settings.record_seconds)
     registry = load_registry(settings.models_path)  # a bad registry stops start-up here
     keys = load_keys(settings.keys_file, settings.api_keys, settings.trusted_networks)

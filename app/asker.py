@@ -9,7 +9,6 @@ import hashlib
 from flask import request
 
 import jobqueue
-from jobqueue.deployments import gate, targets_of
 from app.auth import current_key
 from app.errors import ApiError
 from app.priority import is_background
@@ -17,7 +16,7 @@ from app.services import Services
 from catalog.deployments import Deployments
 from catalog.kinds import backend_kind
 from catalog.registry import ModelEntry
-from protocol import usage
+from ledger import usage
 from protocol.contract import Job
 
 
@@ -58,8 +57,8 @@ def placement(entry: ModelEntry, job: Job) -> jobqueue.Placement:
     deployments."""
     job.background = job.background or is_background(job, entry)
     bounded = isinstance(entry.settings, Deployments) and entry.settings.bounded
-    return jobqueue.Placement(entry.pool, job_class(job), serial=backend_kind(entry.backend).serial,
-                              deployments=gate(targets_of(entry.settings.deployments)) if bounded else "")
+    gate = jobqueue.deployment_gate(jobqueue.targets_of(entry.settings.deployments)) if bounded else ""
+    return jobqueue.Placement(entry.pool, job_class(job), serial=backend_kind(entry.backend).serial, deployments=gate)
 
 
 def limits(shared: Services) -> jobqueue.Limits:

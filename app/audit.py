@@ -1,4 +1,4 @@
-"""What a web process tells the audit log (protocol/audit.py): the keys of
+"""What a web process tells the audit log (ledger/audit.py): the keys of
 the keys file each time it reads the file anew, and the models it serves
 when it starts, each compared with the last state recorded (a change made
 while no web process ran is logged by the first to start). Redis away: the
@@ -12,7 +12,7 @@ from redis.exceptions import RedisError
 
 from app.auth import BY_HAND_AUTHOR, public_view
 from app.services import Services
-from protocol import audit
+from ledger import audit
 
 log = logging.getLogger(__name__)
 

@@ -14,8 +14,7 @@ from redis import Redis
 from catalog.deployments import Deployments
 from catalog.registry import Registry
 import jobqueue
-from jobqueue import deployments as routing
-from protocol import usage
+from ledger import usage
 from protocol.presence import live_workers, loaded_models, streams_relayed
 
 
@@ -26,9 +25,9 @@ def models(redis: Redis, registry: Registry) -> list[dict]:
              "expires_in": loaded.get(e.name)} for e in registry.entries()]
 
 
-def deployment_states(redis: Redis, registry: Registry) -> list[routing.DeploymentState]:
+def deployment_states(redis: Redis, registry: Registry) -> list[jobqueue.DeploymentState]:
     """Every routed upstream model's deployments (several, or bounded)."""
-    return routing.states(redis, {entry.name: routing.targets_of(entry.settings.deployments)
+    return jobqueue.deployment_states(redis, {entry.name: jobqueue.targets_of(entry.settings.deployments)
                                   for entry in registry.entries()
                                   if isinstance(entry.settings, Deployments) and entry.settings.routed})
 

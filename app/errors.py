@@ -20,7 +20,7 @@ from dialects import anthropic_writer, ollama_writer, openai_writer, simple_chat
 from dialects.common import TAG_MARK
 from jobqueue import Busy, Verdict
 from protocol.errors import SwitchboardError
-from protocol.metrics import count_rejection
+from telemetry.metrics import count_rejection
 
 OLLAMA_BUSY = "server busy, please try again.  maximum pending requests exceeded"  # Ollama's own words
 _BRANCH_TAGS = {"str", "int", "float", "bool", "list", "dict", "none"}

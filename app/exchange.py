@@ -1,5 +1,5 @@
 """One model request as the operator sees it afterwards: its record in the
-request log (protocol/requestlog.py) and its server span (protocol/tracing.py),
+request log (ledger/request_log.py) and its server span (telemetry/tracing.py),
 filled in as it goes and written when it ends: a reply's last byte sent or
 its client gone, a WebSocket turn's end, a background response's job's end
 (whichever of the request and its job ends last).
@@ -21,7 +21,7 @@ from app import asker
 from app.auth import current_key
 from app.conversation_log import redact
 from app.services import Services
-from protocol import tracing
+from telemetry import tracing
 from protocol.contract import (
     DoneEvent, EmbeddingEvent, ErrorEvent, Event, Job, ServerToolEvent, TextEvent, ThinkingEvent, ToolCallEvent,
 )

@@ -16,7 +16,6 @@ from app.jobs import JobRun, start_job
 from app.services import Services, services
 from catalog.deployments import Deployments
 from catalog.registry import ModelEntry
-from jobqueue import deployments
 from protocol.contract import Event, Job, new_job_id
 from protocol.errors import SwitchboardError
 
@@ -90,7 +89,7 @@ def _up(shared: Services, entry: ModelEntry) -> bool:
     settings = entry.settings
     if not isinstance(settings, Deployments) or not settings.routed:
         return True
-    return not deployments.all_resting(shared.redis, entry.name, deployments.targets_of(settings.deployments))
+    return not jobqueue.all_deployments_resting(shared.redis, entry.name, jobqueue.targets_of(settings.deployments))
 
 
 def _waits_too_long(shared: Services, entry: ModelEntry) -> bool:

@@ -18,7 +18,6 @@ import jobqueue
 from app.errors import ClientGone
 from app.relay import CLOSED, Subscription
 from protocol.contract import ErrorEvent, Event, Job, KeepAliveEvent, TextEvent, decode_event, is_text_payload
-from protocol.metrics import count_job
 
 KEEPALIVE = KeepAliveEvent()
 # Redis went away (a restart, a failover): what the job sent meanwhile is
@@ -75,8 +74,7 @@ class JobEvents:
         if not self.started and time.time() > job.expires_at + 1:
             return ErrorEvent(message=f"no worker started the job within {settings.max_queue_wait_seconds:g} s",
                               status=503)
-        if self.started and jobqueue.lost(self._redis, job.id):
-            count_job(self._redis, job.model, "worker_lost", 0, None)
+        if self.started and jobqueue.lost(self._redis, job):
             return ErrorEvent(message="the worker running this job stopped; try again", status=502)
         now = time.monotonic()
         if now - self._last_event > settings.event_timeout_seconds:

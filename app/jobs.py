@@ -17,13 +17,12 @@ from app import asker
 from app.disconnect import DisconnectWatch
 from app.exchange import UNRECORDED, Exchange
 from app.job_events import JobEvents
-from app.requestlog import job_observers
+from app.access_log import job_observers
 from app.services import Services, services
 from app.streaming import Observer
 from catalog.registry import ModelEntry
-from protocol import keys, usage
+from protocol import keys
 from protocol.contract import DoneEvent, ErrorEvent, Event, Job, UnknownEvent, encode_event
-from protocol.metrics import count_job
 from protocol.presence import batched
 
 log = logging.getLogger(__name__)
@@ -135,16 +134,11 @@ class JobRun:
             getattr(observer, "close", lambda: None)()
 
     def _end(self, started: bool) -> None:
-        """Aborted unless finished; withdrawn (places freed, outcome counted) unless its worker counted it."""
-        redis, final, person = self._services.redis, self.final, self._asker.person
+        """Aborted unless finished; withdrawn (places freed, outcome recorded) unless its worker answered it."""
+        redis, final = self._services.redis, self.final
         if not self.finished:
             jobqueue.abort(redis, self.job.id)
         if isinstance(final, DoneEvent):
             return
         with batched(redis) as pipe:  # one round trip for what it leaves
-            unrun = jobqueue.withdraw(redis, pipe, self.job, person, self._pool, started)
-            if unrun is not None:
-                count_job(pipe, self.job.model, unrun, 0, None)
-            usage.record_request(pipe, self.job.id, person, self.job.model, "error" if final else "abort")
-            if final is not None:
-                usage.record_error(pipe, person, self.job.model, final.message)
+            jobqueue.withdraw(redis, pipe, self.job, self._pool, started, final)

@@ -1,5 +1,5 @@
 """Prometheus exposition of the cluster-wide metrics kept in Redis
-(protocol/metrics.py), read at scrape time. Active streams are what the live
+(telemetry/metrics.py), read at scrape time. Active streams are what the live
 web processes' leases say they relay (renewed every second; a process that
 died stops counting when its lease lapses)."""
 from __future__ import annotations
@@ -12,11 +12,11 @@ from app.console import deployment_states
 from app.services import Services
 from protocol.keys import REJECTED, TOKENS, tool_seconds_key
 from protocol.presence import streams_relayed
-from protocol.metrics import (
+from telemetry.metrics import (
     TOOL_SECONDS_BUCKETS, TTFT_BUCKETS, histogram, jobs_finished, prompt_cache_counts, tool_calls, ttft_histogram,
 )
 import jobqueue
-from protocol import usage
+from ledger import usage
 
 
 class ClusterCollector:

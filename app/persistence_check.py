@@ -1,7 +1,7 @@
 """Whether this web process's Redis persists, asked when the process starts
 and again at most once a minute while /readyz or the console shows it. A
 Redis that persists nothing is said once in the log, as a warning with the
-line that fixes it (protocol/persistence.py)."""
+line that fixes it (ledger/persistence.py)."""
 from __future__ import annotations
 
 import logging
@@ -10,7 +10,7 @@ import time
 import gevent
 from redis import Redis
 
-from protocol.persistence import FIX, Persistence, persistence
+from ledger.persistence import FIX, Persistence, persistence
 
 log = logging.getLogger("switchboard.redis")
 ASK_EVERY_SECONDS = 60.0

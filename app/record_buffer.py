@@ -1,5 +1,5 @@
 """This web process's request-log records on their way to Redis
-(protocol/requestlog.py): a request only hands its record over, and a
+(ledger/request_log.py): a request only hands its record over, and a
 greenlet writes it within LINGER_SECONDS, off the request's path, with every
 record that gathered meanwhile (a group commit: one round trip and one trim
 for them all); what is left at shutdown is written then (gunicorn's
@@ -14,7 +14,7 @@ import gevent
 from redis import Redis
 from redis.exceptions import RedisError
 
-from protocol import requestlog
+from ledger import request_log
 
 log = logging.getLogger(__name__)
 # How long a record waits for others to share its write: at one client's pace a write then carries a handful
@@ -55,8 +55,8 @@ class RecordBuffer:
         try:
             with self._redis.pipeline(transaction=False) as pipe:
                 for record, body in pending:
-                    requestlog.append(pipe, record, body, settings.request_log_body_days)
-                requestlog.trim(pipe, settings.request_log_days, settings.request_log_max)
+                    request_log.append(pipe, record, body, settings.request_log_body_days)
+                request_log.trim(pipe, settings.request_log_days, settings.request_log_max)
                 pipe.execute()
         except RedisError as error:
             log.warning("%d request-log records could not be written (%s)", len(pending), error)

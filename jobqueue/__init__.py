@@ -5,16 +5,23 @@ transition, in the order a job lives them:
     web process                         worker
     submit   admitted and queued  ──>   take      started (running)
     abort    its client left      ──>   (the worker's abort watch hears it)
-    withdraw its request ended          finish    its record says how it ended
+    withdraw its request ended          finish    its last events, its record
+             without an answer                    says how it ended
                                         release   its person's slot is free
+
+finish and withdraw each write what the job's end leaves in the operator's
+records (usage, errors, metrics: endings.py), so a job's outcome has one
+writer whichever process ends it.
 
 Below them: admission.py (a person's rate, the pool's queue bound),
 fairqueue.py (the order workers take jobs in: fair shares across people,
 each job charged its work: charges.py; completions first, one-at-a-time models handed to an idle worker, prompt
 cache affinity, the tickets counted on their way), records.py (a job's
 state, heartbeat and abort mark), states.py, deployments.py (which server
-of an upstream model a request goes to, and each server's health), and lua/
-(one script per transition). Only redis-py and the protocol package are imported here.
+of an upstream model a request goes to, and each server's health: its verbs
+are exported below), and lua/ (one script per transition). The processes import
+this package only (import-linter's job-owner contract). Only redis-py, the
+protocol package, the records (ledger/) and telemetry are imported here.
 """
 from __future__ import annotations
 
@@ -25,20 +32,25 @@ from typing import Callable, Protocol
 from redis import Redis
 from redis.client import Pipeline
 
-from jobqueue import admission, charges, deployments, fairqueue, records
+from jobqueue import admission, charges, deployments, endings, fairqueue, records
 from jobqueue.admission import Busy, Limits, Verdict
+from jobqueue.deployments import Attempt, DeploymentState, Pick, Rest, Target
+from jobqueue.endings import Ending
 from jobqueue.fairqueue import Asker, Idle, Placement, Taken, Ticketing
 from jobqueue.states import JobState
 from protocol import keys
-from protocol.contract import FinishReason, Job
+from protocol.contract import DoneEvent, ErrorEvent, FinishReason, Job
 from protocol.errors import SwitchboardError
-from protocol.presence import batched
+from protocol.presence import batched, publish_event
 from protocol.queue import ticket_queue
 
-__all__ = ["Asker", "Busy", "Idle", "JobState", "Limits", "Placement", "SendTicket", "Taken", "TicketSender", "Verdict",
-           "abort", "aborted", "aborted_among", "expected_wait", "finish", "finish_and_take", "forget_lost_tickets",
-           "keep_alive", "lost", "mark_free", "queue_depth", "release", "remember_cache", "running", "settle",
-           "started", "status", "submit", "supersede", "take", "wake_held", "withdraw"]
+__all__ = ["Asker", "Attempt", "Busy", "DeploymentState", "Ending", "Idle", "JobState", "Limits", "Pick", "Placement",
+           "Rest", "SendTicket", "Taken", "Target", "TicketSender", "Verdict",
+           "abort", "aborted", "aborted_among", "all_deployments_resting", "deployment_failed", "deployment_gate",
+           "deployment_probed", "deployment_started", "deployment_states", "expected_wait", "finish",
+           "finish_and_take", "forget_lost_tickets", "keep_alive", "leave_deployment_lines", "lost", "mark_free",
+           "pick_deployment", "queue_depth", "reject", "release", "release_deployment", "remember_cache", "running",
+           "started", "status", "submit", "supersede", "take", "targets_of", "wake_held", "withdraw"]
 
 
 # --- the web process's side ----------------------------------------------------------
@@ -106,27 +118,32 @@ def started(redis: Redis, job_id: str) -> bool:
     return records.job_taken(redis, job_id)
 
 
-def lost(redis: Redis, job_id: str) -> bool:
+def lost(redis: Redis, job: Job) -> bool:
     """Its worker stopped beating before it finished; if so, its record says
-    so from now on."""
-    if not records.worker_lost(redis, job_id):
+    so from now on, and it is counted as lost (endings.lost)."""
+    if not records.worker_lost(redis, job.id):
         return False
-    records.record_state(redis, job_id, status=JobState.FINISHED, reason=FinishReason.ERROR, error="worker lost")
+    with batched(redis) as pipe:
+        records.record_state(pipe, job.id, status=JobState.FINISHED, reason=FinishReason.ERROR, error="worker lost")
+        endings.lost(pipe, job)
     return True
 
 
-def withdraw(redis: Redis, pipe: Pipeline, job: Job, person: str, pool: str, started: bool) -> FinishReason | None:
-    """Its request ended without its worker finishing it (the client left,
-    the stream failed, the server shuts down): a job still waiting leaves the
-    queue, recorded as expired or aborted (returned); its queue place and its
-    person's slot are free. The writes go on `pipe`, for the caller to send
-    with its own."""
+def withdraw(redis: Redis, pipe: Pipeline, job: Job, pool: str, started: bool,
+             final: ErrorEvent | None = None) -> FinishReason | None:
+    """Its request ended without its worker's answer (the client left, the
+    stream failed, the server shuts down, its worker's error `final` was
+    relayed): a job still waiting leaves the queue, recorded as expired or
+    aborted (returned); its queue place and its person's slot are free; its
+    outcome is recorded (endings.withdrawn). The writes go on `pipe`, for the
+    caller to send with its own."""
     unrun = None
     if not started and fairqueue.remove(redis, pool, job.id):
         unrun = FinishReason.EXPIRED if job.expires_at is not None and time.time() > job.expires_at \
             else FinishReason.ABORTED
         records.record_state(pipe, job.id, status=JobState.FINISHED, reason=unrun)
-    admission.release(pipe, person, job.id, pool, job.web_id)
+    admission.release(pipe, job.usage_of, job.id, pool, job.web_id)  # (its person: job.usage_of)
+    endings.withdrawn(pipe, job, unrun, final)
     return unrun
 
 
@@ -172,13 +189,31 @@ def keep_alive(redis: Redis, job_ids: list[str], worker: dict | None) -> None:
     records.beat(redis, job_ids, worker)
 
 
-def finish(redis: Redis | Pipeline, job_id: str, reason: str, **fields: str | int | float) -> None:
-    """Its record says how it ended, then its heartbeat ends (in that order:
-    see records.worker_lost). The caller publishes its final event first."""
+def finish(redis: Redis | Pipeline, job: Job, ending: Ending, pool: str) -> None:
+    """Its worker ended it: its last events and its outcome in the records
+    (endings.finished), then its record says how it ended and its heartbeat
+    ends (in that order: see records.worker_lost); an answer's cost beyond
+    its estimate becomes its person's debt in `pool`."""
     with batched(redis) as pipe:
-        records.record_state(pipe, job_id, status=JobState.FINISHED, reason=reason, **fields)
-        records.end_heartbeat(pipe, job_id)
-        pipe.zrem(keys.RUNNING_JOBS, job_id)
+        endings.finished(pipe, job, ending)
+        _finished(pipe, job.id, ending.reason, **ending.record)
+        if isinstance(ending.final, DoneEvent):
+            charges.settle(pipe, pool, job, ending.final.usage)
+
+
+def reject(redis: Redis | Pipeline, taken: Taken) -> None:
+    """A taken (so started) job whose payload is not a job: its client hears
+    why (where its reply channel could be read), and its record ends."""
+    with batched(redis) as pipe:
+        if taken.reply_channel:  # else there is nowhere to say it; its web process times out waiting
+            publish_event(pipe, taken.reply_channel, ErrorEvent(message="malformed job", status=500))
+        _finished(pipe, taken.job_id, FinishReason.ERROR, error="malformed job")
+
+
+def _finished(pipe: Pipeline, job_id: str, reason: str, **fields: str | int | float) -> None:
+    records.record_state(pipe, job_id, status=JobState.FINISHED, reason=reason, **fields)
+    records.end_heartbeat(pipe, job_id)
+    pipe.zrem(keys.RUNNING_JOBS, job_id)
 
 
 def release(redis: Redis, taken: Taken) -> list[str]:
@@ -191,10 +226,22 @@ finish_and_take = fairqueue.finish_and_take  # release, then take the next job: 
 mark_free = fairqueue.mark_free  # this worker's one-at-a-time models that are idle
 forget_lost_tickets = fairqueue.forget_lost_tickets  # said by a worker with a free slot
 wake_held = deployments.wake_held  # pools whose jobs held for full deployments may run: tickets for them
-settle = charges.settle  # a job that ran: what it cost beyond its estimate, its person's debt
 
 
 def remember_cache(redis: Redis, model: str, taken: Taken, worker_id: str) -> None:
     """This worker's prompt cache now holds the job's prefix (its cache key's,
     or its session's and person's): their next job comes here while it is idle."""
     fairqueue.remember_affinity(redis, model, fairqueue.held_by_worker(taken.job, taken.person), worker_id)
+
+
+# --- an upstream model's deployments (deployments.py): which server a request goes to --------------------
+targets_of = deployments.targets_of  # the registry's deployments as the router sees them
+deployment_gate = deployments.gate  # a job's hold while all its model's deployments are full (Placement)
+pick_deployment = deployments.pick  # the deployment for an attempt, in flight there from now on
+deployment_started = deployments.started  # its first token came: its time to it, the session's affinity
+deployment_failed = deployments.failed  # it failed the attempt: it rests (seconds returned)
+release_deployment = deployments.release  # the attempt ended: its place there is free
+leave_deployment_lines = deployments.leave_lines  # an attempt stops waiting for a full deployment
+deployment_probed = deployments.probed  # a resting deployment answered a probe, or did not
+all_deployments_resting = deployments.all_resting  # every deployment of the model rests (a fallback's cue)
+deployment_states = deployments.states  # each deployment's health and load (the console)

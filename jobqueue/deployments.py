@@ -34,7 +34,7 @@ from redis import Redis
 from jobqueue.fairqueue import AT_WORK_SECONDS
 from jobqueue.scripts import run_script
 from protocol import keys
-from protocol.metrics import SEPARATOR, TTFT_BUCKETS, cumulative, observe
+from telemetry.metrics import SEPARATOR, TTFT_BUCKETS, cumulative, observe
 from protocol.presence import batched
 
 AFFINITY_SECONDS = 3600  # how long a person or a prefix sticks to the deployment that served it
@@ -169,7 +169,7 @@ class DeploymentState:
     requests: int
     failures: int
     cooldowns: int
-    ttft: dict[str, float]  # the cumulative histogram (protocol.metrics.histogram)
+    ttft: dict[str, float]  # the cumulative histogram (telemetry.metrics.histogram)
 
 
 def states(redis: Redis, routed: dict[str, list[Target]]) -> list[DeploymentState]:

@@ -4,15 +4,15 @@ stand on this package.
 
 - contract.py: the job and event types that travel between them (tolerant of
   fields a newer version adds, and versioned)
-- keys.py: EVERY Redis key and pub/sub channel name
+- keys.py: EVERY Redis key and pub/sub channel name (those of the job queue,
+  the operator's records and the metrics included)
 - presence.py: what the processes send each other about themselves (events
   on a reply channel, web leases, worker presence, loaded models)
-- scripts.py: running a folder's Lua scripts by name
-- usage.py: each person's usage of the day
-- metrics.py: the cluster-wide counters both processes write
 - queue.py: queue names and the task name
 - connection.py: the bounded Redis client both use
+- scripts.py: running a folder's Lua scripts by name
 - errors.py: the typed errors that cross the wire (with the status a client sees)
 
-Only pydantic and redis-py are imported here.
+Only pydantic and redis-py are imported here: telemetry (telemetry/) and the
+operator's records (ledger/) stand on it, never the other way round.
 """

@@ -183,7 +183,7 @@ class Job(_Strict):
     enqueued_at: float = 0.0
     expires_at: float | None = None  # epoch seconds: not started by then, it is dropped
     # The person whose usage the worker counts with a finished job's final
-    # write (protocol/usage.py); its web process counts an unfinished one's.
+    # write (ledger/usage.py); its web process counts an unfinished one's.
     usage_of: str = ""
     # Only count the prompt's tokens, as the model would get them (Anthropic's
     # count_tokens): the DoneEvent's usage.prompt_tokens, reason "counted".

@@ -10,7 +10,9 @@ them). Per upstream deployment (`deployment:*`): its requests in flight,
 its rest after failures, its probe, and whose prompts it holds. Per process:
 `worker` (presence, for /readyz), `loaded` (/api/ps), a web process's lease
 and its stream count.
-Metrics: `metrics:*`.
+Metrics: `metrics:*`. The operator's records (ledger/): usage by day, the
+request log and its kept bodies, the audit log, the last errors and the
+status page's per-minute series.
 """
 from __future__ import annotations
 
@@ -208,12 +210,28 @@ def budget_reset_key(day: str) -> str:
     return f"{PREFIX}:usage:{day}:budget-reset"
 
 
+# --- the operator's records (ledger/) -------------------------------------------------
+REQUEST_LOG = f"{PREFIX}:requests"  # the request log (a stream: one entry per request, by its end)
+AUDIT_LOG = f"{PREFIX}:audit"  # the audit log (a stream: who changed keys and models)
+
+
+def request_body_key(request_id: str) -> str:
+    """A request's kept body and reply text (where the operator keeps bodies)."""
+    return f"{PREFIX}:request-body:{request_id}"
+
+
+def audit_state_key(subject: str) -> str:
+    """The last state the audit log saw of a subject (the keys file, the
+    registry), to tell a change from a restart."""
+    return f"{PREFIX}:audit:state:{subject}"
+
+
 def series_key(minute: int) -> str:
     """One minute's job numbers (epoch minute): for the status page's chart."""
     return f"{PREFIX}:series:{minute}"
 
 
-# Histograms count each observation in its own bucket (protocol/metrics.py);
+# Histograms count each observation in its own bucket (telemetry/metrics.py);
 # their keys end in `_buckets`, apart from the cumulative ones ("...:ttft:"),
 # which a reader must not mix in.
 def tool_seconds_key(server: str, tool: str) -> str:

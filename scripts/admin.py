@@ -37,7 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from app.auth import BY_HAND_AUTHOR, digest, public_view, read_keys_file  # noqa: E402
 from app.console import snapshot  # noqa: E402
 from catalog.registry import load_registry  # noqa: E402
-from protocol import audit, usage  # noqa: E402
+from ledger import audit, usage  # noqa: E402
 from scripts import connect  # noqa: E402
 from protocol.connection import RedisTarget, redis_client  # noqa: E402
 from protocol.keys import configure  # noqa: E402

@@ -41,7 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from scripts import connect  # noqa: E402
 from scripts.children import stop_on_signals  # noqa: E402
 from scripts.embedded_redis import EmbeddedRedis  # noqa: E402
-from scripts.processes import ROOT, Process, stack_env, start_stack, stop_together  # noqa: E402
+from scripts.processes import ROOT, stack_env, start_stack, stop_together  # noqa: E402
 
 FILE, TEXT = "made-by-agent.txt", "written by the agent"
 PLAIN = "the switchboard matrix says hello"

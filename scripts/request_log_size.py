@@ -15,7 +15,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from protocol import requestlog  # noqa: E402
+from ledger import request_log  # noqa: E402
+from protocol import keys  # noqa: E402
 from scripts.embedded_redis import on_a_redis_of_its_own  # noqa: E402
 
 MODELS = ("smollm2:135m", "qwen2.5-coder:7b", "claude-sonnet-4-5")
@@ -38,12 +39,12 @@ def measure(client, records: int, people: int, per_day: int) -> str:
     for start in range(0, records, 1000):
         with client.pipeline(transaction=False) as pipe:
             for _ in range(min(1000, records - start)):
-                requestlog.append(pipe, record(rng, people))
-            requestlog.trim(pipe, days=14, most=records)
+                request_log.append(pipe, record(rng, people))
+            request_log.trim(pipe, days=14, most=records)
             pipe.execute()
-    used = client.memory_usage(requestlog.LOG, samples=0)
-    each = used / client.xlen(requestlog.LOG)
-    return (f"{client.xlen(requestlog.LOG):,} records: {used / 1e6:.1f} MB, {each:.0f} bytes a record; "
+    used = client.memory_usage(keys.REQUEST_LOG, samples=0)
+    each = used / client.xlen(keys.REQUEST_LOG)
+    return (f"{client.xlen(keys.REQUEST_LOG):,} records: {used / 1e6:.1f} MB, {each:.0f} bytes a record; "
             f"14 days of {per_day:,} requests a day: {each * per_day * 14 / 1e6:.0f} MB; "
             f"the default cap (500,000 records): {each * 500_000 / 1e6:.0f} MB")
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from protocol import usage  # noqa: E402
+from ledger import usage  # noqa: E402
 from scripts.embedded_redis import on_a_redis_of_its_own  # noqa: E402
 from protocol.keys import usage_folded_key, usage_key  # noqa: E402
 

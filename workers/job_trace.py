@@ -1,22 +1,20 @@
-"""A job's span in the worker (protocol/tracing.py): its time in the queue,
+"""A job's span in the worker (telemetry/tracing.py): its time in the queue,
 then the job itself under its request's trace, named and described by
 OpenTelemetry's GenAI conventions (what it ran on, its tokens, its first
 token, why it ended); never its text. A job sent without a trace runs as is."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable
+from typing import Callable
 
 from catalog.deployments import Deployments
 from catalog.registry import ModelEntry
-from protocol import tracing
+from jobqueue import Ending
 from protocol.contract import DoneEvent, ErrorEvent, Job
+from telemetry import tracing
 from workers.context import RunContext
 
-if TYPE_CHECKING:
-    from workers.runner import Ending
 
-
-def traced(job: Job, ctx: RunContext, run: Callable[[], "Ending"]) -> "Ending":
+def traced(job: Job, ctx: RunContext, run: Callable[[], Ending]) -> Ending:
     """`run` (the job's generation) under the job's span."""
     if not job.traceparent or not tracing.on():
         return run()
@@ -31,7 +29,7 @@ def traced(job: Job, ctx: RunContext, run: Callable[[], "Ending"]) -> "Ending":
     return ending
 
 
-def _annotate(span, entry: ModelEntry, ending: "Ending") -> None:
+def _annotate(span, entry: ModelEntry, ending: Ending) -> None:
     if not tracing.recording(span):  # (the sampler left its trace out)
         return
     final = ending.final

@@ -3,9 +3,9 @@
     run_job      its abort watched and its heartbeat beating while it runs
       refusal    a job this worker cannot run at all is answered at once
       _run       its model generates (workers/generate.py, rounds.py below it)
-      _finish    what it leaves in Redis, in one round trip: its usage, its
-                 last events, its record (jobqueue.finish), the loaded-model
-                 note and the metrics
+      _finish    what it leaves in Redis, in one round trip: its last events,
+                 its usage, metrics and record (jobqueue.finish), the
+                 loaded-model note
 
 Failures become an error event: a client never waits on a job that died.
 """
@@ -13,35 +13,20 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass, field
 
 from redis.client import Pipeline
 
 import jobqueue
+from jobqueue import Ending
 from protocol.contract import CONTRACT_VERSION, DoneEvent, ErrorEvent, Event, FinishReason, Job
 from protocol.errors import SwitchboardError, UnknownModel
-from protocol.metrics import count_job, count_prompt_cache
-from protocol.presence import FOREVER_SECONDS, forget_loaded, mark_loaded, publish_event
-from protocol.usage import deliver_answer, record_minute
+from protocol.presence import FOREVER_SECONDS, forget_loaded, mark_loaded
 from workers.cancel import Cancel
 from workers.context import RunContext
 from workers.generate import generate
 from workers.job_trace import traced
 
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class Ending:
-    """How a job ended, and what it leaves behind."""
-    reason: str  # a FinishReason
-    final: DoneEvent | ErrorEvent | None = None  # its last event (None: aborted, nobody to tell)
-    tail: list[Event] = field(default_factory=list)  # text the publisher still held: it goes out first
-    tokens: int = 0  # generated
-    ttft: float | None = None  # seconds from its queueing to its first token
-    waited: float | None = None  # seconds in the queue
-    loaded: bool = False  # its model ran: /api/ps lists it
-    record: dict = field(default_factory=dict)  # more for its record (error, finished_at)
 
 
 def run_job(job: Job, ctx: RunContext, taken_at: float, batch: Pipeline | None = None) -> str:
@@ -106,38 +91,13 @@ def _finish(job: Job, ctx: RunContext, ending: Ending, batch: Pipeline | None) -
     """Everything a finished job leaves in Redis, in one round trip (on
     `batch` if given, sent by the caller)."""
     pipe = ctx.redis.pipeline(transaction=False) if batch is None else batch
-    final = ending.final
-    if final is not None:
-        for event in ending.tail:
-            publish_event(pipe, job.reply_channel, event)
-        _deliver(pipe, job, final)
-    jobqueue.finish(pipe, job.id, ending.reason, **ending.record)
-    if isinstance(final, DoneEvent):  # what it cost its person's share, by its backend's count
-        jobqueue.settle(pipe, ctx.backends.entry(job.model).pool, job, final.usage)
+    answered = isinstance(ending.final, DoneEvent)  # (a refused job's model may be unknown here)
+    jobqueue.finish(pipe, job, ending, ctx.backends.entry(job.model).pool if answered else "")
     if ending.loaded:
         _note_loaded(pipe, job, ctx)
-    _count_metrics(pipe, job, ending, final)
     if batch is None:
         pipe.execute()
     return ending.reason
-
-
-def _deliver(pipe: Pipeline, job: Job, final: DoneEvent | ErrorEvent) -> None:
-    """Its last event; an answer is counted by its worker, with it, if a web
-    process heard it (the web process counts requests that end otherwise).
-    Counting a prompt uses no tokens."""
-    if isinstance(final, DoneEvent) and not job.count_only:
-        deliver_answer(pipe, job, final)
-    else:
-        publish_event(pipe, job.reply_channel, final)
-
-
-def _count_metrics(pipe: Pipeline, job: Job, ending: Ending, final: DoneEvent | ErrorEvent | None) -> None:
-    count_job(pipe, job.model, ending.reason, ending.tokens, ending.ttft)
-    if isinstance(final, DoneEvent) and not job.count_only:
-        record_minute(pipe, ending.ttft, ending.tokens, final.timings.eval_ns / 1e9, ending.waited)
-    if isinstance(final, DoneEvent) and final.usage.cached_tokens is not None:
-        count_prompt_cache(pipe, job.model, final.usage.cached_tokens, final.usage.prompt_tokens)
 
 
 def _note_loaded(pipe: Pipeline, job: Job, ctx: RunContext) -> None:

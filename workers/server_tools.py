@@ -25,12 +25,12 @@ from dataclasses import dataclass, field
 from redis import Redis
 
 from catalog.registry import ModelEntry
-from protocol import tracing
+from telemetry import tracing
 from protocol.presence import batched
 from protocol.contract import (
     Job, Message, ServerToolEvent, TextEvent, ToolCall, ToolChoice, ToolSpec, json_object,
 )
-from protocol.metrics import count_tool_call
+from telemetry.metrics import count_tool_call
 from workers.cancel import Cancel
 from workers.mcp.toolbox import ServerTool, Toolbox, ToolResult
 from workers.model_output import Outcome

@@ -13,15 +13,12 @@ from functools import lru_cache
 
 from celery.backends.base import DisabledBackend
 from celery.signals import worker_process_init, worker_ready, worker_shutting_down
-from redis.client import Pipeline
 
 from catalog.registry import load_registry
 import jobqueue
-from jobqueue import Taken
-from protocol import keys, tracing
+from protocol import keys
+from telemetry import tracing
 from protocol.connection import RedisTarget, redis_client
-from protocol.contract import ErrorEvent, FinishReason
-from protocol.presence import publish_event
 from protocol.queue import TAKE_TASK
 from queue_config import app, send_direct_ticket
 from settings import settings_from_environment
@@ -82,7 +79,8 @@ def take(ticket: dict) -> str:
         # The finished job's writes, its slot's release and the next take: one round trip.
         batch = ctx.redis.pipeline(transaction=False)
         if taken.malformed:
-            _reject(batch, taken)
+            log.error("rejected a malformed job %s: %s", taken.job_id, taken.malformed)
+            jobqueue.reject(batch, taken)
         else:
             try:
                 reason = run_job(taken.job, ctx, taken.taken_at, batch)
@@ -91,15 +89,6 @@ def take(ticket: dict) -> str:
                 raise
         taken = ctx.slots.finish(pool, taken, take_next=not ctx.slots.stopping, batch=batch)
     return reason
-
-
-def _reject(batch: Pipeline, taken: Taken) -> None:
-    """A taken (so started) job whose payload is not a job: its client hears
-    why, and its record ends."""
-    log.error("rejected a malformed job %s: %s", taken.job_id, taken.malformed)
-    if taken.reply_channel:  # else there is nowhere to say it; its web process times out waiting
-        publish_event(batch, taken.reply_channel, ErrorEvent(message="malformed job", status=500))
-    jobqueue.finish(batch, taken.job_id, FinishReason.ERROR, error="malformed job")
 
 
 @worker_process_init.connect

@@ -24,7 +24,7 @@ from app.console import snapshot
 from app.errors import ApiError, register_error_handlers
 from app.services import services
 from dialects.openai_writer import error_body
-from protocol import audit, requestlog, usage
+from ledger import audit, request_log, usage
 
 bp = Blueprint("admin", __name__, url_prefix="/admin")
 register_error_handlers(bp, error_body)
@@ -123,14 +123,14 @@ def requests_list():
     """Records newest first, filtered (?person=&model=&status=&session=&from=&to=, times
     as ISO 8601 or epoch milliseconds; ?before=<id> for the next page, ?count=)."""
     own, args, count = _own_only(), request.args, _count("records")
-    where = requestlog.Filter(person=own or args.get("person") or None, model=args.get("model") or None,
+    where = request_log.Filter(person=own or args.get("person") or None, model=args.get("model") or None,
                               status=args.get("status") or None, session=args.get("session") or None,
                               since_ms=_instant("from"), until_ms=_instant("to"))
     before = args.get("before")
     if before is not None and not (re.fullmatch(r"\d+-\d+", before) and
                                    all(int(part) < 2 ** 64 for part in before.split("-"))):  # (Redis's ids)
         raise ApiError(400, f"before: {before!r} is not a record id like 1764230400000-0", "before")
-    records, next_page = requestlog.read(services().redis, where, count, before)
+    records, next_page = request_log.read(services().redis, where, count, before)
     return jsonify({"requests": records, "next": next_page, "person": own,
                     "trace_url": services().settings.trace_url})
 
@@ -153,7 +153,7 @@ def _instant(name: str) -> int | None:
 @bp.get("/requests/<request_id>/body")
 def request_body(request_id: str):
     """A kept body (the request as sent, its reply's text): its own person's, or any for an admin."""
-    kept, own = requestlog.body(services().redis, request_id), _own_only()
+    kept, own = request_log.body(services().redis, request_id), _own_only()
     if kept is None or (own is not None and kept.get("person") != own):
         raise ApiError(404, "no body is kept for that request (bodies are off, or have expired)")
     return jsonify(kept)

@@ -16,7 +16,6 @@ from app.jobs import JobRun
 from app.services import services
 from app.streaming import NDJSON_CONTENT_TYPE, SSE_CONTENT_TYPE, ndjson, sse, stream, whole_reply
 from catalog.registry import ModelEntry
-from jobqueue import charges
 from dialects.writer import Frame, Writer
 from protocol.contract import Event, Job
 from protocol.errors import PromptTooLong, UnknownModel
@@ -111,15 +110,14 @@ def respond(run: JobRun, events: Iterator[Event], writer: Writer, framing: str |
 MAX_CHARACTERS_PER_TOKEN = 64
 
 
-def check_prompt_size(job: Job, entry: ModelEntry) -> int:
-    """Its prompt's characters, if the model's context may hold them."""
+def check_prompt_size(job: Job, entry: ModelEntry) -> None:
+    """Its prompt's characters fit the model's context."""
     context = entry.info.context_length
     size, most = job.prompt_characters(), context * MAX_CHARACTERS_PER_TOKEN
     if size > most:  # at least size / MAX_CHARACTERS_PER_TOKEN tokens: the number it is refused with
         raise PromptTooLong(f'the prompt is {size} characters: more than the {context}-token context of '
                             f'"{entry.name}" can hold (at most {most} characters)',
                             -(-size // MAX_CHARACTERS_PER_TOKEN), context)
-    return size
 
 
 def check_job_kind(job: Job, entry: ModelEntry) -> None:
@@ -133,10 +131,10 @@ def check_job_kind(job: Job, entry: ModelEntry) -> None:
 
 
 def check_job(job: Job, entry: ModelEntry) -> None:
-    """What every job is checked for before it is queued; and what it will be
-    charged (its characters counted once)."""
+    """What every job is checked for before it is queued (what it is charged
+    is the job queue's estimate, when it is queued)."""
     check_job_kind(job, entry)
-    job.charge = charges.estimate(job, check_prompt_size(job, entry))
+    check_prompt_size(job, entry)
 
 
 def start_serving(job: Job, entry: ModelEntry, writer: Writer, stream: bool,

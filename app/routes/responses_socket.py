@@ -39,7 +39,7 @@ from pydantic import ValidationError
 from app.errors import ApiError, ClientGone, known_error
 from app.jobs import JobRun
 from app.exchange import Exchange
-from app.requestlog import log_request
+from app.access_log import log_request
 from app.routes.common import start_serving
 from app.services import services
 from app.stored_responses import ConnectionMemory

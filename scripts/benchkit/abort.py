@@ -20,7 +20,7 @@ import time
 
 import redis
 
-from jobqueue.records import job_state
+from jobqueue import status as job_state
 from protocol.keys import abort_key
 from scripts.benchkit.client import request_bytes, stream
 from scripts.benchkit.relay import words

@@ -22,6 +22,8 @@ import openai
 import pytest
 from app.auth import digest
 from app.exchange import session_of
+from ledger import request_log
+from protocol import keys
 from scripts.processes import ROOT, ready_together, stack_env, start_web, start_worker
 from tests.integration.browser import text_of
 from tests.integration.http import DroppableStream
@@ -297,6 +299,28 @@ def test_the_request_log_page_filters_and_shows_a_key_its_own(stack, browser):
     browser.get(f"{stack['a']}/k/{KEYS['alice']}/admin/requests")
     wait_until(lambda: "yours: alice" in text_of(browser, "#summary"), 30, "alice's own view")
     assert {person for person, _ in _rows(browser)} == {"alice"}
+
+
+def test_a_model_name_of_10000_characters_leaves_a_small_record_and_a_page_that_fits(stack, browser, clean_redis):
+    """A client names its model: a record keeps at most request_log.TEXT_MOST
+    characters of it, and the page cuts a long cell short, so the columns
+    after the model's (route, status, tokens, times, trace) stay on screen."""
+    session = {"X-Claude-Code-Session-Id": f"long-{uuid.uuid4().hex[:8]}"}
+    client = openai.OpenAI(base_url=f"{stack['b']}/v1", api_key=KEYS["alice"], max_retries=0, default_headers=session)
+    with pytest.raises(openai.NotFoundError):
+        client.chat.completions.create(model="m" * 10_000, messages=[{"role": "user", "content": "x"}])
+    [record] = wait_until(lambda: _requests(stack, "root", session=session["X-Claude-Code-Session-Id"]), 10,
+                          "its record")
+    assert record["model"] == "m" * (request_log.TEXT_MOST - 1) + "…" and record["status"] == 404
+    [(_, fields)] = clean_redis.xrange(keys.REQUEST_LOG, record["id"], record["id"])
+    assert len(fields[b"r"]) < 1024, fields  # (whole: 10 KB and more)
+    browser.get(f"{stack['a']}/k/{KEYS['root']}/admin/requests")
+    _filter(browser, session=session["X-Claude-Code-Session-Id"])
+    wait_until(lambda: len(_rows(browser)) == 1, 30, "the page to list the request")
+    table, shown = browser.execute_script(
+        "const t = document.getElementById('requests'); return [t.scrollWidth, t.parentElement.clientWidth]")
+    assert table <= shown, (table, shown)  # every column on screen, none scrolled off to the right
+    assert browser.execute_script("return document.querySelector('#requests tbody td.model').title").startswith("mmm")
 
 
 def _rows(browser) -> list[list[str]]:

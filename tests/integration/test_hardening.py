@@ -100,7 +100,7 @@ def test_a_key_without_access_to_a_model_cannot_tell_it_from_an_unknown_one(h):
 
 def test_a_restricted_key_sees_only_its_models_in_ps_and_metrics(h, redis_client):
     from protocol.presence import mark_loaded
-    from protocol.metrics import count_job
+    from telemetry.metrics import count_job
 
     mark_loaded(redis_client, "smollm2:135m", "some-worker", 60)
     count_job(redis_client, "smollm2:135m", "stop", 5, 0.1)

@@ -14,7 +14,7 @@ import pytest
 import redis
 
 from app.auth import digest
-from protocol import usage
+from ledger import usage
 from scripts.embedded_redis import EmbeddedRedis
 from scripts.processes import stack_env, start_stack
 from tests.integration.office_load import OfficeLoad, held_places

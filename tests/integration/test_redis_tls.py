@@ -14,7 +14,7 @@ import openai
 import pytest
 
 from app.auth import digest
-from protocol.persistence import FIX
+from ledger.persistence import FIX
 from scripts.processes import ROOT, ready_together, stack_env, start_stack, start_web
 from tests.integration.browser import text_of
 from scripts.redis_servers import TlsRedis, make_certificates

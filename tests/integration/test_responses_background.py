@@ -12,8 +12,8 @@ import openai
 import pytest
 
 from jobqueue.records import job_state
-from protocol import requestlog
-from protocol.usage import totals_by_person, usage
+from ledger import request_log
+from ledger.usage import totals_by_person, usage
 from scripts.processes import stack_env, start_web
 from tests.integration.conftest import KEY, OTHER_KEY
 from tests.integration.http import DroppableStream
@@ -46,7 +46,7 @@ def test_its_request_log_record_is_written_when_its_job_ends(base_url, redis_cli
     client = client_for(base_url)
     queued = client.responses.create(model="echo:slow", input=SHORT_SLOW, background=True)
     ended(client, queued.id)
-    records = wait_until(lambda: requestlog.read(redis_client, requestlog.Filter(model="echo:slow"))[0], 10,
+    records = wait_until(lambda: request_log.read(redis_client, request_log.Filter(model="echo:slow"))[0], 10,
                          "the record")
     assert len(records) == 1 and records[0]["route"] == "/v1/responses" and records[0]["status"] == 200
     assert records[0]["finish"] == "stop" and records[0]["tokens_out"] == 30 and records[0]["total_ms"] > 1000

@@ -12,7 +12,7 @@ import openai
 import pytest
 from websockets.sync.client import connect
 
-from protocol.usage import totals_by_person, usage
+from ledger.usage import totals_by_person, usage
 from tests.integration.conftest import KEY, OTHER_KEY
 from tests.integration.http import post_raw
 from tests.integration.test_responses_websocket import last, turn, ws_url

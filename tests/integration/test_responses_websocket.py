@@ -21,7 +21,7 @@ from websockets.sync.client import connect
 from wsproto import ConnectionType, WSConnection
 from wsproto.events import AcceptConnection, CloseConnection, Ping, Request, TextMessage
 
-from protocol.usage import usage
+from ledger.usage import usage
 from scripts.processes import stack_env, start_web
 from tests.integration.conftest import KEY, OTHER_KEY
 from tests.integration.http import DroppableStream, post_raw

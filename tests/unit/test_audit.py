@@ -1,4 +1,4 @@
-"""The audit log (protocol/audit.py) on a real Redis: a change is written
+"""The audit log (ledger/audit.py) on a real Redis: a change is written
 once however many processes see it, by whoever recorded the state before;
 the first state is the baseline; the author a tool noted is named; old
 entries go."""
@@ -7,7 +7,8 @@ from __future__ import annotations
 import json
 import time
 
-from protocol import audit
+from ledger import audit
+from protocol import keys
 
 ALICE = {"key": "ab12cd34", "models": ["*"], "daily_tokens": None, "admin": False}
 WEB_1, WEB_2 = audit.Author("by hand", "web-1"), audit.Author("by hand", "web-2")
@@ -30,7 +31,7 @@ def test_a_change_is_written_once_by_whoever_swaps_the_state(clean_redis):
 
 def test_entries_older_than_the_retention_go(clean_redis):
     old_ms = int((time.time() - 3 * 86400) * 1000)
-    clean_redis.xadd(audit.AUDIT, {"entry": json.dumps({"action": "key added", "target": "ancient"})},
+    clean_redis.xadd(keys.AUDIT_LOG, {"entry": json.dumps({"action": "key added", "target": "ancient"})},
                      id=f"{old_ms}-0")
     audit.append(clean_redis, [{"time": time.time(), "action": "key added", "target": "new"}], days=2)
     assert [e["target"] for e in audit.latest(clean_redis)] == ["new"]

@@ -132,7 +132,7 @@ def test_an_upstreams_streamed_custom_call_is_reassembled():
 
 def test_emulation_offers_the_grammar_and_parses_the_call():
     prompt = tool_instructions(JOB.tools, ToolChoice())
-    assert f"## apply_patch\nEdit files.\nParameters: one, \"input\"" in prompt
+    assert "## apply_patch\nEdit files.\nParameters: one, \"input\"" in prompt
     assert f"The input must follow this lark grammar:\n{LARK}" in prompt  # readable, not escaped in a schema
     parser = ToolCallParser({"apply_patch"})
     text = f'<invoke name="apply_patch">\n<parameter name="input">{PATCH}</parameter>\n</invoke>'

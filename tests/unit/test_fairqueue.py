@@ -496,7 +496,7 @@ def test_the_running_jobs_with_their_session_until_they_end_or_their_worker_dies
     assert (listed[first.job.id]["person"], listed[first.job.id]["session"], listed[first.job.id]["priority"],
             listed[first.job.id]["worker"]) == ("alice", "s1", "interactive", "w1")
     assert (listed[second.job.id]["session"], listed[second.job.id]["priority"]) == ("", "background")
-    jobqueue.finish(clean_redis, first.job.id, "stop")
+    jobqueue.finish(clean_redis, first.job, jobqueue.Ending("stop"), POOL)
     assert [job["job"] for job in jobqueue.running(clean_redis)] == [second.job.id]
     clean_redis.delete(keys.alive_key(second.job.id))  # its worker died
     assert jobqueue.running(clean_redis) == [] and clean_redis.zcard(keys.RUNNING_JOBS) == 0

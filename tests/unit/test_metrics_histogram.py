@@ -2,7 +2,7 @@
 commands), and read back cumulative, as Prometheus expects."""
 from __future__ import annotations
 
-from protocol import metrics
+from telemetry import metrics
 from protocol.keys import ttft_key
 
 

@@ -1,4 +1,4 @@
-"""protocol/otlp.py writes tracing's spans straight into OTLP's protobuf:
+"""telemetry/otlp.py writes tracing's spans straight into OTLP's protobuf:
 the bytes must be the very bytes the official exporter's encoder makes of
 the same spans, as the SDK's ReadableSpan, for every shape of span tracing
 makes."""
@@ -18,8 +18,8 @@ from opentelemetry.sdk.trace import ReadableSpan  # noqa: E402
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope  # noqa: E402
 from opentelemetry.trace import SpanKind, Status, StatusCode, TraceState  # noqa: E402
 
-from protocol import otlp  # noqa: E402
-from protocol.tracing import CLIENT, INTERNAL, SERVER, Remote, Span  # noqa: E402
+from telemetry import otlp  # noqa: E402
+from telemetry.tracing import CLIENT, INTERNAL, SERVER, Remote, Span  # noqa: E402
 
 RESOURCE = Resource.create({"service.name": "web", "service.instance.id": "h:1"})
 SCOPE = InstrumentationScope("switchboard")

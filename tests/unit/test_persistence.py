@@ -11,7 +11,7 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from app.persistence_check import PersistenceCheck
-from protocol.persistence import FIX, persistence
+from ledger.persistence import FIX, persistence
 from scripts.embedded_redis import EmbeddedRedis, free_port
 
 NO_CONFIG = ("--rename-command", "CONFIG", "")

@@ -12,7 +12,7 @@ from flask import Flask, g
 from app.priority import codex_request_kind, is_background
 from catalog.model_info import BackendSettings
 from catalog.registry import ModelEntry
-from protocol import requestlog
+from ledger import request_log
 from protocol.contract import DoneEvent, Job, Message, SamplingOptions, TextEvent, Usage
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
@@ -63,5 +63,5 @@ def test_a_probe_waits_as_background_and_the_request_log_says_so(scripted):
     assert [job.background for job, _ in scripted.jobs] == [True, False]
     services = scripted.client.application.extensions["switchboard"]
     services.records.drain()
-    records = requestlog.read(services.redis, requestlog.Filter())[0]
+    records = request_log.read(services.redis, request_log.Filter())[0]
     assert [r["priority"] for r in records] == ["interactive", "background"]  # newest first

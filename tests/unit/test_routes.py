@@ -8,9 +8,8 @@ from pathlib import Path
 import pytest
 
 from app.exchange import session_of
-from jobqueue import charges
 from jobqueue.records import is_aborted
-from protocol import usage
+from ledger import usage
 from protocol.contract import DoneEvent, ErrorEvent, PromptSpec, TextEvent, Usage
 
 DONE = DoneEvent(reason="stop", usage=Usage(prompt_tokens=1, completion_tokens=2))
@@ -82,7 +81,6 @@ def test_jobs_go_to_the_models_pool_with_translated_options(scripted):
         "options": {"num_predict": -1, "stop": "x", "seed": 3, "mirostat": 2}})
     job, queue = scripted.jobs[0]
     assert queue == "local" and job.model == "echo"
-    assert job.charge == charges.estimate(job)  # what its person's share is charged, until its worker settles it
     assert job.prompt == PromptSpec(prompt="p", system="s") and job.messages == []
     assert (job.options.max_tokens, job.options.stop, job.options.seed) == (None, ["x"], 3)
 

@@ -14,7 +14,7 @@ from catalog.model_info import BackendSettings
 from catalog.registry import ModelEntry
 from jobqueue import charges, fairqueue
 from jobqueue.records import job_state
-from protocol import usage
+from ledger import usage
 from protocol.contract import Job, Message, ToolChoice, ToolSpec, Usage
 from protocol.errors import BackendError, PromptTooLong, UnknownModel
 from protocol.keys import fair_state_key, reply_channel
@@ -175,7 +175,7 @@ def test_a_token_count_generates_nothing_and_uses_no_budget():
 
 
 def test_an_aborted_jobs_usage_is_left_to_its_web_process():
-    """Its client left: the web process counts it (once: protocol/usage.py)."""
+    """Its client left: the web process counts it (once: ledger/usage.py)."""
     redis, flags = fakeredis.FakeRedis(), Flags()
     backend = ScriptedBackend(list("abc"), on_piece=lambda i: i == 1 and flags.flag.set())
     ctx = RunContext(redis=redis, backends=OneBackend(backend), aborts=flags, worker_id="w",

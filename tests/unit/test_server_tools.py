@@ -17,7 +17,7 @@ from protocol.contract import (
     encode_event,
 )
 from catalog.echo import EchoSettings
-from protocol.metrics import count_tool_call, tool_calls
+from telemetry.metrics import count_tool_call, tool_calls
 from workers.backends.echo import EchoBackend
 from workers.mcp.toolbox import limited, result_text
 from workers.model_output import NativeCall

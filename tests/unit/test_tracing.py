@@ -1,4 +1,4 @@
-"""protocol/tracing.py without a collector: off unless an endpoint is set
+"""telemetry/tracing.py without a collector: off unless an endpoint is set
 (and then nothing of the SDK is even imported), the standard switch-off
 honoured, and a job's traceparent read back exactly."""
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from protocol import tracing
+from telemetry import tracing
 from scripts.processes import ROOT
 
 
@@ -18,7 +18,7 @@ def test_wanted_only_with_an_endpoint_and_not_switched_off():
 
 
 def test_off_imports_nothing_of_the_sdk_and_every_helper_is_a_branch():
-    code = ("import sys; from protocol import tracing; tracing.setup('x'); "
+    code = ("import sys; from telemetry import tracing; tracing.setup('x'); "
             "span = tracing.start_server_span('GET /', {'traceparent': '00-' + 'a' * 32 + '-' + 'b' * 16 + '-01'}, {}); "
             "assert span is None and tracing.traceparent_of(span) == '' and tracing.trace_id_of(span) == ''; "
             "print(any(name.startswith('opentelemetry') for name in sys.modules))")
@@ -29,7 +29,7 @@ def test_off_imports_nothing_of_the_sdk_and_every_helper_is_a_branch():
 
 
 def test_a_jobs_traceparent_is_read_back_exactly_and_a_bad_one_is_none():
-    code = ("from protocol import tracing; tracing.setup('x'); "
+    code = ("from telemetry import tracing; tracing.setup('x'); "
             "tp = '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01'; "
             "parent = tracing._parent(tp); "
             "assert (parent.trace_id, parent.span_id, parent.flags) == "
@@ -53,7 +53,7 @@ def test_a_jobs_traceparent_is_read_back_exactly_and_a_bad_one_is_none():
 # exporting to a real OTLP receiver here.
 _JOB = """
 import os, time
-from protocol import tracing
+from telemetry import tracing
 tracing.setup("worker")
 sampled = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 with tracing.job_span(sampled, "chat up", {"gen_ai.request.model": "up", "gen_ai.request.max_tokens": None},
@@ -119,7 +119,7 @@ _DECISIONS = """
 import os
 from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider, sampling
-from protocol import tracing
+from telemetry import tracing
 tracing.setup("worker")
 follows, roots = [], []
 for name in ("parentbased_always_on", "parentbased_always_off", "parentbased_traceidratio", "always_on",

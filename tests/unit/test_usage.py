@@ -8,7 +8,7 @@ from datetime import datetime, timezone
 import pytest
 
 from app.auth import digest, read_keys_file
-from protocol import usage
+from ledger import usage
 from protocol.contract import Usage
 from scripts.admin import add_key, list_keys, revoke_key, usage_text
 

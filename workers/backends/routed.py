@@ -19,9 +19,9 @@ from typing import Callable, Iterator, TypeVar
 from redis import Redis
 
 from catalog.deployments import Deployments
-from jobqueue import deployments
-from jobqueue.deployments import Attempt, Rest
-from protocol import tracing
+import jobqueue
+from jobqueue import Attempt, Rest
+from telemetry import tracing
 from protocol.contract import EmbedSpec, Job
 from protocol.errors import BackendError
 from workers.backends.base import Backend
@@ -96,7 +96,7 @@ class RoutedUpstream(Backend):
         super().__init__(model_name, settings)
         self._pool = pool
         self._servers = {d.name: server for d, server in zip(settings.deployments, servers)}
-        self._targets = deployments.targets_of(settings.deployments)
+        self._targets = jobqueue.targets_of(settings.deployments)
         self._redis, self._worker_id = redis, worker_id
         self._rest = Rest(settings.cooldown, settings.max_cooldown)
         self._patience = max(s.settings.first_token_timeout for s in servers)
@@ -113,7 +113,7 @@ class RoutedUpstream(Backend):
             yield first
             return (yield from stream)
         finally:
-            deployments.release(self._redis, self.model_name, placed, member)
+            jobqueue.release_deployment(self._redis, self.model_name, placed, member)
 
     def embed(self, spec: EmbedSpec, cancel: Cancel | None = None) -> Embedded:
         return self._whole(lambda server: server.embed(spec, cancel), cancel)
@@ -123,7 +123,7 @@ class RoutedUpstream(Backend):
 
     def _whole(self, call: Callable[[UpstreamBackend], T], cancel: Cancel | None) -> T:
         placed, member, result = self._on_a_deployment(call, (), cancel)
-        deployments.release(self._redis, self.model_name, placed, member)
+        jobqueue.release_deployment(self._redis, self.model_name, placed, member)
         return result
 
     def _on_a_deployment(self, call: Callable[[UpstreamBackend], T], affinity: tuple[str, ...],
@@ -141,15 +141,15 @@ class RoutedUpstream(Backend):
                 result = call(self._servers[placed])
             except BackendError as error:
                 if not server_failed(error):
-                    deployments.release(self._redis, self.model_name, placed, attempt.member)
+                    jobqueue.release_deployment(self._redis, self.model_name, placed, attempt.member)
                     raise
                 self._failed(placed, attempt.member, error)
                 attempt, last_error = replace(attempt, tried=(*attempt.tried, placed)), error
                 continue
             except BaseException:
-                deployments.release(self._redis, self.model_name, placed, attempt.member)
+                jobqueue.release_deployment(self._redis, self.model_name, placed, attempt.member)
                 raise
-            deployments.started(self._redis, self.model_name, placed, affinity, time.monotonic() - sent)
+            jobqueue.deployment_started(self._redis, self.model_name, placed, affinity, time.monotonic() - sent)
             if tracing.on():
                 answered = {"switchboard.deployment": placed,
                             "gen_ai.response.model": self._servers[placed].settings.upstream_model}
@@ -167,8 +167,8 @@ class RoutedUpstream(Backend):
             while True:
                 if attempt.hold and time.monotonic() - started >= self.settings.affinity_wait:
                     attempt = replace(attempt, hold=())
-                pick = deployments.pick(self._redis, self.model_name, self._targets, attempt, self._probe_seconds,
-                                        self._pool)
+                pick = jobqueue.pick_deployment(self._redis, self.model_name, self._targets, attempt,
+                                                self._probe_seconds, self._pool)
                 if pick.probe:
                     self._start_probe(pick.probe)
                 if pick.deployment:
@@ -182,12 +182,12 @@ class RoutedUpstream(Backend):
                 if cancel is None:
                     time.sleep(WAIT_STEP_SECONDS)
         except BaseException:
-            deployments.leave_lines(self._redis, self.model_name, self._targets, attempt.member)
+            jobqueue.leave_deployment_lines(self._redis, self.model_name, self._targets, attempt.member)
             raise
 
     def _failed(self, placed: str, member: str, error: BackendError) -> None:
         rest = self._rest if error.retry_after is None else Rest(self._rest.first, self._rest.most, error.retry_after)
-        seconds = deployments.failed(self._redis, self.model_name, placed, member, rest)
+        seconds = jobqueue.deployment_failed(self._redis, self.model_name, placed, member, rest)
         log.warning('model "%s": deployment %s failed before the first token (%s); it rests %.1f s, and the '
                     "request goes to another", self.model_name, placed, error.message, seconds)
 
@@ -196,7 +196,7 @@ class RoutedUpstream(Backend):
 
     def _probe(self, name: str) -> None:
         healthy = self._servers[name].healthy()
-        deployments.probed(self._redis, self.model_name, name, healthy, self._rest)
+        jobqueue.deployment_probed(self._redis, self.model_name, name, healthy, self._rest)
         log.warning('model "%s": deployment %s %s', self.model_name, name,
                     "answers again" if healthy else "still fails; it rests longer")
 

@@ -21,7 +21,7 @@ from contextlib import contextmanager
 from typing import Iterator, NamedTuple
 
 from catalog.upstream import UpstreamSettings
-from protocol import tracing
+from telemetry import tracing
 from workers.backends.http_pool import HTTP_ERRORS, ConnectionPool, Response
 from workers.backends.upstream_errors import cancelled, read_failure, status_error, transport_error, watchdog_timeout
 from workers.cancel import Cancel

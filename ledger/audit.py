@@ -23,16 +23,11 @@ from typing import NamedTuple
 
 from redis import Redis
 
-from protocol.keys import PREFIX
+from protocol.keys import AUDIT_LOG, audit_state_key
 from protocol.scripts import ScriptBook
 
-AUDIT = f"{PREFIX}:audit"
 MOST = 100_000  # entries kept at most, whatever their age
 _SCRIPTS = ScriptBook(Path(__file__).with_name("lua"))
-
-
-def _state_key(subject: str) -> str:
-    return f"{PREFIX}:audit:state:{subject}"
 
 
 class Author(NamedTuple):
@@ -47,7 +42,7 @@ def record_change(redis: Redis, subject: str, state: dict, author: Author, days:
     across processes; the entries written (none if another process did).
     With no state recorded (a Redis that lost it, or the log's first day),
     the caller's own `before` is compared with, else `state` is the baseline."""
-    old = _SCRIPTS.run(redis, "swap_if_changed", [_state_key(subject)], [json.dumps(state, sort_keys=True)])
+    old = _SCRIPTS.run(redis, "swap_if_changed", [audit_state_key(subject)], [json.dumps(state, sort_keys=True)])
     previous = before if old is None else None if old == b"=" else json.loads(old)
     if previous is None:
         return []
@@ -72,11 +67,11 @@ def append(redis: Redis, entries: list[dict], days: int) -> None:
     oldest = int((time.time() - days * 86400) * 1000)
     with redis.pipeline(transaction=False) as pipe:
         for entry in entries:
-            pipe.xadd(AUDIT, {"entry": json.dumps(entry)}, maxlen=MOST, approximate=True)
-        pipe.xtrim(AUDIT, minid=oldest, approximate=False)
+            pipe.xadd(AUDIT_LOG, {"entry": json.dumps(entry)}, maxlen=MOST, approximate=True)
+        pipe.xtrim(AUDIT_LOG, minid=oldest, approximate=False)
         pipe.execute()
 
 
 def latest(redis: Redis, count: int = 100) -> list[dict]:
     """The newest entries first."""
-    return [json.loads(fields[b"entry"]) for _, fields in redis.xrevrange(AUDIT, count=count)]
+    return [json.loads(fields[b"entry"]) for _, fields in redis.xrevrange(AUDIT_LOG, count=count)]

@@ -1,4 +1,4 @@
-"""The OTLP exporter tracing uses (protocol/tracing.py): the official
+"""The OTLP exporter tracing uses (telemetry/tracing.py): the official
 OTLP/HTTP exporter (its endpoint, headers, TLS, compression, timeout and
 retries, all from OTEL_EXPORTER_OTLP_*), sending tracing's own spans
 written straight into protobuf's wire format here. The exporter's own

@@ -1,4 +1,4 @@
--- A request's usage counts, made once whichever process sends them first (see protocol/usage.py).
+-- A request's usage counts, made once whichever process sends them first (see ledger/usage.py).
 -- state: the request's state hash (its `counted` field says it was counted)
 -- args: from index `from`: the state's TTL if it has none yet, the counters' TTL, then (hash key, field,
 -- amount) triples

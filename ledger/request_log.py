@@ -11,10 +11,14 @@ order (null when unknown; a field added later goes at the end, and older
 records read it as null). One field rather than one per name: the web
 process packs a command of 4 arguments instead of 47, a third of the cost
 of writing a record, and the record costs its values only either way (a
-stream keeps field names once per node). Records written with a field per
-name (the first release) are read as well. Bodies (the request and the
+stream keeps field names once per node). Bodies (the request and the
 reply's text) are opt-in and kept apart, under their own expiry; keys and
 headers are never among them.
+
+A record is bounded: a client names its model, session and route and can
+make an error's text long, so every text a record keeps is cut to TEXT_MOST
+characters (an error's to ERROR_MOST), ending in "…" where it was cut. A
+record stays a few hundred bytes whatever a client sends.
 """
 from __future__ import annotations
 
@@ -25,44 +29,46 @@ from dataclasses import dataclass
 from redis import Redis
 from redis.client import Pipeline
 
-from protocol.keys import PREFIX
+from protocol.keys import REQUEST_LOG, request_body_key
 
-LOG = f"{PREFIX}:requests"
 FIELDS = ("request", "person", "model", "answered", "dialect", "route", "transport", "status", "finish",
           "tokens_in", "tokens_out", "cached", "queue_ms", "ttft_ms", "total_ms", "tool_rounds", "server_tools",
           "tool_calls", "trace", "session", "error", "body", "priority")
 _BODY = FIELDS.index("body")
-NUMBERS = {"status", "tokens_in", "tokens_out", "cached", "queue_ms", "ttft_ms", "total_ms", "tool_rounds",
-           "server_tools", "tool_calls"}
+TEXT_MOST = 200  # characters of a text a record keeps (a model name, a session id, a route)
+ERROR_MOST = 300  # of an error's text
 SCAN_BATCH = 500
 SCAN_MOST = 50_000  # records one read looks through for its matches (it says where to go on)
 
 
-def body_key(request_id: str) -> str:
-    return f"{PREFIX}:request-body:{request_id}"
-
-
 def append(pipe: Pipeline, record: dict, body: dict | None = None, body_days: int = 0) -> None:
     """Queue the record (and its body) on `pipe`; trim() after a batch."""
-    values = [_value(record.get(name)) for name in FIELDS]
+    values = [_value(record.get(name), ERROR_MOST if name == "error" else TEXT_MOST) for name in FIELDS]
     if body is not None:
         values[_BODY] = True
-        pipe.set(body_key(record["request"]), json.dumps(body, ensure_ascii=False), ex=body_days * 86400)
-    pipe.xadd(LOG, {"r": json.dumps(values, ensure_ascii=False, separators=(",", ":"))})
+        pipe.set(request_body_key(record["request"]), json.dumps(body, ensure_ascii=False), ex=body_days * 86400)
+    pipe.xadd(REQUEST_LOG, {"r": json.dumps(values, ensure_ascii=False, separators=(",", ":"))})
 
 
 def trim(pipe: Pipeline, days: int, most: int) -> None:
     """Queue the log's trimming: by age exactly, by count approximately (whole nodes)."""
-    pipe.xtrim(LOG, maxlen=most, approximate=True)
-    pipe.xtrim(LOG, minid=int((time.time() - days * 86400) * 1000), approximate=False)
+    pipe.xtrim(REQUEST_LOG, maxlen=most, approximate=True)
+    pipe.xtrim(REQUEST_LOG, minid=int((time.time() - days * 86400) * 1000), approximate=False)
 
 
-def _value(value):
+def _value(value, most: int):
     """What a record keeps of a value: times to a tenth of a millisecond,
-    text as it is, nothing empty."""
+    text to `most` characters, nothing empty."""
     if isinstance(value, float):
         return round(value, 1)
-    return value if value != "" else None
+    if isinstance(value, str):
+        return cut(value, most) if value else None
+    return value
+
+
+def cut(text: str, most: int) -> str:
+    """The text, or its first `most` - 1 characters and an ellipsis."""
+    return text if len(text) <= most else text[:most - 1] + "…"
 
 
 @dataclass(frozen=True)
@@ -102,7 +108,7 @@ def read(redis: Redis, where: Filter, count: int = 100, before: str | None = Non
     found: list[dict] = []
     scanned = 0
     while scanned < SCAN_MOST:
-        batch = redis.xrevrange(LOG, max=high, min=low, count=SCAN_BATCH)
+        batch = redis.xrevrange(REQUEST_LOG, max=high, min=low, count=SCAN_BATCH)
         for entry_id, fields in batch:
             record = decode(entry_id, fields)
             if where.matches(record):
@@ -118,18 +124,13 @@ def read(redis: Redis, where: Filter, count: int = 100, before: str | None = Non
 
 def decode(entry_id: bytes, fields: dict) -> dict:
     record: dict = {"id": entry_id.decode(), "time": int(entry_id.split(b"-")[0]) / 1000}
-    if b"r" in fields:
-        values = json.loads(fields[b"r"])
-        record |= dict(zip(FIELDS, values + [None] * (len(FIELDS) - len(values))))
-    else:  # (a field per name, values as text: the first release's records)
-        for name in FIELDS:
-            raw = fields.get(name.encode(), b"").decode()
-            record[name] = (float(raw) if "." in raw else int(raw)) if name in NUMBERS and raw else raw or None
-    record["body"] = record["body"] in (True, "1")
+    values = json.loads(fields.get(b"r", b"[]"))
+    record |= dict(zip(FIELDS, values + [None] * (len(FIELDS) - len(values))))
+    record["body"] = record["body"] is True
     return record
 
 
 def body(redis: Redis, request_id: str) -> dict | None:
-    raw = redis.get(body_key(request_id))
+    raw = redis.get(request_body_key(request_id))
     return None if raw is None else json.loads(raw)
 

@@ -19,9 +19,9 @@ reply text, keys and headers are never put on a span.
 The SDK decides (its sampler, from OTEL_TRACES_SAMPLER: asked for every span
 whose decision its rules do not already give, see _shortcuts), names (its id
 generator), describes (its resource, OTEL_RESOURCE_ATTRIBUTES), batches
-(BatchSpanProcessor, OTEL_BSP_*) and exports (protocol/otlp.py).
+(BatchSpanProcessor, OTEL_BSP_*) and exports (telemetry/otlp.py).
 A span is recorded here, in the few fields OTLP writes (a slot object), and
-handed as it is to the batch processor when it ends, for protocol/otlp.py to
+handed as it is to the batch processor when it ends, for telemetry/otlp.py to
 encode: the SDK's live span (a lock, attribute checks, a context to attach)
 cost more per span than the rest of a short request's tracing together, and
 its SpanContext and ReadableSpan, made for every span, did again in a busy
@@ -99,7 +99,7 @@ def setup(service: str) -> bool:
     from opentelemetry.sdk.util.instrumentation import InstrumentationScope
     from opentelemetry.trace import SpanKind
 
-    from protocol.otlp import Exporter
+    from telemetry.otlp import Exporter
 
     named = {"service.instance.id": f"{socket.gethostname()}:{os.getpid()}"}  # (once per batch, not per span)
     if not os.environ.get("OTEL_SERVICE_NAME"):
