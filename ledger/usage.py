@@ -3,8 +3,11 @@ process: requests, prompt and completion tokens, errors, aborts. Also the
 last errors and a per-minute series of time to first token and tokens per
 second, for the operator's status page.
 
-Written when a request ends (by its worker, else app/jobs.py), read by the admin endpoints, the
-status page, /metrics, the budget check and the admin CLI.
+Written when a request ends, by the job queue's finish or withdraw
+(jobqueue/endings.py), once per request; read by the admin endpoints, the
+status page, /metrics, the budget check and the admin CLI, none of which
+writes. Old days are folded by a maintenance step (fold_old_days), run by the
+workers' heartbeat under a lock, as rq cleans its registries.
 """
 from __future__ import annotations
 
@@ -21,7 +24,9 @@ from redis.client import Pipeline
 
 from protocol import keys
 from protocol.contract import DoneEvent, Job, Usage, encode_event
-from protocol.keys import ERRORS, budget_reset_key, series_key, usage_folded_key, usage_key, usage_tokens_key
+from protocol.keys import (
+    ERRORS, budget_reset_key, maintenance_lock_key, series_key, usage_folded_key, usage_key, usage_tokens_key,
+)
 from protocol.presence import batched
 from protocol.scripts import ScriptBook
 
@@ -29,10 +34,11 @@ SEPARATOR = "\x1f"
 METRICS = ("requests", "prompt_tokens", "completion_tokens", "errors", "aborts")
 # A year of billing and a month's slack. A day is counted in a hash while it
 # lasts; once two days old it is folded into one compressed string (read as
-# the hash was) the first time anyone reads it: a year for 200 people is then
+# the hash was) by the next maintenance step: a year for 200 people is then
 # a few megabytes (docs/benchmarks-notes.md).
 KEEP_DAYS = 400
 FOLD_AFTER_DAYS = 2
+FOLD_EVERY_SECONDS = 3600  # the maintenance step runs once an hour in the whole cluster
 ERRORS_KEPT = 20
 SERIES_MINUTES = 30
 _SCRIPTS = ScriptBook(Path(__file__).with_name("lua"))
@@ -123,16 +129,35 @@ def usage(redis: Redis, day: str | None = None) -> dict[str, dict[str, dict[str,
 
 
 def _counters(redis: Redis, day: str) -> dict[str, int]:
-    """A day's counters, from its hash (folding it if it is old enough) or,
-    once folded, from its fold (written before the hash is deleted: an empty
-    hash means no usage that day, or a fold)."""
-    counters = {field.decode(): int(value) for field, value in redis.hgetall(usage_key(day)).items()}
+    """A day's counters, from its hash or, once folded, from its fold
+    (written before the hash is deleted: an empty hash means no usage that
+    day, or a fold)."""
+    counters = _hash(redis, day)
     if not counters:
         folded = redis.get(usage_folded_key(day))
         return json.loads(zlib.decompress(folded)) if folded is not None else {}
-    if day <= _days_ago(FOLD_AFTER_DAYS):
-        _fold(redis, day, counters)
     return counters
+
+
+def _hash(redis: Redis, day: str) -> dict[str, int]:
+    return {field.decode(): int(value) for field, value in redis.hgetall(usage_key(day)).items()}
+
+
+def fold_old_days(redis: Redis, now: float | None = None) -> list[str]:
+    """The maintenance step: every kept day at least FOLD_AFTER_DAYS old that
+    is still a hash is folded (returned). Whichever process takes the hour's
+    lock does it; the others return at once (one SET NX a call)."""
+    if not redis.set(maintenance_lock_key("usage-fold"), b"1", nx=True, ex=FOLD_EVERY_SECONDS):
+        return []
+    days = [_days_ago(n, now) for n in range(FOLD_AFTER_DAYS, KEEP_DAYS + 1)]
+    with redis.pipeline(transaction=False) as pipe:
+        for day in days:
+            pipe.exists(usage_key(day))
+        present = pipe.execute()
+    old = [day for day, there in zip(days, present) if there]
+    for day in old:
+        _fold(redis, day, _hash(redis, day))
+    return old
 
 
 def _fold(redis: Redis, day: str, counters: dict[str, int]) -> None:

@@ -226,6 +226,12 @@ def audit_state_key(subject: str) -> str:
     return f"{PREFIX}:audit:state:{subject}"
 
 
+def maintenance_lock_key(step: str) -> str:
+    """Held by the process doing a maintenance step (folding old usage
+    days), for as long as the step's period: one process does it."""
+    return f"{PREFIX}:maintenance:{step}"
+
+
 def series_key(minute: int) -> str:
     """One minute's job numbers (epoch minute): for the status page's chart."""
     return f"{PREFIX}:series:{minute}"

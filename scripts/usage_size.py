@@ -2,7 +2,7 @@
 200] [--models 3] [--days 365]`. On a Redis of its own (the virtualenv's),
 fills a year of days for that many people, each using every model every day
 with every counter set to a random amount (the worst case for compression),
-reads them all (which folds every day but the last two), and prints Redis's
+runs the maintenance step (which folds every day but the last two), and prints Redis's
 own bytes per day as a hash and folded, and for the whole year."""
 from __future__ import annotations
 
@@ -44,8 +44,7 @@ def measure(client, people: int, models: int, days_kept: int) -> str:
     for day in days:
         fill(client, day, people, models, rng)
     as_hash = client.memory_usage(usage_key(days[-1]), samples=0)
-    for day in days:
-        usage.usage(client, day)
+    usage.fold_old_days(client)
     folded = [client.memory_usage(usage_folded_key(day), samples=0) or 0 for day in days[2:]]
     total = sum(folded) + sum(client.memory_usage(usage_key(day), samples=0) for day in days[:2])
     return (f"{people} people x {models} models, {len(usage.METRICS)} counters each: a day is {as_hash:,} bytes as "

@@ -7,6 +7,9 @@ jobqueue.keep_alive):
 
 With each beat it also checks the leases of the web processes holding its
 running jobs: a job whose web process died is cancelled (nobody reads it).
+And every MAINTENANCE_SECONDS it offers to do the cluster's maintenance
+(folding old usage days: ledger.usage.fold_old_days), which one process
+does under a lock, as rq's workers clean its registries.
 """
 from __future__ import annotations
 
@@ -18,6 +21,7 @@ from typing import Callable
 from redis import Redis
 
 import jobqueue
+from ledger import usage
 from protocol.presence import dead_webs
 from protocol.queue import MARKS_EARLY_TICKETS, is_direct_queue
 from workers.cancel import Cancel
@@ -27,6 +31,7 @@ INTERVAL = 1.0
 # A ticket sent this long ago that no free slot took was lost (a free slot
 # takes one within milliseconds).
 LOST_TICKET_SECONDS = 5.0
+MAINTENANCE_SECONDS = 60.0
 
 
 class Heartbeat:
@@ -42,6 +47,7 @@ class Heartbeat:
         self.counts_tickets = False
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
+        self._maintained_at = -MAINTENANCE_SECONDS  # (time.monotonic(): its first beat offers)
 
     def start(self) -> None:
         with self._lock:
@@ -74,8 +80,17 @@ class Heartbeat:
             if web_id in dead and cancel is not None and not cancel.is_set():
                 log.warning("job %s: its web process %s is gone; aborting it", job_id, web_id)
                 cancel.set()
-        if self.on_beat is not None:  # last: whatever it fails, the beat's own work is done
+        if self.on_beat is not None:  # whatever it fails, the beat's own work is done
             self.on_beat()
+        self._maintain()  # last: the same
+
+    def _maintain(self) -> None:
+        if time.monotonic() - self._maintained_at < MAINTENANCE_SECONDS:
+            return
+        self._maintained_at = time.monotonic()
+        folded = usage.fold_old_days(self._redis)
+        if folded:
+            log.info("folded the usage of %d past days (%s to %s)", len(folded), folded[-1], folded[0])
 
 
 class _Running:
