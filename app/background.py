@@ -11,7 +11,10 @@ it ends or its owner cancels it, and it counts against its person's limits
 while it runs. `GET /v1/responses/{id}?stream=true&starting_after=N` reads
 the log from N+1 (the live stream of `stream: true` is the same read, from
 the start), so a client that lost its stream resumes without a gap or a
-repeat. The log lives as long as the stored response.
+repeat: XREAD BLOCK from the last entry read, on a connection of the
+stream's own (a blocked read must not hold one of the pool every request
+shares), each event framed by app/streaming's sse(). The log lives as long
+as the stored response.
 
 A web process that stops ends its drains at the end of its grace period
 (the response fails, retryable); one that dies leaves a response that
@@ -34,10 +37,10 @@ import jobqueue
 from app import stored_responses
 from app.jobs import JobRun, submit_job
 from app.services import Services
-from app.streaming import frame_groups, to_json
+from app.streaming import frame_groups, sse, to_json
 from catalog.registry import ModelEntry
 from dialects.responses_writer import ResponsesWriter
-from dialects.writer import NamedEvent
+from dialects.writer import KEEPALIVE_COMMENT, NamedEvent
 from protocol import keys
 from protocol.contract import ErrorEvent, Job
 from protocol.errors import InvalidRequest
@@ -45,7 +48,7 @@ from protocol.presence import publish_event
 
 log = logging.getLogger(__name__)
 
-POLL_SECONDS = 0.1  # a resumed stream's wait between reads of the log
+BLOCK_MS = 1000  # a replay's longest wait on the log before it checks that its response still runs
 TERMINAL_EVENTS = {"response.completed", "response.incomplete", "response.failed"}
 TERMINAL = {"completed", "incomplete", "failed", "cancelled"}
 CANCELLED = "cancelled by its owner"  # the message a drain ends on when its response was cancelled
@@ -151,31 +154,37 @@ def current(redis: Redis, owner: str, response_id: str) -> dict:
 
 
 # --- reading the log ------------------------------------------------------------------------------
-def events_after(redis: Redis, owner: str, response_id: str, after: int, keepalive_seconds: float
-                 ) -> Iterator[bytes]:
+def events_after(redis: Redis, owner: str, response_id: str, after: int, keepalive_seconds: float,
+                 connect: Callable[[], Redis]) -> Iterator[bytes]:
     """The response's events after sequence number `after`, as the SSE
     frames of its live stream, as they come, until its end; a keep-alive
     comment while it is silent. (Its owner's only, and a background one's:
-    both checked before the first.)"""
+    both checked before the first.) `connect` opens the stream's own
+    connection, closed at its end."""
     current(redis, owner, response_id)
     if not redis.exists(keys.background_key(response_id)):
         raise InvalidRequest("stream: only a response created with background: true can be streamed again",
                              param="stream")
-    key, last = keys.response_events_key(response_id), after + 1
-    checked = spoke = time.monotonic()
+    reader = connect()
+    try:
+        yield from _replay(redis, reader, owner, response_id, after, keepalive_seconds)
+    finally:
+        reader.connection_pool.disconnect()
+
+
+def _replay(redis: Redis, reader: Redis, owner: str, response_id: str, after: int, keepalive_seconds: float
+            ) -> Iterator[bytes]:
+    key, last, spoke = keys.response_events_key(response_id), f"0-{after + 1}", time.monotonic()
     while True:
-        entries = redis.xrange(key, min=f"(0-{last}", max="+")
-        for entry_id, fields in entries:
-            last, event, spoke = int(entry_id.decode().split("-")[1]), fields[b"event"], time.monotonic()
-            kind = json.loads(event)["type"]
-            yield b"event: " + kind.encode() + b"\ndata: " + event + b"\n\n"
-            if kind in TERMINAL_EVENTS:
+        read = reader.xread({key: last}, block=BLOCK_MS)
+        for entry_id, fields in read[0][1] if read else ():
+            last, spoke, body = entry_id, time.monotonic(), json.loads(fields[b"event"])
+            yield sse(NamedEvent(body["type"], body))
+            if body["type"] in TERMINAL_EVENTS:
                 return
-        if not entries and time.monotonic() - checked > 1:
-            checked = time.monotonic()
+        if not read:
             if current(redis, owner, response_id)["status"] in TERMINAL:
                 return  # cancelled, or its drain died: it has nothing more to say
-            if checked - spoke > keepalive_seconds:
-                spoke = checked
-                yield b": keep-alive\n\n"
-        gevent.sleep(0 if entries else POLL_SECONDS)
+            if time.monotonic() - spoke > keepalive_seconds:
+                spoke = time.monotonic()
+                yield sse(KEEPALIVE_COMMENT)

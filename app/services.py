@@ -15,6 +15,7 @@ from app.relay import Relay
 from app.sealing import Sealer
 from app.tickets import Tickets
 from catalog.registry import Registry
+from protocol.connection import RedisTarget, redis_client
 from settings import Settings
 
 
@@ -35,6 +36,12 @@ class Services:
 
     def __post_init__(self):
         self.records = self.records or RecordBuffer(self.redis, self.settings)
+
+    def dedicated_connection(self) -> Redis:
+        """A client of one connection of its own, for a caller that blocks on
+        Redis for long (a replayed stream's XREAD BLOCK): the pool every
+        request shares is never held by a wait. The caller closes it."""
+        return redis_client(RedisTarget.of(self.settings), "switchboard-web-replay", 1, socket_connect_timeout=2)
 
 
 def services() -> Services:

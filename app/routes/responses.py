@@ -131,7 +131,8 @@ def _in_the_background(request: ResponsesRequest) -> Response:
 
 def _event_log(response_id: str, after: int) -> Response:
     shared = services()
-    frames = background.events_after(shared.redis, _owner(), response_id, after, shared.settings.keepalive_seconds)
+    frames = background.events_after(shared.redis, _owner(), response_id, after, shared.settings.keepalive_seconds,
+                                     shared.dedicated_connection)
     first = next(frames, b"")  # (one that is not the caller's, or not in the background: an error before it)
     response = Response(itertools.chain([first], frames), content_type=SSE_CONTENT_TYPE)
     response.headers["Cache-Control"] = "no-cache"

@@ -72,6 +72,21 @@ def test_a_stream_cut_and_resumed_misses_nothing_and_repeats_nothing(base_url):
     assert [e.sequence_number for e in resumed] == list(range(6, 6 + len(resumed)))
 
 
+def test_a_stream_waits_on_its_log_on_a_connection_of_its_own(base_url, redis_client):
+    """It blocks on the log (XREAD BLOCK) on a connection opened for it, so a
+    waiting reader never holds one of the pool every request shares; the
+    connection is closed when the stream ends."""
+    queued = client_for(base_url).responses.create(model="echo:slow", input=SHORT_SLOW, background=True)
+    replays = lambda: [c for c in redis_client.client_list() if c["name"] == "switchboard-web-replay"]  # noqa: E731
+    with httpx.stream("GET", f"{base_url}/v1/responses/{queued.id}", params={"stream": "true"}, timeout=60) as got:
+        lines = got.iter_lines()
+        assert next(lines).startswith("event: response.created")
+        wait_until(lambda: any(c["cmd"] == "xread" for c in replays()), 10, "its read blocked on the log")
+        rest = "\n".join(lines)
+    assert "event: response.completed" in rest
+    wait_until(lambda: not replays(), 10, "its connection closed")
+
+
 def test_its_client_leaving_does_not_stop_it(base_url):
     stream = DroppableStream(base_url, "/v1/responses", {"model": "echo:slow", "input": SHORT_SLOW,
                                                          "background": True, "stream": True})
