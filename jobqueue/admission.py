@@ -21,9 +21,8 @@ from typing import Callable
 
 from redis import Redis
 from redis.client import Pipeline
-from redis.exceptions import NoScriptError
 
-from jobqueue.scripts import queue_script, run_script
+from jobqueue.scripts import execute, queue_script, run_script
 from protocol import keys
 from protocol.contract import Job
 from protocol.presence import batched, drained_recently
@@ -90,22 +89,15 @@ def _admit_then(redis: Redis, script_keys: list[str], args: list, then, undo) ->
     pipe = redis.pipeline(transaction=False)
     queue_script(pipe, "admit", script_keys, args)
     then(pipe)
-    verdict, *followers = pipe.execute(raise_on_error=False)
-    if isinstance(verdict, NoScriptError):  # a first use, or Redis restarted: one at a time, scripts loaded
-        verdict, followers = run_script(redis, "admit", script_keys, args), [NoScriptError()]
+    verdict, *followers = execute(pipe, redis)
     if isinstance(verdict, Exception):
         raise verdict
     if _text(verdict[0]) != Verdict.ADMITTED:
         return verdict, None
-    try:
-        failed = next((f for f in followers if isinstance(f, Exception)), None)
-        if isinstance(failed, NoScriptError):
-            followers = [then(redis)]
-        elif failed is not None:
-            raise failed
-    except BaseException:
+    failed = next((f for f in followers if isinstance(f, Exception)), None)
+    if failed is not None:
         undo()
-        raise
+        raise failed
     return verdict, followers[-1] if followers else None
 
 

@@ -39,10 +39,9 @@ from enum import Enum
 from pydantic import ValidationError
 from redis import Redis
 from redis.client import Pipeline
-from redis.exceptions import NoScriptError
 
 from jobqueue import charges
-from jobqueue.scripts import queue_script, run_script as _run
+from jobqueue.scripts import execute, queue_script, run_script as _run
 from jobqueue.states import JobState
 from protocol import keys
 from protocol.contract import Job
@@ -99,7 +98,7 @@ def push(redis: Redis | Pipeline, job: Job, asker: Asker, where: Placement, tick
     """Queue the job. Unless `tickets` is NONE, the result is (its member,
     whether the caller must send a ticket for it, whether it needed one:
     fair_push.lua, while fewer tickets are on their way than jobs wait). On
-    a pipeline, queued by SHA (the caller handles NoScriptError). With
+    a pipeline, queued by SHA (the caller sends it with scripts.execute). With
     `if_admitted`, only if admission recorded the job (jobqueue.admission:
     sent in the same round trip as its admission)."""
     pool, job_class = where.pool, where.job_class
@@ -146,7 +145,7 @@ class Taken:
 Idle = dict[str, tuple[int, int, dict[str, int]]]
 
 
-def take(redis: Redis, pool: str, worker_id: str, want: str = "", idle_serial: Idle | list[str] | None = None,
+def take(redis: Redis, pool: str, worker_id: str, want: str = "", idle_serial: Idle | None = None,
          ticket_from: str = "") -> Taken:
     """The fairest job this worker may run (`want` first, if it may and its
     ticket was sent to this worker alone: see _take_call), counted
@@ -155,21 +154,19 @@ def take(redis: Redis, pool: str, worker_id: str, want: str = "", idle_serial: I
     client left, whose web process died or whose time is up is dropped, never
     taken. `idle_serial`: the one-at-a-time models whose copy in this worker
     has a free sequence, with how many of how many and whose the busy ones
-    are (a list: one of one each; None: the worker does not track them, and
-    takes any job). Background work not past its patience leaves one free,
-    unless all are; so does a person holding one while others are at work.
+    are (None: the worker does not track them, and takes any job).
+    Background work not past its patience leaves one free, unless all are;
+    so does a person holding one while others are at work.
     `ticket_from`: the Celery queue of the ticket that woke the slot (its id
     is `want`): that ticket is no longer on its way."""
     taken_at = time.monotonic()
     return _taken(_run(redis, "fair_take", *_take_call(pool, worker_id, want, idle_serial, ticket_from)), taken_at)
 
 
-def _take_call(pool: str, worker_id: str, want: str, idle_serial: Idle | list[str] | None,
+def _take_call(pool: str, worker_id: str, want: str, idle_serial: Idle | None,
                ticket_from: str = "") -> tuple[list[str], list]:
     """fair_take.lua's keys and arguments."""
     now = time.time()
-    if isinstance(idle_serial, list):
-        idle_serial = {model: (1, 1, {}) for model in idle_serial}
     # A ticket of the pool's queue takes the fairest job, not its own: a flood's tickets, queued ahead of a
     # colleague's job, would otherwise take the flood's jobs first. One sent to this worker alone (handed
     # to it: its model's copy is idle here, or holds the person's cache) takes its job first.
@@ -227,14 +224,10 @@ def finish_and_take(redis: Redis, person: str, lease: str, pool: str, worker_id:
     _queue_finish(pipe, person, lease)
     queue_script(pipe, "fair_take", *_take_call(pool, worker_id, "", None))
     taken_at = time.monotonic()
-    *before, _, blocked, result = pipe.execute(raise_on_error=False)
-    failed = next((r for r in (*before, blocked) if isinstance(r, Exception)), None)
+    *before, _, blocked, result = execute(pipe, redis)
+    failed = next((r for r in (*before, blocked, result) if isinstance(r, Exception)), None)
     if failed is not None:
         raise failed
-    if isinstance(result, NoScriptError):  # Redis restarted (or a first use): finished all the same
-        return sorted(_text(p) for p in blocked), take(redis, pool, worker_id)
-    if isinstance(result, Exception):
-        raise result
     return sorted(_text(p) for p in blocked), _taken(result, taken_at)
 
 

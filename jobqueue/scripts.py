@@ -6,4 +6,4 @@ from pathlib import Path
 from protocol.scripts import ScriptBook
 
 SCRIPTS = ScriptBook(Path(__file__).with_name("lua"))
-run_script, queue_script = SCRIPTS.run, SCRIPTS.queue
+run_script, queue_script, execute = SCRIPTS.run, SCRIPTS.queue, SCRIPTS.execute

@@ -85,9 +85,8 @@ local person = string.match(A.member, '^[^|]*|[^|]*|(.+)$')
 local keeps_last = nil
 local function leaves_last_places(candidates)
   if keeps_last == nil then
-    keeps_last = person ~= nil and A.at_work.pool ~= '' and others_at_work(A.at_work.pool, person, A.now,
-      A.at_work.recent)
-      and places_held(A.model, candidates, person) > 0
+    keeps_last = person ~= nil and A.at_work.pool ~= '' and leaves_the_last(A.at_work.pool, person, A.now,
+      A.at_work.recent, function() return places_held(A.model, candidates, person) > 0 end)
   end
   return keeps_last
 end

@@ -65,6 +65,16 @@ local function others_at_work(pool, person, now, recent)
   return seen[1] ~= nil and (seen[1] ~= person or seen[2] ~= nil)
 end
 
+-- The room rule, for every place a person's jobs take (a place on a bounded deployment, a sequence of a
+-- local model's copy): one who already holds one while someone else is at work on the pool leaves the last
+-- free one, so that a colleague's next turn finds it at once and one person's many agents never fill a
+-- model between the others' turns. `holds`: whether they hold one, or a function that finds out (called
+-- only when others are at work: it reads Redis).
+local function leaves_the_last(pool, person, now, recent, holds)
+  if holds == false or not others_at_work(pool, person, now, recent) then return false end
+  return holds == true or holds()
+end
+
 -- The places `person`'s requests hold on the model's deployments (in-flight members end in "|person").
 local function places_held(model, deployments, person)
   local suffix, held = '|' .. person, 0

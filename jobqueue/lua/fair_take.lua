@@ -111,71 +111,49 @@ local function must_leave_room(job)
   return not since or tonumber(since) > now - A.room.patience
 end
 
--- Whether someone else than `person` was served on the pool lately (deployments.lua's, on this pool).
-local function at_work_besides(person)
-  return others_at_work(A.pool, person, now, A.room.recent)
-end
-
 -- Whether a job of a bounded upstream must leave the last free place to a turn: background work, and a
--- person who already holds a place while others are at work, so that their next turn finds one at once
--- and one person's many agents never fill the model between the others' turns. Background work leaves one
--- over all the deployments; such a person, one on each (a colleague's next turn goes to the server holding
--- their conversation: deploy_pick.lua keeps the same rule). (The same for a local model's last free
--- sequence on this worker: verdict below.)
+-- person who already holds a place while others are at work (the room rule, deployments.lua's
+-- leaves_the_last). Background work leaves one over all the deployments; such a person, one on each (a
+-- colleague's next turn goes to the server holding their conversation: deploy_pick.lua keeps the same
+-- rule). (The same for a local model's last free sequence on this worker: copy_verdict below.)
 local function room_left(job, deployments)
   if room_on_one(deployments, 2) then return true end  -- (the counts first: Redis is read only when it matters)
-  local function holds_one_among_others()
-    return at_work_besides(job.person) and places_held(job.model, deployments, job.person) > 0
-  end
-  if has_room(deployments, 2) then return not holds_one_among_others() end
-  return not (must_leave_room(job) or holds_one_among_others())
+  local holds_one = leaves_the_last(A.pool, job.person, now, A.room.recent,
+    function() return places_held(job.model, deployments, job.person) > 0 end)
+  if has_room(deployments, 2) then return not holds_one end
+  return not (must_leave_room(job) or holds_one)
 end
 
--- 'take', 'skip' (maybe forwarding it), or 'drop'.
-local function verdict(job)
-  if abandoned(job) then return 'drop' end
-  if job.reserved and job.reserved ~= '' and job.reserved ~= worker then
-    local until_ = tonumber(redis.call('HGET', key('job', job.id), 'reserved_until') or '0')
-    if until_ > now then return 'skip' end
-  end
-  if not below_limit(job.person, tonumber(job.limit)) then
-    redis.call('SADD', key('blocked', job.person), A.pool)
-    redis.call('EXPIRE', key('blocked', job.person), 86400)
-    return 'skip'
-  end
-  -- An upstream model whose deployments are all bounded: it waits while every one is full.
-  if job.deployments and job.deployments ~= '' then
-    local deployments = cjson.decode(job.deployments)
-    deployment_states(job.model, deployments)
-    if not has_room(deployments) or not room_left(job, deployments) then
-      redis.call('HSET', key('held', A.pool), job.model, job.deployments)  -- for deploy_wake.lua
-      redis.call('EXPIRE', key('held', A.pool), 86400)
-      return 'skip'
-    end
-  end
-  if job.serial ~= '1' or not tracks_free then return 'take' end
-  -- A model that runs one job at a time per worker: this worker's copy must
-  -- be idle and not promised to another job ...
-  local promised = redis.call('GET', key('reserved', job.model, worker))
-  local here = idle_here[job.model] and (not promised or promised == job.id)
-  local idle = idle_here[job.model] or {free = 0, of = 1, holders = {}}
-  -- It leaves the last free sequence as room_left does the last place (the counts read first).
-  local background = must_leave_room(job)
-  local roomy = idle.free >= 2 or idle.free == idle.of
-    or not (background or (idle.holders[job.person] ~= nil and at_work_besides(job.person)))
-  if here and not roomy then
-    -- (its person holds sequences here: another worker's copy may have one for them; background work waits)
-    if not forward and not background then reserve_elsewhere(job) end
-    return 'skip'
-  end
-  if here and job.reserved == worker then return 'take' end
-  if not here then
-    if not forward and roomy then reserve_elsewhere(job) end
-    return 'skip'
-  end
-  -- ... and the worker holding the job's prefix gets it if it is free: the holder of the first of its
-  -- affinity names (its cache key's, its session's, its person's; split on \31) that has one. A busy
-  -- holder means no affinity (it is not handed to a holder of a less specific name).
+-- Promised to another worker (reserved for it, not yet expired).
+local function reserved_elsewhere(job)
+  if not job.reserved or job.reserved == '' or job.reserved == worker then return false end
+  return tonumber(redis.call('HGET', key('job', job.id), 'reserved_until') or '0') > now
+end
+
+-- Its person is at their concurrency limit: it waits, its pool noted among those where their jobs wait on it.
+local function at_limit(job)
+  if below_limit(job.person, tonumber(job.limit)) then return false end
+  redis.call('SADD', key('blocked', job.person), A.pool)
+  redis.call('EXPIRE', key('blocked', job.person), 86400)
+  return true
+end
+
+-- An upstream model whose deployments are all bounded: it waits while every one is full, or while it must
+-- leave the last place (room_left); its model is noted as held for deploy_wake.lua.
+local function deployments_full(job)
+  if not job.deployments or job.deployments == '' then return false end
+  local deployments = cjson.decode(job.deployments)
+  deployment_states(job.model, deployments)
+  if has_room(deployments) and room_left(job, deployments) then return false end
+  redis.call('HSET', key('held', A.pool), job.model, job.deployments)
+  redis.call('EXPIRE', key('held', A.pool), 86400)
+  return true
+end
+
+-- The worker holding the job's prefix gets it if it is free: the holder of the first of its affinity names
+-- (its cache key's, its session's, its person's; split on \31) that has one. A busy holder means no
+-- affinity (it is not handed to a holder of a less specific name).
+local function affinity_verdict(job)
   for name in string.gmatch(job.affinity or job.person, '[^\31]+') do
     local affine = redis.call('GET', key('affinity', job.model, name))
     if affine then
@@ -187,6 +165,31 @@ local function verdict(job)
     end
   end
   return 'take'
+end
+
+-- A model that runs one job at a time per worker: this worker's copy must be idle and not promised to
+-- another job, and leave its last free sequence by the room rule (the counts read first); then the
+-- affinity decides. A copy elsewhere may be reserved for it instead (background work waits).
+local function copy_verdict(job)
+  local promised = redis.call('GET', key('reserved', job.model, worker))
+  local here = idle_here[job.model] and (not promised or promised == job.id)
+  local idle = idle_here[job.model] or {free = 0, of = 1, holders = {}}
+  local background = must_leave_room(job)
+  local roomy = idle.free >= 2 or idle.free == idle.of
+    or not (background or leaves_the_last(A.pool, job.person, now, A.room.recent, idle.holders[job.person] ~= nil))
+  if here and roomy then
+    return job.reserved == worker and 'take' or affinity_verdict(job)
+  end
+  if not forward and (here and not background or not here and roomy) then reserve_elsewhere(job) end
+  return 'skip'
+end
+
+-- 'take', 'skip' (maybe forwarding it), or 'drop'.
+local function verdict(job)
+  if abandoned(job) then return 'drop' end
+  if reserved_elsewhere(job) or at_limit(job) or deployments_full(job) then return 'skip' end
+  if job.serial ~= '1' or not tracks_free then return 'take' end
+  return copy_verdict(job)
 end
 
 -- Started as it is taken (nobody else can take it: it left the queue above):

@@ -155,6 +155,17 @@ def test_admission_and_queueing_work_on_a_redis_that_lost_its_scripts(clean_redi
     assert clean_redis.zcard(keys.queued_key("local")) == 1  # admitted once
 
 
+def test_a_job_is_queued_when_only_its_admission_script_was_missing(clean_redis, web):
+    """Its queueing ran first (a no-op: not admitted yet); the admission runs
+    again loaded, and so does what followed it (scripts.execute)."""
+    from jobqueue.scripts import SCRIPTS
+
+    clean_redis.script_flush()
+    clean_redis.script_load(SCRIPTS._text("fair_push"))
+    _admit_and_queue(clean_redis, web, _job(web))
+    assert fairqueue.depth(clean_redis, "local") == 1 and clean_redis.zcard(keys.queued_key("local")) == 1
+
+
 def test_queueing_that_fails_after_admission_gives_the_place_back(clean_redis, web):
     def broken(client):
         client.hset("a-hash-key-used-as-a-list", "x", "1")

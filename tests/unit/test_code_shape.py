@@ -1,18 +1,23 @@
 """The runtime code's shape, held: no function over 40 lines or 6
-parameters, no line over 120 characters, and each process's story (the web
-process's request lifecycle, the worker's job lifecycle) in one module of at
-most 150 lines, read top-down."""
+parameters (Lua's included: the scheduling policy is code too), no line over
+120 characters, and each process's story (the web process's request
+lifecycle, the worker's job lifecycle) in one module of at most 150 lines,
+read top-down."""
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-RUNTIME = sorted(p for folder in ("app", "workers", "jobqueue", "protocol", "dialects", "catalog", "settings")
+FOLDERS = ("app", "workers", "jobqueue", "ledger", "telemetry", "protocol", "dialects", "catalog", "settings")
+RUNTIME = sorted(p for folder in FOLDERS
                  for p in (ROOT / folder).rglob("*.py")) + [ROOT / "queue_config.py", ROOT / "broker_transport.py"]
+LUA = sorted(p for folder in FOLDERS for p in (ROOT / folder).rglob("*.lua"))
 STORIES = ("app/jobs.py", "workers/runner.py")
+_LUA_FUNCTION = re.compile(r"^(\s*)(?:local\s+)?function\s+([\w.:]+)\s*\(([^)]*)\)")
 
 
 def _functions(path: Path):
@@ -35,8 +40,32 @@ def test_no_function_is_over_40_lines_or_6_parameters():
     assert (too_long, too_many) == ([], [])
 
 
+def lua_functions(text: str):
+    """(name, first line, lines, parameters) of each named function, nested
+    ones included: it ends at the first `end` at its own indentation."""
+    lines = text.splitlines()
+    for n, line in enumerate(lines):
+        found = _LUA_FUNCTION.match(line)
+        if found:
+            indent, name, parameters = found.groups()
+            end = next(m for m in range(n + 1, len(lines)) if lines[m] == f"{indent}end")
+            yield name, n + 1, end - n + 1, len([p for p in parameters.split(",") if p.strip()])
+
+
+def test_lua_functions_are_measured_as_python_is():
+    text = "local function a(x, y)\n  local function b()\n    return 1\n  end\n  return b()\nend\n"
+    assert list(lua_functions(text)) == [("a", 1, 6, 2), ("b", 2, 3, 0)]
+
+
+def test_no_lua_function_is_over_40_lines_or_6_parameters():
+    shapes = [(p, *shape) for p in LUA for shape in lua_functions(p.read_text())]
+    assert shapes, "no Lua function found: the pattern no longer matches how they are written"
+    assert [f"{p.relative_to(ROOT)}:{line} {name}" for p, name, line, length, parameters in shapes
+            if length > 40 or parameters > 6] == []
+
+
 def test_no_line_is_over_120_characters():
-    long_lines = [f"{p.relative_to(ROOT)}:{n}" for p in RUNTIME
+    long_lines = [f"{p.relative_to(ROOT)}:{n}" for p in RUNTIME + LUA
                   for n, line in enumerate(p.read_text().splitlines(), 1) if len(line) > 120]
     assert long_lines == []
 

@@ -19,6 +19,7 @@ from protocol.presence import ALIVE_TTL_SECONDS, drained_recently
 from protocol.queue import direct_queue, ticket_queue
 
 POOL = "local"
+ONE_IDLE = {"smol": (1, 1, {})}  # a worker whose copy of "smol" has its one sequence free
 
 
 def queue(redis, web, person, *, model="echo", job_class="chat", limit=100, weight=1.0, serial=False,
@@ -331,27 +332,27 @@ def test_removed_while_waiting(clean_redis, web):
 def test_a_busy_worker_hands_a_one_at_a_time_job_to_an_idle_one(clean_redis, web):
     fairqueue.mark_free(clean_redis, "w2", ["smol"])
     job_id = queue(clean_redis, web, "alice", model="smol", serial=True)
-    busy = fairqueue.take(clean_redis, POOL, "w1", idle_serial=[])
+    busy = fairqueue.take(clean_redis, POOL, "w1", idle_serial={})
     assert busy.job is None and (busy.forward_to, busy.forward_job) == ("w2", job_id)
-    assert fairqueue.take(clean_redis, POOL, "w3", idle_serial=["smol"]).job is None  # held for w2
-    taken = fairqueue.take(clean_redis, POOL, "w2", want=job_id, idle_serial=["smol"])
+    assert fairqueue.take(clean_redis, POOL, "w3", idle_serial=ONE_IDLE).job is None  # held for w2
+    taken = fairqueue.take(clean_redis, POOL, "w2", want=job_id, idle_serial=ONE_IDLE)
     assert taken.job.id == job_id
 
 
 def test_a_one_at_a_time_job_waits_for_a_busy_worker_only_when_none_is_idle(clean_redis, web):
     queue(clean_redis, web, "alice", model="smol", serial=True)
-    busy = fairqueue.take(clean_redis, POOL, "w1", idle_serial=[])
+    busy = fairqueue.take(clean_redis, POOL, "w1", idle_serial={})
     assert busy.job is None and busy.forward_to == ""
-    assert fairqueue.take(clean_redis, POOL, "w1", idle_serial=["smol"]).person == "alice"
+    assert fairqueue.take(clean_redis, POOL, "w1", idle_serial=ONE_IDLE).person == "alice"
 
 
 def test_the_person_goes_to_the_worker_holding_their_prefix_when_it_is_idle(clean_redis, web):
     fairqueue.remember_affinity(clean_redis, "smol", ["alice"], "w2")
     fairqueue.mark_free(clean_redis, "w2", ["smol"])
     job_id = queue(clean_redis, web, "alice", model="smol", serial=True)
-    other = fairqueue.take(clean_redis, POOL, "w1", idle_serial=["smol"])
+    other = fairqueue.take(clean_redis, POOL, "w1", idle_serial=ONE_IDLE)
     assert other.job is None and (other.forward_to, other.forward_job) == ("w2", job_id)
-    assert fairqueue.take(clean_redis, POOL, "w2", want=job_id, idle_serial=["smol"]).job.id == job_id
+    assert fairqueue.take(clean_redis, POOL, "w2", want=job_id, idle_serial=ONE_IDLE).job.id == job_id
 
 
 def test_a_cache_key_goes_to_the_worker_holding_its_prefix_whoever_sends_it(clean_redis, web):
@@ -361,7 +362,7 @@ def test_a_cache_key_goes_to_the_worker_holding_its_prefix_whoever_sends_it(clea
     fairqueue.mark_free(clean_redis, "w2", ["smol"])
     fairqueue.mark_free(clean_redis, "w3", ["smol"])
     job_id = queue(clean_redis, web, "bob", model="smol", serial=True, cache_key="repo-prompt-v1")
-    other = fairqueue.take(clean_redis, POOL, "w1", idle_serial=["smol"])
+    other = fairqueue.take(clean_redis, POOL, "w1", idle_serial=ONE_IDLE)
     assert (other.forward_to, other.forward_job) == ("w2", job_id)
 
 
@@ -390,11 +391,11 @@ def test_two_sessions_of_one_person_each_go_to_the_worker_holding_theirs(clean_r
     for worker in ("w1", "w2", "w3"):
         fairqueue.mark_free(clean_redis, worker, ["smol"])
     first = queue(clean_redis, web, "alice", model="smol", serial=True, session="s1")
-    handed = fairqueue.take(clean_redis, POOL, "w1", idle_serial=["smol"])
+    handed = fairqueue.take(clean_redis, POOL, "w1", idle_serial=ONE_IDLE)
     assert (handed.forward_to, handed.forward_job) == ("w2", first)
-    assert fairqueue.take(clean_redis, POOL, "w2", want=first, idle_serial=["smol"]).job.id == first
+    assert fairqueue.take(clean_redis, POOL, "w2", want=first, idle_serial=ONE_IDLE).job.id == first
     second = queue(clean_redis, web, "alice", model="smol", serial=True, session="s2")
-    handed = fairqueue.take(clean_redis, POOL, "w1", idle_serial=["smol"])
+    handed = fairqueue.take(clean_redis, POOL, "w1", idle_serial=ONE_IDLE)
     assert (handed.forward_to, handed.forward_job) == ("w3", second)
 
 
@@ -403,26 +404,26 @@ def test_a_new_session_starts_where_its_person_was_and_a_busy_holder_means_no_af
     fairqueue.remember_affinity(clean_redis, "smol", ["session:busy"], "w2")  # w2 is not marked free: busy
     fairqueue.mark_free(clean_redis, "w3", ["smol"])
     new = queue(clean_redis, web, "alice", model="smol", serial=True, session="new")  # nobody holds it yet
-    handed = fairqueue.take(clean_redis, POOL, "w1", idle_serial=["smol"])
+    handed = fairqueue.take(clean_redis, POOL, "w1", idle_serial=ONE_IDLE)
     assert (handed.forward_to, handed.forward_job) == ("w3", new)
-    assert fairqueue.take(clean_redis, POOL, "w3", want=new, idle_serial=["smol"]).job.id == new
+    assert fairqueue.take(clean_redis, POOL, "w3", want=new, idle_serial=ONE_IDLE).job.id == new
     waiting = queue(clean_redis, web, "alice", model="smol", serial=True, session="busy")
-    assert fairqueue.take(clean_redis, POOL, "w1", idle_serial=["smol"]).job.id == waiting  # not sent to w3
+    assert fairqueue.take(clean_redis, POOL, "w1", idle_serial=ONE_IDLE).job.id == waiting  # not sent to w3
 
 
 def test_but_not_when_that_worker_is_busy(clean_redis, web):
     fairqueue.remember_affinity(clean_redis, "smol", ["alice"], "w2")  # w2 is not marked free: busy
     job_id = queue(clean_redis, web, "alice", model="smol", serial=True)
-    assert fairqueue.take(clean_redis, POOL, "w1", idle_serial=["smol"]).job.id == job_id
+    assert fairqueue.take(clean_redis, POOL, "w1", idle_serial=ONE_IDLE).job.id == job_id
 
 
 def test_a_worker_promised_a_job_takes_no_other_one_at_a_time_job(clean_redis, web):
     fairqueue.mark_free(clean_redis, "w2", ["smol"])
     first = queue(clean_redis, web, "alice", model="smol", serial=True)
-    fairqueue.take(clean_redis, POOL, "w1", idle_serial=[])  # hands `first` to w2
+    fairqueue.take(clean_redis, POOL, "w1", idle_serial={})  # hands `first` to w2
     fairqueue.mark_free(clean_redis, "w2", ["smol"])  # a heartbeat meanwhile does not undo the promise
     queue(clean_redis, web, "bob", model="smol", serial=True)
-    assert fairqueue.take(clean_redis, POOL, "w2", idle_serial=["smol"]).job.id == first
+    assert fairqueue.take(clean_redis, POOL, "w2", idle_serial=ONE_IDLE).job.id == first
 
 
 def test_a_running_job_counts_for_its_person(clean_redis, web):
