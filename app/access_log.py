@@ -18,7 +18,7 @@ from app.conversation_log import ConversationLog
 from app.exchange import API_BLUEPRINTS, Exchange
 from app.services import services
 
-from protocol.contract import Event, ServerToolEvent
+from protocol.events import Event, ServerToolEvent
 
 log = logging.getLogger("switchboard.requests")
 

@@ -11,7 +11,6 @@ from flask import request
 import jobqueue
 from app.auth import current_key
 from app.errors import ApiError
-from app.priority import is_background
 from app.services import Services
 from catalog.deployments import Deployments
 from catalog.kinds import backend_kind
@@ -51,11 +50,9 @@ def terms(shared: Services) -> jobqueue.Asker:
 
 
 def placement(entry: ModelEntry, job: Job) -> jobqueue.Placement:
-    """Where the job waits: its model's pool, its class (the job is marked
-    as background work here, if it is), whether its model runs a bounded
-    number of jobs per worker (llama.cpp), and the bounds of its upstream
-    deployments."""
-    job.background = job.background or is_background(job, entry)
+    """Where the job waits: its model's pool, its class, whether its model
+    runs a bounded number of jobs per worker (llama.cpp), and the bounds of
+    its upstream deployments."""
     bounded = isinstance(entry.settings, Deployments) and entry.settings.bounded
     gate = jobqueue.deployment_gate(jobqueue.targets_of(entry.settings.deployments)) if bounded else ""
     return jobqueue.Placement(entry.pool, job_class(job), serial=backend_kind(entry.backend).serial, deployments=gate)

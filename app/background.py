@@ -42,7 +42,8 @@ from catalog.registry import ModelEntry
 from dialects.responses_writer import ResponsesWriter
 from dialects.writer import KEEPALIVE_COMMENT, NamedEvent
 from protocol import keys
-from protocol.contract import ErrorEvent, Job
+from protocol.contract import Job
+from protocol.events import ErrorEvent
 from protocol.errors import InvalidRequest
 from protocol.presence import publish_event
 
@@ -154,36 +155,37 @@ def current(redis: Redis, owner: str, response_id: str) -> dict:
 
 
 # --- reading the log ------------------------------------------------------------------------------
-def events_after(redis: Redis, owner: str, response_id: str, after: int, keepalive_seconds: float,
-                 connect: Callable[[], Redis]) -> Iterator[bytes]:
+def events_after(shared: Services, owner: str, response_id: str, after: int) -> Iterator[bytes]:
     """The response's events after sequence number `after`, as the SSE
     frames of its live stream, as they come, until its end; a keep-alive
     comment while it is silent. (Its owner's only, and a background one's:
-    both checked before the first.) `connect` opens the stream's own
-    connection, closed at its end."""
+    both checked before the first.) Read on a connection of its own, closed
+    at its end."""
+    redis = shared.redis
     current(redis, owner, response_id)
     if not redis.exists(keys.background_key(response_id)):
         raise InvalidRequest("stream: only a response created with background: true can be streamed again",
                              param="stream")
-    reader = connect()
+    reader = shared.dedicated_connection()
     try:
-        yield from _replay(redis, reader, owner, response_id, after, keepalive_seconds)
+        yield from _replay(reader, keys.response_events_key(response_id), after, shared.settings.keepalive_seconds,
+                           lambda: current(redis, owner, response_id)["status"] in TERMINAL)
     finally:
         reader.connection_pool.disconnect()
 
 
-def _replay(redis: Redis, reader: Redis, owner: str, response_id: str, after: int, keepalive_seconds: float
+def _replay(reader: Redis, log_key: str, after: int, keepalive_seconds: float, ended: Callable[[], bool]
             ) -> Iterator[bytes]:
-    key, last, spoke = keys.response_events_key(response_id), f"0-{after + 1}", time.monotonic()
+    last, spoke = f"0-{after + 1}", time.monotonic()
     while True:
-        read = reader.xread({key: last}, block=BLOCK_MS)
+        read = reader.xread({log_key: last}, block=BLOCK_MS)
         for entry_id, fields in read[0][1] if read else ():
             last, spoke, body = entry_id, time.monotonic(), json.loads(fields[b"event"])
             yield sse(NamedEvent(body["type"], body))
             if body["type"] in TERMINAL_EVENTS:
                 return
         if not read:
-            if current(redis, owner, response_id)["status"] in TERMINAL:
+            if ended():
                 return  # cancelled, or its drain died: it has nothing more to say
             if time.monotonic() - spoke > keepalive_seconds:
                 spoke = time.monotonic()

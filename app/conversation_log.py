@@ -9,7 +9,7 @@ import json
 import time
 from pathlib import Path
 
-from protocol.contract import DoneEvent, ErrorEvent, Event, ServerToolEvent, TextEvent, ToolCallEvent
+from protocol.events import DoneEvent, ErrorEvent, Event, ServerToolEvent, TextEvent, ToolCallEvent
 
 _SECRET_FIELDS = ("key", "token", "secret", "password", "authorization")
 

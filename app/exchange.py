@@ -11,8 +11,6 @@ own id for it; bodies only where the operator turned them on.
 """
 from __future__ import annotations
 
-import hashlib
-import json
 import time
 
 from flask import g, request
@@ -21,37 +19,20 @@ from app import asker
 from app.auth import current_key
 from app.conversation_log import redact
 from app.services import Services
+from dialects.hints import client_session
 from telemetry import tracing
-from protocol.contract import (
-    DoneEvent, EmbeddingEvent, ErrorEvent, Event, Job, ServerToolEvent, TextEvent, ThinkingEvent, ToolCallEvent,
+from protocol.contract import Job
+from protocol.events import (
+    DoneEvent, EmbeddingEvent, ErrorEvent, Event, ServerToolEvent, TextEvent, ThinkingEvent, ToolCallEvent,
 )
 
 API_BLUEPRINTS = {"ollama", "openai", "anthropic", "responses", "simple_chat"}
-SESSION_HEADERS = ("X-Claude-Code-Session-Id", "session-id", "session_id", "X-Session-Id")
 
 
-def client_session(headers, body) -> str | None:
-    """The client's own id for its session: Claude Code's and Codex's
-    headers, or Claude Code's `metadata.user_id` (a JSON string naming it)."""
-    for name in SESSION_HEADERS:
-        if headers.get(name):
-            return headers[name][:128]
-    user_id = (body.get("metadata") or {}).get("user_id") if isinstance(body, dict) and \
-        isinstance(body.get("metadata"), dict) else None
-    if isinstance(user_id, str) and user_id.startswith("{"):
-        try:
-            session = json.loads(user_id).get("session_id")
-        except (ValueError, AttributeError):
-            return None
-        return session[:128] if isinstance(session, str) else None
-    return None
-
-
-def session_of(person: str, client_id: str) -> str:
-    """A job's session (Job.session): the client's own id, scoped to its
-    person (another person's client sending the same id is another session),
-    as a digest of fixed length."""
-    return hashlib.sha256(f"{person}\n{client_id}".encode()).hexdigest()[:32]
+def _user_id(body) -> str | None:
+    """Claude Code's `metadata.user_id`, where a body has one."""
+    metadata = body.get("metadata") if isinstance(body, dict) else None
+    return metadata.get("user_id") if isinstance(metadata, dict) else None
 
 
 class Exchange:
@@ -78,19 +59,21 @@ class Exchange:
         person = asker.person(shared.keys.enabled) if known else None
         model = body.get("model") if isinstance(body, dict) else None
         self.record |= {"person": person, "model": model if isinstance(model, str) else None,
-                        "session": client_session(request.headers, body)}
+                        "session": client_session(request.headers, _user_id(body))}
         if known and (shared.settings.request_log_bodies or current_key().log_bodies):
             self.body = {"person": person, "request": redact(body)}
 
+    @property
+    def traceparent(self) -> str:
+        """Its trace context, for its job to carry ("" untraced)."""
+        return tracing.traceparent_of(self.span)
+
     def job_started(self, job: Job) -> None:
-        """Its job is about to be queued (it carries its session and trace with it)."""
+        """Its job is about to be queued: what it answers with, and its class."""
         self.note_asker(g.get("request_body"))
         self.ran = True
         self.running.add(job.id)
         self.record |= {"answered": job.model, "priority": "background" if job.background else "interactive"}
-        if self.record.get("session"):  # (the session the client names, over one its route found)
-            job.session = session_of(job.usage_of, self.record["session"])
-        job.traceparent = tracing.traceparent_of(self.span)
 
     def saw(self, event: Event) -> None:
         """Each of its job's events, as the web process relays it."""
@@ -152,6 +135,8 @@ class Exchange:
 
 class Unrecorded:
     """The Exchange of what is not recorded (a job run outside a request)."""
+
+    traceparent = ""
 
     def job_started(self, job: Job) -> None:
         pass

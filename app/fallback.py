@@ -16,7 +16,8 @@ from app.jobs import JobRun, start_job
 from app.services import Services, services
 from catalog.deployments import Deployments
 from catalog.registry import ModelEntry
-from protocol.contract import Event, Job, new_job_id
+from protocol.contract import Job, new_job_id
+from protocol.events import Event
 from protocol.errors import SwitchboardError
 
 # A job failing with one of these before its first token: its model's servers could not serve it

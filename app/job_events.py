@@ -17,7 +17,8 @@ from redis.exceptions import RedisError
 import jobqueue
 from app.errors import ClientGone
 from app.relay import CLOSED, Subscription
-from protocol.contract import ErrorEvent, Event, Job, KeepAliveEvent, TextEvent, decode_event, is_text_payload
+from protocol.contract import Job
+from protocol.events import ErrorEvent, Event, KeepAliveEvent, TextEvent, decode_event, is_text_payload
 
 KEEPALIVE = KeepAliveEvent()
 # Redis went away (a restart, a failover): what the job sent meanwhile is

@@ -21,8 +21,10 @@ from app.access_log import job_observers
 from app.services import Services, services
 from app.streaming import Observer
 from catalog.registry import ModelEntry
+from dialects.hints import session_of
 from protocol import keys
-from protocol.contract import DoneEvent, ErrorEvent, Event, Job, UnknownEvent, encode_event
+from protocol.contract import Job
+from protocol.events import DoneEvent, ErrorEvent, Event, UnknownEvent, encode_event
 from protocol.presence import batched
 
 log = logging.getLogger(__name__)
@@ -34,6 +36,7 @@ def submit_job(job: Job, entry: ModelEntry, watch_client: bool = True) -> JobRun
     shared = services()
     asker.check_budget(shared)
     job.server_tools = asker.server_tools(entry)
+    job.background = job.background or entry.background  # (the model the operator marks as the agents' small one)
     run = JobRun(shared, job, asker.terms(shared), g.get("exchange") or UNRECORDED)
     try:
         run.start(asker.placement(entry, job), asker.limits(shared), watch_client)
@@ -78,7 +81,9 @@ class JobRun:
         job.web_id = subscription.web_id  # the identity the relay listens under now
         job.reply_channel, job.usage_of = keys.reply_channel(job.web_id, job.id), self._asker.person
         job.enqueued_at, job.expires_at = (now := time.time()), now + settings.max_queue_wait_seconds
-        self.exchange.job_started(job)  # (its trace context goes with it)
+        job.session = session_of(job.usage_of, job.session) if job.session else ""  # the client's, scoped to its person
+        job.traceparent = self.exchange.traceparent  # its request's trace goes with it
+        self.exchange.job_started(job)
         try:
             self._services.lease.ensure_held(redis)
             jobqueue.submit(redis, job, self._asker, limits, replace(where, policy=settings.queue_policy), tickets)

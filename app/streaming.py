@@ -18,7 +18,7 @@ import json
 from typing import Callable, Iterable, Iterator
 
 from dialects.writer import Comment, Frame, Marker, NamedEvent, Transcript, Writer
-from protocol.contract import (
+from protocol.events import (
     DoneEvent, EmbeddingEvent, ErrorEvent, Event, KeepAliveEvent, PromptEvent, RedactedThinkingEvent, ServerToolEvent,
     TextEvent, ThinkingEvent, ToolCallEvent,
 )

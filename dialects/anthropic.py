@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import itertools
 import json
+from typing import Mapping
 
 from dialects.anthropic_schemas import (
     CountTokensRequest, ImageBlock, Message as WireMessage, MessagesRequest, RedactedThinkingBlock, TextBlock,
@@ -20,6 +21,7 @@ from dialects.anthropic_schemas import (
 )
 from dialects.images import check_vision, from_typed_base64
 from dialects.parts import interleaved, joined
+from dialects.hints import Hints, read
 from protocol.contract import (
     COUNT_VERSION, IMAGES_VERSION, Image, Job, Message, SamplingOptions, ToolCall, ToolChoice, ToolSpec, json_object,
 )
@@ -147,6 +149,13 @@ def to_sampling(request: MessagesRequest, context_length: int) -> SamplingOption
     the prompt leaves."""
     return SamplingOptions(max_tokens=min(request.max_tokens, context_length), temperature=request.temperature,
                            top_p=request.top_p, top_k=request.top_k, stop=list(request.stop_sequences or []))
+
+
+def hints(request: MessagesRequest | CountTokensRequest, headers: Mapping[str, str]) -> Hints:
+    """Its routing hints (dialects/hints.py): Claude Code names its session in
+    a header or in `metadata.user_id`; its small/fast alias is background work."""
+    metadata = getattr(request, "metadata", None)
+    return read(headers, request.model, user_id=metadata.user_id if metadata is not None else None)
 
 
 def count_to_job(request: CountTokensRequest, job_id: str, model: str, capabilities, beta: str = "") -> Job:

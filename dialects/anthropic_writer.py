@@ -14,7 +14,8 @@ import base64
 import hashlib
 
 from dialects.writer import Frame, NamedEvent, Transcript, Writer, reply_extensions, server_tool_comment
-from protocol.contract import DoneEvent, FinishReason, PromptEvent, ServerToolEvent, ToolCallEvent, json_object
+from protocol.contract import json_object
+from protocol.events import DoneEvent, FinishReason, PromptEvent, ServerToolEvent, ToolCallEvent
 from protocol.errors import PromptTooLong, SwitchboardError
 
 _ERROR_TYPES = {

@@ -10,11 +10,13 @@ Sampling options share one table, so a new option is one change here.
 from __future__ import annotations
 
 import re
+from typing import Mapping
 
 from dialects.common import stop_list
 from dialects.ollama_schemas import ChatRequest, GenerateRequest, Message as WireMessage, Options
 from dialects.tools import arguments_text, to_tool_specs, tool_definitions
 from dialects.images import from_base64
+from dialects.hints import Hints, read
 from protocol.contract import (
     IMAGES_VERSION, Job, Message, PromptSpec, SamplingOptions, ToolCall, json_object, new_call_id,
 )
@@ -98,6 +100,11 @@ def _no_thinking(model: str, think, capabilities: list[str]) -> None:
 def job_version(messages: list[Message]) -> int:
     """Images need a worker that knows them (see protocol.contract)."""
     return IMAGES_VERSION if any(m.images for m in messages) else 1
+
+
+def hints(request, headers: Mapping[str, str]) -> Hints:
+    """Its routing hints (dialects/hints.py): the client's session, whether it is background work."""
+    return read(headers, request.model)
 
 
 def chat_to_job(request: ChatRequest, job_id: str, model: str, capabilities: list[str]) -> Job:

@@ -6,7 +6,8 @@ from __future__ import annotations
 from datetime import datetime, timezone
 
 from dialects.writer import Frame, Transcript, Writer, finish_extensions, reply_extensions
-from protocol.contract import DoneEvent, FinishReason, ServerToolEvent, ToolCallEvent, json_object
+from protocol.contract import json_object
+from protocol.events import DoneEvent, FinishReason, ServerToolEvent, ToolCallEvent
 from protocol.errors import SwitchboardError
 
 _OWN_REASONS = (FinishReason.LENGTH, FinishReason.LOAD, FinishReason.UNLOAD)  # Ollama's done_reason has these too

@@ -8,6 +8,8 @@ pair of functions each, so a new field is one change here.
 """
 from __future__ import annotations
 
+from typing import Mapping
+
 from dialects.common import Tool, stop_list
 from dialects.images import check_vision, from_url
 from dialects.openai_schemas import (
@@ -19,6 +21,7 @@ from dialects.tools import (
     arguments_text, custom_arguments, custom_input, custom_tool_names, custom_tool_spec, tool_definitions,
     to_tool_specs as function_tool_specs,
 )
+from dialects.hints import Hints, read
 from protocol.contract import (
     IMAGES_VERSION, Image, Job, Message, PromptSpec, SamplingOptions, ToolCall, ToolChoice, ToolSpec,
 )
@@ -128,6 +131,11 @@ def to_think(effort: str | None, capabilities) -> bool | str | None:
     if effort is None or "thinking" not in capabilities:
         return None
     return False if effort == "none" else effort
+
+
+def hints(request, headers: Mapping[str, str]) -> Hints:
+    """Its routing hints (dialects/hints.py): the client's session, whether it is background work."""
+    return read(headers, request.model)
 
 
 def chat_to_job(request: ChatCompletionRequest, job_id: str, model: str, capabilities=()) -> Job:

@@ -6,7 +6,7 @@ from dialects.tools import custom_input
 from dialects.writer import (
     Frame, Marker, Transcript, Writer, finish_extensions, reply_extensions, server_tool_comment,
 )
-from protocol.contract import DoneEvent, FinishReason, ServerToolEvent, ToolCallEvent
+from protocol.events import DoneEvent, FinishReason, ServerToolEvent, ToolCallEvent
 from protocol.errors import SwitchboardError
 
 _ERROR_TYPES = {

@@ -12,6 +12,7 @@ as tools taking one text `input`; namespaces are unfolded into their tools.
 from __future__ import annotations
 
 import json
+from typing import Mapping
 
 from pydantic import TypeAdapter
 
@@ -23,6 +24,7 @@ from dialects.responses_schemas import (
     FunctionCallOutputItem, InputImage, InputItem, InputText, LocalShellCallItem, LocalShellCallOutputItem, MessageItem,
     NamedToolChoice, ReasoningItem, Refusal, ResponsesRequest, SummaryText, Tool,
 )
+from dialects.hints import Hints, read
 from protocol.contract import IMAGES_VERSION, Image, Job, Message, SamplingOptions, ToolCall, ToolChoice, ToolSpec
 from protocol.errors import InvalidRequest
 
@@ -155,6 +157,12 @@ def to_think(request: ResponsesRequest, capabilities) -> bool | str | None:
     if "thinking" not in capabilities or request.reasoning is None or request.reasoning.effort is None:
         return None
     return _EFFORTS[request.reasoning.effort]
+
+
+def hints(request: ResponsesRequest, headers: Mapping[str, str]) -> Hints:
+    """Its routing hints (dialects/hints.py): Codex names its session and what
+    a call is for in headers; `background: true` is background work."""
+    return read(headers, request.model, flagged=request.background)
 
 
 def responses_to_job(request: ResponsesRequest, job_id: str, model: str, capabilities) -> Job:

@@ -17,7 +17,7 @@ from typing import Callable
 from dialects import openai_writer
 from dialects.tools import custom_input
 from dialects.writer import Frame, NamedEvent, Transcript, Writer, server_tool_comment
-from protocol.contract import DoneEvent, FinishReason, ServerToolEvent, ToolCallEvent
+from protocol.events import DoneEvent, FinishReason, ServerToolEvent, ToolCallEvent
 from protocol.errors import PromptTooLong, SwitchboardError
 
 # Codex compacts its conversation on this code, and retries on the others.

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dialects.openai_writer import error_body as openai_error_body
 from dialects.writer import Frame, Marker, NamedEvent, Transcript, Writer, finish_extensions, reply_extensions
-from protocol.contract import DoneEvent, ServerToolEvent
+from protocol.events import DoneEvent, ServerToolEvent
 from protocol.errors import SwitchboardError
 
 END = Marker("[END]")

@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
-from protocol.contract import DoneEvent, FinishReason, EmbeddingEvent, PromptEvent, ServerToolEvent, ToolCallEvent
+from protocol.events import DoneEvent, FinishReason, EmbeddingEvent, PromptEvent, ServerToolEvent, ToolCallEvent
 from protocol.errors import SwitchboardError
 
 

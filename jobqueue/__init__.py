@@ -15,11 +15,13 @@ writer whichever process ends it.
 
 Below them: admission.py (a person's rate, the pool's queue bound),
 fairqueue.py (the order workers take jobs in: fair shares across people,
-each job charged its work: charges.py; completions first, one-at-a-time models handed to an idle worker, prompt
-cache affinity, the tickets counted on their way), records.py (a job's
-state, heartbeat and abort mark), states.py, deployments.py (which server
-of an upstream model a request goes to, and each server's health: its verbs
-are exported below), and lua/ (one script per transition). The processes import
+each job charged its work: charges.py; completions first, one-at-a-time
+models handed to an idle worker, the tickets counted on their way),
+affinity.py (which worker holds a prompt's prefix in its cache), records.py
+(a job's state, heartbeat and abort mark), states.py, endings.py (what a
+job's end leaves in the records), deployments.py (which server of an
+upstream model a request goes to, and each server's health: its verbs are
+exported below), and lua/ (one script per transition). The processes import
 this package only (import-linter's job-owner contract). Only redis-py, the
 protocol package, the records (ledger/) and telemetry are imported here.
 """
@@ -32,14 +34,15 @@ from typing import Callable, Protocol
 from redis import Redis
 from redis.client import Pipeline
 
-from jobqueue import admission, charges, deployments, endings, fairqueue, records
+from jobqueue import admission, affinity, charges, deployments, endings, fairqueue, records
 from jobqueue.admission import Busy, Limits, Verdict
 from jobqueue.deployments import Attempt, DeploymentState, Pick, Rest, Target
 from jobqueue.endings import Ending
 from jobqueue.fairqueue import Asker, Idle, Placement, Taken, Ticketing
 from jobqueue.states import JobState
 from protocol import keys
-from protocol.contract import DoneEvent, ErrorEvent, FinishReason, Job
+from protocol.contract import Job
+from protocol.events import DoneEvent, ErrorEvent, FinishReason
 from protocol.errors import SwitchboardError
 from protocol.presence import batched, publish_event
 from protocol.queue import ticket_queue
@@ -231,7 +234,7 @@ wake_held = deployments.wake_held  # pools whose jobs held for full deployments 
 def remember_cache(redis: Redis, model: str, taken: Taken, worker_id: str) -> None:
     """This worker's prompt cache now holds the job's prefix (its cache key's,
     or its session's and person's): their next job comes here while it is idle."""
-    fairqueue.remember_affinity(redis, model, fairqueue.held_by_worker(taken.job, taken.person), worker_id)
+    affinity.remember_affinity(redis, model, affinity.held_by_worker(taken.job, taken.person), worker_id)
 
 
 # --- an upstream model's deployments (deployments.py): which server a request goes to --------------------

@@ -17,7 +17,8 @@ from __future__ import annotations
 from redis.client import Pipeline
 
 from protocol import keys
-from protocol.contract import Job, Usage
+from protocol.contract import Job
+from protocol.events import Usage
 
 CHARACTERS_PER_TOKEN = 4
 EXPECTED_REPLY_TOKENS = 256  # what a reply is guessed to cost before it is made (at most its max_tokens)

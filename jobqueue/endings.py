@@ -20,7 +20,8 @@ from dataclasses import dataclass, field
 from redis.client import Pipeline
 
 from ledger import usage
-from protocol.contract import DoneEvent, ErrorEvent, Event, FinishReason, Job
+from protocol.contract import Job
+from protocol.events import DoneEvent, ErrorEvent, Event, FinishReason
 from protocol.presence import publish_event
 from telemetry.metrics import count_job, count_prompt_cache
 

@@ -30,7 +30,6 @@ dropped by whoever meets them first.
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import time
 from dataclasses import dataclass, replace
@@ -41,6 +40,7 @@ from redis import Redis
 from redis.client import Pipeline
 
 from jobqueue import charges
+from jobqueue import affinity
 from jobqueue.scripts import execute, queue_script, run_script as _run
 from jobqueue.states import JobState
 from protocol import keys
@@ -61,9 +61,6 @@ AT_WORK_SECONDS = 30.0
 HOLD_SECONDS = 3.0
 # A worker's free mark counts this long after its last refresh (its heartbeat).
 FREE_FRESH_SECONDS = ALIVE_TTL_SECONDS * 3
-# How long a person's affinity to a worker is remembered.
-AFFINITY_SECONDS = 3600
-AFFINITY_SEPARATOR = "\x1f"  # between a job's affinity names (fair_take.lua splits on it)
 
 
 @dataclass(frozen=True)
@@ -106,7 +103,7 @@ def push(redis: Redis | Pipeline, job: Job, asker: Asker, where: Placement, tick
     job.charge = charges.estimate(job)  # (its worker settles it: charges.settle)
     fields = {"limit": asker.limit, "lease": member, "model": job.model,
               "serial": "1" if where.serial else "0", "expires": repr(job.expires_at), "web": job.web_id,
-              "enqueued": repr(job.enqueued_at), "affinity": affinity_of(job, asker.person),
+              "enqueued": repr(job.enqueued_at), "affinity": affinity.affinity_of(job, asker.person),
               "deployments": where.deployments, "session": job.session}
     named = {"job_id": job.id, "person": asker.person, "weight": asker.weight, "cost": job.charge,
              "policy": where.policy, "behind": BACKGROUND_OFFSET if job.background else 0,
@@ -249,35 +246,6 @@ def mark_free(redis: Redis, worker_id: str, models: list[str]) -> None:
     if models:
         named = {"worker": worker_id, "now": time.time(), "models": models}
         _run(redis, "fair_free", [], [keys.lua_key_templates(), json.dumps(named)])
-
-
-def affinity_of(job: Job, person: str) -> str:
-    """Whose prompts a job's prefix is shared with, most specific first and
-    joined by AFFINITY_SEPARATOR: its cache key's, its session's, its
-    person's. fair_take.lua follows the first of them whose worker is known."""
-    return AFFINITY_SEPARATOR.join(_cache_and_session(job) + [person])
-
-
-def held_by_worker(job: Job, person: str) -> list[str]:
-    """What a worker that ran the job holds the prefix of: its cache key's
-    (a key shared by many people moves none of them), else its session's
-    and its person's."""
-    return _cache_and_session(job)[:1] if job.cache_key else _cache_and_session(job) + [person]
-
-
-def _cache_and_session(job: Job) -> list[str]:
-    """A cache key hashed, so a client's string of any length makes a short Redis key."""
-    names = ["cache:" + hashlib.sha256(job.cache_key.encode()).hexdigest()[:32]] if job.cache_key else []
-    return names + (["session:" + job.session] if job.session else [])
-
-
-def remember_affinity(redis: Redis, model: str, names: list[str], worker_id: str) -> None:
-    """The worker now holds the prefix of each name (held_by_worker) for the
-    model in its cache."""
-    with redis.pipeline(transaction=False) as pipe:
-        for name in names:
-            pipe.set(keys.affinity_key(model, name), worker_id, ex=AFFINITY_SECONDS)
-        pipe.execute()
 
 
 def forget_lost_tickets(redis: Redis, queues: list[str], sent_before: float) -> None:

@@ -13,7 +13,8 @@ from redis.client import Pipeline
 
 from jobqueue.states import JobState
 from protocol import keys
-from protocol.contract import ErrorEvent, Job
+from protocol.contract import Job
+from protocol.events import ErrorEvent
 from protocol.presence import ALIVE_TTL_SECONDS, batched, publish_event
 
 

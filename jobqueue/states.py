@@ -1,6 +1,6 @@
 """A job's state in its record (jobqueue/records.py). A waiting job has no
 record yet: its take writes the first one, RUNNING. Why it finished is a
-protocol.contract.FinishReason."""
+protocol.events.FinishReason."""
 from __future__ import annotations
 
 from enum import StrEnum

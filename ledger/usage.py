@@ -23,7 +23,8 @@ from redis import Redis
 from redis.client import Pipeline
 
 from protocol import keys
-from protocol.contract import DoneEvent, Job, Usage, encode_event
+from protocol.contract import Job
+from protocol.events import DoneEvent, Usage, encode_event
 from protocol.keys import (
     ERRORS, budget_reset_key, maintenance_lock_key, series_key, usage_folded_key, usage_key, usage_tokens_key,
 )

@@ -1,7 +1,8 @@
-"""The internal job and event types shared by the front end and the workers.
+"""The internal job shared by the front end and the workers (its events:
+protocol/events.py), and the compatibility policy both follow.
 
 A job does not know which API its request came from: the front end translates
-every dialect into a `Job`, and translates the `Event`s back. Jobs travel as
+every dialect into a `Job`, and translates the events back. Jobs travel as
 JSON in the fair queue (jobqueue/fairqueue.py); events as JSON on the job's
 reply channel (see `protocol.presence`).
 
@@ -22,34 +23,30 @@ from __future__ import annotations
 
 import json
 import secrets
-import uuid
 import string
-import typing
-from enum import StrEnum
-from typing import Annotated, Literal, Union
+import uuid
+from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
-
-from protocol.errors import PromptTooLong, SwitchboardError
+from pydantic import BaseModel, ConfigDict, Field
 
 
 CONTRACT_VERSION = 3  # what this code speaks
 # The release this one must run beside during a rolling deploy (see above):
 # the main branch as it last landed. Moved on when this release has landed.
-PREVIOUS_RELEASE = "1e6e35f"
+PREVIOUS_RELEASE = "5d9abad"
 EMBED_VERSION = 2  # embedding jobs need a worker that knows them
 IMAGES_VERSION = 2  # so do images (an older worker would drop them unseen)
 COUNT_VERSION = 3  # so do token counts (an older worker would generate a reply)
 
 
-class _Strict(BaseModel):
+class Strict(BaseModel):
     """Tolerant of unknown fields (see the module docstring); the name is
     kept for the strictness of the values, which are still validated."""
 
     model_config = ConfigDict(extra="ignore")
 
 
-class ToolSpec(_Strict):
+class ToolSpec(Strict):
     """A tool the client offers: a function, whose `parameters` is its JSON
     schema, or a freeform (`custom`) tool taking one text input (OpenAI's
     custom tools, Codex's and Copilot's `apply_patch`). A custom tool is
@@ -83,18 +80,18 @@ def json_object(text: str) -> dict:
     return value if isinstance(value, dict) else {}
 
 
-class ToolCall(_Strict):
+class ToolCall(Strict):
     id: str
     name: str
     arguments: str = "{}"  # JSON text, as OpenAI carries it
 
 
-class ToolChoice(_Strict):
+class ToolChoice(Strict):
     mode: Literal["none", "auto", "required", "function"] = "auto"
     name: str | None = None  # for mode "function"
 
 
-class Image(_Strict):
+class Image(Strict):
     """An image sent inline (never a URL: the server fetches nothing)."""
 
     data: str  # base64
@@ -107,7 +104,7 @@ class Image(_Strict):
         return f"data:{self.mime};base64,{self.data}"
 
 
-class Message(_Strict):
+class Message(Strict):
     role: Literal["system", "user", "assistant", "tool"]
     content: str = ""
     images: list[Image] = Field(default_factory=list)
@@ -120,7 +117,7 @@ class Message(_Strict):
     redacted_thinking: list[str] = Field(default_factory=list)  # an Anthropic upstream's encrypted thinking
 
 
-class SamplingOptions(_Strict):
+class SamplingOptions(Strict):
     """Generation options in one vocabulary (Ollama's names where they differ)."""
 
     max_tokens: int | None = Field(default=None, ge=1)
@@ -134,7 +131,7 @@ class SamplingOptions(_Strict):
     num_ctx: int | None = Field(default=None, ge=16)
 
 
-class PromptSpec(_Strict):
+class PromptSpec(Strict):
     """A completion request (/api/generate, /v1/completions) before it is
     turned into model input, which depends on the model (see workers.prompts)."""
 
@@ -146,7 +143,7 @@ class PromptSpec(_Strict):
     images: list[Image] = Field(default_factory=list)  # for the user message a chat prompt becomes
 
 
-class EmbedSpec(_Strict):
+class EmbedSpec(Strict):
     """An embedding request: texts (or token ids, OpenAI's token arrays),
     embedded as one batch; the web process normalises and shortens."""
 
@@ -155,7 +152,7 @@ class EmbedSpec(_Strict):
     truncate: bool = True  # an input longer than the context is cut (else refused)
 
 
-class Job(_Strict):
+class Job(Strict):
     version: int = 1  # the lowest contract version that can run it
     id: str
     model: str
@@ -206,7 +203,7 @@ class Job(_Strict):
     # estimated when it was queued (jobqueue/charges.py; 0: not charged by
     # its cost): its worker corrects it by what it cost.
     charge: float = 0.0
-    # Background work (app/priority.py): nobody watches it; it waits behind
+    # Background work (dialects/hints.py): nobody watches it; it waits behind
     # interactive turns.
     background: bool = False
     # The W3C trace context of the request's span in the web process (empty:
@@ -227,190 +224,3 @@ class Job(_Strict):
 
 def new_job_id() -> str:
     return uuid.uuid4().hex
-
-
-class Usage(_Strict):
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    # Prompt tokens found already evaluated (a local model's prompt cache);
-    # None when the backend keeps no cache.
-    cached_tokens: int | None = None
-    # Of completion_tokens, those spent thinking.
-    reasoning_tokens: int = 0
-
-
-class Timings(_Strict):
-    """Nanoseconds, measured by the worker (Ollama reports these names)."""
-
-    load_ns: int = 0
-    prompt_eval_ns: int = 0
-    eval_ns: int = 0
-    total_ns: int = 0
-    queue_ns: int = 0  # from its queueing to a worker's start (0: not told)
-
-
-class PromptEvent(_Strict):
-    """The prompt's tokens, where the backend knows them before the first
-    token (echo, a local model, an Anthropic upstream): sent only for a job
-    that asks (Job.report_prompt)."""
-
-    type: Literal["prompt"] = "prompt"
-    prompt_tokens: int
-    cached_tokens: int | None = None
-
-
-class TextEvent(_Strict):
-    type: Literal["text"] = "text"
-    text: str
-
-
-class ThinkingEvent(_Strict):
-    """Reasoning the model wrote before (or between) its answer; an
-    Anthropic upstream signs it at its end (the client sends it back so)."""
-
-    type: Literal["thinking"] = "thinking"
-    text: str
-    signature: str | None = None
-
-
-class RedactedThinkingEvent(_Strict):
-    """Thinking an Anthropic upstream sent encrypted (safety systems flagged
-    it): opaque data, for Anthropic's clients to send back as it came."""
-
-    type: Literal["redacted_thinking"] = "redacted_thinking"
-    data: str
-
-
-class ToolCallEvent(_Strict):
-    """One complete call parsed from the reply; `index` counts from 0."""
-
-    type: Literal["tool_call"] = "tool_call"
-    index: int
-    id: str
-    name: str
-    arguments: str  # JSON text
-
-
-class ServerToolEvent(_Strict):
-    """A tool the worker ran itself on an MCP server (never the client's to
-    run): `phase` "call" when it starts, "result" when it ended, with
-    `status` ok, error (the tool failed, its server is down) or timeout.
-    Writers show it only where standard clients look past it."""
-
-    type: Literal["server_tool"] = "server_tool"
-    phase: Literal["call", "result"]
-    id: str
-    server: str
-    name: str
-    arguments: str = "{}"  # JSON text
-    status: Literal["ok", "error", "timeout"] | None = None
-    seconds: float | None = None
-    result_chars: int | None = None  # before truncation
-    truncated: bool = False
-
-    def summary(self) -> dict:
-        """The fields a client extension or a log shows (no result text)."""
-        return self.model_dump(exclude={"type"}, exclude_none=True)
-
-
-class FinishReason(StrEnum):
-    """Why a job ended: its DoneEvent's reason and its record's. On the wire a
-    reason is any string (DoneEvent.reason is typed str), so a reason the
-    next release adds does not break this one (writers map a reason they do
-    not know to "stop")."""
-
-    STOP = "stop"
-    LENGTH = "length"  # its token limit
-    TOOL_CALLS = "tool_calls"  # it called the client's tools
-    STEP_LIMIT = "step_limit"  # a final answer forced by the tool-round limit (clients see "stop")
-    ABORTED = "aborted"  # its client left, or it was superseded
-    LOAD = "load"  # an empty request that only loaded the model
-    UNLOAD = "unload"  # ... or, with keep_alive 0, unloaded it
-    COUNTED = "counted"  # a count_only job's prompt was counted
-    EXPIRED = "expired"  # (records only) no worker started it in time
-    ERROR = "error"  # (records only) it failed; its ErrorEvent says why
-
-
-class EmbeddingEvent(_Strict):
-    """An embedding job's vectors, one per input, as the model made them
-    (not normalised)."""
-
-    type: Literal["embedding"] = "embedding"
-    vectors: list[list[float]]
-
-
-class DoneEvent(_Strict):
-    type: Literal["done"] = "done"
-    reason: str  # a FinishReason (see there why a str)
-    usage: Usage = Field(default_factory=Usage)
-    timings: Timings = Field(default_factory=Timings)
-    # The client's stop sequence that ended the reply (reason "stop"), where
-    # the backend can tell (Anthropic's clients are told which one fired).
-    stop_sequence: str | None = None
-    rounds: int = 0  # model rounds it took (more than one: it ran server tools between them; 0: not told)
-
-
-class ErrorEvent(_Strict):
-    type: Literal["error"] = "error"
-    message: str
-    status: int = 500
-    retry_after: int | None = None  # seconds, when the upstream said so
-    # A prompt over the model's context: its size and the most the model
-    # takes, in tokens (each dialect words this error its own way).
-    prompt_tokens: int | None = None
-    context_tokens: int | None = None
-
-    @classmethod
-    def of(cls, error: SwitchboardError) -> "ErrorEvent":
-        sizes = {"prompt_tokens": error.prompt_tokens, "context_tokens": error.context_tokens} \
-            if isinstance(error, PromptTooLong) else {}
-        return cls(message=error.message, status=error.status, retry_after=error.retry_after, **sizes)
-
-    def error(self) -> SwitchboardError:
-        """The typed error again, on the web side, for the client's dialect to render."""
-        if self.prompt_tokens is not None and self.context_tokens is not None:
-            return PromptTooLong(self.message, self.prompt_tokens, self.context_tokens)
-        return SwitchboardError(self.message, self.status, retry_after=self.retry_after)
-
-
-class KeepAliveEvent(_Strict):
-    """Made by the web process while a job is silent (never published): each
-    dialect's writer turns it into its keep-alive frame."""
-
-    type: Literal["keepalive"] = "keepalive"
-
-
-class UnknownEvent(_Strict):
-    """An event of a type this reader does not know (a newer worker sent it):
-    skipped by the web process."""
-
-    type: str
-
-
-Event = Annotated[
-    Union[PromptEvent, TextEvent, ThinkingEvent, RedactedThinkingEvent, ToolCallEvent, ServerToolEvent,
-          EmbeddingEvent, DoneEvent, ErrorEvent],
-    Field(discriminator="type"),
-]
-EVENT_ADAPTER: TypeAdapter[Event] = TypeAdapter(Event)
-_KNOWN_TYPES = {kind.model_fields["type"].default for kind in typing.get_args(typing.get_args(Event)[0])}
-
-
-def encode_event(event: Event) -> bytes:
-    return event.model_dump_json().encode()
-
-
-def is_text_payload(payload: bytes) -> bool:
-    """Cheaper than decoding: pydantic writes fields in declaration order,
-    so a text event's JSON starts with its type."""
-    return payload.startswith(b'{"type":"text"')
-
-
-def decode_event(payload: bytes | str) -> Event | UnknownEvent:
-    try:
-        return EVENT_ADAPTER.validate_json(payload)
-    except ValidationError:
-        unknown = UnknownEvent.model_validate_json(payload)  # no type at all: a malformed event, raised
-        if unknown.type in _KNOWN_TYPES:
-            raise
-        return unknown

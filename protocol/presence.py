@@ -20,7 +20,7 @@ from redis import Redis
 from redis.client import Pipeline
 
 from protocol import keys
-from protocol.contract import Event, encode_event
+from protocol.events import Event, encode_event
 
 # A running job's `alive` key lapses this long after its worker's last beat
 # (workers beat once a second), and a worker's presence three times that.

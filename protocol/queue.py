@@ -28,9 +28,3 @@ def direct_queue(worker_id: str) -> str:
 def is_direct_queue(queue: str) -> bool:
     return queue.startswith("direct.")
 
-
-# A field of a worker's presence: its take marks a ticket that came before
-# its job (jobqueue/lua/fair_take.lua). Every worker since e3516a2 does; the
-# previous release's web processes (1e6e35f) send a ticket beside the job's
-# queueing only while every live worker's presence says so.
-MARKS_EARLY_TICKETS = "marks_early_tickets"

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import time
 
-from catalog.registry import ModelEntry
-from protocol.contract import DoneEvent, EmbeddingEvent, Event, FinishReason, Job
+from protocol.contract import Job
+from protocol.events import DoneEvent, EmbeddingEvent, Event, FinishReason
 from protocol.presence import publish_event
-from workers.backends.base import Backend
 from workers.cancel import Cancel
 from workers.context import RunContext
+from workers.execution import Execution
 from workers.model_output import Outcome
 from workers.prompts import is_load_only, resolve_prompt
 from workers.rounds import Rounds, backend_job, done
@@ -29,31 +29,30 @@ def generate(job: Job, ctx: RunContext, aborted: Cancel, tail: list[Event]) -> D
         return done(FinishReason.LOAD, Outcome(FinishReason.STOP, 0, 0, load_ns=backend.load()), started, None)
     try:
         if job.embed is not None:
-            return _embed(job, ctx, backend, aborted, started)
+            return _embed(Execution(job, ctx, entry, backend, aborted, started))
         job = resolve_prompt(job, entry.fim, family_stops=backend.reads_prompt)
-        if job.count_only:
-            return _count(job, ctx, entry, backend, aborted, started)
-        return Rounds(job, ctx, entry, backend, aborted, started).run(tail)
+        run = Execution(job, ctx, entry, backend, aborted, started)
+        return _count(run) if job.count_only else Rounds(run).run(tail)
     finally:
         backend.keep_loaded(job.keep_alive)
 
 
-def _embed(job: Job, ctx: RunContext, backend: Backend, aborted: Cancel, started: int) -> DoneEvent:
+def _embed(run: Execution) -> DoneEvent:
     """One batch, one event with every vector (the web process shapes them)."""
-    embedded = backend.embed(job.embed, aborted)
-    if aborted.is_set():
+    embedded = run.backend.embed(run.job.embed, run.aborted)
+    if run.aborted.is_set():
         return DoneEvent(reason=FinishReason.ABORTED)
-    publish_event(ctx.redis, job.reply_channel, EmbeddingEvent(vectors=embedded.vectors))
+    publish_event(run.ctx.redis, run.job.reply_channel, EmbeddingEvent(vectors=embedded.vectors))
     outcome = Outcome(FinishReason.STOP, embedded.prompt_tokens, 0, load_ns=embedded.load_ns)
-    return done(FinishReason.STOP, outcome, started, None)
+    return done(FinishReason.STOP, outcome, run.started, None)
 
 
-def _count(job: Job, ctx: RunContext, entry: ModelEntry, backend: Backend, aborted: Cancel,
-           started: int) -> DoneEvent:
+def _count(run: Execution) -> DoneEvent:
     """The prompt's tokens as the model would get it in the job's first
     round (tool instructions and server tools included), as that round's
     usage would report them."""
-    server = ServerTools.for_job(job, entry, ctx.toolbox, aborted)
+    entry = run.entry
+    server = ServerTools.for_job(run.job, entry, run.ctx.toolbox, run.aborted)
     plan = plan_tools(server.job, entry.tools, entry.system, entry.step_limit, server.specs)
-    tokens = backend.count_tokens(backend_job(server.job, ctx, plan, backend))
-    return done(FinishReason.COUNTED, Outcome(FinishReason.STOP, tokens, 0), started, None)
+    tokens = run.backend.count_tokens(backend_job(server.job, run.ctx, plan, run.backend))
+    return done(FinishReason.COUNTED, Outcome(FinishReason.STOP, tokens, 0), run.started, None)

@@ -23,7 +23,7 @@ from redis import Redis
 import jobqueue
 from ledger import usage
 from protocol.presence import dead_webs
-from protocol.queue import MARKS_EARLY_TICKETS, is_direct_queue
+from protocol.queue import is_direct_queue
 from workers.cancel import Cancel
 
 log = logging.getLogger(__name__)
@@ -68,8 +68,7 @@ class Heartbeat:
 
     def beat_once(self) -> None:
         presence = {"id": self._worker_id, "queues": self.queues, "slots": self.slots, "busy": len(self._jobs),
-                    "beat_at": time.time(),
-                    MARKS_EARLY_TICKETS: True} if self.queues else None
+                    "beat_at": time.time()} if self.queues else None
         jobs = dict(self._jobs)
         jobqueue.keep_alive(self._redis, list(jobs), presence)
         if self.counts_tickets and len(jobs) < self.slots:

@@ -9,7 +9,8 @@ from typing import Callable
 from catalog.deployments import Deployments
 from catalog.registry import ModelEntry
 from jobqueue import Ending
-from protocol.contract import DoneEvent, ErrorEvent, Job
+from protocol.contract import Job
+from protocol.events import DoneEvent, ErrorEvent
 from telemetry import tracing
 from workers.context import RunContext
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Generator, Iterator, Union
 
-from protocol.contract import FinishReason
+from protocol.events import FinishReason
 
 
 @dataclass

@@ -33,7 +33,7 @@ from typing import Callable
 
 from redis import Redis
 
-from protocol.contract import Event, TextEvent, ThinkingEvent, encode_event
+from protocol.events import Event, TextEvent, ThinkingEvent, encode_event
 from settings import Settings
 from workers.lazy_thread import LazyThread
 

@@ -3,7 +3,7 @@ upstream's, or a local model's text between its think tags) apart, the rest
 through the tool-call filter and the server-tool rounds' text pass."""
 from __future__ import annotations
 
-from protocol.contract import RedactedThinkingEvent, ThinkingEvent
+from protocol.events import RedactedThinkingEvent, ThinkingEvent
 from workers.model_output import RedactedThinking, Thinking
 from workers.server_tools import ServerTools
 from workers.thinking import ThinkSplitter

@@ -10,12 +10,12 @@ import time
 from dataclasses import replace
 from typing import Iterator
 
-from catalog.registry import ModelEntry
-from protocol.contract import DoneEvent, Event, FinishReason, Job, PromptEvent, Timings, Usage
+from protocol.contract import Job
+from protocol.events import DoneEvent, Event, FinishReason, PromptEvent, Timings, Usage
 from protocol.errors import BackendError
 from workers.backends.base import Backend
-from workers.cancel import Cancel
 from workers.context import RunContext
+from workers.execution import Execution
 from workers.model_output import Outcome, Prompted
 from workers.publisher import EventPublisher
 from workers.reply_events import Replies
@@ -27,11 +27,11 @@ log = logging.getLogger(__name__)
 
 
 class Rounds:
-    def __init__(self, job: Job, ctx: RunContext, entry: ModelEntry, backend: Backend, aborted: Cancel,
-                 started: int):
-        self.ctx, self.entry, self.backend, self.aborted, self.started = ctx, entry, backend, aborted, started
-        self.deadline = started + int(ctx.max_job_seconds * 1e9)
-        self.server = ServerTools.for_job(job, entry, ctx.toolbox, aborted)
+    def __init__(self, run: Execution):
+        self.ctx, self.entry, self.backend, self.aborted, self.started = (run.ctx, run.entry, run.backend,
+                                                                           run.aborted, run.started)
+        self.deadline = run.started + int(run.ctx.max_job_seconds * 1e9)
+        self.server = ServerTools.for_job(run.job, run.entry, run.ctx.toolbox, run.aborted)
         self.totals = Totals()
 
     def run(self, tail: list[Event]) -> DoneEvent:

@@ -18,7 +18,8 @@ from redis.client import Pipeline
 
 import jobqueue
 from jobqueue import Ending
-from protocol.contract import CONTRACT_VERSION, DoneEvent, ErrorEvent, Event, FinishReason, Job
+from protocol.contract import CONTRACT_VERSION, Job
+from protocol.events import DoneEvent, ErrorEvent, Event, FinishReason
 from protocol.errors import SwitchboardError, UnknownModel
 from protocol.presence import FOREVER_SECONDS, forget_loaded, mark_loaded
 from workers.cancel import Cancel

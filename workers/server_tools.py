@@ -27,9 +27,8 @@ from redis import Redis
 from catalog.registry import ModelEntry
 from telemetry import tracing
 from protocol.presence import batched
-from protocol.contract import (
-    Job, Message, ServerToolEvent, TextEvent, ToolCall, ToolChoice, ToolSpec, json_object,
-)
+from protocol.contract import Job, Message, ToolCall, ToolChoice, ToolSpec, json_object
+from protocol.events import ServerToolEvent, TextEvent
 from telemetry.metrics import count_tool_call
 from workers.cancel import Cancel
 from workers.mcp.toolbox import ServerTool, Toolbox, ToolResult

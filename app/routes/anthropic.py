@@ -15,7 +15,7 @@ from app.routes.common import (
     check_request_limits, find_model, note_tools_left_out, parse_body, serve, visible_entries,
 )
 from catalog.registry import ModelEntry
-from dialects import anthropic as translate
+from dialects import anthropic as translate, hints
 from dialects.anthropic_schemas import CountTokensRequest, MessagesRequest
 from dialects.anthropic_writer import MessagesWriter, TokenCountWriter
 from protocol.errors import UnknownModel
@@ -49,6 +49,7 @@ def messages():
     note_tools_left_out(translate.server_only_tools(request))
     job = translate.messages_to_job(request, new_job_id(), entry.name, entry.capabilities, entry.info.context_length,
                                     beta())
+    hints.apply(job, translate.hints(request, flask_request.headers))
     writer = MessagesWriter(f"msg_{job.id}", entry.name, g.get("request_id"))
     return serve(job, entry, writer, "sse" if request.stream else None)
 
@@ -60,5 +61,6 @@ def count_tokens():
     request = parse_body(CountTokensRequest)
     check_request_limits(request.messages, request.tools)
     entry = find_served_model(request.model)
-    job = translate.count_to_job(request, new_job_id(), entry.name, entry.capabilities, beta())
+    job = hints.apply(translate.count_to_job(request, new_job_id(), entry.name, entry.capabilities, beta()),
+                      translate.hints(request, flask_request.headers))
     return serve(job, entry, TokenCountWriter(), None)

@@ -17,7 +17,8 @@ from app.services import services
 from app.streaming import NDJSON_CONTENT_TYPE, SSE_CONTENT_TYPE, ndjson, sse, stream, whole_reply
 from catalog.registry import ModelEntry
 from dialects.writer import Frame, Writer
-from protocol.contract import Event, Job
+from protocol.contract import Job
+from protocol.events import Event
 from protocol.errors import PromptTooLong, UnknownModel
 
 M = TypeVar("M", bound=BaseModel)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
 
-from flask import Blueprint, Response, jsonify
+from flask import Blueprint, Response, jsonify, request as flask_request
 
 from app.auth import current_key, public
 from app.errors import register_error_handlers
@@ -13,7 +13,7 @@ from app.routes.common import check_request_limits, find_model, parse_body, serv
 from app.services import services
 from app.streaming import NDJSON_CONTENT_TYPE, ndjson
 from catalog.registry import ModelEntry
-from dialects import embeddings, ollama as translate
+from dialects import embeddings, ollama as translate, hints
 from protocol.contract import new_job_id
 from dialects.ollama_schemas import (
     ChatRequest, EmbeddingsRequest, EmbedRequest, GenerateRequest, PullRequest, ShowRequest,
@@ -119,7 +119,8 @@ def chat():
     request = parse_body(ChatRequest)
     check_request_limits(request.messages, request.tools)
     entry = find_model(request.model)
-    job = translate.chat_to_job(request, new_job_id(), entry.name, entry.capabilities)
+    job = hints.apply(translate.chat_to_job(request, new_job_id(), entry.name, entry.capabilities),
+                      translate.hints(request, flask_request.headers))
     return serve(job, entry, ChatWriter(request.model), _framing(request.stream))
 
 
@@ -127,7 +128,8 @@ def chat():
 def generate():
     request = parse_body(GenerateRequest)
     entry = find_model(request.model)
-    job = translate.generate_to_job(request, new_job_id(), entry.name, entry.capabilities)
+    job = hints.apply(translate.generate_to_job(request, new_job_id(), entry.name, entry.capabilities),
+                      translate.hints(request, flask_request.headers))
     return serve(job, entry, GenerateWriter(request.model, with_context=not request.raw), _framing(request.stream))
 
 
@@ -135,7 +137,8 @@ def generate():
 def embed():
     request = parse_body(EmbedRequest)
     entry = find_model(request.model)
-    job = embeddings.ollama_embed_to_job(request, new_job_id(), entry.name)
+    job = hints.apply(embeddings.ollama_embed_to_job(request, new_job_id(), entry.name),
+                      translate.hints(request, flask_request.headers))
     return serve(job, entry, embeddings.OllamaEmbedWriter(request.model, request.dimensions), None)
 
 
@@ -143,7 +146,8 @@ def embed():
 def embeddings_legacy():
     request = parse_body(EmbeddingsRequest)
     entry = find_model(request.model)
-    job = embeddings.ollama_embeddings_to_job(request, new_job_id(), entry.name)
+    job = hints.apply(embeddings.ollama_embeddings_to_job(request, new_job_id(), entry.name),
+                      translate.hints(request, flask_request.headers))
     return serve(job, entry, embeddings.OllamaEmbeddingsWriter(), None)
 
 

@@ -8,7 +8,7 @@ from flask import Blueprint, jsonify, request as flask_request
 from app.errors import register_error_handlers
 from app.routes.common import check_request_limits, find_model, parse_body, serve, visible_entries
 from catalog.registry import ModelEntry
-from dialects import anthropic_writer, embeddings, openai as translate
+from dialects import anthropic_writer, embeddings, openai as translate, hints
 from dialects.openai_schemas import ChatCompletionRequest, CompletionRequest, EmbeddingsRequest
 from dialects.openai_writer import ChatWriter, CompletionWriter, error_body
 from dialects.tools import custom_tool_names
@@ -61,7 +61,8 @@ def chat_completions():
     request = parse_body(ChatCompletionRequest)
     check_request_limits(request.messages, request.tools)
     entry = find_model(request.model)
-    job = translate.chat_to_job(request, new_job_id(), entry.name, entry.capabilities)
+    job = hints.apply(translate.chat_to_job(request, new_job_id(), entry.name, entry.capabilities),
+                      translate.hints(request, flask_request.headers))
     writer = ChatWriter(f"chatcmpl-{job.id}", request.model, int(time.time()), _include_usage(request),
                         custom_tool_names(job.tools))
     return serve(job, entry, writer, _framing(request.stream))
@@ -71,7 +72,8 @@ def chat_completions():
 def completions():
     request = parse_body(CompletionRequest)
     entry = find_model(request.model)
-    job = translate.completion_to_job(request, new_job_id(), entry.name, entry.capabilities)
+    job = hints.apply(translate.completion_to_job(request, new_job_id(), entry.name, entry.capabilities),
+                      translate.hints(request, flask_request.headers))
     writer = CompletionWriter(f"cmpl-{job.id}", request.model, int(time.time()), _include_usage(request))
     return serve(job, entry, writer, _framing(request.stream))
 
@@ -80,6 +82,7 @@ def completions():
 def embeddings_():
     request = parse_body(EmbeddingsRequest)
     entry = find_model(request.model)
-    job = embeddings.openai_embeddings_to_job(request, new_job_id(), entry.name)
+    job = hints.apply(embeddings.openai_embeddings_to_job(request, new_job_id(), entry.name),
+                      translate.hints(request, flask_request.headers))
     return serve(job, entry, embeddings.OpenAIEmbeddingsWriter(request.model, request.encoding_format,
                                                                request.dimensions), None)

@@ -24,7 +24,6 @@ from redis.exceptions import RedisError
 from app import background, stored_responses
 from app.asker import person
 from app.errors import register_error_handlers
-from app.exchange import session_of
 from app.routes import responses_socket
 from app.routes.common import (
     check_job, check_request_limits, find_model, note_tools_left_out, parse_body, serve, start_serving,
@@ -33,7 +32,7 @@ from app.services import services
 from app.stored_responses import ConnectionMemory, Conversation
 from app.streaming import SSE_CONTENT_TYPE, whole_reply
 from catalog.registry import ModelEntry
-from dialects import responses as translate
+from dialects import responses as translate, hints
 from dialects.responses_schemas import CompactionTriggerItem, ResponsesRequest
 from dialects.responses_writer import CompactionWriter, ResponsesWriter, error_body
 from dialects.tools import custom_tool_names
@@ -94,8 +93,8 @@ def prepared(request: ResponsesRequest, history: Callable[[str], Conversation],
     check_request_limits(request.input if isinstance(request.input, list) else None, translate.unfolded(request.tools))
     note_tools_left_out(translate.server_only_tools(request))
     job = translate.responses_to_job(request, new_job_id(), entry.name, entry.capabilities)
-    if chain:  # a chain of responses is a session (one the client names wins: Exchange.job_started)
-        job.session = session_of(owner, f"response:{chain}")
+    job.session = f"response:{chain}" if chain else ""  # a chain of responses is a session (the client's own wins)
+    hints.apply(job, translate.hints(request, flask_request.headers))
     made = (f"resp_{job.id}", request.model, int(time.time()), translate.request_fields(request))
     if compacting:
         return job, entry, CompactionWriter(*made, lambda text: sealer.seal("compaction", owner, text), on_final)
@@ -131,8 +130,7 @@ def _in_the_background(request: ResponsesRequest) -> Response:
 
 def _event_log(response_id: str, after: int) -> Response:
     shared = services()
-    frames = background.events_after(shared.redis, _owner(), response_id, after, shared.settings.keepalive_seconds,
-                                     shared.dedicated_connection)
+    frames = background.events_after(shared, _owner(), response_id, after)
     first = next(frames, b"")  # (one that is not the caller's, or not in the background: an error before it)
     response = Response(itertools.chain([first], frames), content_type=SSE_CONTENT_TYPE)
     response.headers["Cache-Control"] = "no-cache"

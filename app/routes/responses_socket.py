@@ -48,7 +48,8 @@ from app.websocket import BINARY, WebSocket, is_upgrade
 from catalog.registry import ModelEntry
 from dialects.responses_schemas import ResponsesRequest
 from dialects.responses_writer import ResponsesWriter, error_body
-from protocol.contract import DoneEvent, Event, FinishReason, Job
+from protocol.contract import Job
+from protocol.events import DoneEvent, Event, FinishReason
 from protocol.errors import SwitchboardError
 
 log = logging.getLogger(__name__)

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import time
 
-from flask import Blueprint, Response
+from flask import Blueprint, Response, request as flask_request
 
 from app.errors import ClientGone, client_gone_response, register_error_handlers
 from app.routes.common import check_request_limits, find_model, parse_body, serve
 from app.streaming import SSE_CONTENT_TYPE, sse
-from dialects import openai as translate
+from dialects import openai as translate, hints
 from dialects.openai_schemas import ChatCompletionRequest
 from dialects.simple_chat import EventsWriter, LinesWriter, error_body
 from protocol.contract import new_job_id
@@ -23,7 +23,8 @@ def _serve(writer_class, framing_when_streamed: str, stream: bool) -> Response:
     request = parse_body(ChatCompletionRequest)
     check_request_limits(request.messages, request.tools)
     entry = find_model(request.model)
-    job = translate.chat_to_job(request, new_job_id(), entry.name)
+    job = hints.apply(translate.chat_to_job(request, new_job_id(), entry.name),
+                      translate.hints(request, flask_request.headers))
     writer = writer_class(f"chat-{job.id}", request.model, int(time.time()))
     return serve(job, entry, writer, framing_when_streamed if stream or request.stream else None)
 

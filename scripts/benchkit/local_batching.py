@@ -184,7 +184,7 @@ async def arrival(port: int, round_: int) -> tuple[float, float]:
     while three people stream."""
     async def first_token(tag: str) -> float:
         # two tokens: a turn someone waits on (a one-token call is a probe, which the fair queue runs as
-        # background work, behind the room it leaves for turns: app/priority.py)
+        # background work, behind the room it leaves for turns: dialects/hints.py)
         result = await stream(port, "/v1/completions", {"model": "smol", "prompt": _long_prompt(tag),
                                                         "max_tokens": 2, "stream": True, "temperature": 0})
         if result.status != 200 or result.ttft is None:

@@ -17,7 +17,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from app.exchange import session_of
+from dialects.hints import session_of
 from protocol import keys
 from tests.integration.conftest import KEY
 from tests.integration.waits import wait_until

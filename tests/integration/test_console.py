@@ -21,7 +21,7 @@ import ollama
 import openai
 import pytest
 from app.auth import digest
-from app.exchange import session_of
+from dialects.hints import session_of
 from ledger import request_log
 from protocol import keys
 from scripts.processes import ROOT, ready_together, stack_env, start_web, start_worker

@@ -9,7 +9,7 @@ import jobqueue
 from app import create_app
 from app.record_buffer import RecordBuffer
 from app.relay import Subscription
-from protocol.contract import encode_event
+from protocol.events import encode_event
 from protocol.queue import ticket_queue
 
 

@@ -10,8 +10,9 @@ import pytest
 from app.streaming import frames, sse
 from dialects.anthropic_writer import MessagesWriter, error_body, model_page, signature, tool_use_id
 from dialects.writer import Transcript
-from protocol.contract import (
-    DoneEvent, ErrorEvent, KeepAliveEvent, PromptEvent, ServerToolEvent, TextEvent, ThinkingEvent, ToolCallEvent, Usage,
+from protocol.events import (
+    DoneEvent, ErrorEvent, KeepAliveEvent, PromptEvent, ServerToolEvent, TextEvent, ThinkingEvent, ToolCallEvent,
+    Usage,
 )
 from protocol.errors import PromptTooLong, SwitchboardError
 

@@ -9,7 +9,8 @@ from __future__ import annotations
 import pytest
 
 from jobqueue import charges, fairqueue
-from protocol.contract import EmbedSpec, Job, Message, SamplingOptions, Usage
+from protocol.contract import EmbedSpec, Job, Message, SamplingOptions
+from protocol.events import Usage
 from tests.unit.test_fairqueue import POOL, queue, take_all
 
 AGENT_PROMPT = "x" * 240_000  # some 60,000 tokens: an agent's turn with its tools and history

@@ -5,9 +5,8 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from protocol.contract import (
-    DoneEvent, Job, TextEvent, UnknownEvent, decode_event, encode_event,
-)
+from protocol.contract import Job
+from protocol.events import DoneEvent, TextEvent, UnknownEvent, decode_event, encode_event
 
 CURRENT = Job(id="j1", model="echo").model_dump(mode="json")
 

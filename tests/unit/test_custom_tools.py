@@ -12,7 +12,8 @@ from dialects import anthropic, ollama, openai, openai_writer, responses_writer
 from dialects.openai_schemas import ChatCompletionRequest
 from dialects.tools import custom_input, custom_tool_spec
 from dialects.writer import Transcript
-from protocol.contract import DoneEvent, Job, Message, ToolCall, ToolCallEvent, ToolChoice
+from protocol.contract import Job, Message, ToolCall, ToolChoice
+from protocol.events import DoneEvent, ToolCallEvent
 from workers.backends.tool_deltas import ToolCallAssembler
 from workers.toolcalls.parser import ParsedCall, ToolCallParser
 from workers.toolcalls.prompt import tool_instructions

@@ -7,7 +7,7 @@ from dialects import ollama, ollama_writer, openai, openai_writer
 from dialects.ollama_schemas import ChatRequest
 from dialects.openai_schemas import ChatCompletionRequest
 from dialects.writer import Transcript
-from protocol.contract import DoneEvent, Timings, Usage
+from protocol.events import DoneEvent, Timings, Usage
 
 DONE = DoneEvent(reason="length", usage=Usage(prompt_tokens=4, completion_tokens=2),
                  timings=Timings(load_ns=1, prompt_eval_ns=2, eval_ns=3, total_ns=7))

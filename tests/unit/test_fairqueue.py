@@ -10,7 +10,7 @@ import uuid
 import pytest
 
 import jobqueue
-from jobqueue import fairqueue
+from jobqueue import affinity, fairqueue
 from jobqueue.fairqueue import Asker, Placement, Ticketing
 from jobqueue.records import job_state, job_taken, send_abort
 from protocol import keys
@@ -347,7 +347,7 @@ def test_a_one_at_a_time_job_waits_for_a_busy_worker_only_when_none_is_idle(clea
 
 
 def test_the_person_goes_to_the_worker_holding_their_prefix_when_it_is_idle(clean_redis, web):
-    fairqueue.remember_affinity(clean_redis, "smol", ["alice"], "w2")
+    affinity.remember_affinity(clean_redis, "smol", ["alice"], "w2")
     fairqueue.mark_free(clean_redis, "w2", ["smol"])
     job_id = queue(clean_redis, web, "alice", model="smol", serial=True)
     other = fairqueue.take(clean_redis, POOL, "w1", idle_serial=ONE_IDLE)
@@ -357,8 +357,8 @@ def test_the_person_goes_to_the_worker_holding_their_prefix_when_it_is_idle(clea
 
 def test_a_cache_key_goes_to_the_worker_holding_its_prefix_whoever_sends_it(clean_redis, web):
     keyed = Job(id="x", model="smol", cache_key="repo-prompt-v1")
-    fairqueue.remember_affinity(clean_redis, "smol", fairqueue.held_by_worker(keyed, "alice"), "w2")
-    fairqueue.remember_affinity(clean_redis, "smol", ["bob"], "w3")  # bob's own last job ran on w3
+    affinity.remember_affinity(clean_redis, "smol", affinity.held_by_worker(keyed, "alice"), "w2")
+    affinity.remember_affinity(clean_redis, "smol", ["bob"], "w3")  # bob's own last job ran on w3
     fairqueue.mark_free(clean_redis, "w2", ["smol"])
     fairqueue.mark_free(clean_redis, "w3", ["smol"])
     job_id = queue(clean_redis, web, "bob", model="smol", serial=True, cache_key="repo-prompt-v1")
@@ -367,26 +367,26 @@ def test_a_cache_key_goes_to_the_worker_holding_its_prefix_whoever_sends_it(clea
 
 
 def test_a_cache_key_of_any_length_makes_a_short_affinity_name():
-    cache, person = fairqueue.affinity_of(Job(id="x", model="smol", cache_key="k" * 100_000), "alice").split("\x1f")
+    cache, person = affinity.affinity_of(Job(id="x", model="smol", cache_key="k" * 100_000), "alice").split("\x1f")
     assert cache.startswith("cache:") and len(cache) < 64 and person == "alice"
-    assert fairqueue.affinity_of(Job(id="x", model="smol"), "alice") == "alice"
+    assert affinity.affinity_of(Job(id="x", model="smol"), "alice") == "alice"
 
 
 def test_affinity_names_most_specific_first_and_what_a_worker_holds():
     both = Job(id="x", model="smol", cache_key="thread-1", session="ab" * 16)
-    cache, session, person = fairqueue.affinity_of(both, "alice").split("\x1f")
+    cache, session, person = affinity.affinity_of(both, "alice").split("\x1f")
     assert cache.startswith("cache:") and session == "session:" + "ab" * 16 and person == "alice"
-    assert fairqueue.held_by_worker(both, "alice") == [cache]  # a shared cache key moves nobody's own affinity
+    assert affinity.held_by_worker(both, "alice") == [cache]  # a shared cache key moves nobody's own affinity
     in_session = Job(id="y", model="smol", session="ab" * 16)
-    assert fairqueue.held_by_worker(in_session, "alice") == [session, "alice"]
+    assert affinity.held_by_worker(in_session, "alice") == [session, "alice"]
 
 
 def test_two_sessions_of_one_person_each_go_to_the_worker_holding_theirs(clean_redis, web):
     """Two terminals of one person: each session's next turn goes to the
     worker that ran its last one, not to the person's last worker."""
-    fairqueue.remember_affinity(clean_redis, "smol", fairqueue.held_by_worker(Job(id="a", model="smol", session="s1"),
+    affinity.remember_affinity(clean_redis, "smol", affinity.held_by_worker(Job(id="a", model="smol", session="s1"),
                                                                              "alice"), "w2")
-    fairqueue.remember_affinity(clean_redis, "smol", fairqueue.held_by_worker(Job(id="b", model="smol", session="s2"),
+    affinity.remember_affinity(clean_redis, "smol", affinity.held_by_worker(Job(id="b", model="smol", session="s2"),
                                                                              "alice"), "w3")  # the person's last
     for worker in ("w1", "w2", "w3"):
         fairqueue.mark_free(clean_redis, worker, ["smol"])
@@ -400,8 +400,8 @@ def test_two_sessions_of_one_person_each_go_to_the_worker_holding_theirs(clean_r
 
 
 def test_a_new_session_starts_where_its_person_was_and_a_busy_holder_means_no_affinity(clean_redis, web):
-    fairqueue.remember_affinity(clean_redis, "smol", ["alice"], "w3")
-    fairqueue.remember_affinity(clean_redis, "smol", ["session:busy"], "w2")  # w2 is not marked free: busy
+    affinity.remember_affinity(clean_redis, "smol", ["alice"], "w3")
+    affinity.remember_affinity(clean_redis, "smol", ["session:busy"], "w2")  # w2 is not marked free: busy
     fairqueue.mark_free(clean_redis, "w3", ["smol"])
     new = queue(clean_redis, web, "alice", model="smol", serial=True, session="new")  # nobody holds it yet
     handed = fairqueue.take(clean_redis, POOL, "w1", idle_serial=ONE_IDLE)
@@ -412,7 +412,7 @@ def test_a_new_session_starts_where_its_person_was_and_a_busy_holder_means_no_af
 
 
 def test_but_not_when_that_worker_is_busy(clean_redis, web):
-    fairqueue.remember_affinity(clean_redis, "smol", ["alice"], "w2")  # w2 is not marked free: busy
+    affinity.remember_affinity(clean_redis, "smol", ["alice"], "w2")  # w2 is not marked free: busy
     job_id = queue(clean_redis, web, "alice", model="smol", serial=True)
     assert fairqueue.take(clean_redis, POOL, "w1", idle_serial=ONE_IDLE).job.id == job_id
 

@@ -12,7 +12,8 @@ from app.job_events import JobEvents
 from app.jobs import JobRun
 from app.relay import CLOSED, Subscription
 from protocol import keys
-from protocol.contract import DoneEvent, Job, TextEvent, ToolCallEvent, encode_event
+from protocol.contract import Job
+from protocol.events import DoneEvent, TextEvent, ToolCallEvent, encode_event
 
 CALL = ToolCallEvent(index=0, id="call_1", name="f", arguments="{}")
 SETTINGS = SimpleNamespace(keepalive_seconds=10, heartbeat_timeout_seconds=5, event_timeout_seconds=60,

@@ -30,7 +30,7 @@ def test_one_joined_before_it_started_never_runs():
 
 GEVENT_SCRIPT = r"""
 import json, gevent
-from protocol.contract import TextEvent
+from protocol.events import TextEvent
 from workers.lazy_thread import LazyThread
 from workers.publisher import EventPublisher
 

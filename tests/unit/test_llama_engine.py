@@ -17,7 +17,8 @@ import pytest
 from llama_cpp._internals import LlamaModel
 
 from catalog.llamacpp import LlamaCppSettings, smollm2_gguf
-from protocol.contract import EmbedSpec, FinishReason, Job, Message, SamplingOptions
+from protocol.contract import EmbedSpec, Job, Message, SamplingOptions
+from protocol.events import FinishReason
 from workers.backends.llama_engine import Admitted, Engine, Finished, Request, Shape
 from workers.backends.llama_sampling import Sampler
 from workers.backends.llamacpp import LlamaCppBackend

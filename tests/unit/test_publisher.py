@@ -11,7 +11,7 @@ import pytest
 from redis.exceptions import ConnectionError as RedisConnectionError
 
 from protocol.keys import reply_channel
-from protocol.contract import DoneEvent, TextEvent, ToolCallEvent, decode_event
+from protocol.events import DoneEvent, TextEvent, ToolCallEvent, decode_event
 from workers.publisher import EventPublisher, merge_texts
 
 CALL = ToolCallEvent(index=0, id="call_1", name="f", arguments="{}")

@@ -10,7 +10,8 @@ import pytest
 
 from jobqueue import records
 from protocol import keys, presence
-from protocol.contract import ErrorEvent, Job, decode_event
+from protocol.contract import Job
+from protocol.events import ErrorEvent, decode_event
 
 
 @pytest.fixture

@@ -8,7 +8,8 @@ import json
 import time
 from pathlib import Path
 
-from app.exchange import client_session
+from app.exchange import _user_id
+from dialects.hints import client_session
 from ledger import request_log
 from protocol import keys
 
@@ -84,15 +85,18 @@ def test_a_body_is_kept_apart_for_its_own_days(clean_redis):
     assert request_log.body(clean_redis, "no-such-request") is None
 
 
-def test_the_session_as_claude_code_and_codex_send_it():
+def test_the_session_the_record_keeps_as_claude_code_and_codex_send_it():
+    """The record keeps the session the client names (app/exchange.py), read
+    as the dialects read it (dialects/hints.py), refused requests' too."""
     claude = json.loads((FIXTURES / "claude-code-messages-request.json").read_text())
     codex = json.loads((FIXTURES / "codex-responses-request.json").read_text())
-    assert client_session(claude["headers"], claude["body"]) == claude["headers"]["X-Claude-Code-Session-Id"]
-    assert client_session(codex["headers"], codex["body"]) == codex["headers"]["session-id"]
+    said = lambda sent: client_session(sent["headers"], _user_id(sent["body"]))  # noqa: E731
+    assert said(claude) == claude["headers"]["X-Claude-Code-Session-Id"]
+    assert said(codex) == codex["headers"]["session-id"]
     in_metadata = {"metadata": {"user_id": json.dumps({"device_id": "d", "session_id": "s-123"})}}
-    assert client_session({}, in_metadata) == "s-123"
-    assert client_session({}, {"metadata": {"user_id": "{not json"}}) is None
-    assert client_session({}, {"model": "echo"}) is None and client_session({}, None) is None
+    assert client_session({}, _user_id(in_metadata)) == "s-123"
+    assert client_session({}, _user_id({"metadata": {"user_id": "{not json"}})) is None
+    assert client_session({}, _user_id({"model": "echo"})) is None and client_session({}, _user_id(None)) is None
 
 
 def test_a_web_process_writes_its_records_together(clean_redis):

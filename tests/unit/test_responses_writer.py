@@ -7,7 +7,7 @@ import pytest
 
 from app.streaming import frames, sse
 from dialects.responses_writer import CompactionWriter, ResponsesWriter, error_body
-from protocol.contract import DoneEvent, ErrorEvent, TextEvent, ThinkingEvent, ToolCallEvent, Usage
+from protocol.events import DoneEvent, ErrorEvent, TextEvent, ThinkingEvent, ToolCallEvent, Usage
 
 DONE = DoneEvent(reason="stop", usage=Usage(prompt_tokens=5, completion_tokens=3, cached_tokens=2))
 CALL = ToolCallEvent(index=0, id="call_abc", name="exec_command", arguments='{"cmd": "ls"}')

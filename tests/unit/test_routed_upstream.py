@@ -11,7 +11,8 @@ import pytest
 
 from catalog.registry import parse_entry
 from protocol import keys
-from protocol.contract import FinishReason, Job, Message
+from protocol.contract import Job, Message
+from protocol.events import FinishReason
 from protocol.errors import BackendError
 from tests.integration.waits import wait_until
 from workers.backends.routed import RoutedUpstream, affinity_of, server_failed, waits_for

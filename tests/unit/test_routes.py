@@ -7,10 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from app.exchange import session_of
+from dialects.hints import session_of
 from jobqueue.records import is_aborted
 from ledger import usage
-from protocol.contract import DoneEvent, ErrorEvent, PromptSpec, TextEvent, Usage
+from protocol.contract import PromptSpec
+from protocol.events import DoneEvent, ErrorEvent, TextEvent, Usage
 
 DONE = DoneEvent(reason="stop", usage=Usage(prompt_tokens=1, completion_tokens=2))
 

@@ -8,7 +8,7 @@ import logging
 import pytest
 
 from jobqueue import Busy, Verdict
-from protocol.contract import DoneEvent, ErrorEvent, TextEvent, Usage
+from protocol.events import DoneEvent, ErrorEvent, TextEvent, Usage
 
 BODY = {"model": "echo", "max_tokens": 64, "messages": [{"role": "user", "content": "hi"}]}
 HEADERS = {"anthropic-version": "2023-06-01", "anthropic-beta": "claude-code-20250219"}

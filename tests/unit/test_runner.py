@@ -15,7 +15,8 @@ from catalog.registry import ModelEntry
 from jobqueue import charges, fairqueue
 from jobqueue.records import job_state
 from ledger import usage
-from protocol.contract import Job, Message, ToolChoice, ToolSpec, Usage
+from protocol.contract import Job, Message, ToolChoice, ToolSpec
+from protocol.events import Usage
 from protocol.errors import BackendError, PromptTooLong, UnknownModel
 from protocol.keys import fair_state_key, reply_channel
 from protocol.presence import renew_web_lease

@@ -12,10 +12,8 @@ import pytest
 from app.auth import load_keys
 from app.streaming import ndjson, sse, whole_reply
 from dialects import ollama_writer, openai_writer, simple_chat
-from protocol.contract import (
-    DoneEvent, Job, Message, ServerToolEvent, TextEvent, ToolCallEvent, ToolChoice, ToolSpec, decode_event,
-    encode_event,
-)
+from protocol.contract import Job, Message, ToolChoice, ToolSpec
+from protocol.events import DoneEvent, ServerToolEvent, TextEvent, ToolCallEvent, decode_event, encode_event
 from catalog.echo import EchoSettings
 from telemetry.metrics import count_tool_call, tool_calls
 from workers.backends.echo import EchoBackend

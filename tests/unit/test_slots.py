@@ -11,7 +11,7 @@ import pytest
 
 from app.auth import load_keys
 from catalog.registry import Registry, parse_entry
-from jobqueue import fairqueue
+from jobqueue import affinity, fairqueue
 from jobqueue.fairqueue import Asker, Placement, Ticketing
 from protocol import keys
 from protocol.contract import Job, Message
@@ -98,8 +98,8 @@ def test_a_job_with_a_cache_key_leaves_its_affinity_to_the_key_not_the_person(cl
     queue(clean_redis, web, "alice", "smol", cache_key="shared-system-prompt")
     own.finish("local", own.take("local"))
     keyed = Job(id="x", model="smol", cache_key="shared-system-prompt")
-    assert fairqueue.held_by_worker(keyed, "alice") == [fairqueue.affinity_of(keyed, "alice").split("\x1f")[0]]
-    assert clean_redis.get(keys.affinity_key("smol", fairqueue.held_by_worker(keyed, "alice")[0])) == b"w1"
+    assert affinity.held_by_worker(keyed, "alice") == [affinity.affinity_of(keyed, "alice").split("\x1f")[0]]
+    assert clean_redis.get(keys.affinity_key("smol", affinity.held_by_worker(keyed, "alice")[0])) == b"w1"
     assert clean_redis.get(keys.affinity_key("smol", "alice")) is None
 
 

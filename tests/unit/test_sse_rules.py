@@ -8,7 +8,7 @@ import pytest
 
 from app.streaming import sse, stream
 from dialects.openai_writer import ChatWriter
-from protocol.contract import DoneEvent, FinishReason, KeepAliveEvent, TextEvent, Usage
+from protocol.events import DoneEvent, FinishReason, KeepAliveEvent, TextEvent, Usage
 from tests.integration.sse_rules import assert_well_formed, parse_sse
 
 

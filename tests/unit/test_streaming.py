@@ -5,7 +5,7 @@ import pytest
 
 from app.streaming import frames, ndjson, sse, stream, whole_reply
 from dialects import ollama_writer, openai_writer
-from protocol.contract import DoneEvent, ErrorEvent, KeepAliveEvent, TextEvent, ToolCallEvent, Usage
+from protocol.events import DoneEvent, ErrorEvent, KeepAliveEvent, TextEvent, ToolCallEvent, Usage
 from protocol.errors import SwitchboardError
 
 DONE = DoneEvent(reason="stop", usage=Usage(prompt_tokens=1, completion_tokens=2))

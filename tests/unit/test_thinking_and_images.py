@@ -11,7 +11,7 @@ from catalog.registry import parse_entry
 from dialects import ollama_writer, openai_writer, simple_chat
 from dialects.images import MAX_IMAGE_BYTES, from_base64, from_url
 from dialects.writer import Transcript
-from protocol.contract import DoneEvent
+from protocol.events import DoneEvent
 from protocol.errors import InvalidRequest, RegistryError
 from workers.model_output import Thinking
 from workers.thinking import ThinkSplitter

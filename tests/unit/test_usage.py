@@ -10,7 +10,7 @@ import pytest
 from app.auth import digest, read_keys_file
 from ledger import usage
 from protocol import keys
-from protocol.contract import Usage
+from protocol.events import Usage
 from scripts.admin import add_key, list_keys, revoke_key, usage_text
 
 
@@ -93,7 +93,8 @@ def test_an_answer_is_counted_only_if_a_web_process_heard_it(clean_redis):
     told of an error, so nothing is counted; once heard, counted once."""
     import uuid
 
-    from protocol.contract import DoneEvent, Job, decode_event
+    from protocol.contract import Job
+    from protocol.events import DoneEvent, decode_event
 
     # a channel of its own: the suite's event taps listen to every reply channel of this database
     channel = f"test-answer:{uuid.uuid4().hex}"

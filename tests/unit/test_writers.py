@@ -10,7 +10,7 @@ import pytest
 from app.streaming import ndjson, sse
 from dialects import ollama_writer, openai_writer, simple_chat
 from dialects.writer import Comment, Marker, NamedEvent, Transcript
-from protocol.contract import DoneEvent, Timings, ToolCallEvent, Usage
+from protocol.events import DoneEvent, Timings, ToolCallEvent, Usage
 from protocol.errors import SwitchboardError
 
 DONE = DoneEvent(reason="stop", usage=Usage(prompt_tokens=3, completion_tokens=2),

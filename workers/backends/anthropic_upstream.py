@@ -8,7 +8,8 @@ from __future__ import annotations
 import json
 
 from dialects.anthropic import count_request, upstream_request
-from protocol.contract import EmbedSpec, FinishReason, Job
+from protocol.contract import EmbedSpec, Job
+from protocol.events import FinishReason
 from protocol.errors import BackendError
 from workers.backends.http_pool import Response
 from workers.backends.sse import sse_payloads

@@ -18,7 +18,8 @@ import re
 import time
 
 from catalog.echo import EchoSettings
-from protocol.contract import EmbedSpec, FinishReason, Job, Message
+from protocol.contract import EmbedSpec, Job, Message
+from protocol.events import FinishReason
 from workers.backends.base import Backend, too_long
 from workers.cancel import Cancel
 from workers.model_output import Embedded, Outcome, Prompted, TextGenerator

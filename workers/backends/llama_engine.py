@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 
 import llama_cpp
 
-from protocol.contract import FinishReason
+from protocol.events import FinishReason
 from protocol.errors import BackendError
 from workers.backends import omp_helpers
 from workers.backends.llama_sampling import Sampler

@@ -16,7 +16,8 @@ import random
 import threading
 
 from catalog.llamacpp import LlamaCppSettings
-from protocol.contract import EmbedSpec, FinishReason, Job, SamplingOptions
+from protocol.contract import EmbedSpec, Job, SamplingOptions
+from protocol.events import FinishReason
 from protocol.errors import BackendError, PromptTooLong
 from workers.backends.base import Backend
 from workers.backends.cpu_threads import batch_threads, decode_threads, physical_cores

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from dialects import embeddings
 from dialects.ollama import upstream_request
-from protocol.contract import EmbedSpec, FinishReason, Job
+from protocol.contract import EmbedSpec, Job
+from protocol.events import FinishReason
 from workers.backends import wire_json
 from workers.backends.http_pool import Response
 from workers.backends.tool_deltas import ToolCallAssembler

@@ -7,7 +7,8 @@ import json
 
 from dialects import embeddings
 from dialects.openai import upstream_request
-from protocol.contract import EmbedSpec, FinishReason, Job
+from protocol.contract import EmbedSpec, Job
+from protocol.events import FinishReason
 from workers.backends.http_pool import Response
 from workers.backends.sse import sse_payloads
 from workers.backends.tool_deltas import ToolCallAssembler

@@ -15,7 +15,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from protocol.contract import Job, Message, TextEvent, ToolCall, ToolCallEvent, ToolSpec, new_call_id
+from protocol.contract import Job, Message, ToolCall, ToolSpec, new_call_id
+from protocol.events import TextEvent, ToolCallEvent
 from workers.model_output import NativeCall
 from workers.toolcalls.arguments import typed_arguments
 from workers.toolcalls.parser import ParsedCall, ToolCallParser
