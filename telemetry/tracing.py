@@ -16,10 +16,11 @@ The trace context crosses Redis inside the job (Job.traceparent). Span
 attributes follow OpenTelemetry's GenAI semantic conventions; prompt and
 reply text, keys and headers are never put on a span.
 
-The SDK decides (its sampler, from OTEL_TRACES_SAMPLER: asked for every span
-whose decision its rules do not already give, see _shortcuts), names (its id
-generator), describes (its resource, OTEL_RESOURCE_ATTRIBUTES), batches
-(BatchSpanProcessor, OTEL_BSP_*) and exports (telemetry/otlp.py).
+The SDK (set up by telemetry/sdk.py) decides (its sampler, from
+OTEL_TRACES_SAMPLER: asked for every span whose decision its rules do not
+already give, see sdk.shortcuts), names (its id generator), describes (its
+resource, OTEL_RESOURCE_ATTRIBUTES), batches (BatchSpanProcessor, OTEL_BSP_*)
+and exports (telemetry/otlp.py).
 A span is recorded here, in the few fields OTLP writes (a slot object), and
 handed as it is to the batch processor when it ends, for telemetry/otlp.py to
 encode: the SDK's live span (a lock, attribute checks, a context to attach)
@@ -32,26 +33,12 @@ greenlet and thread has its own).
 from __future__ import annotations
 
 import os
-import socket
 import time
 from contextvars import ContextVar
 from typing import Any, Mapping, NamedTuple
 
-_sdk: Any = None  # what the helpers use of the SDK, once set up; None: tracing is off
+_sdk: Any = None  # telemetry.sdk.Sdk: what the helpers use of the SDK, once set up; None: tracing is off
 _current: ContextVar = ContextVar("switchboard_span", default=None)
-
-
-class _Sdk(NamedTuple):
-    trace: Any  # opentelemetry.trace: SpanContext, TraceFlags, ... (for the sampler)
-    propagate: Any
-    kind: Any  # SpanKind
-    fields: tuple  # the headers the propagators read (traceparent, ...), each with its WSGI environ key
-    sampler: Any
-    ids: Any  # the id generator
-    batches: Any  # the batch processor's queue (what BatchSpanProcessor.on_end hands a span to)
-    limits: Any  # SpanLimits (OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT, OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT)
-    follows: bool  # the sampler keeps a remote parent's decision, and adds nothing (see _shortcuts)
-    roots: int | None  # a new trace's flags if the sampler keeps every new trace, and adds nothing; else None
 
 
 INTERNAL, SERVER, CLIENT = 0, 1, 2  # SpanKind's values
@@ -90,51 +77,10 @@ def setup(service: str) -> bool:
     """Start exporting (once per process) if the environment asks for it;
     `service` is the service.name unless OTEL_SERVICE_NAME gives one."""
     global _sdk
-    if _sdk is not None or not wanted():
-        return _sdk is not None
-    from opentelemetry import propagate, trace
-    from opentelemetry.sdk.resources import Resource
-    from opentelemetry.sdk.trace import SpanLimits, TracerProvider
-    from opentelemetry.sdk.trace.export import BatchSpanProcessor
-    from opentelemetry.sdk.util.instrumentation import InstrumentationScope
-    from opentelemetry.trace import SpanKind
-
-    from telemetry.otlp import Exporter
-
-    named = {"service.instance.id": f"{socket.gethostname()}:{os.getpid()}"}  # (once per batch, not per span)
-    if not os.environ.get("OTEL_SERVICE_NAME"):
-        named["service.name"] = service
-    provider = TracerProvider(resource=Resource.create(named))  # OTEL_RESOURCE_ATTRIBUTES, OTEL_TRACES_SAMPLER
-    processor = BatchSpanProcessor(Exporter(provider.resource, InstrumentationScope("switchboard")))
-    provider.add_span_processor(processor)  # (OTEL_EXPORTER_OTLP_*, OTEL_BSP_*; its shutdown at exit flushes)
-    trace.set_tracer_provider(provider)
-    fields = tuple((f.lower(), "HTTP_" + f.upper().replace("-", "_"))
-                   for f in sorted(propagate.get_global_textmap().fields))  # OTEL_PROPAGATORS
-    # (A span of ours is batched as it is: the processor's queue takes it, its exporter is ours.)
-    _sdk = _Sdk(trace, propagate, SpanKind, fields, provider.sampler, provider.id_generator,
-                processor._batch_processor, SpanLimits(), *_shortcuts(provider))
-    return True
-
-
-def _shortcuts(provider: Any) -> tuple[bool, int | None]:
-    """What the sampler decides without being asked, if it is one of the
-    SDK's parent-based ones (OTEL_TRACES_SAMPLER parentbased_*, the default)
-    and so keeps their rules. A span under a remote parent (a request's
-    server span under a client's trace, a job's under its request's) is
-    kept exactly when the parent was, with its trace state and nothing
-    added; with the default root sampler, a new trace is always kept. The
-    sampler's call cost more than the rest of a span; the decisions are
-    the same (tests/unit/test_tracing.py compares them)."""
-    from opentelemetry import trace
-    from opentelemetry.sdk.trace.sampling import ParentBased
-    sampler = provider.sampler
-    if not isinstance(sampler, ParentBased) or type(sampler).should_sample is not ParentBased.should_sample:
-        return False, None
-    description = sampler.get_description()
-    follows = "remoteParentSampled:AlwaysOnSampler,remoteParentNotSampled:AlwaysOffSampler," in description
-    random = trace.TraceFlags.RANDOM_TRACE_ID if provider.id_generator.is_trace_id_random() else 0
-    kept = description.startswith("ParentBased{root:AlwaysOnSampler,")
-    return follows, trace.TraceFlags.SAMPLED | random if kept else None
+    if _sdk is None and wanted():
+        from telemetry import sdk
+        _sdk = sdk.setup(service)
+    return _sdk is not None
 
 
 def on() -> bool:
@@ -187,7 +133,7 @@ def _finish(span: Span, end: int | None = None) -> None:
         attributes = {k: v[:limits.max_span_attribute_length] if isinstance(v, str) else v
                       for k, v in attributes.items()}
     span.attributes, span.end = attributes, end or time.time_ns()
-    _sdk.batches.emit(span)
+    _sdk.emit(span)
 
 
 def start_server_span(name: str, headers: Any, attributes: dict) -> Span | None:
