@@ -40,6 +40,7 @@ from jobqueue.deployments import Attempt, DeploymentState, Pick, Rest, Target
 from jobqueue.endings import Ending
 from jobqueue.fairqueue import Asker, Idle, Placement, Taken, Ticketing
 from jobqueue.states import JobState
+from ledger import usage
 from protocol import keys
 from protocol.contract import Job
 from protocol.events import DoneEvent, ErrorEvent, FinishReason
@@ -47,11 +48,11 @@ from protocol.errors import SwitchboardError
 from protocol.presence import batched, publish_event
 from protocol.queue import ticket_queue
 
-__all__ = ["Asker", "Attempt", "Busy", "DeploymentState", "Ending", "Idle", "JobState", "Limits", "Pick", "Placement",
-           "Rest", "SendTicket", "Taken", "Target", "TicketSender", "Verdict",
-           "abort", "aborted", "aborted_among", "all_deployments_resting", "deployment_failed", "deployment_gate",
-           "deployment_probed", "deployment_started", "deployment_states", "expected_wait", "finish",
-           "finish_and_take", "forget_lost_tickets", "keep_alive", "leave_deployment_lines", "lost", "mark_free",
+__all__ = ["Asker", "Attempt", "Busy", "DeploymentState", "Ending", "Idle", "JobState", "Limits", "Pick",
+           "Placement", "Rest", "SendTicket", "Taken", "Target", "TicketSender", "Verdict", "abort", "aborted",
+           "aborted_among", "all_deployments_resting", "deployment_failed", "deployment_gate", "deployment_probed",
+           "deployment_started", "deployment_states", "expected_wait", "finish", "finish_and_take",
+           "forget_lost_tickets", "keep_alive", "leave_deployment_lines", "lost", "maintain", "mark_free",
            "pick_deployment", "queue_depth", "reject", "release", "release_deployment", "remember_cache", "running",
            "started", "status", "submit", "supersede", "take", "targets_of", "wake_held", "withdraw"]
 
@@ -229,6 +230,13 @@ finish_and_take = fairqueue.finish_and_take  # release, then take the next job: 
 mark_free = fairqueue.mark_free  # this worker's one-at-a-time models that are idle
 forget_lost_tickets = fairqueue.forget_lost_tickets  # said by a worker with a free slot
 wake_held = deployments.wake_held  # pools whose jobs held for full deployments may run: tickets for them
+
+
+def maintain(redis: Redis) -> list[str]:
+    """The cluster's upkeep of what jobs leave, offered by every worker's
+    heartbeat and done by one process an hour: old usage days folded
+    (ledger.usage.fold_old_days; the days returned)."""
+    return usage.fold_old_days(redis)
 
 
 def remember_cache(redis: Redis, model: str, taken: Taken, worker_id: str) -> None:

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 from redis.client import Pipeline
 
-from ledger import usage
+from ledger import counting
 from protocol.contract import Job
 from protocol.events import DoneEvent, ErrorEvent, Event, FinishReason
 from protocol.presence import publish_event
@@ -46,12 +46,12 @@ def finished(pipe: Pipeline, job: Job, ending: Ending) -> None:
         for event in ending.tail:
             publish_event(pipe, job.reply_channel, event)
         if _answered(job, final):
-            usage.deliver_answer(pipe, job, final)
+            counting.deliver_answer(pipe, job, final)
         else:
             publish_event(pipe, job.reply_channel, final)
     count_job(pipe, job.model, ending.reason, ending.tokens, ending.ttft)
     if _answered(job, final):
-        usage.record_minute(pipe, ending.ttft, ending.tokens, final.timings.eval_ns / 1e9, ending.waited)
+        counting.record_minute(pipe, ending.ttft, ending.tokens, final.timings.eval_ns / 1e9, ending.waited)
     if isinstance(final, DoneEvent) and final.usage.cached_tokens is not None:
         count_prompt_cache(pipe, job.model, final.usage.cached_tokens, final.usage.prompt_tokens)
 
@@ -61,9 +61,9 @@ def withdrawn(pipe: Pipeline, job: Job, unrun: FinishReason | None, final: Error
     leaves (in its person's records: job.usage_of)."""
     if unrun is not None:
         count_job(pipe, job.model, unrun, 0, None)
-    usage.record_request(pipe, job.id, job.usage_of, job.model, "error" if final is not None else "abort")
+    counting.record_request(pipe, job.id, job.usage_of, job.model, "error" if final is not None else "abort")
     if final is not None:
-        usage.record_error(pipe, job.usage_of, job.model, final.message)
+        counting.record_error(pipe, job.usage_of, job.model, final.message)
 
 
 def lost(pipe: Pipeline, job: Job) -> None:

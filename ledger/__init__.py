@@ -1,8 +1,9 @@
 """The operator's records, each with one writer:
 
-- usage.py: each person's usage by UTC day (written once per request, by the
-  job queue's finish and withdraw), the last errors and the status page's
-  per-minute series; and the maintenance that folds old days
+- usage.py: each person's usage by UTC day, the last errors and the status
+  page's per-minute series, read; and the maintenance that folds old days
+- counting.py: their one writer, which only the job queue calls (its finish
+  and withdraw: once per request, whichever process ends it)
 - request_log.py: one record per model request (written by the web process
   that answered it, app/record_buffer.py)
 - audit.py: who changed keys and models (the admin tool and the web process)

@@ -8,8 +8,8 @@ jobqueue.keep_alive):
 With each beat it also checks the leases of the web processes holding its
 running jobs: a job whose web process died is cancelled (nobody reads it).
 And every MAINTENANCE_SECONDS it offers to do the cluster's maintenance
-(folding old usage days: ledger.usage.fold_old_days), which one process
-does under a lock, as rq's workers clean its registries.
+(folding old usage days: jobqueue.maintain), which one process does under a
+lock, as rq's workers clean its registries.
 """
 from __future__ import annotations
 
@@ -21,7 +21,6 @@ from typing import Callable
 from redis import Redis
 
 import jobqueue
-from ledger import usage
 from protocol.presence import dead_webs
 from protocol.queue import is_direct_queue
 from workers.cancel import Cancel
@@ -87,7 +86,7 @@ class Heartbeat:
         if time.monotonic() - self._maintained_at < MAINTENANCE_SECONDS:
             return
         self._maintained_at = time.monotonic()
-        folded = usage.fold_old_days(self._redis)
+        folded = jobqueue.maintain(self._redis)
         if folded:
             log.info("folded the usage of %d past days (%s to %s)", len(folded), folded[-1], folded[0])
 

@@ -8,16 +8,16 @@ from datetime import datetime, timezone
 import pytest
 
 from app.auth import digest, read_keys_file
-from ledger import usage
+from ledger import counting, usage
 from protocol import keys
 from protocol.events import Usage
 from scripts.admin import add_key, list_keys, revoke_key, usage_text
 
 
 def test_requests_are_counted_per_person_and_model(clean_redis):
-    usage.record_request(clean_redis, "r1", "alice", "echo", "ok", Usage(prompt_tokens=3, completion_tokens=5))
-    usage.record_request(clean_redis, "r2", "alice", "echo", "abort")
-    usage.record_request(clean_redis, "r3", "alice", "smol", "error", Usage(prompt_tokens=2, completion_tokens=0))
+    counting.record_request(clean_redis, "r1", "alice", "echo", "ok", Usage(prompt_tokens=3, completion_tokens=5))
+    counting.record_request(clean_redis, "r2", "alice", "echo", "abort")
+    counting.record_request(clean_redis, "r3", "alice", "smol", "error", Usage(prompt_tokens=2, completion_tokens=0))
     report = usage.usage(clean_redis)
     assert report["alice"]["echo"] == {"requests": 2, "prompt_tokens": 3, "completion_tokens": 5, "errors": 0,
                                        "aborts": 1}
@@ -31,9 +31,9 @@ def test_requests_are_counted_per_person_and_model(clean_redis):
 def test_a_request_is_counted_once_whoever_sends_it_first(clean_redis):
     """Its worker's count and its web process's, racing (the client left as it finished)."""
     pipe = clean_redis.pipeline(transaction=False)  # the worker's final write
-    usage.record_request(pipe, "r1", "alice", "echo", "ok", Usage(prompt_tokens=3, completion_tokens=5))
+    counting.record_request(pipe, "r1", "alice", "echo", "ok", Usage(prompt_tokens=3, completion_tokens=5))
     pipe.execute()
-    usage.record_request(clean_redis, "r1", "alice", "echo", "abort")
+    counting.record_request(clean_redis, "r1", "alice", "echo", "abort")
     assert usage.usage(clean_redis)["alice"]["echo"] == {"requests": 1, "prompt_tokens": 3, "completion_tokens": 5,
                                                          "errors": 0, "aborts": 0}
     assert usage.tokens_today(clean_redis, "alice") == 8
@@ -43,7 +43,7 @@ def test_a_request_is_counted_once_whoever_sends_it_first(clean_redis):
 def test_a_count_queued_on_a_pipeline_needs_no_script_loaded_before(clean_redis):
     clean_redis.script_flush()  # Redis restarted
     with clean_redis.pipeline(transaction=False) as pipe:
-        usage.record_request(pipe, "r2", "bob", "echo", "ok", Usage(prompt_tokens=1, completion_tokens=1))
+        counting.record_request(pipe, "r2", "bob", "echo", "ok", Usage(prompt_tokens=1, completion_tokens=1))
         assert pipe.execute() == [1]
 
 
@@ -53,13 +53,13 @@ def test_midnight_and_the_day():
 
 
 def test_series_and_errors(clean_redis):
-    usage.record_minute(clean_redis, 0.2, 10, 0.5, 0.05)
-    usage.record_minute(clean_redis, 0.4, 10, 0.5, 0.15)
+    counting.record_minute(clean_redis, 0.2, 10, 0.5, 0.05)
+    counting.record_minute(clean_redis, 0.4, 10, 0.5, 0.15)
     last = usage.series(clean_redis)[-1]
     assert last["ttft"] == pytest.approx(0.3) and last["tokens_per_second"] == pytest.approx(20)
     assert last["queue_wait"] == pytest.approx(0.1) and last["jobs"] == 2
     for n in range(usage.ERRORS_KEPT + 5):
-        usage.record_error(clean_redis, "bob", "echo", f"boom {n}")
+        counting.record_error(clean_redis, "bob", "echo", f"boom {n}")
     errors = usage.last_errors(clean_redis)
     assert len(errors) == usage.ERRORS_KEPT and errors[0]["message"] == f"boom {usage.ERRORS_KEPT + 4}"
 
@@ -103,7 +103,7 @@ def test_an_answer_is_counted_only_if_a_web_process_heard_it(clean_redis):
 
     def deliver() -> int:
         pipe = clean_redis.pipeline(transaction=False)
-        usage.deliver_answer(pipe, job, done)
+        counting.deliver_answer(pipe, job, done)
         return pipe.execute()[0]
     assert deliver() == 0 and usage.usage(clean_redis) == {}
     pubsub = clean_redis.pubsub()
