@@ -58,7 +58,7 @@ def install_request_log(app: Flask, log_prompts: bool) -> None:
                     request.get_json(silent=True) if log_prompts and request.is_json else None)
         exchange = g.get("exchange")
         if exchange is not None:
-            exchange.note_asker(g.get("request_body"))  # (as its view parsed it)
+            exchange.note_asker()  # (the body as its view read it)
             # (its status, not the response: a closure holding the response it is registered on is a reference
             # cycle, and every request's response, job and parsed body would wait for the collector's full pass)
             response.call_on_close(partial(exchange.close, response.status_code))

@@ -47,11 +47,18 @@ class Exchange:
         self.record["trace"] = tracing.trace_id_of(self.span) or None
         self.ran, self.running, self.status, self.noted = False, set(), None, False
         self.body: dict | None = None  # the request and reply, where bodies are kept
+        self._sent = None  # the body as the client sent it (parsed JSON), once its view read it
         self._reply: list[str] = []
 
-    def note_asker(self, body) -> None:
-        """Who asked (unknown for a refused key) and for what, and whether
-        their body is kept: once, when its job starts or its answer is sent."""
+    def heard(self, body) -> None:
+        """The request's body, as its view read it (app/routes/common.py's parse_body)."""
+        self._sent = body
+
+    def note_asker(self, body=None) -> None:
+        """Who asked (unknown for a refused key) and for what (`body`, or the
+        one its view read), and whether their body is kept: once, when its job
+        starts or its answer is sent."""
+        body = self._sent if body is None else body
         if self.noted:
             return
         self.noted, shared = True, self.shared
@@ -70,7 +77,7 @@ class Exchange:
 
     def job_started(self, job: Job) -> None:
         """Its job is about to be queued: what it answers with, and its class."""
-        self.note_asker(g.get("request_body"))
+        self.note_asker()
         self.ran = True
         self.running.add(job.id)
         self.record |= {"answered": job.model, "priority": "background" if job.background else "interactive"}

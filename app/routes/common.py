@@ -28,6 +28,8 @@ def parse_body(model: type[M]) -> M:
     raw = decoded(request.get_data(), request.headers.get("Content-Encoding"), services().settings.max_body_bytes)
     body = read_json_object(raw)
     g.request_body = body  # for the (opt-in) conversation log
+    if g.get("exchange") is not None:  # the request's record keeps what the client named
+        g.exchange.heard(body)
     try:
         return model.model_validate(body)
     except ValidationError as error:
