@@ -18,7 +18,9 @@ import jobqueue
 from app.errors import ClientGone
 from app.relay import CLOSED, Subscription
 from protocol.contract import Job
-from protocol.events import ErrorEvent, Event, KeepAliveEvent, TextEvent, decode_event, is_text_payload
+from protocol.events import (
+    ErrorEvent, Event, KeepAliveEvent, TextEvent, decode_event, encode_event, is_text_payload,
+)
 
 KEEPALIVE = KeepAliveEvent()
 # Redis went away (a restart, a failover): what the job sent meanwhile is
@@ -54,6 +56,15 @@ class JobEvents:
     def has_waiting(self) -> bool:
         """Whether the job's next event (or the end of the stream) has already arrived."""
         return not self.subscription.messages.empty()
+
+    def client_left(self) -> None:
+        """Its client left: the wait ends (ClientGone)."""
+        self.client_gone = True
+        self.subscription.close()
+
+    def cut(self, message: str) -> None:
+        """The next event is an in-band error (the server shuts down)."""
+        self.subscription.messages.put(encode_event(ErrorEvent(message=message, status=503)))
 
     def _wait(self, keepalive: bool):
         poll = min(self._settings.keepalive_seconds if keepalive else 3600, self._settings.heartbeat_timeout_seconds)

@@ -24,7 +24,7 @@ from catalog.registry import ModelEntry
 from dialects.hints import session_of
 from protocol import keys
 from protocol.contract import Job
-from protocol.events import DoneEvent, ErrorEvent, Event, UnknownEvent, encode_event
+from protocol.events import DoneEvent, ErrorEvent, Event, UnknownEvent
 from protocol.presence import batched
 
 log = logging.getLogger(__name__)
@@ -113,12 +113,11 @@ class JobRun:
         """End the stream now with an in-band error (shutdown), aborting the job."""
         if self._reader is not None and not self.finished:
             jobqueue.abort(self._services.redis, self.job.id)
-            self._reader.subscription.messages.put(encode_event(ErrorEvent(message=message, status=503)))
+            self._reader.cut(message)
 
     def client_left(self) -> None:
         if self._reader is not None:
-            self._reader.client_gone = True
-            self._reader.subscription.close()
+            self._reader.client_left()
 
     def close(self) -> None:
         """Idempotent: ends the job (`_end`; with Redis away, see app/relay.py)."""

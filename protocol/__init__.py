@@ -2,8 +2,9 @@
 (`app/`) and the Celery workers (`workers/`) never import each other; both
 stand on this package.
 
-- contract.py: the job and event types that travel between them (tolerant of
-  fields a newer version adds, and versioned)
+- contract.py: the job that travels between them, and the compatibility
+  policy (tolerant of fields a newer version adds, and versioned)
+- events.py: the events a job's worker sends its web process, and their codec
 - keys.py: EVERY Redis key and pub/sub channel name (those of the job queue,
   the operator's records and the metrics included)
 - presence.py: what the processes send each other about themselves (events
