@@ -57,7 +57,10 @@ class ScriptBook:
         results = pipe.execute(raise_on_error=False)
         missing = next((n for n, (at, *_) in enumerate(queued) if isinstance(results[at], NoScriptError)), None)
         for at, name, keys, args in queued[missing:] if missing is not None else ():
-            results[at] = self.run(redis, name, keys, args)
+            try:
+                results[at] = self.run(redis, name, keys, args)
+            except Exception as error:  # noqa: BLE001 (among the results, as the pipeline's own are)
+                results[at] = error
         return results
 
     def queue_text(self, pipe: Pipeline, name: str, keys: list[str], args: list) -> None:

@@ -166,6 +166,18 @@ def test_a_job_is_queued_when_only_its_admission_script_was_missing(clean_redis,
     assert fairqueue.depth(clean_redis, "local") == 1 and clean_redis.zcard(keys.queued_key("local")) == 1
 
 
+def test_queueing_that_fails_when_run_again_after_a_restart_gives_the_place_back(clean_redis, web):
+    """Both scripts lost (a Redis restart): the admission runs again and
+    admits; the queueing, run again after it, fails: the admission is undone
+    (scripts.execute keeps a rerun's error among the results)."""
+    clean_redis.script_flush()
+    clean_redis.set(keys.fair_ready_key("local", "chat"), "not a sorted set")  # fair_push's ZADD: WRONGTYPE
+    with pytest.raises(Exception, match="WRONGTYPE"):
+        _admit_and_queue(clean_redis, web, _job(web))
+    assert clean_redis.zcard(keys.queued_key("local")) == 0
+    clean_redis.delete(keys.fair_ready_key("local", "chat"))
+
+
 def test_queueing_that_fails_after_admission_gives_the_place_back(clean_redis, web):
     def broken(client):
         client.hset("a-hash-key-used-as-a-list", "x", "1")
