@@ -51,7 +51,7 @@ from protocol.queue import ticket_queue
 __all__ = ["Asker", "Attempt", "Busy", "DeploymentState", "Ending", "Idle", "JobState", "Limits", "Pick",
            "Placement", "Rest", "SendTicket", "Taken", "Target", "TicketSender", "Verdict", "abort", "aborted",
            "aborted_among", "all_deployments_resting", "deployment_failed", "deployment_gate", "deployment_probed",
-           "deployment_started", "deployment_states", "expected_wait", "finish", "finish_and_take",
+           "deployment_started", "deployment_states", "estimate_charge", "expected_wait", "finish", "finish_and_take",
            "forget_lost_tickets", "keep_alive", "leave_deployment_lines", "lost", "maintain", "mark_free",
            "pick_deployment", "queue_depth", "reject", "release", "release_deployment", "remember_cache", "running",
            "started", "status", "submit", "supersede", "take", "targets_of", "wake_held", "withdraw"]
@@ -229,6 +229,7 @@ def release(redis: Redis, taken: Taken) -> list[str]:
 finish_and_take = fairqueue.finish_and_take  # release, then take the next job: one round trip
 mark_free = fairqueue.mark_free  # this worker's one-at-a-time models that are idle
 forget_lost_tickets = fairqueue.forget_lost_tickets  # said by a worker with a free slot
+estimate_charge = charges.estimate  # what a job will cost its person's share (set it as job.charge)
 wake_held = deployments.wake_held  # pools whose jobs held for full deployments may run: tickets for them
 
 

@@ -4,7 +4,9 @@ the tokens generated), so that equal weights get equal work rather than an
 equal number of requests: an agent resending a 60,000-token prompt pays for
 it, a 600-token chat turn pays a hundredth of that.
 
-Estimated when the job is queued (fairqueue.push; no tokenizer at hand there: a token per
+Estimated before the job is queued (by the web process, which counts the
+prompt's characters once for its size check and this; else by
+fairqueue.push; no tokenizer at hand there: a token per
 CHARACTERS_PER_TOKEN characters, the whole prompt, and a reply of at most
 EXPECTED_REPLY_TOKENS), and corrected when it ends by what its backend
 counted: the difference is the person's debt (or credit, for a prompt read
@@ -26,11 +28,12 @@ SMALLEST = 0.01  # thousands of tokens: no job is free, so a flood of empty ones
 DEBT_FIELD = "debt:"  # + a person: in their pool's state hash (keys.fair_state_key)
 
 
-def estimate(job: Job) -> float:
-    """The job's cost, in thousands of tokens, before it runs."""
+def estimate(job: Job, characters: int | None = None) -> float:
+    """The job's cost, in thousands of tokens, before it runs (`characters`:
+    its prompt_characters(), where the caller has counted them already)."""
     if job.count_only:  # counting a prompt generates nothing and reads no cache
         return SMALLEST
-    characters = job.prompt_characters()
+    characters = job.prompt_characters() if characters is None else characters
     reply = 0 if job.embed is not None else min(job.options.max_tokens or EXPECTED_REPLY_TOKENS,
                                                   EXPECTED_REPLY_TOKENS)
     return max((characters / CHARACTERS_PER_TOKEN + reply) / 1000, SMALLEST)

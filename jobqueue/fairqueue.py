@@ -100,7 +100,7 @@ def push(redis: Redis | Pipeline, job: Job, asker: Asker, where: Placement, tick
     sent in the same round trip as its admission)."""
     pool, job_class = where.pool, where.job_class
     member = keys.lease_member(job.web_id, job.id)
-    job.charge = charges.estimate(job)  # (its worker settles it: charges.settle)
+    job.charge = job.charge or charges.estimate(job)  # (its worker settles it: charges.settle)
     fields = {"limit": asker.limit, "lease": member, "model": job.model,
               "serial": "1" if where.serial else "0", "expires": repr(job.expires_at), "web": job.web_id,
               "enqueued": repr(job.enqueued_at), "affinity": affinity.affinity_of(job, asker.person),

@@ -7,6 +7,7 @@ from typing import Callable, Iterator, TypeVar
 from flask import Response, g, jsonify, request
 from pydantic import BaseModel, ValidationError
 
+import jobqueue
 from app.auth import current_key
 from app.body import decoded, read_json_object
 from app.cork import Cork
@@ -113,14 +114,15 @@ def respond(run: JobRun, events: Iterator[Event], writer: Writer, framing: str |
 MAX_CHARACTERS_PER_TOKEN = 64
 
 
-def check_prompt_size(job: Job, entry: ModelEntry) -> None:
-    """Its prompt's characters fit the model's context."""
+def check_prompt_size(job: Job, entry: ModelEntry) -> int:
+    """Its prompt's characters, if the model's context may hold them."""
     context = entry.info.context_length
     size, most = job.prompt_characters(), context * MAX_CHARACTERS_PER_TOKEN
     if size > most:  # at least size / MAX_CHARACTERS_PER_TOKEN tokens: the number it is refused with
         raise PromptTooLong(f'the prompt is {size} characters: more than the {context}-token context of '
                             f'"{entry.name}" can hold (at most {most} characters)',
                             -(-size // MAX_CHARACTERS_PER_TOKEN), context)
+    return size
 
 
 def check_job_kind(job: Job, entry: ModelEntry) -> None:
@@ -134,10 +136,10 @@ def check_job_kind(job: Job, entry: ModelEntry) -> None:
 
 
 def check_job(job: Job, entry: ModelEntry) -> None:
-    """What every job is checked for before it is queued (what it is charged
-    is the job queue's estimate, when it is queued)."""
+    """What every job is checked for before it is queued; and what it will be
+    charged (its characters counted once, on the web's hot path)."""
     check_job_kind(job, entry)
-    check_prompt_size(job, entry)
+    job.charge = jobqueue.estimate_charge(job, check_prompt_size(job, entry))
 
 
 def start_serving(job: Job, entry: ModelEntry, writer: Writer, stream: bool,

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from dialects.hints import session_of
+from jobqueue import charges
 from jobqueue.records import is_aborted
 from ledger import usage
 from protocol.contract import PromptSpec
@@ -82,6 +83,7 @@ def test_jobs_go_to_the_models_pool_with_translated_options(scripted):
         "options": {"num_predict": -1, "stop": "x", "seed": 3, "mirostat": 2}})
     job, queue = scripted.jobs[0]
     assert queue == "local" and job.model == "echo"
+    assert job.charge == charges.estimate(job)  # what its person's share is charged, until its worker settles it
     assert job.prompt == PromptSpec(prompt="p", system="s") and job.messages == []
     assert (job.options.max_tokens, job.options.stop, job.options.seed) == (None, ["x"], 3)
 
