@@ -100,7 +100,7 @@ class Exchange:
                             "tool_rounds": max(event.rounds - 1, 0) if event.rounds else None,
                             "queue_ms": event.timings.queue_ns / 1e6 if event.timings.queue_ns else None}
         elif isinstance(event, ErrorEvent):
-            self.record |= {"finish": "error", "error": event.message[:300]}
+            self.record |= {"finish": "error", "error": event.message}  # (cut by the request log)
 
     def job_closed(self, job_id: str, finished: bool) -> None:
         """Its job ended (told again, by an idempotent close: ignored)."""
