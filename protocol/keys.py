@@ -13,6 +13,10 @@ and its stream count.
 Metrics: `metrics:*`. The operator's records (ledger/): usage by day, the
 request log and its kept bodies, the audit log, the last errors and the
 status page's per-minute series.
+
+A family of keys (one per job, person, pool...) is a `Key`: its template
+names the family once, for Python (`keys.abort_key(job_id)`) and for the
+job queue's Lua scripts alike (`lua_key_templates`).
 """
 from __future__ import annotations
 
@@ -25,6 +29,25 @@ PREFIX = "switchboard"
 # How long per-job records (a finished job's state; abort marks of jobs never
 # run) are kept: SWITCHBOARD_RECORD_SECONDS, set by `configure`.
 RECORD_TTL_SECONDS = 600
+
+
+class Key:
+    """A family of keys: `Key("job:{}:abort")("j1")` is "switchboard:job:j1:abort"."""
+    __slots__ = ("template", "_parts")
+
+    def __init__(self, template: str):
+        self.template, self._parts = f"{PREFIX}:{template}", template.count("{}")
+
+    def __call__(self, *parts: object) -> str:
+        if len(parts) != self._parts:
+            raise TypeError(f"{self.template} is named by {self._parts} parts, not {len(parts)}")
+        return self.template.format(*parts)
+
+    @property
+    def lua(self) -> str:
+        """The template for Lua's string.format."""
+        return self.template.replace("{}", "%s")
+
 
 # --- pub/sub channels ---------------------------------------------------------------
 # Pub/sub is server-wide in Redis, not per database: channels carry the
@@ -73,44 +96,30 @@ def events_channel_pattern(prefix: str | None = None) -> str:
 
 
 # --- per job -------------------------------------------------------------------------
-JOB_PREFIX = f"{PREFIX}:job:"  # + job id + ":abort", ":state", ":alive"
+abort_key = Key("job:{}:abort")
+state_key = Key("job:{}:state")
+alive_key = Key("job:{}:alive")  # refreshed every second by the worker running the job
 RUNNING_JOBS = f"{PREFIX}:running"  # jobs a worker runs now (zset: job id, scored by its start; jobqueue.running)
-
-
-def abort_key(job_id: str) -> str:
-    return f"{JOB_PREFIX}{job_id}:abort"
-
-
-def state_key(job_id: str) -> str:
-    return f"{JOB_PREFIX}{job_id}:state"
-
-
-def alive_key(job_id: str) -> str:
-    """Refreshed every second by the worker running the job."""
-    return f"{JOB_PREFIX}{job_id}:alive"
-
-
-def latest_completion_key(client: str, model: str) -> str:
-    """A client's newest code completion for a model (superseding)."""
-    return f"{PREFIX}:latest:{client}:{model}"
-
+latest_completion_key = Key("latest:{}:{}")  # client, model: its newest code completion (superseding)
 
 # --- admission -----------------------------------------------------------------------
-def rpm_key(key_name: str) -> str:
-    """A sorted set of the key's requests of the last minute (score: time): a sliding window."""
-    return f"{PREFIX}:rpm:{key_name}"
-
-
-def active_key(person: str) -> str:
-    """A sorted set of the person's running jobs (score: when taken): their
-    concurrency limit counts these (jobqueue/fairqueue.py)."""
-    return f"{ACTIVE_PREFIX}{person}"
-
-
-def queued_key(pool: str) -> str:
-    """A sorted set of the pool's admitted jobs no worker took yet: the queue
-    bound counts these, so simultaneous arrivals cannot overshoot it."""
-    return f"{PREFIX}:queued:{pool}"
+# A key's requests of the last minute (a sorted set scored by time): a sliding window.
+rpm_key = Key("rpm:{}")
+# A person's running jobs (score: when taken): their concurrency limit counts these (jobqueue/fairqueue.py).
+ACTIVE_PREFIX = f"{PREFIX}:active:"
+active_key = Key("active:{}")
+# A pool's admitted jobs no worker took yet: the queue bound counts these, so
+# simultaneous arrivals cannot overshoot it.
+queued_key = Key("queued:{}")
+# Tickets sent to a Celery queue and not taken yet (member: the ticket's id,
+# score: when sent): a job needs one only while fewer are on their way than
+# jobs wait (jobqueue/fairqueue.py).
+tickets_key = Key("tickets:{}")
+# A mark that a job's ticket reached a slot before the job was queued (a
+# ticket sent beside its queueing, which it overtook): the queueing then asks
+# for another. It lapses in seconds.
+early_ticket_key = Key("early-ticket:{}")
+drained_key = Key("drained:{}:{}")  # pool, 10-second bucket: the jobs taken from it then
 
 
 def lease_member(web_id: str, job_id: str) -> str:
@@ -119,45 +128,12 @@ def lease_member(web_id: str, job_id: str) -> str:
     return f"{web_id}|{job_id}"
 
 
-def tickets_key(queue: str) -> str:
-    """Tickets sent to a Celery queue and not taken yet (member: the ticket's
-    id, score: when it was sent): a job needs one only while fewer are on
-    their way than jobs wait (jobqueue/fairqueue.py)."""
-    return f"{PREFIX}:tickets:{queue}"
-
-
-def early_ticket_key(job_id: str) -> str:
-    """A mark that a job's ticket reached a slot before the job was queued
-    (a ticket sent beside its queueing, which it overtook): the queueing
-    then asks for another (jobqueue/fairqueue.py). It lapses in seconds."""
-    return f"{PREFIX}:early-ticket:{job_id}"
-
-
-def drained_key(pool: str, bucket: int) -> str:
-    """Jobs taken from the pool in one 10-second bucket."""
-    return f"{PREFIX}:drained:{pool}:{bucket}"
-
-
 # --- processes -----------------------------------------------------------------------
-def worker_key(worker_id: str) -> str:
-    return f"{PREFIX}:worker:{worker_id}"
-
-
-WEB_LEASE_PREFIX = f"{PREFIX}:weblease:"
-
-
-def web_lease_key(web_id: str) -> str:
-    """Renewed every second by a live web process; its jobs die with it."""
-    return f"{WEB_LEASE_PREFIX}{web_id}"
-
-
+worker_key = Key("worker:{}")
 WORKER_KEY_PATTERN = f"{PREFIX}:worker:*"
-
-
-def loaded_key(model: str, worker_id: str) -> str:
-    return f"{PREFIX}:loaded:{worker_id}:{model}"
-
-
+WEB_LEASE_PREFIX = f"{PREFIX}:weblease:"
+web_lease_key = Key("weblease:{}")  # renewed every second by a live web process; its jobs die with it
+loaded_key = Key("loaded:{}:{}")  # worker id, model
 LOADED_KEY_PATTERN = f"{PREFIX}:loaded:*"
 
 # --- metrics -------------------------------------------------------------------------
@@ -167,214 +143,94 @@ REJECTED = f"{PREFIX}:metrics:rejected"  # field reason
 PROMPT_CACHE = f"{PREFIX}:metrics:prompt_cache"  # field "model\x1fhit|miss"
 PROMPT_TOKENS = f"{PREFIX}:metrics:prompt_tokens"  # field "model\x1freused|evaluated"
 TOOL_CALLS = f"{PREFIX}:metrics:tool_calls"  # field "server\x1ftool\x1fstatus"
-
-
-ERRORS = f"{PREFIX}:errors"  # the last errors, newest first (a capped list of JSON)
-
-
-def stored_response_key(response_id: str) -> str:
-    """A stored Responses API response: its owner, input, output and the one it continued."""
-    return f"{PREFIX}:response:{response_id}"
-
-
-def background_key(response_id: str) -> str:
-    """A background response's run: its job, the web process draining it,
-    the job's reply channel, and whether it was cancelled (a hash)."""
-    return f"{PREFIX}:response:{response_id}:run"
-
-
-def response_events_key(response_id: str) -> str:
-    """A background response's events, for streams that resume (a Redis
-    stream; entry `0-<n + 1>` is the event of sequence number n)."""
-    return f"{PREFIX}:response:{response_id}:events"
-
-
-def usage_key(day: str) -> str:
-    """A day's usage (UTC date): field "person\x1fmodel\x1fmetric"."""
-    return f"{PREFIX}:usage:{day}"
-
-
-def usage_folded_key(day: str) -> str:
-    """A past day's usage, folded: its counters as one compressed string."""
-    return f"{PREFIX}:usage:{day}:folded"
-
-
-def usage_tokens_key(day: str) -> str:
-    """A day's tokens per person (field person): the budget check's one read."""
-    return f"{PREFIX}:usage:{day}:tokens"
-
-
-def budget_reset_key(day: str) -> str:
-    """A day's budget resets (field person): the tokens they had used when
-    an operator reset their budget, not counted against it after."""
-    return f"{PREFIX}:usage:{day}:budget-reset"
-
-
-# --- the operator's records (ledger/) -------------------------------------------------
-REQUEST_LOG = f"{PREFIX}:requests"  # the request log (a stream: one entry per request, by its end)
-AUDIT_LOG = f"{PREFIX}:audit"  # the audit log (a stream: who changed keys and models)
-
-
-def request_body_key(request_id: str) -> str:
-    """A request's kept body and reply text (where the operator keeps bodies)."""
-    return f"{PREFIX}:request-body:{request_id}"
-
-
-def audit_state_key(subject: str) -> str:
-    """The last state the audit log saw of a subject (the keys file, the
-    registry), to tell a change from a restart."""
-    return f"{PREFIX}:audit:state:{subject}"
-
-
-def maintenance_lock_key(step: str) -> str:
-    """Held by the process doing a maintenance step (folding old usage
-    days), for as long as the step's period: one process does it."""
-    return f"{PREFIX}:maintenance:{step}"
-
-
-def series_key(minute: int) -> str:
-    """One minute's job numbers (epoch minute): for the status page's chart."""
-    return f"{PREFIX}:series:{minute}"
-
-
 # Histograms count each observation in its own bucket (telemetry/metrics.py);
 # their keys end in `_buckets`, apart from the cumulative ones ("...:ttft:"),
 # which a reader must not mix in.
-def tool_seconds_key(server: str, tool: str) -> str:
-    """A server tool's call durations (a histogram)."""
-    return f"{PREFIX}:metrics:tool_seconds_buckets:{server}\x1f{tool}"
+tool_seconds_key = Key("metrics:tool_seconds_buckets:{}\x1f{}")  # server, tool: a server tool's call durations
+ttft_key = Key("metrics:ttft_buckets:{}")  # model
 
+# --- stored and background responses (the Responses API) ---------------------------
+stored_response_key = Key("response:{}")  # its owner, input, output and the one it continued
+# A background response's run (a hash): its job, the web process draining it,
+# the job's reply channel, and whether it was cancelled.
+background_key = Key("response:{}:run")
+# A background response's events, for streams that resume (a Redis stream;
+# entry `0-<n + 1>` is the event of sequence number n).
+response_events_key = Key("response:{}:events")
 
-def ttft_key(model: str) -> str:
-    return f"{PREFIX}:metrics:ttft_buckets:{model}"
-
+# --- the operator's records (ledger/) -------------------------------------------------
+usage_key = Key("usage:{}")  # a day's usage (UTC date): field "person\x1fmodel\x1fmetric"
+usage_folded_key = Key("usage:{}:folded")  # a past day's usage, folded: its counters as one compressed string
+usage_tokens_key = Key("usage:{}:tokens")  # a day's tokens per person (field person): the budget check's one read
+# A day's budget resets (field person): the tokens they had used when an
+# operator reset their budget, not counted against it after.
+budget_reset_key = Key("usage:{}:budget-reset")
+ERRORS = f"{PREFIX}:errors"  # the last errors, newest first (a capped list of JSON)
+REQUEST_LOG = f"{PREFIX}:requests"  # the request log (a stream: one entry per request, by its end)
+request_body_key = Key("request-body:{}")  # a request's kept body and reply text (where the operator keeps bodies)
+AUDIT_LOG = f"{PREFIX}:audit"  # the audit log (a stream: who changed keys and models)
+# The last state the audit log saw of a subject (the keys file, the registry),
+# to tell a change from a restart.
+audit_state_key = Key("audit:state:{}")
+# Held by the process doing a maintenance step (folding old usage days), for
+# as long as the step's period: one process does it.
+maintenance_lock_key = Key("maintenance:{}")
+series_key = Key("series:{}")  # one minute's job numbers (epoch minute): for the status page's chart
 
 # --- the fair queue (jobqueue/fairqueue.py) ---------------------------------------------
-def fair_ready_key(pool: str, klass: str) -> str:
-    """A pool's waiting jobs of one class ("completion" or "chat"), scored by fair tag (background work
-    BACKGROUND_OFFSET behind it: jobqueue/fairqueue.py)."""
-    return f"{PREFIX}:fq:{pool}:ready:{klass}"
-
-
-def fair_seen_key(pool: str) -> str:
-    """The people a pool served, scored by when it last started a job of theirs (who is at work)."""
-    return f"{PREFIX}:fq:{pool}:seen"
-
-
-def fair_background_since_key(pool: str) -> str:
-    """A pool's waiting background jobs again, scored by when they were queued (their patience)."""
-    return f"{PREFIX}:fq:{pool}:background_since"
-
-
-def fair_state_key(pool: str) -> str:
-    """A pool's virtual time, arrival counter and each person's last tag (one
-    field per person who queued; the hash lapses a day after its last use)."""
-    return f"{PREFIX}:fq:{pool}:state"
-
-
-def fair_waiting_key(pool: str) -> str:
-    """A pool's waiting jobs per person (for metrics)."""
-    return f"{PREFIX}:fq:{pool}:waiting"
-
-
-FAIR_JOB_PREFIX = f"{PREFIX}:fq:job:"  # + job id: a waiting job's payload and scheduling fields
-FAIR_FREE_PREFIX = f"{PREFIX}:fq:free:"  # + model: workers whose copy of a one-at-a-time model is idle
-FAIR_AFFINITY_PREFIX = f"{PREFIX}:fq:affinity:"  # + model:person: the worker holding the person's prompt cache
-FAIR_RESERVED_PREFIX = f"{PREFIX}:fq:reserved:"  # + model:worker: a job handed to that worker
-FAIR_BLOCKED_PREFIX = f"{PREFIX}:fq:blocked:"  # + person: pools where their jobs wait on their concurrency limit
-ACTIVE_PREFIX = f"{PREFIX}:active:"
-
-
-def fair_job_key(job_id: str) -> str:
-    return f"{FAIR_JOB_PREFIX}{job_id}"
-
-
-def affinity_key(model: str, person: str) -> str:
-    return f"{FAIR_AFFINITY_PREFIX}{model}:{person}"
-
-
-def free_workers_key(model: str) -> str:
-    """Workers whose copy of a one-at-a-time model is idle (score: when last said)."""
-    return f"{FAIR_FREE_PREFIX}{model}"
-
-
-def reserved_key(model: str, worker_id: str) -> str:
-    """The job handed to that worker's idle copy of the model, for a moment."""
-    return f"{FAIR_RESERVED_PREFIX}{model}:{worker_id}"
-
-
-def held_for_deployments_key(pool: str) -> str:
-    """Models with jobs waiting in the pool while all their deployments are
-    full: model -> its deployments (jobqueue.deployments.gate)."""
-    return f"{PREFIX}:fq:{pool}:held"
-
-
-def blocked_pools_key(person: str) -> str:
-    """Pools where the person's jobs wait on their concurrency limit."""
-    return f"{FAIR_BLOCKED_PREFIX}{person}"
-
+# A pool's waiting jobs of one class ("completion" or "chat"), scored by fair
+# tag (background work BACKGROUND_OFFSET behind it).
+fair_ready_key = Key("fq:{}:ready:{}")
+fair_seen_key = Key("fq:{}:seen")  # the people a pool served, scored by when it last started a job of theirs
+# A pool's waiting background jobs again, scored by when they were queued (their patience).
+fair_background_since_key = Key("fq:{}:background_since")
+# A pool's virtual time, arrival counter and each person's last tag (one field
+# per person who queued; the hash lapses a day after its last use).
+fair_state_key = Key("fq:{}:state")
+fair_waiting_key = Key("fq:{}:waiting")  # a pool's waiting jobs per person (for metrics)
+# Models with jobs waiting in the pool while all their deployments are full:
+# model -> its deployments (jobqueue.deployments.gate).
+held_for_deployments_key = Key("fq:{}:held")
+FAIR_JOB_PREFIX = f"{PREFIX}:fq:job:"
+fair_job_key = Key("fq:job:{}")  # a waiting job's payload and scheduling fields
+FAIR_FREE_PREFIX = f"{PREFIX}:fq:free:"
+free_workers_key = Key("fq:free:{}")  # model: workers whose copy of a one-at-a-time model is idle (score: when)
+affinity_key = Key("fq:affinity:{}:{}")  # model, person: the worker holding the person's prompt cache
+reserved_key = Key("fq:reserved:{}:{}")  # model, worker: the job handed to that worker's idle copy, for a moment
+FAIR_BLOCKED_PREFIX = f"{PREFIX}:fq:blocked:"
+blocked_pools_key = Key("fq:blocked:{}")  # person: pools where their jobs wait on their concurrency limit
 
 # --- upstream deployments (jobqueue/deployments.py) ------------------------------------
-DEPLOYMENT_PREFIX = f"{PREFIX}:deployment:"  # + model, \x1f, and deployment:... or affinity\x1f...
+# A unit separator, not ":", after the model: model and deployment names may
+# hold ":" ("qwen2.5-coder:7b", an IPv6 host), and model "a:b" with deployment
+# "c" must not meet model "a" with deployment "b:c".
+DEPLOYMENT_PREFIX = f"{PREFIX}:deployment:"
 DEPLOYMENT_METRICS = f"{PREFIX}:metrics:deployments"  # field "model\x1fdeployment\x1fmetric"
-
-
-def _deployment_key(model: str, deployment: str, kind: str) -> str:
-    # A unit separator, not ":", after the model: model and deployment names may hold ":"
-    # ("qwen2.5-coder:7b", an IPv6 host), and model "a:b" with deployment "c" must not meet
-    # model "a" with deployment "b:c".
-    return f"{DEPLOYMENT_PREFIX}{model}\x1f{deployment}:{kind}"
-
-
-def inflight_key(model: str, deployment: str) -> str:
-    """The requests a deployment serves now (member "worker|request", score:
-    when sent): its bound counts these; a dead worker's are dropped."""
-    return _deployment_key(model, deployment, "inflight")
-
-
-def deploy_waiting_key(model: str, deployment: str) -> str:
-    """Requests waiting for a place on a full deployment that holds their
-    session's conversation (member "worker|request|person", score: since)."""
-    return _deployment_key(model, deployment, "waiting")
-
-
-def cooldown_key(model: str, deployment: str) -> str:
-    """Present while a failed deployment rests (it lapses when the rest ends)."""
-    return _deployment_key(model, deployment, "cooldown")
-
-
-def failures_key(model: str, deployment: str) -> str:
-    """Its failures in a row (each rest is twice the last); gone once it is healthy."""
-    return _deployment_key(model, deployment, "failures")
-
-
-def probe_key(model: str, deployment: str) -> str:
-    """A worker is probing a rested deployment (only one does)."""
-    return _deployment_key(model, deployment, "probe")
-
-
-def deployment_affinity_key(model: str, who: str) -> str:
-    """The deployment that last served a person, or a prompt prefix ("prefix:" + its hash)."""
-    return f"{DEPLOYMENT_PREFIX}{model}\x1faffinity\x1f{who}"
-
-
-def deployment_ttft_key(model: str, deployment: str) -> str:
-    return f"{PREFIX}:metrics:deployment_ttft_buckets:{model}\x1f{deployment}"
+# The requests a deployment serves now (member "worker|request", score: when
+# sent): its bound counts these; a dead worker's are dropped.
+inflight_key = Key("deployment:{}\x1f{}:inflight")
+# Requests waiting for a place on a full deployment that holds their session's
+# conversation (member "worker|request|person", score: since).
+deploy_waiting_key = Key("deployment:{}\x1f{}:waiting")
+cooldown_key = Key("deployment:{}\x1f{}:cooldown")  # present while a failed deployment rests
+failures_key = Key("deployment:{}\x1f{}:failures")  # its failures in a row (each rest twice the last)
+probe_key = Key("deployment:{}\x1f{}:probe")  # a worker is probing a rested deployment (only one does)
+# The deployment that last served a person, or a prompt prefix ("prefix:" + its hash).
+deployment_affinity_key = Key("deployment:{}\x1faffinity\x1f{}")
+deployment_ttft_key = Key("metrics:deployment_ttft_buckets:{}\x1f{}")
 
 
 @lru_cache(maxsize=1)
 def lua_key_templates() -> str:
     """The key names the job queue's Lua scripts build for the jobs, people,
-    models and workers they meet, as string.format templates made by the
-    functions above: a script never spells a key itself (jobqueue/lua)."""
-    s = "%s"
-    return json.dumps({"job": fair_job_key(s), "active": active_key(s), "free": free_workers_key(s),
-                       "affinity": affinity_key(s, s), "reserved": reserved_key(s, s),
-                       "blocked": blocked_pools_key(s), "web_lease": web_lease_key(s), "abort": abort_key(s),
-                       "alive": alive_key(s), "state": state_key(s),
-                       "early_ticket": early_ticket_key(s), "worker": worker_key(s),
-                       "inflight": inflight_key(s, s), "deploy_waiting": deploy_waiting_key(s, s),
-                       "cooldown": cooldown_key(s, s), "failures": failures_key(s, s),
-                       "probe": probe_key(s, s), "deploy_affinity": deployment_affinity_key(s, s),
-                       "held": held_for_deployments_key(s), "running": RUNNING_JOBS, "seen": fair_seen_key(s),
-                       "deployment_metrics": DEPLOYMENT_METRICS})
+    models and workers they meet, as string.format templates: a script never
+    spells a key itself (jobqueue/lua)."""
+    families = {"job": fair_job_key, "active": active_key, "free": free_workers_key, "affinity": affinity_key,
+                "reserved": reserved_key, "blocked": blocked_pools_key, "web_lease": web_lease_key,
+                "abort": abort_key, "alive": alive_key, "state": state_key, "early_ticket": early_ticket_key,
+                "worker": worker_key, "inflight": inflight_key, "deploy_waiting": deploy_waiting_key,
+                "cooldown": cooldown_key, "failures": failures_key, "probe": probe_key,
+                "deploy_affinity": deployment_affinity_key, "held": held_for_deployments_key,
+                "seen": fair_seen_key}
+    return json.dumps({name: family.lua for name, family in families.items()}
+                      | {"running": RUNNING_JOBS, "deployment_metrics": DEPLOYMENT_METRICS})

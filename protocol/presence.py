@@ -84,11 +84,11 @@ def live_workers(redis: Redis) -> list[dict]:
 # --- loaded models (/api/ps) ---------------------------------------------------------
 def mark_loaded(redis: Redis | Pipeline, model: str, worker_id: str, seconds: int) -> None:
     """Note that a worker holds `model`; the note lapses after `seconds`."""
-    redis.set(keys.loaded_key(model, worker_id), model.encode(), ex=seconds)
+    redis.set(keys.loaded_key(worker_id, model), model.encode(), ex=seconds)
 
 
 def forget_loaded(redis: Redis | Pipeline, model: str, worker_id: str) -> None:
-    redis.delete(keys.loaded_key(model, worker_id))
+    redis.delete(keys.loaded_key(worker_id, model))
 
 
 def loaded_models(redis: Redis) -> dict[str, int]:

@@ -45,6 +45,15 @@ def test_the_templates_are_the_key_functions_own():
     assert templates["job"] % "j1" == keys.fair_job_key("j1")
     assert templates["affinity"] % ("smol", "alice") == keys.affinity_key("smol", "alice")
     assert templates["state"] % "j1" == keys.state_key("j1")
+    assert set(templates.values()) >= {keys.inflight_key.lua, keys.deployment_affinity_key.lua}
+
+
+def test_a_key_family_is_named_by_exactly_its_parts():
+    assert keys.inflight_key("qwen2.5-coder:7b", "http://[::1]:8080") == \
+        "switchboard:deployment:qwen2.5-coder:7b\x1fhttp://[::1]:8080:inflight"
+    assert keys.drained_key("default", 17) == "switchboard:drained:default:17"
+    with pytest.raises(TypeError, match="2 parts, not 1"):
+        keys.affinity_key("smol")  # a key one part short would name another person's
 
 
 @pytest.mark.parametrize("script", SCRIPTS, ids=[s.stem for s in SCRIPTS])
