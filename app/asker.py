@@ -49,13 +49,14 @@ def terms(shared: Services) -> jobqueue.Asker:
                           key.weight)
 
 
-def placement(entry: ModelEntry, job: Job) -> jobqueue.Placement:
+def placement(shared: Services, entry: ModelEntry, job: Job) -> jobqueue.Placement:
     """Where the job waits: its model's pool, its class, whether its model
-    runs a bounded number of jobs per worker (llama.cpp), and the bounds of
-    its upstream deployments."""
+    runs a bounded number of jobs per worker (llama.cpp), the bounds of its
+    upstream deployments, and the queue's policy (fair or first come)."""
     bounded = isinstance(entry.settings, Deployments) and entry.settings.bounded
     gate = jobqueue.deployment_gate(jobqueue.targets_of(entry.settings.deployments)) if bounded else ""
-    return jobqueue.Placement(entry.pool, job_class(job), serial=backend_kind(entry.backend).serial, deployments=gate)
+    return jobqueue.Placement(entry.pool, job_class(job), serial=backend_kind(entry.backend).serial, deployments=gate,
+                              policy=shared.settings.queue_policy)
 
 
 def limits(shared: Services) -> jobqueue.Limits:

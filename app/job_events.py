@@ -15,6 +15,7 @@ from redis import Redis
 from redis.exceptions import RedisError
 
 import jobqueue
+from app.disconnect import DisconnectWatch
 from app.errors import ClientGone
 from app.relay import CLOSED, Subscription
 from protocol.contract import Job
@@ -30,11 +31,13 @@ LOST_QUEUE = ErrorEvent(message="lost the connection to the job queue (Redis); t
 
 
 class JobEvents:
-    def __init__(self, subscription: Subscription, job: Job, settings, redis: Redis):
+    def __init__(self, subscription: Subscription, job: Job, settings, redis: Redis, environ: dict | None = None):
+        """With the request's `environ`, a client that leaves ends the wait even while the job is silent."""
         self.subscription, self._job, self._settings, self._redis = subscription, job, settings, redis
         self.started = False  # a worker took the job
         self.client_gone = False
         self._last_event = self._last_keepalive = time.monotonic()
+        self._watch = DisconnectWatch(environ, self.client_left).start() if environ is not None else None
 
     def next(self, keepalive: bool = False) -> Event:
         """The next event, a KeepAliveEvent, or an ErrorEvent if waiting failed."""
@@ -61,6 +64,12 @@ class JobEvents:
         """Its client left: the wait ends (ClientGone)."""
         self.client_gone = True
         self.subscription.close()
+
+    def stop_watching(self) -> None:
+        """Before the request's socket is reused or closed (app/disconnect.py)."""
+        if self._watch is not None:
+            self._watch.stop()
+            self._watch = None
 
     def cut(self, message: str) -> None:
         """The next event is an in-band error (the server shuts down)."""

@@ -6,7 +6,6 @@ from __future__ import annotations
 import itertools
 import logging
 import time
-from dataclasses import replace
 from typing import Iterator
 
 from flask import g, request
@@ -14,7 +13,6 @@ from redis.exceptions import RedisError
 
 import jobqueue
 from app import asker
-from app.disconnect import DisconnectWatch
 from app.exchange import UNRECORDED, Exchange
 from app.job_events import JobEvents
 from app.access_log import job_observers
@@ -25,7 +23,6 @@ from dialects.hints import session_of
 from protocol import keys
 from protocol.contract import Job
 from protocol.events import DoneEvent, ErrorEvent, Event, UnknownEvent
-from protocol.presence import batched
 
 log = logging.getLogger(__name__)
 
@@ -39,7 +36,7 @@ def submit_job(job: Job, entry: ModelEntry, watch_client: bool = True) -> JobRun
     job.background = job.background or entry.background  # (the model the operator marks as the agents' small one)
     run = JobRun(shared, job, asker.terms(shared), g.get("exchange") or UNRECORDED)
     try:
-        run.start(asker.placement(entry, job), asker.limits(shared), watch_client)
+        run.start(asker.placement(shared, entry, job), asker.limits(shared), watch_client)
         if entry.supersede and asker.is_code_completion(job):
             jobqueue.supersede(shared.redis, asker.client_identity(shared.keys.enabled), entry.name, job)
     except BaseException:
@@ -67,7 +64,7 @@ def start_job(job: Job, entry: ModelEntry, stream: bool = False, watch_client: b
 class JobRun:
     def __init__(self, services: Services, job: Job, terms: jobqueue.Asker, exchange: Exchange = UNRECORDED):
         self.job, self._services, self._asker, self._pool = job, services, terms, ""
-        self._reader, self._watch = None, None  # its JobEvents and DisconnectWatch, once started
+        self._reader: JobEvents | None = None  # once started
         self.observers: list[Observer] = []
         self.finished, self.final = False, None  # and the DoneEvent or ErrorEvent that ended it
         self.exchange = exchange  # its request's record and span
@@ -86,13 +83,12 @@ class JobRun:
         self.exchange.job_started(job)
         try:
             self._services.lease.ensure_held(redis)
-            jobqueue.submit(redis, job, self._asker, limits, replace(where, policy=settings.queue_policy), tickets)
+            jobqueue.submit(redis, job, self._asker, limits, where, tickets)
         except BaseException:
             relay.forget(subscription)
             raise
-        self._reader = JobEvents(subscription, job, settings, redis)
+        self._reader = JobEvents(subscription, job, settings, redis, request.environ if watch_client else None)
         self._services.open_runs.add(self)
-        self._watch = DisconnectWatch(request.environ, self.client_left).start() if watch_client else None
         return self
 
     def events(self, keepalive: bool = False) -> Iterator[Event]:
@@ -120,15 +116,14 @@ class JobRun:
             self._reader.client_left()
 
     def close(self) -> None:
-        """Idempotent: ends the job (`_end`; with Redis away, see app/relay.py)."""
+        """Idempotent: the job queue lets go of the job (aborted unless it ended, withdrawn unless its worker
+        answered it; with Redis away, see app/relay.py)."""
         self._services.open_runs.discard(self)
-        if self._watch is not None:
-            self._watch.stop()
-            self._watch = None
         if self._reader is not None:
+            self._reader.stop_watching()
             self._services.relay.forget(self._reader.subscription)
             try:
-                self._end(self._reader.started)
+                jobqueue.withdraw(self._services.redis, self.job, self._pool, self._reader.started, self.final)
             except RedisError as error:
                 log.warning("job %s: its end could not be recorded (%s)", self.job.id, error)
             self._reader = None
@@ -137,12 +132,3 @@ class JobRun:
         for observer in observers:
             getattr(observer, "close", lambda: None)()
 
-    def _end(self, started: bool) -> None:
-        """Aborted unless finished; withdrawn (places freed, outcome recorded) unless its worker answered it."""
-        redis, final = self._services.redis, self.final
-        if not self.finished:
-            jobqueue.abort(redis, self.job.id)
-        if isinstance(final, DoneEvent):
-            return
-        with batched(redis) as pipe:  # one round trip for what it leaves
-            jobqueue.withdraw(redis, pipe, self.job, self._pool, started, final)

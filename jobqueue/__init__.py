@@ -133,21 +133,26 @@ def lost(redis: Redis, job: Job) -> bool:
     return True
 
 
-def withdraw(redis: Redis, pipe: Pipeline, job: Job, pool: str, started: bool,
-             final: ErrorEvent | None = None) -> FinishReason | None:
-    """Its request ended without its worker's answer (the client left, the
-    stream failed, the server shuts down, its worker's error `final` was
-    relayed): a job still waiting leaves the queue, recorded as expired or
-    aborted (returned); its queue place and its person's slot are free; its
-    outcome is recorded (endings.withdrawn). The writes go on `pipe`, for the
-    caller to send with its own."""
+def withdraw(redis: Redis, job: Job, pool: str, started: bool, final: DoneEvent | ErrorEvent | None
+             ) -> FinishReason | None:
+    """Its request ended and its web process lets go of it, `final` the last
+    event it relayed. Unless it ended, it is aborted. Unless its worker
+    answered it (a DoneEvent), in one round trip: a job still waiting leaves
+    the queue, recorded as expired or aborted (returned); its queue place and
+    its person's slot are free; its outcome is recorded (endings.withdrawn)."""
+    if final is None:
+        abort(redis, job.id)
+    if isinstance(final, DoneEvent):
+        return None
     unrun = None
     if not started and fairqueue.remove(redis, pool, job.id):
         unrun = FinishReason.EXPIRED if job.expires_at is not None and time.time() > job.expires_at \
             else FinishReason.ABORTED
-        records.record_state(pipe, job.id, status=JobState.FINISHED, reason=unrun)
-    admission.release(pipe, job.usage_of, job.id, pool, job.web_id)  # (its person: job.usage_of)
-    endings.withdrawn(pipe, job, unrun, final)
+    with batched(redis) as pipe:
+        if unrun is not None:
+            records.record_state(pipe, job.id, status=JobState.FINISHED, reason=unrun)
+        admission.release(pipe, job.usage_of, job.id, pool, job.web_id)  # (its person: job.usage_of)
+        endings.withdrawn(pipe, job, unrun, final)
     return unrun
 
 
