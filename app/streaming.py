@@ -3,9 +3,13 @@
 Framings:
 - SSE: exactly `data: <json>\\n\\n` (LF only, no `event:` lines except a
   writer's named event): Copilot's parser splits on `\\n` and the openai SDK
-  on blank lines; comments (`: keep-alive`) are skipped by every parser.
+  on blank lines; comments (`: keep-alive`) are skipped by every parser but
+  Google's Python SDK, whose dialect's keep-alive is an empty line.
 - NDJSON: one object per line, every line ending in `\\n` and no blank
   lines, because the ollama client runs json.loads on every line.
+- A JSON array (Google's streams without `?alt=sse`): `[`, the objects
+  separated by `,\r\n` as they come, `]`; a keep-alive is a line break
+  (whitespace between elements), comments are left out.
 - WebSocket: one text message per object (app/routes/responses_socket.py).
 - JSON: one object, the writer's whole reply, once the job has finished; an
   error (nothing was sent yet) is raised, to be answered with its status.
@@ -17,7 +21,7 @@ from __future__ import annotations
 import json
 from typing import Callable, Iterable, Iterator
 
-from dialects.writer import Comment, Frame, Marker, NamedEvent, Transcript, Writer
+from dialects.writer import BLANK_LINE, KEEPALIVE_COMMENT, Comment, Frame, Marker, NamedEvent, Transcript, Writer
 from protocol.events import (
     DoneEvent, EmbeddingEvent, ErrorEvent, Event, KeepAliveEvent, PromptEvent, RedactedThinkingEvent, ServerToolEvent,
     TextEvent, ThinkingEvent, ToolCallEvent,
@@ -26,6 +30,7 @@ from protocol.errors import SwitchboardError
 
 SSE_CONTENT_TYPE = "text/event-stream"
 NDJSON_CONTENT_TYPE = "application/x-ndjson"
+JSON_CONTENT_TYPE = "application/json"
 
 Observer = Callable[[Event], None]
 
@@ -36,7 +41,7 @@ def to_json(obj) -> bytes:
 
 def sse(frame: Frame) -> bytes:
     if isinstance(frame, Comment):
-        return b": " + frame.text.encode() + b"\n\n"
+        return b": " + frame.text.encode() + b"\n\n" if frame.text else b"\n"
     if isinstance(frame, Marker):
         return b"data: " + frame.data.encode() + b"\n\n"
     if isinstance(frame, NamedEvent):
@@ -61,6 +66,26 @@ def ndjson(frame: Frame) -> bytes:
     if not isinstance(frame, dict):
         raise TypeError(f"NDJSON carries objects only, not {frame!r}")
     return to_json(frame) + b"\n"
+
+
+class JsonArray:
+    """One stream's JSON array framing: it knows whether it has opened and
+    written an element; `end()` closes it (`[]` if nothing was written)."""
+
+    def __init__(self):
+        self._opened = self._written = False
+
+    def __call__(self, frame: Frame) -> bytes:
+        head, self._opened = b"" if self._opened else b"[", True
+        if isinstance(frame, Comment):
+            return head + (b"\n" if frame in (KEEPALIVE_COMMENT, BLANK_LINE) else b"")
+        if not isinstance(frame, dict):
+            raise TypeError(f"a JSON array carries objects only, not {frame!r}")
+        separator, self._written = b",\r\n" if self._written else b"", True
+        return head + separator + to_json(frame)
+
+    def end(self) -> bytes:
+        return (b"" if self._opened else b"[") + b"]"
 
 
 def frames(events: Iterable[Event], writer: Writer, observers: tuple[Observer, ...] = ()) -> Iterator[Frame]:
@@ -123,6 +148,14 @@ def stream(events: Iterable[Event], writer: Writer, encode: Callable[[Frame], by
     for group in frame_groups(events, writer, observers, more_waiting):
         if group:
             yield b"".join(encode(frame) for frame in group)
+
+
+def stream_array(events: Iterable[Event], writer: Writer, observers: tuple[Observer, ...] = (),
+                 more_waiting: Callable[[], bool] = lambda: False) -> Iterator[bytes]:
+    """The JSON array framing's pieces, its closing `]` the last."""
+    array = JsonArray()
+    yield from stream(events, writer, array, observers, more_waiting)
+    yield array.end()
 
 
 class _Collector(Writer):

@@ -9,7 +9,8 @@ returns as SSE, NDJSON or one JSON object.
 
 A writer returns a list of frames: a dict is one data object; `Comment`,
 `Marker` and `NamedEvent` are SSE's other shapes (a comment every parser
-skips, a literal data line such as `[DONE]`, an `event:` line).
+skips, or with no text an empty line; a literal data line such as `[DONE]`;
+an `event:` line).
 """
 from __future__ import annotations
 
@@ -38,6 +39,9 @@ class NamedEvent:
 
 Frame = dict | Comment | Marker | NamedEvent
 KEEPALIVE_COMMENT = Comment("keep-alive")
+# A keep-alive for readers that take any line but `data:` for JSON (Google's
+# Python SDK): an empty line, which every SSE reader passes over.
+BLANK_LINE = Comment("")
 
 
 @dataclass

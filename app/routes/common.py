@@ -2,6 +2,7 @@
 check request limits, and answer: a stream (SSE or NDJSON) or one object."""
 from __future__ import annotations
 
+from functools import partial
 from typing import Callable, Iterator, TypeVar
 
 from flask import Response, g, jsonify, request
@@ -15,14 +16,17 @@ from app.errors import ApiError, ClientGone
 from app.fallback import start_on_a_model
 from app.jobs import JobRun
 from app.services import services
-from app.streaming import NDJSON_CONTENT_TYPE, SSE_CONTENT_TYPE, ndjson, sse, stream, whole_reply
+from app.streaming import (
+    JSON_CONTENT_TYPE, NDJSON_CONTENT_TYPE, SSE_CONTENT_TYPE, ndjson, sse, stream, stream_array, whole_reply,
+)
 from catalog.registry import ModelEntry
-from dialects.writer import Frame, Writer
+from dialects.writer import Writer
 from protocol.contract import Job
 from protocol.events import Event
 from protocol.errors import PromptTooLong, UnknownModel
 
 M = TypeVar("M", bound=BaseModel)
+TOOLS_LEFT_OUT = "X-Switchboard-Tools-Left-Out"  # the vendor-only tools a request named (web search, ...)
 
 
 def parse_body(model: type[M]) -> M:
@@ -45,6 +49,18 @@ def find_model(name: str) -> ModelEntry:
     if not current_key().allows(entry.name):
         raise UnknownModel(name)
     return entry
+
+
+def find_served_model(name: str, shown: str) -> ModelEntry:
+    """The model, for clients that ask for their vendor's names (claude-*,
+    gemini-*): an unknown one is a 404 (`shown` as the client's API names
+    it) naming the models the caller may use, and how to map other names."""
+    try:
+        return find_model(name)
+    except UnknownModel:
+        served = ", ".join(entry.name for entry in visible_entries()) or "none"
+        raise UnknownModel(name, f"{shown} is not served here (served models: {served}; the operator can map "
+                                 "other names to one with aliases in the registry)") from None
 
 
 def visible_entries() -> list[ModelEntry]:
@@ -91,16 +107,19 @@ def stream_response(run: JobRun, frames: Iterator[bytes], content_type: str) -> 
     return response
 
 
-FRAMINGS: dict[str, tuple[Callable[[Frame], bytes], str]] = {
-    "sse": (sse, SSE_CONTENT_TYPE), "ndjson": (ndjson, NDJSON_CONTENT_TYPE)}
+FRAMINGS: dict[str, tuple[Callable[..., Iterator[bytes]], str]] = {
+    "sse": (partial(stream, encode=sse), SSE_CONTENT_TYPE), "ndjson": (partial(stream, encode=ndjson),
+                                                                       NDJSON_CONTENT_TYPE),
+    "json-array": (stream_array, JSON_CONTENT_TYPE)}
 
 
 def respond(run: JobRun, events: Iterator[Event], writer: Writer, framing: str | None) -> Response:
-    """Stream the job's events in `framing` ("sse", "ndjson"), or (None)
-    answer with the writer's whole reply once the job finished."""
+    """Stream the job's events in `framing` ("sse", "ndjson", "json-array"),
+    or (None) answer with the writer's whole reply once the job finished."""
     if framing is not None:
-        encode, content_type = FRAMINGS[framing]
-        return stream_response(run, stream(events, writer, encode, tuple(run.observers), run.has_waiting), content_type)
+        pieces, content_type = FRAMINGS[framing]
+        return stream_response(run, pieces(events, writer, observers=tuple(run.observers),
+                                           more_waiting=run.has_waiting), content_type)
     try:
         body = whole_reply(events, writer, tuple(run.observers))
     finally:
@@ -157,5 +176,8 @@ def serve(job: Job, entry: ModelEntry, writer: Writer, framing: str | None) -> R
     run, events = start_serving(job, entry, writer, framing is not None)
     response = respond(run, events, writer, framing)
     response.headers["X-Switchboard-Model"] = run.job.model
+    left_out = g.get("log_fields", {}).get("tools_left_out")
+    if left_out:  # said to the client too, in a header its SDK keeps
+        response.headers[TOOLS_LEFT_OUT] = ", ".join(left_out).encode("ascii", "replace").decode()
     return response
 
