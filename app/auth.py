@@ -24,7 +24,8 @@ and/or SWITCHBOARD_API_KEYS="alice:key1,bob:key2" (hashed when read).
 
 A key is presented in the URL path (`/k/<key>/...`, see app/pathkey.py: the
 operator's explicit choice, so it wins over whatever a client's fixed header
-holds), as `x-api-key`, or as `Authorization: Bearer <key>`. Clients from a
+holds), as `x-api-key` or `x-goog-api-key`, as `Authorization: Bearer <key>`,
+or in the query string (`?key=`, the Gemini API's REST form). Clients from a
 trusted network (SWITCHBOARD_TRUSTED_NETWORKS, CIDRs) need no key: each such
 address is a person of its own (`trusted:<address>`).
 """
@@ -43,7 +44,7 @@ from typing import Callable
 
 from flask import Flask, current_app, g, request
 
-from app.pathkey import PATH_KEY
+from app.pathkey import PATH_KEY, QUERY_KEY
 from protocol.errors import SwitchboardError
 
 log = logging.getLogger(__name__)
@@ -158,15 +159,18 @@ class KeyRing:
         return found
 
 
-def presented_key(authorization: str | None, x_api_key: str | None, path_key: str | None = None) -> str | None:
-    """The first key presented: the URL path's, x-api-key, a non-empty Bearer."""
+def presented_key(authorization: str | None, header_keys: tuple[str | None, ...] = (),
+                  path_key: str | None = None, query_key: str | None = None) -> str | None:
+    """The first key presented: the URL path's, a key header's (x-api-key,
+    x-goog-api-key), a non-empty Bearer, the query's."""
     if path_key:
         return path_key
-    if x_api_key and x_api_key.strip():
-        return x_api_key.strip()
+    for key in header_keys:
+        if key and key.strip():
+            return key.strip()
     if authorization and authorization.lower().startswith("bearer ") and authorization[7:].strip():
         return authorization[7:].strip()
-    return None
+    return query_key or None
 
 
 def trusted_networks(cidrs: str | None) -> tuple:
@@ -239,6 +243,7 @@ def install_auth(app: Flask, keys: KeyRing) -> None:
     @app.before_request
     def require_key():
         if not _is_public(current_app):
-            presented = presented_key(request.headers.get("Authorization"), request.headers.get("x-api-key"),
-                                      request.environ.get(PATH_KEY))
+            presented = presented_key(request.headers.get("Authorization"), (
+                request.headers.get("x-api-key"), request.headers.get("x-goog-api-key")),
+                request.environ.get(PATH_KEY), request.environ.get(QUERY_KEY))
             g.api_key = keys.identify(presented, request.remote_addr)

@@ -264,13 +264,17 @@ def test_a_key_in_the_url_path_works_for_every_client(h):
     assert httpx.get(f"{h['base']}/k/wrong-key/api/tags").status_code == 401
 
 
-def test_a_key_in_the_path_is_never_logged_in_clear(h):
+def test_a_key_in_the_path_or_the_query_is_never_logged_in_clear(h):
     web, base = start_web(h["env"], extra_args=("--access-logfile", "-"))
     try:
         assert httpx.get(f"{base}/k/{KEYS['carol']}/api/tags").status_code == 200
         assert httpx.get(f"{base}/k/{KEYS['carol']}-typo/api/tags").status_code == 401
         wait_until(lambda: "/k/[redacted]/api/tags" in web.output(), 10, "the access log line")
-        assert KEYS["carol"] not in web.output()
+        # the Gemini API's REST form: ?key= (and a parameter that merely ends in "key" is no key)
+        assert httpx.get(f"{base}/v1beta/models?pageSize=1&key={KEYS['carol']}").status_code == 200
+        assert httpx.get(f"{base}/v1beta/models?monkey={KEYS['carol']}").status_code == 401
+        wait_until(lambda: "/v1beta/models?pageSize=1&key=[redacted]" in web.output(), 10, "its access log line")
+        assert web.output().count(KEYS["carol"]) == 1  # only the monkey's, which is no key
     finally:
         web.stop()
 
