@@ -1,4 +1,4 @@
-"""Embeddings in the three dialects that ask for them: requests -> one
+"""Embeddings in the four dialects that ask for them: requests -> one
 embedding job, and the job's vectors -> each dialect's reply.
 
 The worker returns the model's vectors as they are; the shapes differ here:
@@ -9,7 +9,10 @@ The worker returns the model's vectors as they are; the shapes differ here:
 - OpenAI /v1/embeddings: `{"object": "list", "data": [{"object":
   "embedding", "index", "embedding"}], "model", "usage"}`, normalised;
   `encoding_format: "base64"` sends each vector as little-endian float32
-  bytes in base64 (the openai SDK's default: it decodes them itself).
+  bytes in base64 (the openai SDK's default: it decodes them itself);
+- Gemini :embedContent `{"embedding": {"values": [...]}}` and
+  :batchEmbedContents `{"embeddings": [...]}`, normalised, each request's
+  `outputDimensionality` keeping its first N.
 """
 from __future__ import annotations
 
@@ -17,6 +20,7 @@ import base64
 import math
 import struct
 
+from dialects.gemini_schemas import EmbedContentRequest
 from dialects.ollama import keep_alive_seconds, to_sampling
 from dialects.ollama_schemas import EmbeddingsRequest as OllamaLegacyRequest, EmbedRequest
 from dialects.openai_schemas import EmbeddingsRequest as OpenAIRequest
@@ -79,6 +83,18 @@ def openai_embeddings_to_job(request: OpenAIRequest, job_id: str, model: str) ->
     return _job(job_id, model, spec.model_copy(update={"truncate": False}))
 
 
+def gemini_embed_to_job(requests: list[EmbedContentRequest], job_id: str, model: str) -> Job:
+    """Each request's text parts, joined, are one input; a part that is not
+    text is refused (this model embeds text)."""
+    inputs = []
+    for n, request in enumerate(requests):
+        if any(part.text is None for part in request.content.parts):
+            raise InvalidRequest(f"requests.{n}.content.parts: only text parts can be embedded",
+                                 param=f"requests.{n}.content.parts")
+        inputs.append("\n".join(part.text for part in request.content.parts))
+    return _job(job_id, model, EmbedSpec(inputs=inputs))
+
+
 # --- vectors -> replies ---------------------------------------------------------------
 class _EmbeddingWriter(Writer):
     """Embeddings are never streamed: only the whole reply (so no in-band
@@ -125,6 +141,17 @@ class OpenAIEmbeddingsWriter(_EmbeddingWriter):
                 for i, v in enumerate(self._vectors(transcript))]
         return {"object": "list", "data": data, "model": self.model,
                 "usage": {"prompt_tokens": prompt, "total_tokens": prompt}}
+
+
+class GeminiEmbeddingsWriter(_EmbeddingWriter):
+    """`batch`: :batchEmbedContents' list, else :embedContent's one."""
+
+    def __init__(self, dimensions: list[int | None], batch: bool):
+        self.dimensions, self.batch = dimensions, batch
+
+    def reply(self, transcript: Transcript) -> dict:
+        vectors = [{"values": shortened(v, d)} for v, d in zip(self._vectors(transcript), self.dimensions)]
+        return {"embeddings": vectors} if self.batch else {"embedding": vectors[0] if vectors else {"values": []}}
 
 
 # --- job -> upstream request, upstream reply -> vectors ---------------------------------

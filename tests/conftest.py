@@ -77,6 +77,17 @@ def copilot_cli_fixture():
 
 
 @pytest.fixture(scope="session")
+def gemini_cli_fixture():
+    """Gemini CLI 0.61.0's streamGenerateContent requests: a first turn, and a
+    follow-up with its write_file call and the function's response."""
+    fixture = _shared_fixture("gemini-cli-generatecontent-request.json")
+    follow_up = fixture["follow_up_turn"]["body"]
+    for field in ("systemInstruction", "tools"):  # given once in the capture
+        follow_up[field] = fixture["first_turn"]["body"][field]
+    return fixture
+
+
+@pytest.fixture(scope="session")
 def kilo_fixture():
     """Kilo CLI's chat request: a user turn of two text parts."""
     return _shared_fixture("kilo-cli-chat-request.json")
