@@ -23,10 +23,10 @@ from typing import Any, ClassVar
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from catalog.model_info import BackendSettings, ModelInfo, validation_message
-from catalog.upstream import AnthropicSettings, OpenAISettings, UpstreamSettings
+from catalog.upstream import AnthropicSettings, GeminiSettings, OpenAISettings, UpstreamSettings
 
 SETTINGS_OF_KIND: dict[str, type[UpstreamSettings]] = {
-    "openai": OpenAISettings, "ollama": UpstreamSettings, "anthropic": AnthropicSettings}
+    "openai": OpenAISettings, "ollama": UpstreamSettings, "anthropic": AnthropicSettings, "gemini": GeminiSettings}
 _SHARED_ROUTING_KEYS = {"weight", "max_concurrent"}  # a deployment's, with the model's as the default
 _MODEL_KEYS = {"deployments", "cooldown", "max_cooldown", "affinity_wait"}
 
@@ -135,3 +135,7 @@ class OllamaDeployments(Deployments):
 
 class AnthropicDeployments(Deployments):
     kind: ClassVar[str] = "anthropic"
+
+
+class GeminiDeployments(Deployments):
+    kind: ClassVar[str] = "gemini"

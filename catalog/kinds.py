@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from catalog.echo import EchoSettings
 from catalog.llamacpp import LlamaCppSettings
 from catalog.model_info import BackendSettings
-from catalog.deployments import AnthropicDeployments, Deployments, OllamaDeployments
+from catalog.deployments import AnthropicDeployments, Deployments, GeminiDeployments, OllamaDeployments
 from protocol.errors import UnknownBackend
 
 
@@ -34,6 +34,7 @@ KINDS: dict[str, BackendKind] = {kind.name: kind for kind in (
     BackendKind("openai", Deployments, native_tools=True, passes_images=True, default_pool="upstream"),
     BackendKind("ollama", OllamaDeployments, native_tools=True, passes_images=True, default_pool="upstream"),
     BackendKind("anthropic", AnthropicDeployments, native_tools=True, passes_images=True, default_pool="upstream"),
+    BackendKind("gemini", GeminiDeployments, native_tools=True, passes_images=True, default_pool="upstream"),
 )}
 
 

@@ -1,5 +1,5 @@
 """Registry settings of the upstream backends (`openai`, `ollama`,
-`anthropic`): where the upstream is, the model's name there, the variable
+`anthropic`, `gemini`): where the upstream is, the model's name there, the variable
 holding its key, and the timeouts and retries of the transport."""
 from __future__ import annotations
 
@@ -73,3 +73,12 @@ class AnthropicSettings(UpstreamSettings):
     def auth_headers(self) -> dict[str, str]:
         key = secret_from_env(self.api_key_env) if self.api_key_env else None
         return self.headers | {"anthropic-version": self.anthropic_version} | ({"x-api-key": key} if key else {})
+
+
+class GeminiSettings(UpstreamSettings):
+    """A server of Google's Gemini API (Google's own, or another Switchboard's
+    Gemini routes): its key goes in x-goog-api-key."""
+
+    def auth_headers(self) -> dict[str, str]:
+        key = secret_from_env(self.api_key_env) if self.api_key_env else None
+        return self.headers | ({"x-goog-api-key": key} if key else {})

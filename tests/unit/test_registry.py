@@ -21,8 +21,8 @@ def test_default_registry_serves_smollm2_and_echo():
 
 
 @pytest.mark.parametrize("text, message", [
-    ('[models."m"]\nbackend = "nope"', 'models."m": unknown backend "nope" (known: anthropic, echo, llamacpp, ollama,'
-     ' openai)'),
+    ('[models."m"]\nbackend = "nope"', 'models."m": unknown backend "nope" (known: anthropic, echo, gemini, llamacpp,'
+     ' ollama, openai)'),
     ('[models."m"]\nbackend = "echo"\nspeed = 3', 'models."m": speed: Extra inputs are not permitted'),
     ('[models."m"]\npool = "x"', 'models."m": needs a "backend" key'),
     ('[models."m"]\nbackend = "llamacpp"\ngguf = "/no/such.gguf"', 'models."m": GGUF file not found: /no/such.gguf'),

@@ -19,6 +19,7 @@ _RUNTIME_MODULES = {
     "openai": "workers.backends.openai_upstream",
     "ollama": "workers.backends.ollama_upstream",
     "anthropic": "workers.backends.anthropic_upstream",
+    "gemini": "workers.backends.gemini_upstream",
 }
 
 

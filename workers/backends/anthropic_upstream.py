@@ -12,18 +12,12 @@ from protocol.contract import EmbedSpec, Job
 from protocol.events import FinishReason
 from protocol.errors import BackendError
 from workers.backends.http_pool import Response
-from workers.backends.sse import sse_payloads
-from workers.backends.transport import open_stream, watched_arrivals
-from workers.backends.upstream import UpstreamBackend
-from workers.backends.upstream_errors import mid_stream_error
+from workers.backends.transport import open_stream
+from workers.backends.upstream import ErrorInStream, UpstreamBackend
 from workers.cancel import Cancel
 from workers.model_output import (
-    Embedded, NativeCall, Outcome, Prompted, RedactedThinking, TextGenerator, Thinking, flush_texts,
+    Embedded, NativeCall, Outcome, Prompted, RedactedThinking, TextGenerator, Thinking,
 )
-
-
-class ErrorInStream(Exception):
-    """The upstream's `error` event (after its 200)."""
 
 
 class MessageStream:
@@ -99,25 +93,8 @@ class AnthropicUpstreamBackend(UpstreamBackend):
         return {"anthropic-beta": job.anthropic_beta} if job.anthropic_beta else {}
 
     def relay(self, response: Response, cancel: Cancel | None) -> TextGenerator:
-        """The text of the events that arrived together goes on as one piece."""
         stream = MessageStream()
-        try:
-            for events in sse_payloads(watched_arrivals(response, self.settings, cancel)):
-                texts: list[str] = []
-                try:
-                    for event in events:
-                        for piece in stream.feed(event):
-                            if isinstance(piece, str):
-                                texts.append(piece)
-                            else:
-                                yield from flush_texts(texts)
-                                yield piece
-                except ErrorInStream as error:  # what came before it goes first
-                    yield from flush_texts(texts)
-                    raise mid_stream_error(self.settings, error) from None
-                yield from flush_texts(texts)
-        except ValueError:
-            raise mid_stream_error(self.settings, "malformed SSE data") from None
+        yield from self.relay_fed(response, cancel, stream.feed)
         return stream.outcome()
 
     def count_tokens(self, job: Job) -> int:

@@ -4,16 +4,22 @@ its dialect's pure mapping, in dialects/) and reads the streamed reply."""
 from __future__ import annotations
 
 import json
-from typing import ClassVar
+from typing import Callable, ClassVar, Iterator
 
 from catalog.upstream import UpstreamSettings
 from protocol.contract import EmbedSpec, Job
 from protocol.errors import BackendError
 from workers.backends.base import Backend
 from workers.backends.http_pool import Response
-from workers.backends.transport import Upstream, new_client, open_stream, probe
+from workers.backends.sse import sse_payloads
+from workers.backends.transport import Upstream, new_client, open_stream, probe, watched_arrivals
+from workers.backends.upstream_errors import mid_stream_error
 from workers.cancel import Cancel
-from workers.model_output import Embedded, TextGenerator
+from workers.model_output import Embedded, TextGenerator, flush_texts
+
+
+class ErrorInStream(Exception):
+    """An upstream's error after its 200: Anthropic's `error` event, the Gemini API's error element."""
 
 
 class UpstreamBackend(Backend):
@@ -34,6 +40,29 @@ class UpstreamBackend(Backend):
 
     def relay(self, response: Response, cancel: Cancel | None) -> TextGenerator:  # pragma: no cover
         raise NotImplementedError
+
+    def relay_fed(self, response: Response, cancel: Cancel | None, feed: Callable[[dict], list]) -> Iterator:
+        """Each SSE payload fed to `feed` (one object -> our pieces), for the
+        upstreams whose payloads are events of their own (Anthropic's,
+        Gemini's). The text of the payloads that arrived together goes on as
+        one piece; an ErrorInStream ends the reply after what came before it."""
+        try:
+            for payloads in sse_payloads(watched_arrivals(response, self.settings, cancel)):
+                texts: list[str] = []
+                try:
+                    for payload in payloads:
+                        for piece in feed(payload):
+                            if isinstance(piece, str):
+                                texts.append(piece)
+                            else:
+                                yield from flush_texts(texts)
+                                yield piece
+                except ErrorInStream as error:
+                    yield from flush_texts(texts)
+                    raise mid_stream_error(self.settings, error) from None
+                yield from flush_texts(texts)
+        except ValueError:
+            raise mid_stream_error(self.settings, "malformed SSE data") from None
 
     def embed_request(self, spec: EmbedSpec) -> tuple[str, dict]:  # pragma: no cover - abstract
         raise NotImplementedError
