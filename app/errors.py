@@ -16,7 +16,7 @@ from redis.exceptions import RedisError
 from werkzeug.exceptions import HTTPException, RequestEntityTooLarge
 
 from app.services import services
-from dialects import anthropic_writer, ollama_writer, openai_writer, simple_chat
+from dialects import anthropic_writer, gemini_writer, ollama_writer, openai_writer, simple_chat
 from dialects.common import TAG_MARK
 from jobqueue import Busy, Verdict
 from protocol.errors import SwitchboardError
@@ -123,6 +123,8 @@ def error_body_for_path(path: str) -> Callable[[SwitchboardError], dict]:
         return simple_chat.error_body
     if path.startswith("/v1/messages"):
         return anthropic_error_body
+    if path.startswith("/v1beta/") or (path.startswith("/v1/models/") and ":" in path):
+        return gemini_writer.error_body
     return openai_writer.error_body
 
 

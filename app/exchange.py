@@ -26,7 +26,7 @@ from protocol.events import (
     DoneEvent, EmbeddingEvent, ErrorEvent, Event, ServerToolEvent, TextEvent, ThinkingEvent, ToolCallEvent,
 )
 
-API_BLUEPRINTS = {"ollama", "openai", "anthropic", "responses", "simple_chat"}
+API_BLUEPRINTS = {"ollama", "openai", "anthropic", "responses", "gemini", "simple_chat"}
 
 
 def _user_id(body) -> str | None:
@@ -48,11 +48,16 @@ class Exchange:
         self.ran, self.running, self.status, self.noted = False, set(), None, False
         self.body: dict | None = None  # the request and reply, where bodies are kept
         self._sent = None  # the body as the client sent it (parsed JSON), once its view read it
+        self._asked: str | None = None  # the model its URL names (asked_for)
         self._reply: list[str] = []
 
     def heard(self, body) -> None:
         """The request's body, as its view read it (app/routes/common.py's parse_body)."""
         self._sent = body
+
+    def asked_for(self, model: str) -> None:
+        """The model its URL names, for an API that names it there (Gemini's), not in the body."""
+        self._asked = model
 
     def note_asker(self, body=None) -> None:
         """Who asked (unknown for a refused key) and for what (`body`, or the
@@ -64,7 +69,7 @@ class Exchange:
         self.noted, shared = True, self.shared
         known = not shared.keys.enabled or "api_key" in g
         person = asker.person(shared.keys.enabled) if known else None
-        model = body.get("model") if isinstance(body, dict) else None
+        model = self._asked or (body.get("model") if isinstance(body, dict) else None)
         self.record |= {"person": person, "model": model if isinstance(model, str) else None,
                         "session": client_session(request.headers, _user_id(body))}
         if known and (shared.settings.request_log_bodies or current_key().log_bodies):

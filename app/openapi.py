@@ -10,12 +10,22 @@ from pydantic import BaseModel
 from pydantic.json_schema import models_json_schema
 
 from dialects.anthropic_schemas import CountTokensRequest, MessagesRequest
+from dialects.gemini_schemas import (
+    BatchEmbedContentsRequest, CountTokensRequest as GeminiCountTokensRequest, EmbedContentRequest,
+    GenerateContentRequest,
+)
 from dialects.ollama_schemas import (
     ChatRequest, EmbeddingsRequest as OllamaEmbeddingsRequest, EmbedRequest, GenerateRequest, PullRequest, ShowRequest,
 )
 from dialects.openai_schemas import ChatCompletionRequest, CompletionRequest, EmbeddingsRequest
 from dialects.responses_schemas import ResponsesRequest
 
+_GEMINI = [("generateContent", GenerateContentRequest, "Gemini API: a reply"),
+           ("streamGenerateContent", GenerateContentRequest, "Gemini API: a streamed reply (SSE with ?alt=sse, else "
+                                                             "one JSON array)"),
+           ("countTokens", GeminiCountTokensRequest, "Gemini API: a prompt's tokens"),
+           ("embedContent", EmbedContentRequest, "Gemini API: an embedding"),
+           ("batchEmbedContents", BatchEmbedContentsRequest, "Gemini API: embeddings")]
 # (method, path, request model or None, summary), in the order of the README's endpoint table.
 ROUTES: list[tuple[str, str, type[BaseModel] | None, str]] = [
     ("get", "/", None, "Liveness text, as Ollama answers"),
@@ -49,6 +59,13 @@ ROUTES: list[tuple[str, str, type[BaseModel] | None, str]] = [
     ("post", "/v1/responses/{response_id}/cancel", None, "Cancel a background response"),
     ("post", "/v1/messages", MessagesRequest, "Anthropic Messages (SSE with stream)"),
     ("post", "/v1/messages/count_tokens", CountTokensRequest, "Anthropic token count"),
+    ("get", "/v1beta/models", None, "Gemini API models (paged: pageSize, pageToken); also GET /v1/models from a "
+                                    "Google client"),
+    ("get", "/v1beta/models/{name}", None, "One Gemini API model"),
+    *[("post", f"{version}/models/{{model}}:{method}", body, summary) for version in ("/v1beta", "/v1")
+      for method, body, summary in _GEMINI],
+    ("post", "/v1beta/models/{target}", None, "Gemini API: any other method, a 404 naming those offered"),
+    ("post", "/v1/models/{target}", None, "Gemini API: any other method, a 404 naming those offered"),
     ("post", "/chat/completions", ChatCompletionRequest, "Simple chat (NDJSON with stream)"),
     ("post", "/chat/sse", ChatCompletionRequest, "Simple chat over SSE"),
     ("get", "/healthz", None, "Process up"),
@@ -70,7 +87,7 @@ _RESPONSES = {"200": {"description": "OK"}, "400": {"description": "Invalid requ
               "429": {"description": "Over a limit (OpenAI and Anthropic routes), with Retry-After"},
               "503": {"description": "Busy or unavailable, with Retry-After"}}
 _KEY_IN_PATH = ("Every path is also served under /k/{key}/ (the API key in the path); else the key is "
-                "sent as `Authorization: Bearer` or `x-api-key`.")
+                "sent as `Authorization: Bearer`, `x-api-key`, `x-goog-api-key` or `?key=`.")
 
 
 def _parameters(path: str) -> list[dict]:

@@ -11,29 +11,20 @@ from flask import Blueprint, g, request as flask_request
 
 from app.errors import anthropic_error_body, register_error_handlers
 from protocol.contract import new_job_id
-from app.routes.common import (
-    check_request_limits, find_model, note_tools_left_out, parse_body, serve, visible_entries,
-)
+from app.routes import common
+from app.routes.common import check_request_limits, note_tools_left_out, parse_body, serve
 from catalog.registry import ModelEntry
 from dialects import anthropic as translate, hints
 from dialects.anthropic_schemas import CountTokensRequest, MessagesRequest
 from dialects.anthropic_writer import MessagesWriter, TokenCountWriter
-from protocol.errors import UnknownModel
 
 bp = Blueprint("anthropic", __name__, url_prefix="/v1")
 register_error_handlers(bp, anthropic_error_body, queue_full_status=529)
 
 
 def find_served_model(name: str) -> ModelEntry:
-    """The model (or the one whose aliases match the name); an unknown name
-    is a 404 naming the models the caller may use, since Claude Code asks
-    for claude-* names unless each is mapped."""
-    try:
-        return find_model(name)
-    except UnknownModel:
-        served = ", ".join(entry.name for entry in visible_entries()) or "none"
-        raise UnknownModel(name, f"model: {name} is not served here (served models: {served}; the operator can "
-                                 "map other names to one with aliases in the registry)") from None
+    """Claude Code asks for claude-* names unless each is mapped."""
+    return common.find_served_model(name, f"model: {name}")
 
 
 def beta() -> str:

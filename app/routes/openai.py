@@ -1,4 +1,7 @@
-"""The OpenAI API: /v1/models, /v1/chat/completions, /v1/completions, /v1/embeddings."""
+"""The OpenAI API: /v1/models, /v1/chat/completions, /v1/completions, /v1/embeddings.
+
+/v1/models is shared: Anthropic's clients get Anthropic's list, Google's
+the Gemini API's (app/routes/gemini.py), each told by the headers it sends."""
 from __future__ import annotations
 
 import time
@@ -6,6 +9,7 @@ import time
 from flask import Blueprint, jsonify, request as flask_request
 
 from app.errors import register_error_handlers
+from app.routes import gemini
 from app.routes.common import check_request_limits, find_model, parse_body, serve, visible_entries
 from catalog.registry import ModelEntry
 from dialects import anthropic_writer, embeddings, openai as translate, hints
@@ -36,6 +40,8 @@ def _speaks_anthropic() -> bool:
 
 @bp.get("/models")
 def models():
+    if gemini.speaks_gemini():
+        return gemini.list_models()
     entries = visible_entries()
     if _speaks_anthropic():
         return jsonify(anthropic_writer.model_page([_anthropic_model(e) for e in entries], flask_request.args))
@@ -44,6 +50,8 @@ def models():
 
 @bp.get("/models/<path:name>")
 def model(name: str):
+    if gemini.speaks_gemini():
+        return gemini.get_model(name)
     entry = find_model(name)
     return jsonify(_anthropic_model(entry) if _speaks_anthropic() else _model_object(entry))
 

@@ -40,10 +40,11 @@ def tap(redis_url, base_url):
 @pytest.fixture(scope="session")
 def keyed_base(stack, redis_url, tmp_path_factory):
     """A second web process beside the session's worker, with keys on and
-    Claude Code's claude-*-haiku names mapped onto echo."""
+    Claude Code's claude-*-haiku names and Gemini CLI's gemini-* names mapped
+    onto echo."""
     registry = tmp_path_factory.mktemp("keyed") / "models.toml"
     registry.write_text((ROOT / "models.toml").read_text().replace(
-        '[models."echo"]\n', '[models."echo"]\naliases = ["claude-*-haiku-*", "claude-haiku-*"]\n', 1))
+        '[models."echo"]\n', '[models."echo"]\naliases = ["claude-*-haiku-*", "claude-haiku-*", "gemini-*"]\n', 1))
     web, base = start_web(stack_env(redis_url, SWITCHBOARD_API_KEYS=f"alice:{KEY},bob:{OTHER_KEY}",
                                     SWITCHBOARD_MODELS=str(registry)))
     yield base

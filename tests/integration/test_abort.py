@@ -22,11 +22,16 @@ def wait_for_state(redis, job_id: str, reason: str, timeout: float = 30) -> dict
                       f"job {job_id} to be recorded as {reason}")
 
 
-@pytest.mark.parametrize("path", ["/api/chat", "/v1/chat/completions", "/v1/messages"],
-                         ids=["ndjson", "sse", "anthropic"])
+GEMINI_STREAM = "/v1beta/models/echo:slow:streamGenerateContent?alt=sse"
+
+
+@pytest.mark.parametrize("path", ["/api/chat", "/v1/chat/completions", "/v1/messages", GEMINI_STREAM],
+                         ids=["ndjson", "sse", "anthropic", "gemini"])
 def test_dropping_a_stream_stops_the_worker_within_a_token(base_url, redis_client, tap, path):
     body = chat_body() | ({"stream": True} if path.startswith("/v1") else {}) | (
         {"max_tokens": 1000} if path == "/v1/messages" else {})
+    if path == GEMINI_STREAM:
+        body = {"contents": [{"role": "user", "parts": [{"text": LONG_TEXT}]}]}
     stream = DroppableStream(base_url, path, body)
     for _ in range(3):
         assert stream.read_line()

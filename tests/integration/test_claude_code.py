@@ -3,7 +3,7 @@ install-dev` in tests/agents), headless (`claude -p`), against Switchboard:
 a plain answer, and a round of its own tool loop in which the echo model's
 reply calls Claude Code's Write tool, Claude Code writes the file and sends
 the result back, and the answer is that result; on echo, and through each
-upstream kind (OpenAI-compatible, Ollama, Anthropic) chained to echo; and
+upstream kind (OpenAI-compatible, Ollama, Anthropic, Gemini) chained to echo; and
 on the local model, whose context is too small for Claude Code's tools."""
 from __future__ import annotations
 
@@ -129,7 +129,8 @@ def test_its_small_model_calls_wait_as_background_work(keyed_base, clean_redis, 
         ("claude-haiku-4-5", "echo", "background"), ("echo", "echo", "interactive")}
 
 
-@pytest.mark.parametrize("model", ["up-sb", "up-ollama", "claude-sb"], ids=["openai", "ollama", "anthropic"])
+@pytest.mark.parametrize("model", ["up-sb", "up-ollama", "claude-sb", "gemini-sb"],
+                         ids=["openai", "ollama", "anthropic", "gemini"])
 def test_its_tool_loop_through_each_upstream_kind(upstreams, clean_redis, tmp_path, model):
     """Upstreams with native tools, each a second hop to the session's
     Switchboard in its own protocol: the Write call and its result cross

@@ -131,9 +131,33 @@ CHAT = {
 RESPONSES_IMAGE = {"model": "echo", "input": [{"role": "user", "content": [
     {"type": "input_text", "text": "what is it?"},
     {"type": "input_image", "image_url": "data:image/png;base64," + IMAGE["data"]}]}]}
+GEMINI = {
+    "contents": [
+        {"role": "user", "parts": [{"text": "hi"}, {"text": "there"}]},
+        {"role": "model", "parts": [{"text": "hm", "thought": True}, {
+            "functionCall": {"id": "c1", "name": "get", "args": {"a": 1}}, "thoughtSignature": "c2ln"}]},
+        {"role": "user", "parts": [{"functionResponse": {"id": "c1", "name": "get", "response": {"output": "42"}}}]},
+        {"role": "user", "parts": [{"text": "and now?"}]}],
+    "systemInstruction": {"parts": [{"text": "be brief"}]},
+    "tools": [{"functionDeclarations": [{"name": "get", "description": "d", "parameters": {"type": "OBJECT"}},
+                                        {"name": "put", "parametersJsonSchema": {"type": "object"}}]},
+              {"googleSearch": {}}],
+    "toolConfig": {"functionCallingConfig": {"mode": "AUTO", "allowedFunctionNames": ["get", "put"]}},
+    "generationConfig": {"temperature": 0.5, "topP": 0.9, "topK": 5, "maxOutputTokens": 16, "stopSequences": ["zz"],
+                         "seed": 1, "candidateCount": 1, "responseMimeType": "application/json",
+                         "responseSchema": {"type": "OBJECT", "properties": {"n": {"type": "INTEGER"}}},
+                         "thinkingConfig": {"includeThoughts": True, "thinkingBudget": 8}},
+    "safetySettings": [{"category": "HARM_CATEGORY_HARASSMENT", "threshold": "BLOCK_NONE"}],
+}
+GEMINI_COUNT = {"generateContentRequest": GEMINI | {"model": "models/echo"}}
+GEMINI_IMAGE = {"contents": [{"role": "user", "parts": [
+    {"text": "what is it?"}, {"inlineData": {"mimeType": "image/png", "data": IMAGE["data"]}}]}]}
+
+
 def opaque(path: tuple) -> bool:
     """Below a tool's schema or a tool call's arguments: the client's own JSON."""
-    return bool(path) and (path[-1] in ("input_schema", "parameters") or path[-1] == "input" and len(path) > 1)
+    return bool(path) and (path[-1] in ("input_schema", "parameters", "parametersJsonSchema")
+                           or path[-1] == "input" and len(path) > 1)
 
 
 def positions(value, path=()):
@@ -188,7 +212,11 @@ def unlimited(stack, redis_url):
     ("/v1/messages", MESSAGES, 200), ("/v1/messages/count_tokens", COUNT_TOKENS, 200), ("/v1/responses", RESPONSES, 200),
     ("/v1/responses/compact", RESPONSES, 200), ("/v1/messages", MESSAGES_IMAGE, 400),
     ("/v1/responses", RESPONSES_IMAGE, 400),
-], ids=["chat", "messages", "count_tokens", "responses", "compact", "messages-image", "responses-image"])
+    ("/v1beta/models/echo:generateContent", GEMINI, 200), ("/v1beta/models/echo:countTokens", GEMINI_COUNT, 200),
+    ("/v1beta/models/echo:streamGenerateContent?alt=sse", GEMINI, 200),
+    ("/v1beta/models/echo:generateContent", GEMINI_IMAGE, 400),
+], ids=["chat", "messages", "count_tokens", "responses", "compact", "messages-image", "responses-image", "gemini",
+        "gemini-count", "gemini-stream", "gemini-image"])
 def test_type_confused_values_in_every_position_of_the_agents_dialects(unlimited, route, body, status):
     from concurrent.futures import ThreadPoolExecutor
 

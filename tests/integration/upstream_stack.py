@@ -1,7 +1,7 @@
 """Processes for the upstream tests: llama-cpp-python's own OpenAI server on
 the SmolLM2 GGUF, and a Switchboard web + gevent-pool worker whose registry
 points at that server, at the scripted upstream, and at the session's own
-Switchboard (a real Ollama-protocol and OpenAI-compatible server)."""
+Switchboard (a real server of the Ollama, OpenAI, Anthropic and Gemini APIs)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -79,6 +79,10 @@ def registry_text(llama: str, scripted: str, switchboard: str, closed_port: int)
                               'context_length = 4096\n' + fast)
     entries["claude-529"] = (f'backend = "anthropic"\nbase_url = "{scripted}"\nupstream_model = "status-529"\n'
                              'context_length = 4096\n' + fast)
+    entries["gemini-sb"] = (f'backend = "gemini"\nbase_url = "{switchboard}"\nupstream_model = "echo"\n'
+                            'tools = "native"\ncontext_length = 131072\n')
+    entries["gemini-embed"] = (f'backend = "gemini"\nbase_url = "{switchboard}"\nupstream_model = "echo:embed"\n'
+                               'context_length = 131072\nembeddings = "only"\n')
     entries["claude-sb"] = (f'backend = "anthropic"\nbase_url = "{switchboard}"\nupstream_model = "echo"\n'
                             'tools = "native"\ncontext_length = 131072\nanthropic_version = "2023-06-01"\n')
     for shape in ("whole", "interleaved", "no-ids", "index0", "text"):
