@@ -97,7 +97,7 @@ AGENTS = [
           lambda f: invoke("write_file", file_path=str(f), content=TEXT)),
     Agent("gemini-cli", "npm:@google/gemini-cli", "gemini", lambda p: ["-p", p, "--yolo"],
           lambda f: invoke("write_file", file_path=str(f), content=TEXT),
-          env={"GEMINI_CLI_TRUST_WORKSPACE": "true"}, blocked="needs the Gemini API (issue 59)"),
+          env={"GEMINI_CLI_TRUST_WORKSPACE": "true"}),
     Agent("continue", "npm:@continuedev/cli", "cn", lambda p: ["-p", p, "--auto"],
           lambda f: invoke("Write", filepath=str(f), content=TEXT)),
     Agent("cline", "npm:cline", "cline", lambda p: [p], lambda f: invoke("editor", path=str(f), new_text=TEXT)),
