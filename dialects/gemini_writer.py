@@ -31,7 +31,8 @@ def error_body(error: SwitchboardError) -> dict:
 
 
 def finish_reason(done: DoneEvent) -> str:
-    return "MAX_TOKENS" if done.reason == FinishReason.LENGTH else "STOP"
+    return {FinishReason.LENGTH: "MAX_TOKENS", FinishReason.MALFORMED_CALL: "MALFORMED_FUNCTION_CALL"}.get(
+        done.reason, "STOP")
 
 
 def usage_metadata(done: DoneEvent) -> dict:

@@ -111,6 +111,9 @@ class FinishReason(StrEnum):
     LENGTH = "length"  # its token limit
     TOOL_CALLS = "tool_calls"  # it called the client's tools
     STEP_LIMIT = "step_limit"  # a final answer forced by the tool-round limit (clients see "stop")
+    # An emulated call of a declared tool that could not be read: the reply
+    # went on as text (clients see "stop", Gemini's MALFORMED_FUNCTION_CALL)
+    MALFORMED_CALL = "malformed_call"
     ABORTED = "aborted"  # its client left, or it was superseded
     LOAD = "load"  # an empty request that only loaded the model
     UNLOAD = "unload"  # ... or, with keep_alive 0, unloaded it

@@ -47,7 +47,9 @@ class Rounds:
             return DoneEvent(reason=FinishReason.ABORTED)
         outcome, plan, replies = ended
         reason = FinishReason.TOOL_CALLS if replies.filter.calls else \
-            FinishReason.STEP_LIMIT if plan.step_limited and outcome.reason == FinishReason.STOP else outcome.reason
+            FinishReason.STEP_LIMIT if plan.step_limited and outcome.reason == FinishReason.STOP else \
+            FinishReason.MALFORMED_CALL if replies.filter.malformed and outcome.reason == FinishReason.STOP else \
+            outcome.reason
         return done(reason, self.totals.outcome(outcome), self.started, self.totals.first_token_at, self.totals.rounds)
 
     def _nobody_listens(self) -> None:

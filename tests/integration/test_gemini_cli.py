@@ -24,7 +24,7 @@ GEMINI = Path(__file__).resolve().parent.parent / "agents" / "node_modules" / ".
 
 
 def gemini(base: str, prompt: str, workdir: Path, key: str | None = None, model: str = "echo",
-           succeeds: bool = True, **env: str) -> str:
+           succeeds: bool = True, settings: dict | None = None, **env: str) -> str:
     """Set up by `scripts/admin.py connect gemini-cli` (its settings file,
     whose auth type it needs with a base URL, and its variables), then one
     headless run, its home in the work folder. Its output (and its errors,
@@ -35,6 +35,9 @@ def gemini(base: str, prompt: str, workdir: Path, key: str | None = None, model:
                           key=key)
     outputs = connect.build("gemini-cli", setup)
     connect.write(outputs, home, force=True)
+    if settings:  # beside connect's own
+        written = home / ".gemini" / "settings.json"
+        written.write_text(json.dumps(json.loads(written.read_text()) | settings))
     variables = {k: v for o in outputs if isinstance(o, connect.EnvBlock) for k, v in o.variables.items()}
     full = {"PATH": os.environ["PATH"], "HOME": str(home), "NO_COLOR": "1", "GEMINI_CLI_TRUST_WORKSPACE": "true",
             **variables, **env}
@@ -82,9 +85,16 @@ def test_with_a_key_and_never_in_the_log(keyed_base, clean_redis, tmp_path):
 @pytest.mark.slow
 def test_on_the_local_model(base_url, tmp_path):
     """smollm2:135m's 8K context cannot hold Gemini CLI's 30,000-character
-    system prompt and its tools: the CLI shows the 400 that says so."""
+    system prompt and its tools: the CLI shows the 400 that says so. With a
+    short system prompt of the person's own (GEMINI_SYSTEM_MD) and one tool,
+    it fits, and the model answers."""
     refused = gemini(base_url, "say hi", tmp_path, model="smollm2:135m", succeeds=False)
     assert "more than the context window of 8192" in refused and '"status":"INVALID_ARGUMENT"' in refused
+    system = tmp_path / "system.md"
+    system.write_text("You are a helpful assistant. Answer briefly.")
+    answer = gemini(base_url, "Say hello.", tmp_path, model="smollm2:135m", settings={"tools": {"core": ["write_file"]}},
+                    GEMINI_SYSTEM_MD=str(system))
+    assert answer.strip()
 
 
 @pytest.mark.parametrize("model", ["gemini-sb", "up-sb"], ids=["gemini", "openai"])

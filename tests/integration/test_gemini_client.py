@@ -286,3 +286,14 @@ def test_server_side_tools_run_for_a_gemini_client(client):
     assert '"timezone": "Asia/Tokyo"' in response.text and not response.function_calls
     streamed = "".join(p.text or "" for p in client.models.generate_content_stream(model="echo:tools", contents=call))
     assert '"timezone": "Asia/Tokyo"' in streamed
+
+
+def test_a_call_echo_cuts_off_ends_as_a_malformed_function_call(client):
+    """An emulated call of a declared tool that cannot be read goes on as
+    text, and the reply says so (Google's MALFORMED_FUNCTION_CALL)."""
+    cut = '<invoke name="write_file"><parameter name="file_path">/tmp/a.txt'
+    config = types.GenerateContentConfig(tools=[types.Tool(function_declarations=[WRITE_FILE])],
+                                         automatic_function_calling=types.AutomaticFunctionCallingConfig(disable=True))
+    response = client.models.generate_content(model="echo", contents=cut, config=config)
+    assert response.candidates[0].finish_reason == types.FinishReason.MALFORMED_FUNCTION_CALL
+    assert response.text == cut and not response.function_calls

@@ -286,3 +286,8 @@ def test_an_upstreams_objects_become_text_thoughts_calls_and_counts():
     refused.feed({"candidates": [{"finishReason": "SAFETY"}]})
     with pytest.raises(Exception, match="SAFETY"):
         refused.outcome()
+
+
+def test_a_call_that_could_not_be_read_ends_as_googles_malformed_function_call():
+    done = DoneEvent(reason="malformed_call", usage=Usage(prompt_tokens=1, completion_tokens=1))
+    assert _writer().finish(done)[0]["candidates"][0]["finishReason"] == "MALFORMED_FUNCTION_CALL"

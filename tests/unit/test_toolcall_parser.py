@@ -72,3 +72,18 @@ def test_text_before_a_call_is_released_before_the_call_completes():
     assert parser.feed("I will read it. <inv") == ["I will read it. "]
     assert parser.feed('oke name="read_file">') == []
     assert parser.feed('<parameter name="filePath">/a</parameter></invoke>') == [ParsedCall("read_file", {"filePath": "/a"})]
+
+
+@pytest.mark.parametrize("text, malformed", [
+    ('<invoke name="get_weather"><parameter name="city">Par', True),  # its reply ended inside a value
+    ('<invoke name="get_weather"><parameter name="city">Paris</parameter>', False),  # a missing </invoke>: forgiven
+    ('<invoke name="unknown"><parameter name="city">Par', False),  # not a declared tool: only text
+    ('<invoke name="final_answer"><parameter name="answer">ye', False),
+    ("plain text", False),
+])
+def test_a_declared_tools_call_that_cannot_be_read_is_marked_and_left_as_text(text, malformed):
+    parser = ToolCallParser({"get_weather"})
+    items = parser.feed(text) + parser.finish()
+    assert parser.malformed is malformed
+    if malformed:
+        assert merge_text(items) == [text]

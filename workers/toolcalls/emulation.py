@@ -95,6 +95,11 @@ class ReplyFilter:
     def any_calls(self) -> int:
         return self.calls + len(self.server_calls)
 
+    @property
+    def malformed(self) -> bool:
+        """The reply began an emulated call of a declared tool that could not be read (it went on as text)."""
+        return self._parser is not None and self._parser.malformed
+
     def feed(self, piece: str | NativeCall) -> list[TextEvent | ToolCallEvent]:
         if isinstance(piece, NativeCall):
             return self._events([piece])

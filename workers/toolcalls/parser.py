@@ -60,6 +60,7 @@ class ToolCallParser:
     def __init__(self, tool_names: set[str]):
         self._tools = tool_names
         self._buffer = ""
+        self.malformed = False  # a call of a declared tool began that could not be read (left as text)
         self._formats: dict[str, Callable[[str, bool], _Result]] = {
             "<invoke": self._invoke, "<tool_call>": self._tagged_json, "```": self._fenced_json, "{": self._bare_json,
         }
@@ -107,6 +108,7 @@ class ToolCallParser:
             return _not_a_call(header.end())
         arguments, end = _invoke_body(buffer, header.end(), final)
         if end == 0:
+            self.malformed = self.malformed or (final and name != FINAL_ANSWER)  # its reply ended inside it
             return NEED_MORE
         if name == FINAL_ANSWER:
             answer = arguments.get("answer", "")
