@@ -47,6 +47,7 @@ class Sizes:
     upstream_rate: float = 200.0
     levels: tuple[int, ...] = (1, 16, 64)
     route_levels: tuple[int, ...] = (1, 64)  # sections 1b and 1c
+    gemini_levels: tuple[int, ...] = (1, 16, 64)  # section 1d
     per_level: int = 200
     rounds: int = 4
     local_tokens: int = 128
@@ -97,7 +98,7 @@ QUICK = Sizes(levels=(1, 16, 64), per_level=20, rounds=2, local_tokens=32, local
               failover_trials=1, codex_rounds=2, tracing_requests=40, tracing_rounds=5, work_seconds=15.0,
               work_rounds=2, agents=agent_sessions.Shape(turns=10, sub_turns=5), agent_rounds=1,
               agents_local=agent_sessions.Shape(turns=4, subagents=2, sub_turns=3, side_lanes=1), agent_local_rounds=1)
-TINY = Sizes(upstream_tokens=8, levels=(1, 4), route_levels=(1, 4), per_level=4, rounds=1, local_tokens=8,
+TINY = Sizes(upstream_tokens=8, levels=(1, 4), route_levels=(1, 4), gemini_levels=(1, 4), per_level=4, rounds=1, local_tokens=8,
              local_rounds=1, batch_tokens=8, batch_rounds=1,
              relay_levels=(1, 4), relay_tokens=50, streams=20, stream_tokens=4, aborts=3, probes=3, background=5,
              profile_seconds=2.0, fair_a_jobs=20, fair_b_jobs=4, fair_rounds=1, burst=16, cache_rounds=1,
@@ -126,11 +127,8 @@ def run(sizes: Sizes, command: str, log=print) -> dict:
             f"Upstream: {sizes.upstream_tokens} tokens per reply, `paced` at {sizes.upstream_rate:g} tokens/s or "
             f"`instant` (all at once). {sizes.per_level} requests per way and level after a warm-up, in "
             f"{sizes.rounds} rounds taking turns; a new connection per request for every way.")}
-        for name, route in overhead.ROUTES.items():
-            log(f"1b-c. the {name} route")
-            rows = asyncio.run(overhead.measure(endpoints, sizes.upstream_tokens, sizes.route_levels, sizes.per_level,
-                                                sizes.rounds, functools.partial(route.ways, name)))
-            results[name] = {"rows": rows, "added": overhead.added(rows)}
+        for name in overhead.ROUTES:
+            results[name] = run_route(endpoints, sizes, name, log)
         log("profile of the c=1 path")
         results["profile"] = profile.profile_path(endpoints, sizes.profile_seconds)
         results["celery_floor"] = celery_floor.measure(endpoints.redis_url, sizes.probes)
@@ -158,6 +156,21 @@ def run(sizes: Sizes, command: str, log=print) -> dict:
     results["work_shares"] = run_work_shares(sizes, log)
     results["agent_sessions"] = run_agent_sessions(sizes, log)
     return results
+
+
+def run_route(endpoints, sizes: Sizes, name: str, log=print) -> dict:
+    """1b-d. One of the agents' routes beside the chat route."""
+    log(f"1b-d. the {name} route")
+    levels = sizes.gemini_levels if name == "gemini" else sizes.route_levels
+    rows = asyncio.run(overhead.measure(endpoints, sizes.upstream_tokens, levels, sizes.per_level, sizes.rounds,
+                                        functools.partial(overhead.ROUTES[name].ways, name)))
+    return {"rows": rows, "added": overhead.added(rows)}
+
+
+def run_gemini_route(sizes: Sizes, log=print) -> dict:
+    """1d alone: the Gemini route beside the chat route, on section 1's stack."""
+    with BenchStack(sizes.upstream_tokens, sizes.upstream_rate) as endpoints:
+        return run_route(endpoints, sizes, "gemini", log)
 
 
 def run_codex_transport(sizes: Sizes, log=print) -> dict:
@@ -217,6 +230,7 @@ def run_local_batching(sizes: Sizes, log=print) -> dict:
 
 # The sections run alone by a flag of their own: flag -> (the report's section, its runner).
 ONE_SECTION = {"local-batching": ("local_batching", run_local_batching), "sharing-only": ("sharing", run_sharing),
+               "gemini-route": ("gemini", run_gemini_route),
                "durability": ("durability", run_durability),
                "codex-transport": ("codex_transport", run_codex_transport), "tracing": ("tracing", run_tracing),
                "work-shares": ("work_shares", run_work_shares),
@@ -275,6 +289,9 @@ def main() -> None:
                         help="run only section 8 (scaling) and merge it into OUT/benchmarks.json")
     parser.add_argument("--deployments", action="store_true",
                         help="run only section 9 (one model on several servers) and merge it into OUT/benchmarks.json")
+    parser.add_argument("--gemini-route", action="store_true",
+                        help="run only section 1d (the Gemini API's route beside chat) and merge it into "
+                             "OUT/benchmarks.json")
     parser.add_argument("--durability", action="store_true",
                         help="run only section 10 (Redis persistence and failover) and merge it into OUT/benchmarks.json")
     parser.add_argument("--codex-transport", action="store_true",

@@ -55,8 +55,12 @@ def frame_payloads(raw: bytes) -> list[dict]:
 
 def text_of(payload: dict) -> str:
     """The text a frame carries: OpenAI chat/completions chunks, Anthropic's
-    text deltas, Ollama chat/generate lines, and the simple chat API's lines."""
+    text deltas, Gemini's responses, Ollama chat/generate lines, and the
+    simple chat API's lines."""
     kind = payload.get("type") or ""
+    if "candidates" in payload:  # the Gemini API's (its thoughts are not the answer)
+        parts = ((payload["candidates"] or [{}])[0].get("content") or {}).get("parts") or []
+        return "".join(part.get("text") or "" for part in parts if not part.get("thought"))
     if kind == "content_block_delta":
         return payload["delta"].get("text") or ""
     if kind.startswith("response."):  # OpenAI's Responses (its `response` is no Ollama text)
@@ -79,6 +83,8 @@ def tokens_of(payload: dict) -> int | None:
         return usage.get("output_tokens")
     if payload.get("type") in ("response.completed", "response.incomplete"):
         return ((payload["response"].get("usage")) or {}).get("output_tokens")
+    if isinstance(payload.get("usageMetadata"), dict):  # the Gemini API's
+        return payload["usageMetadata"].get("candidatesTokenCount")
     return payload.get("eval_count")
 
 

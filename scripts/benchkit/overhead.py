@@ -1,9 +1,10 @@
 """1. Gateway overhead: the same upstream reached directly, through
 Switchboard's `openai` backend (HTTP, admission, queue, worker, pub/sub,
 relay) and through LiteLLM's proxy, at several concurrency levels; and the
-agents' routes, Anthropic's /v1/messages (1b) and OpenAI's /v1/responses
-(1c), beside /v1/chat/completions on both gateways, over the same
-OpenAI-compatible upstream.
+agents' routes, Anthropic's /v1/messages (1b), OpenAI's /v1/responses (1c)
+and the Gemini API's :streamGenerateContent (1d), beside
+/v1/chat/completions on both gateways, over the same OpenAI-compatible
+upstream.
 
 The ways take turns in rounds, so that drift in a noisy machine's speed is
 shared between them instead of falling on one. Every reply is checked: the
@@ -19,12 +20,13 @@ from scripts.benchkit.stats import run_concurrently, summary
 from scripts.benchkit.upstream import WORD
 
 CHAT_PATH, MESSAGES_PATH, RESPONSES_PATH = "/v1/chat/completions", "/v1/messages", "/v1/responses"
+GEMINI_PATH = "/v1beta/models/{model}:streamGenerateContent?alt=sse"  # (a path may name the model: formatted)
 MESSAGES = [{"role": "user", "content": "Say something."}]
 
 
 class Way(NamedTuple):
     port: int
-    path: str
+    path: str  # "{model}" in it is the model's name
     body: Callable[[str, int], dict]  # (model, tokens) -> request body
     model_prefix: str = ""
     headers: dict = {}
@@ -41,6 +43,11 @@ def messages_body(model: str, tokens: int) -> dict:
 
 def responses_body(model: str, tokens: int) -> dict:
     return {"model": model, "stream": True, "input": MESSAGES, "max_output_tokens": tokens, "store": False}
+
+
+def gemini_body(model: str, tokens: int) -> dict:
+    return {"contents": [{"role": "user", "parts": [{"text": MESSAGES[0]["content"]}]}],
+            "generationConfig": {"maxOutputTokens": tokens}}
 
 
 def _litellm_key() -> dict:
@@ -100,8 +107,9 @@ async def _level(by_name: dict[str, Way], variant: str, concurrency: int, tokens
     batch = max(per_level // rounds, concurrency)
     for round_index in range(rounds + 1):  # round 0 warms every path up and is not counted
         for name, way in by_name.items():
-            body = way.body(way.model_prefix + variant, tokens)
-            done = await run_concurrently(lambda: stream(way.port, way.path, body, way.headers), concurrency,
+            model = way.model_prefix + variant
+            body, path = way.body(model, tokens), way.path.format(model=model)
+            done = await run_concurrently(lambda: stream(way.port, path, body, way.headers), concurrency,
                                           batch if round_index else concurrency)
             if round_index:
                 results[name].append(done)
@@ -133,8 +141,9 @@ def added(rows: list[dict]) -> list[dict]:
     return out
 
 
-# The agents' routes (sections 1b, 1c), by their results' key. LiteLLM's own
-# bridged-* deployments for Responses: its up-* ones would call the upstream's
-# Responses API (scripts/benchkit/stack.py).
+# The agents' routes (sections 1b, 1c, 1d), by their results' key. LiteLLM's
+# own bridged-* deployments for Responses: its up-* ones would call the
+# upstream's Responses API (scripts/benchkit/stack.py).
 ROUTES = {"messages": Route(MESSAGES_PATH, messages_body, "up-"),
-          "responses": Route(RESPONSES_PATH, responses_body, "bridged-")}
+          "responses": Route(RESPONSES_PATH, responses_body, "bridged-"),
+          "gemini": Route(GEMINI_PATH, gemini_body, "up-")}

@@ -137,6 +137,10 @@ ROUTE_SECTIONS = {  # results key -> heading, setup
     "responses": ("1c. OpenAI's Responses route", _ROUTE_SETUP.format(
         path="/v1/responses", what="OpenAI's Responses stream, as Codex reads it; LiteLLM's bridge to chat "
                                     "completions, since the upstream has no Responses API")),
+    "gemini": ("1d. The Gemini API's route", _ROUTE_SETUP.format(
+        path="/v1beta/models/<model>:streamGenerateContent?alt=sse",
+        what="the Gemini API's stream, as Gemini CLI reads it; LiteLLM's own Gemini route, translated to chat "
+             "completions").replace("at fewer levels", "at 1, 16 and 64 clients")),
 }
 
 

@@ -171,18 +171,30 @@ def _against_direct_hop(rows: list[dict], added: list[dict]) -> list[Check]:
                      Anchor("the direct hop", direct.get("ttft_p50_rounds"), DIRECT_HOP_MS))]
 
 
+_ROUTE_NAMES = {"messages": "/v1/messages", "responses": "/v1/responses", "gemini": "the Gemini route"}
+GEMINI_OF_CHAT = 1.15  # the Gemini route's added TTFT, at most this many times the chat route's
+
+
 def _routes(results: dict) -> list[Check]:
-    """The agents' routes (Anthropic's messages, OpenAI's responses): below
-    LiteLLM's own, at every level measured."""
+    """The agents' routes (Anthropic's messages, OpenAI's responses, the
+    Gemini API's): below LiteLLM's own, at every level measured; and the
+    Gemini route's added time within 15% of the chat route's beside it."""
     checks = []
-    for route in ("messages", "responses"):
+    for route, name in _ROUTE_NAMES.items():
         added = {(r["variant"], r["concurrency"], r["way"]): r for r in results.get(route, {}).get("added", [])}
         for (variant, concurrency, way), row in added.items():
+            if way != f"switchboard {route}":
+                continue
             other = added.get((variant, concurrency, f"litellm {route}"))
-            if way == f"switchboard {route}" and other is not None:
-                checks.append(Check(f"/v1/{route} added TTFT p50 below LiteLLM's, c={concurrency} ({variant})",
+            if other is not None:
+                checks.append(Check(f"{name} added TTFT p50 below LiteLLM's, c={concurrency} ({variant})",
                                     f"{row['ttft_p50']:.2f} vs {other['ttft_p50']:.2f} ms",
                                     row["ttft_p50"] < other["ttft_p50"]))
+            chat = added.get((variant, concurrency, "switchboard chat"))
+            if route == "gemini" and chat is not None:
+                checks.append(Check(f"{name} added TTFT p50 <= {GEMINI_OF_CHAT:g}x chat's, c={concurrency} "
+                                    f"({variant})", f"{row['ttft_p50']:.2f} vs {chat['ttft_p50']:.2f} ms",
+                                    row["ttft_p50"] <= GEMINI_OF_CHAT * max(chat["ttft_p50"], 0)))
     return checks
 
 

@@ -24,7 +24,7 @@ def test_the_benchmark_runs_every_section_and_writes_its_report(tmp_path):
     rows = results["overhead"]["rows"]
     assert {r["way"] for r in rows} == {"direct", "switchboard", "litellm"}
     assert all(r["failures"] == 0 and r["requests"] > 0 for r in rows), rows
-    for route in ("messages", "responses"):
+    for route in ("messages", "responses", "gemini"):
         routed = results[route]["rows"]
         assert {r["way"] for r in routed} == {"direct", "switchboard chat", f"switchboard {route}", f"litellm {route}"}
         assert all(r["failures"] == 0 and r["requests"] > 0 for r in routed), routed
@@ -39,6 +39,7 @@ def test_the_benchmark_runs_every_section_and_writes_its_report(tmp_path):
     assert "## Targets" in report and "## 1. Gateway overhead" in report and "## 7. Sharing the server" in report
     assert "## 2b. Local model, shared" in report
     assert "## 1b. Anthropic's Messages route" in report and "## 1c. OpenAI's Responses route" in report
+    assert "## 1d. The Gemini API's route" in report
     sharing = results["sharing"]
     assert all(r["failed"] == 0 for r in sharing["fairness"]["rows"].values()), sharing["fairness"]
     assert sharing["burst"]["succeeded"] == sharing["burst"]["requests"], sharing["burst"]
