@@ -6,8 +6,9 @@ and the Gemini API's :streamGenerateContent (1d), beside
 /v1/chat/completions on both gateways, over the same OpenAI-compatible
 upstream.
 
-The ways take turns in rounds, so that drift in a noisy machine's speed is
-shared between them instead of falling on one. Every reply is checked: the
+The ways take turns in rounds, each round starting with the next way, so
+that drift in a noisy machine's speed, and the tail of work a way's replies
+leave, is shared between them instead of falling on one. Every reply is checked: the
 expected text, the expected token count, no error.
 """
 from __future__ import annotations
@@ -105,8 +106,12 @@ async def _level(by_name: dict[str, Way], variant: str, concurrency: int, tokens
                  rounds: int) -> list[dict]:
     results: dict[str, list[list[StreamResult]]] = {name: [] for name in by_name}  # each way's rounds
     batch = max(per_level // rounds, concurrency)
+    names = list(by_name)
     for round_index in range(rounds + 1):  # round 0 warms every path up and is not counted
-        for name, way in by_name.items():
+        # Each round starts with the next way: none always follows the same one (whose tail of
+        # work, the records a reply leaves, would fall on it).
+        for name in names[round_index % len(names):] + names[:round_index % len(names)]:
+            way = by_name[name]
             model = way.model_prefix + variant
             body, path = way.body(model, tokens), way.path.format(model=model)
             done = await run_concurrently(lambda: stream(way.port, path, body, way.headers), concurrency,
