@@ -118,11 +118,11 @@ class TokenCountWriter(Writer):
         return {"totalTokens": transcript.done.usage.prompt_tokens}
 
 
-def model_object(name: str, context_length: int, embeds: bool, thinks: bool) -> dict:
+def model_object(name: str, context_length: int, output_limit: int, embeds: bool, thinks: bool) -> dict:
     """A served model in Google's shape (`models/<id>`)."""
     return {"name": f"models/{name}", "baseModelId": name, "version": "001", "displayName": name,
             "description": f"{name}, served by Switchboard", "inputTokenLimit": context_length,
-            "outputTokenLimit": context_length,
+            "outputTokenLimit": output_limit,
             "supportedGenerationMethods": EMBEDDING_METHODS if embeds else GENERATION_METHODS, "thinking": thinks}
 
 

@@ -46,7 +46,8 @@ def find_served_model(name: str) -> ModelEntry:
 
 
 def describe(entry: ModelEntry) -> dict:
-    return model_object(entry.name, entry.info.context_length, entry.embeddings == "only", entry.thinks)
+    return model_object(entry.name, entry.info.context_length, entry.output_limit, entry.embeddings == "only",
+                        entry.thinks)
 
 
 def list_models() -> Response:

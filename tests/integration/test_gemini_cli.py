@@ -103,7 +103,6 @@ def test_its_tool_loop_through_an_upstream(upstreams, clean_redis, tmp_path, mod
     API on both hops; an OpenAI-compatible one), each a second hop to the
     session's Switchboard: the write_file call and its response cross both."""
     base = upstreams["base"]
-    assert gemini(base, "say hi", tmp_path, model=model).strip().endswith("say hi")
     target = tmp_path / f"{model}.txt"
     answer = gemini(base, write_call(target, "through two hops"), tmp_path, model=model)
     assert target.read_text() == "through two hops" and "Successfully created" in answer

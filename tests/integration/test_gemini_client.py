@@ -4,6 +4,7 @@ names mapped onto echo by an alias); and the exact bytes of Gemini CLI's own
 request's stream, in both framings."""
 from __future__ import annotations
 
+import base64
 import json
 import math
 import os
@@ -141,7 +142,7 @@ def test_the_model_list_in_googles_shape(client, base_url):
     assert models["models/echo"].supported_actions == ["generateContent", "streamGenerateContent", "countTokens"]
     assert models["models/echo:embed"].supported_actions == ["embedContent", "batchEmbedContents"]
     one = client.models.get(model="echo")
-    assert one.name == "models/echo" and one.input_token_limit > 0
+    assert one.name == "models/echo" and one.input_token_limit > one.output_token_limit > 0  # the registry's
     page = httpx.get(f"{base_url}/v1beta/models", params={"pageSize": 2}).json()
     assert len(page["models"]) == 2 and page["nextPageToken"] == page["models"][1]["name"]
     # the same route under /v1 is OpenAI's for OpenAI's clients, Google's for Google's
@@ -297,3 +298,16 @@ def test_a_call_echo_cuts_off_ends_as_a_malformed_function_call(client):
     response = client.models.generate_content(model="echo", contents=cut, config=config)
     assert response.candidates[0].finish_reason == types.FinishReason.MALFORMED_FUNCTION_CALL
     assert response.text == cut and not response.function_calls
+
+
+def test_an_inline_image_reaches_a_vision_upstream(upstreams):
+    """inlineData images on a vision model: to an OpenAI-compatible upstream as image parts, in their place."""
+    from tests.integration.test_upstream import PNG, last_request
+
+    client = _client(upstreams["base"])
+    image = types.Part.from_bytes(data=base64.b64decode(PNG), mime_type="image/png")
+    client.models.generate_content(model="vision", contents=[types.Content(role="user", parts=[
+        types.Part.from_text(text="What is this?"), image])])
+    assert last_request(upstreams, "/v1/chat")["messages"][-1]["content"] == [
+        {"type": "text", "text": "What is this?"},
+        {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{PNG}"}}]

@@ -291,3 +291,18 @@ def test_an_upstreams_objects_become_text_thoughts_calls_and_counts():
 def test_a_call_that_could_not_be_read_ends_as_googles_malformed_function_call():
     done = DoneEvent(reason="malformed_call", usage=Usage(prompt_tokens=1, completion_tokens=1))
     assert _writer().finish(done)[0]["candidates"][0]["finishReason"] == "MALFORMED_FUNCTION_CALL"
+
+
+def test_images_go_upstream_inline_where_they_stood_and_a_foreign_call_carries_the_placeholder():
+    png = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
+    job = _job({"contents": [{"role": "user", "parts": [{"text": "what"}, {"inlineData": {
+        "mimeType": "image/png", "data": png}}, {"text": "is it?"}]}]}, CHAT + ["vision"])
+    _, body = gemini.upstream_request(job, "g")
+    assert body["contents"][0]["parts"] == [{"text": "what"}, {"inlineData": {"mimeType": "image/png", "data": png}},
+                                            {"text": "\nis it?"}]  # (two parts were joined on a line break)
+    from protocol.contract import Message, ToolCall
+    foreign = job.model_copy(update={"messages": [Message(role="user", content="q"), Message(
+        role="assistant", tool_calls=[ToolCall(id="call_1", name="ls", arguments="{}")])]})
+    _, body = gemini.upstream_request(foreign, "g")
+    assert body["contents"][1]["parts"] == [{"functionCall": {"name": "ls", "args": {}},
+                                             "thoughtSignature": gemini.SKIP_SIGNATURE}]
