@@ -19,6 +19,7 @@ from dialects.anthropic_schemas import (
     CountTokensRequest, ImageBlock, Message as WireMessage, MessagesRequest, RedactedThinkingBlock, TextBlock,
     ThinkingBlock, ToolResultBlock, ToolUseBlock,
 )
+from dialects.common import LEVEL_BUDGETS, add_turn, budget_level
 from dialects.images import check_vision, from_typed_base64
 from dialects.parts import interleaved, joined
 from dialects.hints import Hints, read
@@ -135,14 +136,6 @@ def to_think(request: MessagesRequest, capabilities) -> bool | str | None:
     return effort
 
 
-def budget_level(budget: int | None) -> str | bool:
-    """A thinking budget as the level whose budget it is nearest (see
-    THINKING_BUDGETS, the way back); no budget: thinking on."""
-    if budget is None:
-        return True
-    return "low" if budget < 4096 else "medium" if budget < 16384 else "high"
-
-
 def to_sampling(request: MessagesRequest, context_length: int) -> SamplingOptions:
     """max_tokens above the model's context is clamped to it (Claude Code
     asks for 32,000 whatever the model); the worker clamps it again to what
@@ -181,7 +174,7 @@ def messages_to_job(request: MessagesRequest, job_id: str, model: str, capabilit
 # --- upstream side: Job -> request ---------------------------------------------------
 # Thinking levels onto budgets (Anthropic's least is 1,024; it must stay
 # under max_tokens).
-THINKING_BUDGETS = {True: 8192, "low": 2048, "medium": 8192, "high": 24576}
+THINKING_BUDGETS = {True: 8192} | LEVEL_BUDGETS
 MIN_THINKING_BUDGET = 1024
 
 
@@ -219,10 +212,7 @@ def _wire_turns(messages: list[Message]) -> tuple[str, list[dict]]:
     for message in messages[lead:]:
         role = "user" if message.role == "tool" else message.role
         blocks = [_wire_tool_result(message, ids_by_name)] if message.role == "tool" else _content(message)
-        if turns and turns[-1]["role"] == role:
-            turns[-1]["content"] += blocks
-        elif blocks:
-            turns.append({"role": role, "content": blocks})
+        add_turn(turns, role, "content", blocks)
     return system, turns
 
 

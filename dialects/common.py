@@ -56,3 +56,26 @@ class Tool(Request):
 
     type: Literal["function"] = "function"
     function: FunctionDefinition
+
+
+# Thinking levels onto token budgets, for the APIs that ask for a budget
+# (Anthropic's, Gemini's), and a client's budget back to its nearest level.
+LEVEL_BUDGETS = {"low": 2048, "medium": 8192, "high": 24576}
+
+
+def budget_level(budget: int | None) -> str | bool:
+    """A thinking budget as the level whose budget it is nearest (LEVEL_BUDGETS
+    the way back); no budget: thinking on."""
+    if budget is None:
+        return True
+    return "low" if budget < 4096 else "medium" if budget < 16384 else "high"
+
+
+def add_turn(turns: list[dict], role: str, field: str, items: list) -> None:
+    """A turn of `items` (under `field`) after `turns`, joined to the last one
+    if it has the same role (the Anthropic and Gemini APIs want roles to
+    alternate); a new turn of nothing is left out."""
+    if turns and turns[-1]["role"] == role:
+        turns[-1][field] += items
+    elif items:
+        turns.append({"role": role, field: items})

@@ -25,6 +25,7 @@ from pydantic.alias_generators import to_camel
 from dialects.gemini_schemas import (
     Content, CountableRequest, FunctionDeclaration, GenerateContentRequest, GenerationConfig, Part,
 )
+from dialects.common import LEVEL_BUDGETS, add_turn, budget_level
 from dialects.hints import Hints, read
 from dialects.images import check_vision, from_typed_base64
 from dialects.parts import interleaved, joined
@@ -198,7 +199,7 @@ def to_think(config: GenerationConfig | None, capabilities) -> bool | str | None
         return None
     if budget == 0:
         return False
-    return True if budget < 0 else "low" if budget < 4096 else "medium" if budget < 16384 else "high"
+    return True if budget < 0 else budget_level(budget)
 
 
 def to_format(config: GenerationConfig | None) -> str | dict | None:
@@ -270,7 +271,7 @@ def count_to_job(request: CountableRequest, job_id: str, model: str, capabilitie
 # Google's documented placeholder, which its API accepts instead of the
 # signature it otherwise requires of a thinking model's calls.
 SKIP_SIGNATURE = "skip_thought_signature_validator"
-_BUDGETS = {True: -1, False: 0, "low": 2048, "medium": 8192, "high": 24576}
+_BUDGETS = {True: -1, False: 0} | LEVEL_BUDGETS  # -1: the model decides
 
 
 def _wire_parts(message: Message, thoughts: bool = True) -> list[dict]:
@@ -303,10 +304,7 @@ def _wire_contents(messages: list[Message]) -> tuple[str, list[dict]]:
             continue
         role = "model" if message.role == "assistant" else "user"
         parts = [_wire_response(message, names)] if message.role == "tool" else _wire_parts(message)
-        if contents and contents[-1]["role"] == role:
-            contents[-1]["parts"] += parts
-        elif parts:
-            contents.append({"role": role, "parts": parts})
+        add_turn(contents, role, "parts", parts)
     return system, contents
 
 
