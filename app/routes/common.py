@@ -5,7 +5,7 @@ from __future__ import annotations
 from functools import partial
 from typing import Callable, Iterator, TypeVar
 
-from flask import Response, g, jsonify, request
+from flask import Response, after_this_request, g, jsonify, request
 from pydantic import BaseModel, ValidationError
 
 import jobqueue
@@ -70,9 +70,21 @@ def visible_entries() -> list[ModelEntry]:
 
 def note_tools_left_out(names: list[str]) -> None:
     """Tools only the API's own vendor runs (web search, ...) are left out of
-    the job, not refused: the request log names them."""
+    the job, not refused: the request log names them, and so does the
+    response, in a header its client's SDK keeps, whichever way it answers."""
+    if not names:
+        return
+    g.log_fields = g.get("log_fields", {}) | {"tools_left_out": names}
+    if not g.get("says_tools_left_out"):  # (once a request: a WebSocket notes each turn's, and forgets them)
+        g.says_tools_left_out = True
+        after_this_request(_say_tools_left_out)
+
+
+def _say_tools_left_out(response: Response) -> Response:
+    names = g.get("log_fields", {}).get("tools_left_out")
     if names:
-        g.log_fields = g.get("log_fields", {}) | {"tools_left_out": names}
+        response.headers[TOOLS_LEFT_OUT] = ", ".join(names).encode("ascii", "replace").decode()
+    return response
 
 
 def check_request_limits(messages: list | None = None, tools: list | None = None) -> None:
@@ -176,8 +188,5 @@ def serve(job: Job, entry: ModelEntry, writer: Writer, framing: str | None) -> R
     run, events = start_serving(job, entry, writer, framing is not None)
     response = respond(run, events, writer, framing)
     response.headers["X-Switchboard-Model"] = run.job.model
-    left_out = g.get("log_fields", {}).get("tools_left_out")
-    if left_out:  # said to the client too, in a header its SDK keeps
-        response.headers[TOOLS_LEFT_OUT] = ", ".join(left_out).encode("ascii", "replace").decode()
     return response
 

@@ -40,6 +40,14 @@ def test_queued_at_once_then_polled_to_its_end(base_url):
     assert done.status == "completed" and done.output_text == "in the background" and done.background is True
 
 
+def test_vendor_only_tools_are_named_in_the_header_of_a_queued_answer_too(base_url):
+    """(note_tools_left_out says so on whatever response the view makes, not only a served one.)"""
+    body = {"model": "echo", "input": "hi", "background": True, "tools": [{"type": "web_search"}]}
+    queued = httpx.post(f"{base_url}/v1/responses", json=body)
+    assert queued.json()["status"] == "queued" and queued.headers["X-Switchboard-Tools-Left-Out"] == "web_search"
+    ended(client_for(base_url), queued.json()["id"])
+
+
 def test_its_request_log_record_is_written_when_its_job_ends(base_url, redis_client):
     """The request answered at once; its record waits for the job (finish
     reason, tokens, a total longer than the request's own answer)."""
