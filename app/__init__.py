@@ -18,7 +18,7 @@ from app.presence import WebLease
 from app.relay import Relay
 from app.access_log import install_request_log
 from app.sealing import Sealer, office_secret
-from app.routes import admin, anthropic, gemini, ollama, openai, ops, responses, simple_chat
+from app.routes import admin, anthropic, gemini, mcp, ollama, openai, ops, responses, simple_chat
 from app.services import Services
 from app.tickets import Tickets
 from catalog.registry import load_registry
@@ -33,7 +33,7 @@ def create_app(overrides: dict | None = None) -> Flask:
     tracing.setup("switchboard-web")  # if OTEL_EXPORTER_OTLP_ENDPOINT says where to (telemetry/tracing.py)
     configure_redis_names(settings.redis_url, settings.record_seconds)
     registry = load_registry(settings.models_path)  # a bad registry stops start-up here
-    keys = load_keys(settings.keys_file, settings.api_keys, settings.trusted_networks)
+    keys = load_keys(settings.keys_file, settings.api_keys, settings.trusted_networks, settings.mcp_default_deny)
     # Fail fast when Redis is down (redis-py would retry for many seconds):
     # a stream should end with an error at once, and recover when Redis does.
     target = RedisTarget.of(settings)
@@ -52,7 +52,8 @@ def create_app(overrides: dict | None = None) -> Flask:
     install_request_log(app, settings.log_prompts)  # first: a refused request is logged too
     install_auth(app, keys)
     install_fallback_errors(app)
-    for blueprint in (ollama.bp, openai.bp, anthropic.bp, responses.bp, gemini.bp, simple_chat.bp, ops.bp, admin.bp):
+    for blueprint in (ollama.bp, openai.bp, anthropic.bp, responses.bp, gemini.bp, simple_chat.bp, mcp.bp, ops.bp,
+                      admin.bp):
         app.register_blueprint(blueprint)
     app.wsgi_app = PathKeyMiddleware(app.wsgi_app)
     return app

@@ -66,8 +66,10 @@ def limits(shared: Services) -> jobqueue.Limits:
 
 
 def server_tools(entry: ModelEntry) -> list[str]:
-    """The model's MCP servers that the key may use."""
-    return [server for server in entry.mcp_servers if current_key().may_use_server(server)]
+    """The key's grants on the model's MCP servers (catalog.mcp.Grants
+    patterns with the server spelt out: "time", "git/git_status")."""
+    grants = current_key().grants
+    return [pattern for server in entry.mcp_servers for pattern in grants.for_server(server)]
 
 
 def check_budget(shared: Services) -> None:

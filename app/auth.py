@@ -10,10 +10,15 @@ marked `@public` where they are defined. Sources: a TOML file
     max_concurrent = 4                     # optional per-key limits
     requests_per_minute = 120
     weight = 2.0                           # share of a busy queue (default 1)
-    mcp_servers = ["time"]                 # server-side tools it may use (fnmatch; default: all)
+    mcp_servers = ["time", "git/git_status"]  # MCP servers, or a server's tools, it may use (fnmatch;
+                                           # default: all, or none with SWITCHBOARD_MCP_DEFAULT_DENY)
+    tool_calls_per_minute = 60             # its calls through the MCP gateway (/mcp), beside requests_per_minute
     daily_tokens = 200000                  # a daily token budget (UTC days); over it, 429 until midnight
     admin = true                           # may open the console (/admin) and read everyone's usage
     log_bodies = true                      # its prompts and replies are kept in the request log
+
+    [keys.alice.mcp_headers_env.tickets]   # its own credentials for a remote MCP server: header ->
+    Authorization = "ALICE_TICKETS_AUTH"   # the server's environment variable holding the value
 
 The file is read again when it changes (checked at most once a second), so
 keys added or revoked with `python scripts/admin.py keys ...` take effect
@@ -45,6 +50,7 @@ from typing import Callable
 from flask import Flask, current_app, g, request
 
 from app.pathkey import PATH_KEY, QUERY_KEY
+from catalog.mcp import Grants, check_grant_pattern
 from protocol.errors import SwitchboardError
 
 log = logging.getLogger(__name__)
@@ -65,7 +71,10 @@ class ApiKey:
     max_concurrent: int | None = None
     requests_per_minute: int | None = None
     weight: float = 1.0
-    mcp_servers: tuple[str, ...] = ("*",)
+    mcp_servers: tuple[str, ...] = ("*",)  # Grants' patterns
+    tool_calls_per_minute: int | None = None  # through the MCP gateway (else the operator's default)
+    # server -> (header, environment variable) pairs: its own credentials for remote MCP servers
+    mcp_headers_env: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = ()
     daily_tokens: int | None = None  # a budget of prompt + completion tokens per UTC day
     admin: bool = False
     log_bodies: bool = False  # its request bodies and replies go into the request log
@@ -74,8 +83,12 @@ class ApiKey:
     def allows(self, model: str) -> bool:
         return any(fnmatch.fnmatchcase(model, pattern) for pattern in self.models)
 
-    def may_use_server(self, server: str) -> bool:
-        return any(fnmatch.fnmatchcase(server, pattern) for pattern in self.mcp_servers)
+    @property
+    def grants(self) -> Grants:
+        return Grants(self.mcp_servers)
+
+    def own_headers_env(self, server: str) -> dict[str, str]:
+        return dict(next((pairs for name, pairs in self.mcp_headers_env if name == server), ()))
 
 
 ANONYMOUS = ApiKey("anonymous")
@@ -92,12 +105,16 @@ def public_view(keys: list[ApiKey]) -> dict:
     return {k.name: {"key": hashlib.sha256(k.sha256.encode()).hexdigest()[:8], "models": list(k.models),
                      "max_concurrent": k.max_concurrent, "requests_per_minute": k.requests_per_minute,
                      "weight": k.weight, "daily_tokens": k.daily_tokens, "mcp_servers": list(k.mcp_servers),
+                     "tool_calls_per_minute": k.tool_calls_per_minute,
+                     "mcp_headers_env": {server: dict(pairs) for server, pairs in k.mcp_headers_env},
                      "admin": k.admin, "log_bodies": k.log_bodies} for k in keys}
 
 
 class KeyRing:
-    def __init__(self, keys: list[ApiKey], trusted_networks: tuple = (), file: Path | None = None):
+    def __init__(self, keys: list[ApiKey], trusted_networks: tuple = (), file: Path | None = None,
+                 default_grants: tuple[str, ...] = ("*",)):
         self._keys = keys
+        self._default_grants = default_grants
         self._trusted = trusted_networks
         self._file, self._fixed = file, [k for k in keys if not k.from_file] if file else keys
         self._mtime = _mtime(file)
@@ -129,7 +146,7 @@ class KeyRing:
             return
         before = self.file_keys
         try:
-            self._keys = read_keys_file(self._file) + self._fixed
+            self._keys = read_keys_file(self._file, self._default_grants) + self._fixed
             self._mtime = mtime
         except (OSError, ValueError, KeyError, tomllib.TOMLDecodeError) as error:
             log.warning("keys file %s not reloaded: %s", self._file, error)
@@ -148,7 +165,7 @@ class KeyRing:
         if not self.enabled:
             return ANONYMOUS
         if not presented and self._trusted_address(address):
-            return ApiKey(name=f"trusted:{address}")
+            return ApiKey(name=f"trusted:{address}", mcp_servers=self._default_grants)
         candidate = digest(presented or "")
         found = None
         for key in self._keys:  # no early exit: the time does not depend on which key matched
@@ -193,30 +210,59 @@ def _mtime(file: Path | None) -> int | None:
         return None
 
 
-def read_keys_file(file: Path) -> list[ApiKey]:
+def _positive(name: str, field: str, value) -> int | None:
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+        raise ValueError(f"keys file: keys.{name}.{field} must be a whole number above 0, not {value!r}")
+    return value
+
+
+def _grants(name: str, table: dict, default: tuple[str, ...]) -> tuple[str, ...]:
+    patterns = table.get("mcp_servers")
+    if patterns is None:
+        return default
+    try:
+        return tuple(check_grant_pattern(p) for p in patterns)
+    except (TypeError, ValueError) as error:
+        raise ValueError(f"keys file: keys.{name}.mcp_servers: {error}") from None
+
+
+def _headers_env(name: str, table: dict) -> tuple:
+    servers = table.get("mcp_headers_env", {})
+    if not isinstance(servers, dict) or not all(
+            isinstance(headers, dict) and all(isinstance(v, str) and v for v in headers.values())
+            for headers in servers.values()):
+        raise ValueError(f"keys file: keys.{name}.mcp_headers_env maps a server to {{ header = \"VARIABLE\" }}")
+    return tuple((server, tuple(headers.items())) for server, headers in servers.items())
+
+
+def read_keys_file(file: Path, default_grants: tuple[str, ...] = ("*",)) -> list[ApiKey]:
     keys = []
     for name, table in tomllib.loads(file.read_text()).get("keys", {}).items():
-        budget = table.get("daily_tokens")
-        if budget is not None and (isinstance(budget, bool) or not isinstance(budget, int) or budget < 1):
-            raise ValueError(f"keys file: keys.{name}.daily_tokens must be a whole number above 0, not {budget!r}")
         keys.append(ApiKey(name=name, sha256=table["sha256"].lower(), models=tuple(table.get("models", ["*"])),
                            max_concurrent=table.get("max_concurrent"),
                            requests_per_minute=table.get("requests_per_minute"),
                            weight=_weight(name, table.get("weight", 1.0)),
-                           mcp_servers=tuple(table.get("mcp_servers", ["*"])), daily_tokens=budget,
+                           mcp_servers=_grants(name, table, default_grants),
+                           tool_calls_per_minute=_positive(name, "tool_calls_per_minute",
+                                                           table.get("tool_calls_per_minute")),
+                           mcp_headers_env=_headers_env(name, table),
+                           daily_tokens=_positive(name, "daily_tokens", table.get("daily_tokens")),
                            admin=table.get("admin") is True, log_bodies=table.get("log_bodies") is True,
                            from_file=True))
     return keys
 
 
-def load_keys(file: Path | None, pairs: str | None, trusted: str | None = None) -> KeyRing:
-    keys: list[ApiKey] = read_keys_file(file) if file is not None else []
+def load_keys(file: Path | None, pairs: str | None, trusted: str | None = None,
+              mcp_default_deny: bool = False) -> KeyRing:
+    """`mcp_default_deny`: a key that names no `mcp_servers` reaches none."""
+    default_grants = () if mcp_default_deny else ("*",)
+    keys: list[ApiKey] = read_keys_file(file, default_grants) if file is not None else []
     for pair in filter(None, (p.strip() for p in (pairs or "").split(","))):
         name, _, key = pair.partition(":")
         if not key:
             raise ValueError("SWITCHBOARD_API_KEYS entries look like name:key")
-        keys.append(ApiKey(name=name, sha256=digest(key)))
-    return KeyRing(keys, trusted_networks(trusted), file)
+        keys.append(ApiKey(name=name, sha256=digest(key), mcp_servers=default_grants))
+    return KeyRing(keys, trusted_networks(trusted), file, default_grants)
 
 
 # --- enforcement ---------------------------------------------------------------------

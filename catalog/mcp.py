@@ -13,12 +13,21 @@ the registry, never anything a request says.
     max_result_chars = 16000               # a longer result is cut, saying so
 
 A model gets servers' tools with `mcp_servers = ["time", "tickets"]` in its
-own table; a key may be limited to some servers in the keys file. Secrets
-sit in environment variables and are read when a worker connects: the
-registry, logs and errors hold only the variables' names.
+own table; a key may be limited to some servers, or some tools of a server,
+in the keys file (`Grants`). Secrets sit in environment variables and are
+read when a worker connects: the registry, logs and errors hold only the
+variables' names.
+
+A stdio server is shared by every caller of the process that started it,
+unless `per_person = true` (one process per person, for servers that keep a
+person's state); a remote server's `headers_env` may be given per person in
+the keys file (`[keys.alice.mcp_headers_env.tickets]`), so each person's calls
+carry their own token.
 """
 from __future__ import annotations
 
+import fnmatch
+from dataclasses import dataclass
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -42,6 +51,8 @@ class McpServer(BaseModel):
     max_result_chars: int = Field(default=16000, ge=100)
     # Only these of its tools are offered (default: all it lists).
     tools: list[str] | None = None
+    # A stdio server started once per person who calls it (else one per process, shared).
+    per_person: bool = False
 
     @model_validator(mode="after")
     def _one_transport(self) -> "McpServer":
@@ -53,6 +64,8 @@ class McpServer(BaseModel):
             raise ValueError('"args", "env" and "cwd" belong to a stdio server ("command")')
         if self.url is None and (self.headers or self.headers_env):
             raise ValueError('"headers" and "headers_env" belong to a remote server ("url")')
+        if self.per_person and self.command is None:
+            raise ValueError('"per_person" belongs to a stdio server ("command")')
         return self
 
     @property
@@ -64,10 +77,50 @@ class McpServer(BaseModel):
         if missing:
             raise ValueError(f"headers_env: the environment variable {missing[0]} is not set")
 
-    def request_headers(self) -> dict[str, str]:
-        """Plain headers plus the secret ones, read now (never logged)."""
+    def request_headers(self, own: dict[str, str] | None = None) -> dict[str, str]:
+        """Plain headers plus the secret ones, read now (never logged);
+        `own`: a person's own header -> variable, over the server's."""
         return self.headers | {header: secret_from_env(variable) or ""
-                               for header, variable in self.headers_env.items()}
+                               for header, variable in (self.headers_env | (own or {})).items()}
 
     def offers(self, tool_name: str) -> bool:
         return self.tools is None or tool_name in self.tools
+
+
+@dataclass(frozen=True)
+class Grants:
+    """What a key may reach of the MCP servers: fnmatch patterns, each a
+    server (`"time"`, `"ti*"`: all its tools) or a server's tools
+    (`"git/git_status"`, `"tickets/read_*"`). The one place a key's MCP
+    permissions are decided: the gateway's listings and calls and the
+    server-side tool loop ask it."""
+
+    patterns: tuple[str, ...] = ("*",)
+
+    def _split(self) -> list[tuple[str, str]]:
+        return [(server, tool or "*") for server, _, tool in (p.partition("/") for p in self.patterns)]
+
+    def may_use_server(self, server: str) -> bool:
+        """Some tool of the server, at least."""
+        return any(fnmatch.fnmatchcase(server, pattern) for pattern, _ in self._split())
+
+    def may_use(self, server: str, tool: str) -> bool:
+        return any(fnmatch.fnmatchcase(server, s) and fnmatch.fnmatchcase(tool, t) for s, t in self._split())
+
+    def whole_server(self, server: str) -> bool:
+        """Every tool of it (so its resources and prompts too)."""
+        return any(fnmatch.fnmatchcase(server, s) and t == "*" for s, t in self._split())
+
+    def for_server(self, server: str) -> list[str]:
+        """The patterns that touch this server, with its name spelt out (a
+        job carries them: the worker needs no fnmatch over server names)."""
+        if self.whole_server(server):
+            return [server]
+        return [f"{server}/{t}" for s, t in self._split() if fnmatch.fnmatchcase(server, s)]
+
+
+def check_grant_pattern(pattern) -> str:
+    """A keys-file entry of `mcp_servers`, or ValueError naming what is wrong."""
+    if not isinstance(pattern, str) or not pattern or pattern.count("/") > 1 or pattern.startswith("/"):
+        raise ValueError(f'an mcp_servers entry is "server" or "server/tool" (fnmatch patterns), not {pattern!r}')
+    return pattern

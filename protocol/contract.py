@@ -171,9 +171,10 @@ class Job(Strict):
     # Set by the worker for its backend (a GBNF grammar forcing a tool call),
     # never by the web process.
     grammar: str | None = None
-    # The MCP servers (registry names) whose tools the worker may run for this
-    # job: the model's servers that the client's key may use (set by the web
-    # process; a worker still offers only servers its model lists).
+    # What of the MCP servers the worker may run for this job: the client's
+    # key's grants on the model's servers (catalog.mcp.Grants patterns, each
+    # naming its server: "time", "git/git_status"; set by the web process; a
+    # worker still offers only servers its model lists).
     server_tools: list[str] = Field(default_factory=list)
     web_id: str = ""  # the web process holding the job: workers abort it when that process is gone
     reply_channel: str = ""  # where its events go (protocol.keys.reply_channel)

@@ -54,6 +54,10 @@ class Settings(BaseSettings):
     # Per-key defaults (a key may set its own), and the queue bound per pool.
     requests_per_minute: int = _env("SWITCHBOARD_REQUESTS_PER_MINUTE", 600, ge=1)
     max_concurrent: int = _env("SWITCHBOARD_MAX_CONCURRENT", 16, ge=1)
+    # The MCP gateway (/mcp): a key's tool calls per minute (a key may set its own), and whether a key
+    # that names no mcp_servers reaches none (else all).
+    tool_calls_per_minute: int = _env("SWITCHBOARD_TOOL_CALLS_PER_MINUTE", 120, ge=1)
+    mcp_default_deny: bool = _env("SWITCHBOARD_MCP_DEFAULT_DENY", False)
     max_queue: int = _env("SWITCHBOARD_MAX_QUEUE", 500, ge=1)
     # How workers choose among waiting jobs: fair shares between people, or
     # arrival order ("fifo", the old behaviour, kept for comparison).

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 
 from redis import Redis
 
+from catalog.mcp import Grants
 from catalog.registry import ModelEntry
 from telemetry import tracing
 from protocol.presence import batched
@@ -79,12 +80,14 @@ class ServerTools:
         """The server tools this job may call: the model's servers that the
         job allows (the web process checked the key), minus names the
         client's own tools take."""
-        servers = [name for name in entry.mcp_servers if name in job.server_tools]
+        grants = Grants(tuple(job.server_tools))
+        servers = [name for name in entry.mcp_servers if grants.may_use_server(name)]
         if not servers or toolbox is None or job.prompt is not None or job.tool_choice.mode == "none":
             return cls(job)
         client_names = {t.name for t in job.tools}
         offered = toolbox.offered(servers, cancel)
-        return cls(job, {t.spec.name: t for t in offered if t.spec.name not in client_names})
+        return cls(job, {t.spec.name: t for t in offered
+                         if t.spec.name not in client_names and grants.may_use(t.server, t.spec.name)})
 
     @property
     def specs(self) -> list[ToolSpec]:

@@ -141,5 +141,27 @@ def test_keys_file_limits_servers(tmp_path):
     path = tmp_path / "keys.toml"
     path.write_text('[keys.bob]\nsha256 = "00"\nmcp_servers = ["time", "git*"]\n\n[keys.ann]\nsha256 = "11"\n')
     bob, ann = load_keys(path, None)._keys
-    assert [bob.may_use_server(s) for s in ("time", "gitlab", "tools")] == [True, True, False]
-    assert ann.may_use_server("tools")
+    assert [bob.grants.may_use_server(s) for s in ("time", "gitlab", "tools")] == [True, True, False]
+    assert ann.grants.may_use_server("tools")
+    denied_by_default = load_keys(path, None, mcp_default_deny=True)._keys
+    assert [k.grants.may_use_server("tools") for k in denied_by_default] == [False, False]
+    assert denied_by_default[0].grants.may_use("time", "get_current_time")  # bob names his
+
+
+@pytest.mark.parametrize("table, error", [
+    ('mcp_servers = ["a/b/c"]', "keys.bob.mcp_servers"),
+    ("tool_calls_per_minute = 0", "keys.bob.tool_calls_per_minute"),
+    ('mcp_headers_env = { tickets = "X" }', "keys.bob.mcp_headers_env"),
+], ids=["bad-pattern", "zero-rate", "headers-not-a-table"])
+def test_bad_mcp_settings_of_a_key_are_named(tmp_path, table, error):
+    path = tmp_path / "keys.toml"
+    path.write_text(f'[keys.bob]\nsha256 = "00"\n{table}\n')
+    with pytest.raises(ValueError, match=error):
+        load_keys(path, None)
+
+
+def test_a_persons_own_credentials_are_named_per_server(tmp_path):
+    path = tmp_path / "keys.toml"
+    path.write_text('[keys.bob]\nsha256 = "00"\n[keys.bob.mcp_headers_env.tickets]\nAuthorization = "BOB_TICKETS"\n')
+    bob = load_keys(path, None)._keys[0]
+    assert bob.own_headers_env("tickets") == {"Authorization": "BOB_TICKETS"} and bob.own_headers_env("git") == {}
