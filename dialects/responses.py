@@ -38,6 +38,12 @@ def unfolded(tools: list[Tool]) -> list[Tool]:
     return [inner for tool in tools for inner in (unfolded(tool.tools or []) if tool.type == "namespace" else [tool])]
 
 
+def namespaces(tools: list[Tool]) -> dict[str, str]:
+    """A namespace's tools' names -> the namespace's (its calls name it)."""
+    return {inner.name: tool.name for tool in tools if tool.type == "namespace" and tool.name
+            for inner in unfolded(tool.tools or []) if inner.name}
+
+
 def to_tool_specs(request: ResponsesRequest) -> list[ToolSpec]:
     specs = []
     for tool in unfolded(request.tools):

@@ -56,13 +56,15 @@ def _suffix(call_id: str) -> str:
     return call_id.removeprefix("call_")
 
 
-def call_item(call: ToolCallEvent, custom: bool) -> dict:
-    """A function call, or a custom tool's call with its one text input."""
+def call_item(call: ToolCallEvent, custom: bool, namespace: str | None = None) -> dict:
+    """A function call, or a custom tool's call with its one text input; a
+    namespaced tool's call names its namespace (Codex routes a call of an MCP
+    server's tool, `mcp__<server>`, by it)."""
     if custom:
         return {"type": "custom_tool_call", "id": f"ctc_{_suffix(call.id)}", "status": "completed",
                 "call_id": call.id, "name": call.name, "input": custom_input(call.arguments)}
     return {"type": "function_call", "id": f"fc_{_suffix(call.id)}", "status": "completed", "call_id": call.id,
-            "name": call.name, "arguments": call.arguments}
+            "name": call.name, **({"namespace": namespace} if namespace else {}), "arguments": call.arguments}
 
 
 def message_item(item_id: str, text: str, status: str = "completed") -> dict:
@@ -84,6 +86,7 @@ class ResponsesWriter(Writer):
                          "background": False, "error": None, "incomplete_details": None, "model": model,
                          "output": [], "usage": None, **fields}
         self.custom_tools = custom_tools
+        self.namespaces: dict[str, str] = {}  # a namespaced tool's name -> its namespace's (its calls name it)
         self.on_final = on_final  # given the finished response (to store it)
         self._sequence = 0
         self._open: dict | None = None  # the item being streamed: its kind, id, index, text
@@ -186,7 +189,7 @@ class ResponsesWriter(Writer):
         """A call arrives whole: its item opens, its arguments (a custom
         tool's input) come as one delta, and it is done."""
         custom = call.name in self.custom_tools
-        item = call_item(call, custom)
+        item = call_item(call, custom, self.namespaces.get(call.name))
         frames = self._close()
         index = len(self.response["output"])
         where = {"item_id": item["id"], "output_index": index}
@@ -231,7 +234,8 @@ class ResponsesWriter(Writer):
                                                           self._sealed(transcript.thinking)))
         if transcript.text:
             self.response["output"].append(message_item(self._item_id("msg"), transcript.text))
-        self.response["output"] += [call_item(call, call.name in self.custom_tools) for call in transcript.calls]
+        self.response["output"] += [call_item(call, call.name in self.custom_tools, self.namespaces.get(call.name))
+                                    for call in transcript.calls]
         return self._final(transcript.done)
 
     error_body = staticmethod(error_body)

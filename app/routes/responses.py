@@ -99,6 +99,7 @@ def prepared(request: ResponsesRequest, history: Callable[[str], Conversation],
     if compacting:
         return job, entry, CompactionWriter(*made, lambda text: sealer.seal("compaction", owner, text), on_final)
     writer = ResponsesWriter(*made, custom_tool_names(job.tools), on_final)
+    writer.namespaces = translate.namespaces(request.tools)
     if "reasoning.encrypted_content" in request.include:
         writer.seal_reasoning = lambda text: sealer.seal("reasoning", owner, text)
     return job, entry, writer

@@ -46,6 +46,18 @@ def test_a_custom_tools_call_carries_its_text_input():
                                               "call_id": "call_p", "name": "apply_patch", "input": "*** Begin Patch"}]
 
 
+def test_a_namespaced_tools_call_names_its_namespace():
+    writer = ResponsesWriter("resp_1", "echo", 7, {"tools": []})
+    writer.namespaces = {"time__now": "mcp__office"}  # (Codex's MCP servers come as namespaces)
+    now = ToolCallEvent(index=0, id="call_n", name="time__now", arguments="{}")
+    out = [frame.body for frame in frames([now, CALL, DoneEvent(reason="tool_calls")], writer)]
+    added = [e["item"] for e in out if e["type"] == "response.output_item.added"]
+    assert added[0]["namespace"] == "mcp__office" and "namespace" not in added[1]
+    assert out[-1]["response"]["output"][0] == {"type": "function_call", "id": "fc_n", "status": "completed",
+                                                "call_id": "call_n", "name": "time__now", "namespace": "mcp__office",
+                                                "arguments": "{}"}
+
+
 def test_usage_and_the_token_limit():
     assert _events([TextEvent(text="x"), DONE])[-1]["response"]["usage"] == {
         "input_tokens": 5, "input_tokens_details": {"cached_tokens": 2}, "output_tokens": 3,
