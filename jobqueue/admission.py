@@ -35,6 +35,7 @@ class Verdict(StrEnum):
 
     ADMITTED = "ok"
     RATE_LIMIT = "rate_limit"  # the person's requests per minute
+    TOOL_RATE_LIMIT = "tool_rate_limit"  # the person's tool calls per minute (the MCP gateway's)
     QUEUE_FULL = "queue_full"  # the pool's queue bound
 
 
@@ -83,6 +84,24 @@ def admit(redis: Redis, job: Job, person: str, pool: str, limits: Limits,
                                         lambda: release(redis, person, job.id, pool, job.web_id))
     _raise_if_refused(redis, verdict, now, pool, limits.requests_per_minute)
     return followed
+
+
+def admit_tool_call(redis: Redis, person: str, member: str, requests_per_minute: int,
+                    tool_calls_per_minute: int) -> None:
+    """Count a gateway tool call against the person's requests per minute
+    and their own tool calls per minute, or raise Busy (with when a place
+    frees). `member`: keys.lease_member(web process, call id)."""
+    now = time.time()
+    named = {"now": now, "rpm": requests_per_minute, "tool_rpm": tool_calls_per_minute, "member": member,
+             "window": RATE_WINDOW_SECONDS}
+    verdict = run_script(redis, "admit_tool", [keys.rpm_key(person), keys.tool_rpm_key(person)], [json.dumps(named)])
+    reason = Verdict(_text(verdict[0]))
+    if reason == Verdict.ADMITTED:
+        return
+    retry = max(1, math.ceil(float(verdict[1]) + RATE_WINDOW_SECONDS - now))
+    limit, what = (requests_per_minute, "requests") if reason == Verdict.RATE_LIMIT \
+        else (tool_calls_per_minute, "tool calls")
+    raise Busy(reason, f"rate limit reached: {limit} {what} per minute for this key", retry)
 
 
 def _admit_then(redis: Redis, script_keys: list[str], args: list, then, undo) -> tuple[list, object]:

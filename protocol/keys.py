@@ -90,6 +90,11 @@ def job_of_channel(channel: str) -> str:
     return channel.split(":job:", 1)[1].split(":", 1)[0]
 
 
+def mcp_cancel_channel() -> str:
+    """Gateway call ids whose caller gave up, broadcast to every MCP pool process."""
+    return f"{_channels}:mcp:cancel"
+
+
 def events_channel_pattern(prefix: str | None = None) -> str:
     """Every job's reply channel (for a listener outside, such as a test's tap)."""
     return f"{prefix or _channels}:*job:*:events"
@@ -176,6 +181,15 @@ audit_state_key = Key("audit:state:{}")
 # as long as the step's period: one process does it.
 maintenance_lock_key = Key("maintenance:{}")
 series_key = Key("series:{}")  # one minute's job numbers (epoch minute): for the status page's chart
+
+# --- the MCP gateway (/mcp: app/mcp_gateway.py, workers/mcp/pool.py) -------------------
+MCP_CALLS = f"{PREFIX}:mcp:calls"  # calls waiting for an MCP pool process (a list of protocol.gateway.Call)
+mcp_session_key = Key("mcp:session:{}")  # a 2025-11-25-era client session: whose, which servers, its version
+mcp_session_calls_key = Key("mcp:session:{}:calls")  # its calls running now: JSON-RPC id -> call id
+tool_rpm_key = Key("tool-rpm:{}")  # a person's gateway tool calls of the last minute (a sliding window)
+MCP_POOLS = f"{PREFIX}:mcp:pools"  # the live MCP pool processes (zset: pool id, scored by when last heard)
+mcp_pool_key = Key("mcp:pool:{}")  # an MCP pool process's servers' health (JSON), lapsing with it
+tool_use_key = Key("usage:{}:tools")  # a day's gateway tool calls: field "person\x1fserver\x1ftool"
 
 # --- the fair queue (jobqueue/fairqueue.py) ---------------------------------------------
 # A pool's waiting jobs of one class ("completion" or "chat"), scored by fair

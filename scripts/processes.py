@@ -94,6 +94,24 @@ def start_worker(env: dict, concurrency: int = 4, queues: str = "local-completio
     return worker
 
 
+def start_mcp_pool(env: dict, wait: bool = True, cwd: Path = ROOT) -> Process:
+    """An MCP pool process (the MCP gateway's sessions with the registry's servers)."""
+    pool = Process("mcp-pool", [str(BIN / "python"), "-m", "workers.mcp.pool"], env, cwd)
+    pool.until_ready = lambda: _wait_for_line(pool, " ready: servers ")
+    if wait:
+        pool.until_ready()
+    return pool
+
+
+def _wait_for_line(process: Process, text: str, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while text not in process.output():
+        process.check_alive()
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{process.name} not ready:\n{process.output()[-3000:]}")
+        time.sleep(0.1)
+
+
 def wait_worker_ready(worker: Process, timeout: float = 60) -> None:
     deadline = time.monotonic() + timeout
     while " ready." not in worker.output():

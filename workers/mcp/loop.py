@@ -12,6 +12,7 @@ the SDK then tells the server (`notifications/cancelled`).
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import threading
 from typing import Awaitable, TypeVar
 
@@ -43,6 +44,10 @@ class BackgroundLoop:
                 _native_thread_class()(target=loop.run_forever, name="mcp-loop", daemon=True).start()
                 self._loop = loop
         return self._loop
+
+    def submit(self, coroutine: Awaitable[T]) -> "concurrent.futures.Future[T]":
+        """The coroutine, started on the loop; cancelling the future cancels it."""
+        return asyncio.run_coroutine_threadsafe(coroutine, self.loop)
 
     def run(self, coroutine: Awaitable[T], cancel: Cancel | None = None) -> T:
         """The coroutine's result; raises concurrent.futures.CancelledError

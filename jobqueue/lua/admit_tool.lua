@@ -1,0 +1,25 @@
+-- Admission of one tool call through the MCP gateway (jobqueue/admission.py): the person's requests per
+-- minute (shared with their model requests), then their own tool calls per minute.
+-- KEYS[1]: the person's rate window (zset)   KEYS[2]: their tool calls' rate window (zset)
+-- ARGV[1]: the named arguments:
+--   now       the time (epoch seconds)
+--   rpm       the person's requests per minute
+--   tool_rpm  the person's tool calls per minute
+--   member    the call's admission member (web process | call id)
+--   window    the rate window, in seconds
+-- Returns {'ok'}, or {'rate_limit' | 'tool_rate_limit', the oldest counted call's time}.
+local A = cjson.decode(ARGV[1])
+local rpm_key, tool_key = KEYS[1], KEYS[2]
+redis.call('ZREMRANGEBYSCORE', rpm_key, '-inf', A.now - A.window)
+if redis.call('ZCARD', rpm_key) >= A.rpm then
+  return {'rate_limit', redis.call('ZRANGE', rpm_key, 0, 0, 'WITHSCORES')[2]}
+end
+redis.call('ZREMRANGEBYSCORE', tool_key, '-inf', A.now - A.window)
+if redis.call('ZCARD', tool_key) >= A.tool_rpm then
+  return {'tool_rate_limit', redis.call('ZRANGE', tool_key, 0, 0, 'WITHSCORES')[2]}
+end
+for _, k in ipairs({rpm_key, tool_key}) do
+  redis.call('ZADD', k, A.now, A.member)
+  redis.call('EXPIRE', k, A.window + 1)
+end
+return {'ok'}

@@ -1,0 +1,68 @@
+"""The MCP gateway's contract between a web process and the MCP pool.
+
+A client's MCP request that needs an upstream server (a listing, a tool
+call, a resource read, a prompt) becomes one `Call`, pushed on the
+`keys.MCP_CALLS` list; an MCP pool process (workers/mcp/pool.py) takes it,
+asks its session with that server, and publishes `Reply` messages on the
+call's `reply_channel` (the web relay's, as a job's events are): progress
+notifications while it runs, then one result or error. A call whose
+deadline passed before a pool process took it is answered with an error at
+once; one nobody listens to any more (PUBLISH reaches no one) is cancelled
+on its server. A web process cancels a call by publishing its id on
+`keys.mcp_cancel_channel()`.
+
+Nothing secret travels here: a person's own credentials are named by the
+environment variables that hold them (on the pool's machine), never sent.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Literal
+
+# The MCP methods a call may carry to an upstream server.
+UPSTREAM_METHODS = frozenset({
+    "tools/list", "tools/call", "resources/list", "resources/templates/list", "resources/read",
+    "prompts/list", "prompts/get", "completion/complete"})
+
+# JSON-RPC error codes the gateway answers with beside the standard ones.
+SERVER_UNAVAILABLE = -32002  # the upstream server cannot be reached (or no pool process took the call)
+CALL_TIMEOUT = -32001  # the upstream server did not answer within its timeout_seconds (the SDK's REQUEST_TIMEOUT)
+
+
+@dataclass(frozen=True)
+class Call:
+    id: str
+    server: str
+    method: str  # one of UPSTREAM_METHODS
+    params: dict
+    person: str  # whose call: a per-person server's process, the request log
+    reply_channel: str
+    deadline: float  # epoch seconds: the caller waits no longer
+    own_headers_env: dict[str, str] = field(default_factory=dict)  # header -> variable: the person's credentials
+    traceparent: str = ""
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), separators=(",", ":"))
+
+    @classmethod
+    def from_json(cls, data: str | bytes) -> "Call":
+        return cls(**json.loads(data))
+
+
+@dataclass(frozen=True)
+class Reply:
+    kind: Literal["progress", "result", "error"]
+    body: dict  # progress: the notification's params; result: the MCP result; error: {code, message}
+
+    def to_json(self) -> str:
+        return json.dumps({"kind": self.kind, "body": self.body}, separators=(",", ":"))
+
+    @classmethod
+    def from_json(cls, data: str | bytes) -> "Reply":
+        value = json.loads(data)
+        return cls(value["kind"], value["body"])
+
+    @classmethod
+    def error(cls, code: int, message: str) -> "Reply":
+        return cls("error", {"code": code, "message": message})

@@ -1,0 +1,222 @@
+"""An MCP pool process: the MCP gateway's side that holds sessions with the
+operator's MCP servers (`python -m workers.mcp.pool`, the Procfile's `mcp`).
+
+Web processes push calls on one Redis list (protocol/gateway.py); every
+pool process takes from it, so the pool scales by starting more. A call
+runs on the process's asyncio loop, on its session with the server: one per
+server, shared by every caller (a stdio server is started once per
+process), except a `per_person` stdio server (one per person) and a remote
+server a person has their own credentials for (one per person). Its replies
+go to the web process's relay; when nobody hears them any more (the client
+left, its web process died) the call is cancelled, and the SDK tells the
+server (`notifications/cancelled`).
+
+A process takes at most MAX_CALLS calls at once: beyond that they wait on
+the list (queued before refused), and a call whose deadline passed while it
+waited is answered with an error, not run. Every second it publishes its
+presence and its servers' health (state, last failure, calls) for the
+console and for web processes, which refuse a call at once when no pool
+process is alive.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import signal
+import socket
+import sys
+import threading
+import time
+from concurrent.futures import Future
+
+from redis import Redis
+from redis.exceptions import RedisError
+
+from catalog.mcp import McpServer
+from catalog.registry import load_registry
+from protocol import keys
+from protocol.connection import RedisTarget, redis_client
+from protocol.presence import batched
+from protocol.gateway import CALL_TIMEOUT, SERVER_UNAVAILABLE, Call, Reply
+from settings import load_settings
+from workers.mcp.connection import ServerConnection
+from workers.mcp.loop import BackgroundLoop
+from workers.mcp.upstream_calls import answer
+
+log = logging.getLogger("switchboard.mcp_pool")
+
+MAX_CALLS = 256
+PRESENCE_SECONDS = 5  # a pool process unheard of for this long is gone
+
+
+class Health:
+    """What the console shows of one server, as this process sees it."""
+
+    def __init__(self):
+        self.calls = self.failures = 0
+        self.last_error, self.last_used, self.failing = "", 0.0, False
+
+    def saw(self, reply: Reply) -> None:
+        """A call's reply: the server failed it if it could not be reached or did not answer in time."""
+        self.calls, self.last_used = self.calls + 1, time.time()
+        self.failing = reply.kind == "error" and reply.body.get("code") in (SERVER_UNAVAILABLE, CALL_TIMEOUT)
+        if self.failing:
+            self.failures += 1
+            self.last_error = reply.body.get("message", "")[:200]
+
+    def view(self) -> dict:
+        return {"calls": self.calls, "failures": self.failures, "last_error": self.last_error,
+                "last_used": self.last_used, "failing": self.failing}
+
+
+class McpPool:
+    def __init__(self, redis: Redis, servers: dict[str, McpServer], loop: BackgroundLoop | None = None):
+        self.redis, self.servers = redis, servers
+        self.loop = loop or BackgroundLoop()
+        self.pool_id = f"{socket.gethostname()}:{os.getpid()}"
+        self._connections: dict[tuple, ServerConnection] = {}
+        self._running: dict[str, Future] = {}
+        self._room = threading.BoundedSemaphore(MAX_CALLS)
+        self.health = {name: Health() for name in servers}
+        self.stopping = threading.Event()
+
+    # --- sessions -------------------------------------------------------------------
+    def connection(self, call: Call) -> ServerConnection:
+        """This call's session with its server (made on first use; loop thread only)."""
+        server = self.servers[call.server]
+        own = call.own_headers_env if server.transport == "http" else {}
+        person = call.person if server.per_person or own else ""
+        key = (call.server, person, tuple(sorted(own.items())))
+        if key not in self._connections:
+            if own:
+                server = server.model_copy(update={"headers_env": server.headers_env | own})
+            if server.per_person:
+                server = server.model_copy(update={"env": server.env | {"SWITCHBOARD_PERSON": person}})
+            self._connections[key] = ServerConnection(server)
+        return self._connections[key]
+
+    # --- one call -------------------------------------------------------------------
+    async def _run(self, call: Call) -> None:
+        left = call.deadline - time.time()
+        if call.server not in self.servers:
+            reply = Reply.error(SERVER_UNAVAILABLE, f'no MCP server "{call.server}" in this pool\'s registry')
+        elif left <= 0:
+            reply = Reply.error(SERVER_UNAVAILABLE, "the call waited for a free MCP pool process past its deadline")
+        else:
+            connection = self.connection(call)
+            timeout = min(connection.server.timeout_seconds, left)
+
+            async def progress(value: float, total: float | None, message: str | None) -> None:
+                body = {"progress": value} | ({"total": total} if total is not None else {}) \
+                    | ({"message": message} if message else {})
+                if not await self._publish(call, Reply("progress", body)):
+                    self.cancel(call.id)  # nobody hears it: the caller left
+
+            reply = await answer(connection, call, timeout, progress)
+            self.health[call.server].saw(reply)
+        await self._publish(call, reply)
+
+    async def _publish(self, call: Call, reply: Reply) -> bool:
+        """Whether anyone heard it."""
+        try:
+            heard = await asyncio.to_thread(self.redis.publish, call.reply_channel, reply.to_json())
+        except RedisError as error:
+            log.warning("MCP pool: a reply was lost (%s)", type(error).__name__)
+            return False
+        return bool(heard)
+
+    def start(self, call: Call) -> None:
+        future = self.loop.submit(self._run(call))
+        self._running[call.id] = future
+        future.add_done_callback(lambda _: self._finished(call.id))
+
+    def _finished(self, call_id: str) -> None:
+        self._running.pop(call_id, None)
+        self._room.release()
+
+    def cancel(self, call_id: str) -> None:
+        future = self._running.get(call_id)
+        if future is not None:
+            future.cancel()
+
+    # --- the process's threads ------------------------------------------------------
+    def take_forever(self) -> None:
+        """Take calls from the list while there is room for them."""
+        while not self.stopping.is_set():
+            self._room.acquire()
+            try:
+                taken = self.redis.blpop([keys.MCP_CALLS], timeout=1)
+            except RedisError as error:
+                self._room.release()
+                log.warning("MCP pool: cannot take calls (%s); trying again", type(error).__name__)
+                self.stopping.wait(1)
+                continue
+            if taken is None:
+                self._room.release()
+                continue
+            try:
+                self.start(Call.from_json(taken[1]))
+            except (ValueError, TypeError, KeyError) as error:
+                self._room.release()
+                log.error("MCP pool: dropped a malformed call (%s)", error)
+
+    def listen_for_cancels(self) -> None:
+        while not self.stopping.is_set():
+            pubsub = self.redis.pubsub(ignore_subscribe_messages=True)
+            try:
+                pubsub.subscribe(keys.mcp_cancel_channel())
+                while not self.stopping.is_set():
+                    message = pubsub.get_message(timeout=1)
+                    if message is not None:
+                        self.cancel(message["data"].decode())
+            except RedisError:
+                self.stopping.wait(1)
+            finally:
+                pubsub.close()
+
+    def announce(self) -> None:
+        view = {"pool": self.pool_id, "running": len(self._running), "at": time.time(),
+                "servers": {name: health.view() for name, health in self.health.items()}}
+        try:
+            with batched(self.redis) as pipe:
+                pipe.set(keys.mcp_pool_key(self.pool_id), json.dumps(view), ex=PRESENCE_SECONDS)
+                pipe.zadd(keys.MCP_POOLS, {self.pool_id: time.time()})
+                pipe.zremrangebyscore(keys.MCP_POOLS, "-inf", time.time() - PRESENCE_SECONDS)
+        except RedisError:
+            pass
+
+    def announce_forever(self) -> None:
+        while not self.stopping.wait(1):
+            self.announce()
+
+
+def main() -> None:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    settings = load_settings()
+    keys.configure(settings.redis_url, settings.record_seconds)
+    registry = load_registry(settings.models_path)
+    redis = redis_client(RedisTarget.of(settings), "switchboard-mcp-pool", 8)
+    pool = McpPool(redis, registry.servers)
+    pool.announce()
+    for target in (pool.listen_for_cancels, pool.announce_forever):
+        threading.Thread(target=target, daemon=True).start()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    log.info("MCP pool %s ready: servers %s", pool.pool_id, ", ".join(registry.servers) or "(none)")
+    try:
+        pool.take_forever()
+    except (KeyboardInterrupt, SystemExit):
+        pass
+    finally:
+        pool.stopping.set()
+        try:
+            with batched(redis) as pipe:
+                pipe.delete(keys.mcp_pool_key(pool.pool_id))
+                pipe.zrem(keys.MCP_POOLS, pool.pool_id)
+        except RedisError:
+            pass
+
+
+if __name__ == "__main__":
+    main()

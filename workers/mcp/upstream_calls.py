@@ -1,0 +1,100 @@
+"""One gateway call made on an upstream MCP server's session: the MCP
+method a client asked for (protocol/gateway.py), its answer as the JSON the
+client gets, or a JSON-RPC error; never an exception past `answer`.
+
+Listings are answered whole (every page fetched here), so the web process
+can filter and name them once; a tools listing comes from the connection's
+own cache (refreshed when the server says its tools changed).
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Awaitable, Callable
+
+import mcp_types
+from mcp import Client
+from mcp.shared.exceptions import MCPError
+
+from mcp_types import INVALID_PARAMS
+
+from protocol.gateway import CALL_TIMEOUT, SERVER_UNAVAILABLE, Call, Reply
+from workers.mcp.connection import ServerConnection, ServerUnavailable
+
+log = logging.getLogger(__name__)
+
+Progress = Callable[[float, float | None, str | None], Awaitable[None]]
+# Pages of one listing followed at most (a server whose cursors never end is cut off here).
+MOST_PAGES = 100
+
+
+def dumped(result) -> dict:
+    return result.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+async def _all_pages(fetch, field: str) -> dict:
+    items, cursor = [], None
+    for _ in range(MOST_PAGES):
+        page = await fetch(cursor)
+        items += [dumped(item) for item in getattr(page, field)]
+        cursor = page.next_cursor
+        if cursor is None:
+            break
+    return {_wire_name(field): items}
+
+
+def _wire_name(field: str) -> str:
+    return {"resource_templates": "resourceTemplates"}.get(field, field)
+
+
+def _arguments(params: dict) -> dict | None:
+    arguments = params.get("arguments")
+    return arguments if isinstance(arguments, dict) else None
+
+
+async def perform(connection: ServerConnection, client: Client, method: str, params: dict,
+                  progress: Progress) -> dict:
+    """The server's answer to one method (raises what the SDK raises)."""
+    if method == "tools/list":
+        return {"tools": [dumped(tool) for tool in await connection.tools()]}
+    if method == "tools/call":
+        if params["name"] not in {tool.name for tool in await connection.tools()}:  # (or one the registry withholds)
+            raise MCPError(INVALID_PARAMS, f'Unknown tool: "{params["name"]}"')
+        return dumped(await client.call_tool(params["name"], _arguments(params), progress_callback=progress))
+    if method == "resources/list":
+        return await _all_pages(lambda c: client.list_resources(cursor=c, cache_mode="refresh"), "resources")
+    if method == "resources/templates/list":
+        return await _all_pages(lambda c: client.list_resource_templates(cursor=c, cache_mode="refresh"),
+                                "resource_templates")
+    if method == "resources/read":
+        return dumped(await client.read_resource(params["uri"], cache_mode="bypass"))
+    if method == "prompts/list":
+        return await _all_pages(lambda c: client.list_prompts(cursor=c, cache_mode="refresh"), "prompts")
+    if method == "prompts/get":
+        return dumped(await client.get_prompt(params["name"], _arguments(params)))
+    if method == "completion/complete":
+        return dumped(await client.complete(mcp_types.CompleteRequestParams.model_validate(params)))
+    raise ValueError(f"not an upstream method: {method}")
+
+
+async def answer(connection: ServerConnection, call: Call, timeout: float, progress: Progress) -> Reply:
+    """The call's reply; cancellation (the caller left) propagates."""
+    server = connection.server.name
+    try:
+        async with asyncio.timeout(timeout):
+            client = await connection.client()
+            return Reply("result", await perform(connection, client, call.method, call.params, progress))
+    except ServerUnavailable as error:
+        return Reply.error(SERVER_UNAVAILABLE, f'the MCP server "{server}" is unavailable ({error})')
+    except TimeoutError:
+        return Reply.error(CALL_TIMEOUT, f'the MCP server "{server}" did not answer {call.method} within '
+                                         f"{timeout:g} s; the request was cancelled")
+    except MCPError as error:
+        if error.code == mcp_types.CONNECTION_CLOSED:
+            connection.broken()
+            return Reply.error(SERVER_UNAVAILABLE, f'the MCP server "{server}" closed the connection')
+        return Reply.error(error.code, error.message)
+    except Exception as error:  # noqa: BLE001 - whatever the SDK or transport raised: the client is told
+        log.warning("MCP gateway call %s %s failed: %s", server, call.method, type(error).__name__)
+        connection.broken()
+        return Reply.error(SERVER_UNAVAILABLE, f'calling the MCP server "{server}" failed ({type(error).__name__})')
