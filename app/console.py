@@ -7,6 +7,7 @@ Redis and the registry only, so the admin CLI (scripts/admin.py) shows the
 same numbers as the page."""
 from __future__ import annotations
 
+import json
 import time
 
 from redis import Redis
@@ -14,7 +15,8 @@ from redis import Redis
 from catalog.deployments import Deployments
 from catalog.registry import Registry
 import jobqueue
-from ledger import usage
+from ledger import tool_use, usage
+from protocol import keys
 from protocol.presence import live_workers, loaded_models, streams_relayed
 
 
@@ -57,6 +59,23 @@ def queues(redis: Redis, registry: Registry) -> list[dict]:
     return rows
 
 
+def mcp_servers(redis: Redis, registry: Registry) -> dict:
+    """The MCP gateway: each registry server's health as the live MCP pool
+    processes saw it (calls, failures, the last failure), and who used which
+    tools today."""
+    pools = [json.loads(view) for view in redis.mget([keys.mcp_pool_key(p.decode()) for p in
+                                                       redis.zrange(keys.MCP_POOLS, 0, -1)] or ["-"]) if view]
+    servers = []
+    for name, server in registry.servers.items():
+        seen = [pool["servers"].get(name, {}) for pool in pools]
+        calls, failures = sum(s.get("calls", 0) for s in seen), sum(s.get("failures", 0) for s in seen)
+        last = max(seen, key=lambda s: s.get("last_used", 0), default={})
+        state = "no pool" if not pools else "failing" if last.get("failing") else "ok" if calls else "unused"
+        servers.append({"name": name, "transport": server.transport, "per_person": server.per_person,
+                        "state": state, "calls": calls, "failures": failures, "last_error": last.get("last_error", "")})
+    return {"pools": len(pools), "servers": servers, "tools_today": tool_use.of_day(redis, usage.today())}
+
+
 def snapshot(redis: Redis, registry: Registry) -> dict:
     report = usage.usage(redis)
     return {
@@ -70,4 +89,5 @@ def snapshot(redis: Redis, registry: Registry) -> dict:
         "series": usage.series(redis),
         "usage_today": {"day": usage.today(), "by_person": usage.totals_by_person(report)},
         "errors": usage.last_errors(redis),
+        "mcp": mcp_servers(redis, registry),
     }

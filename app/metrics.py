@@ -74,14 +74,16 @@ def _add_histogram(family: HistogramMetricFamily, labels: list[str], raw: dict, 
 
 
 def _tool_calls(redis):
-    """Server-side (MCP) tool calls: operator-configured servers and tools,
-    so the labels stay few."""
+    """MCP tool calls, server-side and through the gateway (/mcp): the
+    registry's servers and their tools, so the labels stay few (a gateway
+    call no server ran is counted under tool "-")."""
     counts = tool_calls(redis)
-    calls = CounterMetricFamily("switchboard_tool_calls", "Server-side (MCP) tool calls, by server, tool and "
-                                "outcome (ok, error, timeout).", labels=["server", "tool", "outcome"])
+    calls = CounterMetricFamily("switchboard_tool_calls", "MCP tool calls (server-side and through /mcp), by "
+                                "server, tool and outcome (ok, error, timeout; the gateway's also unavailable, "
+                                "denied, refused, unknown).", labels=["server", "tool", "outcome"])
     for labels, value in sorted(counts.items()):
         calls.add_metric(list(labels), value)
-    seconds = HistogramMetricFamily("switchboard_tool_call_seconds", "Server-side (MCP) tool calls' duration, by "
+    seconds = HistogramMetricFamily("switchboard_tool_call_seconds", "MCP tool calls' duration, by "
                                     "server and tool.", labels=["server", "tool"])
     for server, tool in sorted({(server, tool) for server, tool, _ in counts}):
         observed = histogram(redis, tool_seconds_key(server, tool), TOOL_SECONDS_BUCKETS)

@@ -68,6 +68,11 @@ ROUTES: list[tuple[str, str, type[BaseModel] | None, str]] = [
     ("post", "/v1/models/{target}", None, "Gemini API: any other method, a 404 naming those offered"),
     ("post", "/chat/completions", ChatCompletionRequest, "Simple chat (NDJSON with stream)"),
     ("post", "/chat/sse", ChatCompletionRequest, "Simple chat over SSE"),
+    *[(method, path, None, summary) for path in ("/mcp", "/mcp/{server}") for method, summary in (
+        ("post", "The MCP gateway (streamable HTTP, JSON-RPC): the MCP servers this key may use, their tools and "
+                 "prompts named <server>__<name> on /mcp, their own names on /mcp/{server}"),
+        ("get", "The MCP gateway: no server-to-client stream (405)"),
+        ("delete", "The MCP gateway: end a 2025-11-25-era session (Mcp-Session-Id)"))],
     ("get", "/healthz", None, "Process up"),
     ("get", "/readyz", None, "Redis and workers ready; says whether Redis persists"),
     ("get", "/metrics", None, "Prometheus metrics"),

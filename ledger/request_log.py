@@ -33,7 +33,7 @@ from protocol.keys import REQUEST_LOG, request_body_key
 
 FIELDS = ("request", "person", "model", "answered", "dialect", "route", "transport", "status", "finish",
           "tokens_in", "tokens_out", "cached", "queue_ms", "ttft_ms", "total_ms", "tool_rounds", "server_tools",
-          "tool_calls", "trace", "session", "error", "body", "priority")
+          "tool_calls", "trace", "session", "error", "body", "priority", "server", "tool", "bytes_in", "bytes_out")
 _BODY = FIELDS.index("body")
 TEXT_MOST = 200  # characters of a text a record keeps (a model name, a session id, a route)
 ERROR_MOST = 300  # of an error's text
@@ -47,6 +47,8 @@ def append(pipe: Pipeline, record: dict, body: dict | None = None, body_days: in
     if body is not None:
         values[_BODY] = True
         pipe.set(request_body_key(record["request"]), json.dumps(body, ensure_ascii=False), ex=body_days * 86400)
+    while values and values[-1] is None:  # (a record without the later fields is read with them null)
+        values.pop()
     pipe.xadd(REQUEST_LOG, {"r": json.dumps(values, ensure_ascii=False, separators=(",", ":"))})
 
 

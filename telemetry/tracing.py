@@ -195,10 +195,11 @@ def end(span: Span | None, error: str | None = None) -> None:
     _finish(span)
 
 
-def record_span(name: str, attributes: dict, seconds: float, error: str | None = None) -> None:
-    """A finished span under the current one, `seconds` long to now (a
-    server-tool call, timed by the pool that ran it)."""
-    parent = current()
+def record_span(name: str, attributes: dict, seconds: float, error: str | None = None,
+                parent: Span | None = None) -> None:
+    """A finished span under `parent` (else the current one), `seconds` long
+    to now (a tool call, timed by the pool that ran it)."""
+    parent = parent or current()
     if parent is None:
         return
     now = time.time_ns()

@@ -1,0 +1,225 @@
+"""The web process's side of the MCP gateway: it holds no MCP client and
+starts no server (import-linter keeps `mcp` out of app/). A request that
+needs an upstream server becomes a call to the MCP pool (protocol/gateway.py)
+whose replies come back through this process's relay, as a job's events do.
+
+Sessions of the session era live in Redis (`keys.mcp_session_key`), not in
+this process: any web process serves any session, and a restart of one
+loses none. A stateless-era client has no session at all.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import secrets
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Callable
+
+import gevent
+from gevent.queue import Empty
+from redis.exceptions import RedisError
+
+from app.disconnect import DisconnectWatch
+from app.relay import CLOSED
+from app.services import Services
+from catalog.mcp import Grants
+from dialects.mcp import Names, RpcError
+from protocol import keys
+from protocol.gateway import CALL_TIMEOUT, SERVER_UNAVAILABLE, Call, Reply
+
+log = logging.getLogger(__name__)
+
+SESSION_IDLE_SECONDS = 24 * 3600  # a session unused this long is forgotten (its client initializes again)
+# What a web process waits beyond the server's own timeouts for the pool's answer (which ends the call at them).
+REPLY_GRACE_SECONDS = 5.0
+POOL_HEARD_SECONDS = 5.0
+
+
+class ClientLeft(Exception):
+    """The client went away (or the relay lost Redis) while its call ran."""
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """What one key reaches through one endpoint: `/mcp` (every server it may
+    use) or `/mcp/<server>`."""
+
+    names: Names
+    grants: Grants
+
+    @classmethod
+    def of(cls, registry_servers: list[str], grants: Grants, server: str | None) -> "Endpoint | None":
+        """None: no such server here, for this key (one answer for both)."""
+        reachable = [name for name in registry_servers if grants.may_use_server(name)]
+        if server is None:
+            return cls(Names(tuple(reachable), single=False), grants)
+        return cls(Names((server,), single=True), grants) if server in reachable else None
+
+    def tool_allowed(self, server: str, tool: str) -> bool:
+        return self.grants.may_use(server, tool)
+
+    def listed(self, server: str, item: dict) -> bool:
+        """A listed tool the key may call; any other item (a resource, a
+        prompt) only from a server the key may use whole."""
+        if "inputSchema" in item:
+            return self.tool_allowed(server, item.get("name", ""))
+        return self.grants.whole_server(server)
+
+
+class Sessions:
+    """Session-era sessions: an unguessable id -> whose it is and where."""
+
+    def __init__(self, redis):
+        self.redis = redis
+
+    def open(self, person: str, endpoint: str, version: str, client: dict) -> str:
+        session_id = secrets.token_urlsafe(24)
+        fields = {"person": person, "endpoint": endpoint, "version": version, "created": time.time(),
+                  "client": json.dumps(client)[:500]}
+        with self.redis.pipeline(transaction=False) as pipe:
+            pipe.hset(keys.mcp_session_key(session_id), mapping=fields)
+            pipe.expire(keys.mcp_session_key(session_id), SESSION_IDLE_SECONDS)
+            pipe.execute()
+        return session_id
+
+    def find(self, session_id: str, person: str, endpoint: str) -> dict | None:
+        """The session, if it is this person's on this endpoint (its idle time starts again)."""
+        if not session_id or len(session_id) > 100:
+            return None
+        with self.redis.pipeline(transaction=False) as pipe:
+            pipe.hgetall(keys.mcp_session_key(session_id))
+            pipe.expire(keys.mcp_session_key(session_id), SESSION_IDLE_SECONDS)
+            found, _ = pipe.execute()
+        session = {k.decode(): v.decode() for k, v in found.items()}
+        if session.get("person") != person or session.get("endpoint") != endpoint:
+            return None
+        return session
+
+    def close(self, session_id: str) -> None:
+        self.redis.delete(keys.mcp_session_key(session_id), keys.mcp_session_calls_key(session_id))
+
+    def running(self, session_id: str, request_id, call_id: str | None) -> None:
+        """Note (or forget) the call a session's request runs, for its cancellation."""
+        key = keys.mcp_session_calls_key(session_id)
+        if call_id is None:
+            self.redis.hdel(key, json.dumps(request_id))
+            return
+        with self.redis.pipeline(transaction=False) as pipe:
+            pipe.hset(key, json.dumps(request_id), call_id)
+            pipe.expire(key, SESSION_IDLE_SECONDS)
+            pipe.execute()
+
+    def call_of(self, session_id: str, request_id) -> str | None:
+        found = self.redis.hget(keys.mcp_session_calls_key(session_id), json.dumps(request_id))
+        return found.decode() if found else None
+
+
+def pool_alive(redis, patience: float = 2.0) -> bool:
+    """Whether an MCP pool process was heard of lately; one that is starting
+    (or whose presence Redis lost a moment ago) is waited for a little."""
+    deadline = time.monotonic() + patience
+    while redis.zcount(keys.MCP_POOLS, time.time() - POOL_HEARD_SECONDS, "+inf") == 0:
+        if time.monotonic() > deadline:
+            return False
+        gevent.sleep(0.2)
+    return True
+
+
+def cancel(redis, call_id: str) -> None:
+    redis.publish(keys.mcp_cancel_channel(), call_id)
+
+
+class Caller:
+    """Calls to the MCP pool from one request."""
+
+    def __init__(self, shared: Services, person: str, own_headers_env: Callable[[str], dict], environ: dict | None,
+                 traceparent: str = ""):
+        self.shared, self.person, self.own_headers_env = shared, person, own_headers_env
+        self.environ, self.traceparent = environ, traceparent
+        self._pool_checked = False
+
+    def _check_pool(self) -> None:
+        if self._pool_checked:
+            return
+        if not pool_alive(self.shared.redis):
+            raise RpcError(SERVER_UNAVAILABLE, "no MCP pool process is running (the Procfile's `mcp`: "
+                                               "python -m workers.mcp.pool)")
+        self._pool_checked = True
+
+    def call(self, server: str, method: str, params: dict, on_progress: Callable[[dict], None] | None = None,
+             on_start: Callable[[str], None] | None = None, watch: bool = True) -> dict:
+        """The server's result, or RpcError (its own, or the gateway's:
+        unavailable, timed out); ClientLeft if the client went away."""
+        self._check_pool()
+        entry = self.shared.registry.servers[server]
+        wait = entry.timeout_seconds + entry.connect_timeout_seconds + REPLY_GRACE_SECONDS
+        call_id = uuid.uuid4().hex
+        relay = self.shared.relay
+        subscription = relay.listen(call_id, self.shared.settings.subscribe_timeout_seconds)
+        watch = DisconnectWatch(self.environ, subscription.close).start() if watch and self.environ else None
+        try:
+            call = Call(call_id, server, method, params, self.person,
+                        keys.reply_channel(subscription.web_id, call_id),
+                        time.time() + entry.timeout_seconds + entry.connect_timeout_seconds,
+                        self.own_headers_env(server), self.traceparent)
+            self.shared.redis.rpush(keys.MCP_CALLS, call.to_json())
+            if on_start is not None:
+                on_start(call_id)
+            return self._await(call_id, subscription, time.monotonic() + wait, on_progress)
+        finally:
+            if watch is not None:
+                watch.stop()
+            relay.forget(subscription)
+
+    def _await(self, call_id: str, subscription, deadline: float, on_progress) -> dict:
+        try:
+            return self._replies(call_id, subscription, deadline, on_progress)
+        except gevent.GreenletExit:  # its stream was closed: the client left
+            self._cancel(call_id)
+            raise
+
+    def _replies(self, call_id: str, subscription, deadline: float, on_progress) -> dict:
+        while True:
+            try:
+                data = subscription.messages.get(timeout=max(deadline - time.monotonic(), 0))
+            except Empty:
+                self._cancel(call_id)
+                raise RpcError(CALL_TIMEOUT, "the MCP pool did not answer in time; the call was cancelled") from None
+            if data is CLOSED:
+                self._cancel(call_id)
+                raise ClientLeft()
+            reply = Reply.from_json(data)
+            if reply.kind == "result":
+                return reply.body
+            if reply.kind == "error":
+                raise RpcError(int(reply.body.get("code", SERVER_UNAVAILABLE)), str(reply.body.get("message", "")))
+            if on_progress is not None:
+                on_progress(reply.body)
+
+    def _cancel(self, call_id: str) -> None:
+        try:
+            cancel(self.shared.redis, call_id)
+        except RedisError:
+            pass
+
+    def gather(self, servers: tuple[str, ...], method: str) -> dict[str, list[dict]]:
+        """One listing of each server, side by side; a server that fails is
+        left out (and logged), the others are answered."""
+        field_name = {"tools/list": "tools", "resources/list": "resources", "prompts/list": "prompts",
+                      "resources/templates/list": "resourceTemplates"}[method]
+
+        def one(server: str) -> list[dict]:
+            try:
+                return self.call(server, method, {}, watch=False).get(field_name, [])
+            except RpcError as error:
+                log.warning('MCP gateway: listing %s of "%s" failed: %s', method, server, error.message)
+                return []
+
+        if len(servers) == 1:
+            return {servers[0]: one(servers[0])}
+        self._check_pool()
+        greenlets = {server: gevent.spawn(one, server) for server in servers}
+        gevent.joinall(list(greenlets.values()))
+        return {server: greenlet.value or [] for server, greenlet in greenlets.items()}

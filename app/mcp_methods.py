@@ -1,0 +1,187 @@
+"""What the MCP gateway answers to each method a client may send, for one
+request: the key's endpoint (dialects.mcp.Names and its grants) decides
+what is listed and what may be called; upstream methods go to the MCP pool
+(app/mcp_gateway.py). Every tool call is counted against the person's rates
+and left in the operator's records: a request-log record (never its
+arguments or result unless the key logs bodies), a span `execute_tool
+<name>`, the tool-call metrics the server-side tool loop counts too, and
+the day's tool use per person.
+"""
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Callable
+
+
+import jobqueue
+from app.mcp_gateway import Caller, Endpoint
+from app.services import Services
+from dialects import mcp
+from dialects.mcp import INVALID_PARAMS, METHOD_NOT_FOUND, Message, RpcError
+from ledger import tool_use
+from protocol import keys
+from protocol.gateway import CALL_TIMEOUT, SERVER_UNAVAILABLE
+from telemetry import tracing
+from telemetry.metrics import count_tool_call
+
+INSTRUCTIONS = ("Switchboard's MCP gateway: the office's MCP servers this key may use. On /mcp their tools and "
+                "prompts are named <server>__<name>.")
+# Which outcome a JSON-RPC error of a call counts as.
+_OUTCOMES = {CALL_TIMEOUT: "timeout", SERVER_UNAVAILABLE: "unavailable", INVALID_PARAMS: "unknown"}
+# Outcomes of calls no server ran: their tool's name is the client's, so the metrics name none (their
+# labels stay the registry's servers' tools); the request log keeps it.
+_UNNAMED = ("denied", "refused", "unknown")
+
+
+@dataclass
+class Methods:
+    shared: Services
+    endpoint: Endpoint
+    caller: Caller
+    person: str
+    rates: tuple[int, int]  # the key's requests and tool calls per minute
+    log_bodies: bool = False
+    span: object = None
+    session: str | None = None
+    on_progress: Callable[[dict], None] | None = None
+    on_call: Callable[[str], None] | None = None  # told each upstream call's id (its cancellation)
+    noted: dict = field(default_factory=dict)  # what the request log keeps of the request
+
+    def answer(self, message: Message) -> dict:
+        handler = _HANDLERS.get(message.method or "")
+        if handler is None:
+            raise RpcError(METHOD_NOT_FOUND, f'Method not found: "{message.method}"')
+        return handler(self, message)
+
+    # --- listings ---------------------------------------------------------------
+    def listing(self, message: Message) -> dict:
+        servers = self.endpoint.names.servers
+        if message.method != "tools/list":  # resources and prompts: of servers the key may use whole
+            servers = tuple(s for s in servers if self.endpoint.grants.whole_server(s))
+        listings = self.caller.gather(servers, message.method) if servers else {}
+        return mcp.merged_listing(message.method, listings, self.endpoint.names, self.endpoint.listed)
+
+    # --- calls --------------------------------------------------------------------
+    def call_tool(self, message: Message) -> dict:
+        started = time.perf_counter()
+        server, tool = self._tool_of(message)
+        self.noted |= {"server": server, "tool": tool}
+        outcome, result = "error", None
+        try:
+            if not self.endpoint.tool_allowed(server, tool):
+                outcome = "denied"
+                raise RpcError(INVALID_PARAMS, f'Unknown tool: "{message.params["name"]}" is not among the tools '
+                                               "this key may use here")
+            self._admit()
+            result = self.caller.call(server, "tools/call", mcp.upstream_params(message, tool), self.on_progress,
+                                      self.on_call)
+            outcome = "error" if result.get("isError") else "ok"
+            return result
+        except RpcError as error:
+            refused = self.noted.pop("outcome", None)
+            outcome = refused or (outcome if outcome == "denied" else _OUTCOMES.get(error.code, "error"))
+            self.noted["error"] = error.message
+            raise
+        finally:
+            self._record_call(server, tool, outcome, time.perf_counter() - started, message, result)
+
+    def _tool_of(self, message: Message) -> tuple[str, str]:
+        try:
+            return mcp.call_target(message, self.endpoint.names)
+        except RpcError:
+            self.noted |= {"tool": str(message.params.get("name"))[:200]}
+            raise
+
+    def _admit(self) -> None:
+        try:
+            jobqueue.admit_tool_call(self.shared.redis, self.person,
+                                     keys.lease_member(self.shared.relay.web_id, uuid.uuid4().hex), *self.rates)
+        except jobqueue.Busy as busy:
+            self.noted["outcome"] = "refused"
+            raise RpcError(-32000, f"{busy.message}; try again in {busy.retry_after} s",
+                           {"retryAfter": busy.retry_after}) from None
+
+    def _record_call(self, server: str, tool: str, outcome: str, seconds: float, message: Message,
+                     result: dict | None) -> None:
+        bytes_in = len(json.dumps(message.params.get("arguments") or {}))
+        bytes_out = len(json.dumps(result)) if result is not None else 0
+        self.noted |= {"finish": outcome, "bytes_in": bytes_in, "bytes_out": bytes_out}
+        if self.log_bodies:
+            self.noted["body"] = {"person": self.person, "request": message.params, "reply": result}
+        with self.shared.redis.pipeline(transaction=False) as pipe:
+            count_tool_call(pipe, server, "-" if outcome in _UNNAMED else tool, outcome, seconds)
+            tool_use.count(pipe, _today(), self.person, server, tool)
+            pipe.execute()
+        tracing.record_span(f"execute_tool {tool}", {
+            "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": tool, "switchboard.mcp_server": server,
+            "switchboard.person": self.person}, seconds, None if outcome == "ok" else outcome, parent=self.span)
+
+    def upstream(self, message: Message) -> dict:
+        """resources/read, prompts/get, completion/complete: on the server
+        that has it, if the key may use that server whole."""
+        server, own_name = self._target(message)
+        if not self.endpoint.grants.whole_server(server):
+            raise RpcError(INVALID_PARAMS, f'"{server}" offers only some of its tools to this key: its resources '
+                                           "and prompts are not among them")
+        return self.caller.call(server, message.method, mcp.upstream_params(message, own_name), self.on_progress,
+                                self.on_call)
+
+    def _target(self, message: Message) -> tuple[str, str | None]:
+        if message.method == "prompts/get":
+            return mcp.call_target(message, self.endpoint.names)
+        if message.method == "resources/read":
+            return self._resource_server(message.params.get("uri")), None
+        ref = message.params.get("ref")  # completion/complete: a prompt's name, or a resource template's
+        if isinstance(ref, dict) and ref.get("type") == "ref/prompt" and isinstance(ref.get("name"), str):
+            target = self.endpoint.names.inward(ref["name"])
+            if target is None:
+                raise RpcError(INVALID_PARAMS, f'Unknown prompt: "{ref["name"]}"')
+            message.params["ref"] = ref | {"name": target[1]}
+            return target[0], None
+        if isinstance(ref, dict) and isinstance(ref.get("uri"), str):
+            return self._resource_server(ref["uri"]), None
+        raise RpcError(INVALID_PARAMS, '"params.ref" must name a prompt or a resource template')
+
+    def _resource_server(self, uri) -> str:
+        if not isinstance(uri, str) or not uri:
+            raise RpcError(INVALID_PARAMS, '"params.uri" must be a non-empty string')
+        servers = tuple(s for s in self.endpoint.names.servers if self.endpoint.grants.whole_server(s))
+        if len(servers) == 1:
+            return servers[0]
+        for method, key in (("resources/list", "uri"), ("resources/templates/list", "uriTemplate")):
+            for server, items in self.caller.gather(servers, method).items():
+                if any(_resource_matches(item.get(key), uri) for item in items):
+                    return server
+        raise RpcError(INVALID_PARAMS, f'Resource not found: no server here offers "{uri}"')
+
+
+def _resource_matches(listed, uri: str) -> bool:
+    if not isinstance(listed, str):
+        return False
+    return listed == uri or ("{" in listed and uri.startswith(listed.split("{", 1)[0]) and listed[0] != "{")
+
+
+def _today() -> str:
+    return datetime.now(timezone.utc).date().isoformat()
+
+
+def _empty(_methods: Methods, _message: Message) -> dict:
+    return {}
+
+
+_HANDLERS: dict[str, Callable[[Methods, Message], dict]] = {
+    "ping": _empty,
+    "logging/setLevel": _empty,
+    "tools/list": Methods.listing,
+    "resources/list": Methods.listing,
+    "resources/templates/list": Methods.listing,
+    "prompts/list": Methods.listing,
+    "tools/call": Methods.call_tool,
+    "resources/read": Methods.upstream,
+    "prompts/get": Methods.upstream,
+    "completion/complete": Methods.upstream,
+}
