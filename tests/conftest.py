@@ -51,7 +51,7 @@ def clean_redis(redis_client):
     """Remove Switchboard's keys around a test (not the queue's bindings nor
     the presence of running workers, their idle one-at-a-time models and the
     leases of running web processes, which are live state, not test data)."""
-    live = (b"switchboard:worker:", b"switchboard:weblease:", b"switchboard:fq:free:")
+    live = (b"switchboard:worker:", b"switchboard:weblease:", b"switchboard:fq:free:", b"switchboard:mcp:pool")
 
     def clear():
         for key in redis_client.scan_iter(match="switchboard:*", count=1000):

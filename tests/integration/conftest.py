@@ -9,6 +9,7 @@ from scripts.processes import ROOT, ready_together, stack_env, start_stack, star
 from tests.integration.browser import chromium
 from tests.integration.events_tap import EventsTap
 from tests.integration.scripted_upstream import ScriptedUpstream
+from tests.integration.mcp_stack import start_mcp_stack, start_tool_server
 from tests.integration.upstream_stack import registry_text, start_llama_server, start_upstream_stack
 
 KEY = "alice-anthropic-key"  # the keyed web process's keys: alice's...
@@ -21,6 +22,29 @@ def stack(redis_url, redis_client):
     yield base
     web.stop()
     worker.stop()
+
+
+@pytest.fixture(scope="session")
+def tool_server(tmp_path_factory):
+    """The tests' own MCP server over streamable HTTP: its port, and the file where it notes slow calls."""
+    notes = tmp_path_factory.mktemp("mcp-notes") / "notes"
+    port = free_port()
+    server = start_tool_server(port, notes)
+    yield port, notes
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def mcp_stack(redis_url, tool_server, tmp_path_factory):
+    """A Switchboard whose registry has MCP servers (server-side tools and
+    the MCP gateway): its base URL, folder, the killable server's port and
+    its processes (the web process last)."""
+    folder = tmp_path_factory.mktemp("mcp-stack")
+    killable_port = free_port()
+    processes, base = start_mcp_stack(redis_url, folder, tool_server[0], killable_port)
+    yield base, folder, killable_port, processes
+    for process in reversed(processes):
+        process.stop()
 
 
 @pytest.fixture

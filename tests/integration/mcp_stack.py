@@ -3,7 +3,8 @@
 the tests' own tool server over streamable HTTP), and a Switchboard whose
 registry gives echo models their tools, with a threads-pool worker and a
 gevent-pool worker on pools of their own (the session's stack, with the
-default registry, consumes "local" meanwhile)."""
+default registry, consumes "local" meanwhile), and an MCP pool process for
+the MCP gateway."""
 from __future__ import annotations
 
 import subprocess
@@ -12,15 +13,21 @@ from pathlib import Path
 
 from app.auth import digest
 from scripts.embedded_redis import free_port
-from scripts.processes import BIN, Process, ready_together, stack_env, start_web, start_worker, wait_http_ready
+from scripts.processes import (
+    BIN, Process, ready_together, stack_env, start_mcp_pool, start_web, start_worker, wait_http_ready,
+)
 
 ALICE_KEY, BOB_KEY = "alice-key-3b9d", "bob-key-8e21"
+CAROL_KEY = "carol-key-51fe"  # time, and git's git_status only
+DAVE_KEY = "dave-key-7a20"  # two tool calls a minute
+ERIN_KEY = "erin-key-c9d4"  # her own credentials for the tools server
+ERIN_TOKEN = "erin-own-token-0e8a"
 TOOLS_TOKEN = "tools-secret-61c0"  # the header the operator's registry sends the tool server
 
 
 def start_tool_server(port: int, notes: Path) -> Process:
     server = Process("mcp-tools", [sys.executable, "-m", "tests.mcp_servers.tool_server", str(port), str(notes)],
-                     stack_env("redis://unused", TEST_TOOLS_TOKEN=TOOLS_TOKEN))
+                     stack_env("redis://unused", TEST_TOOLS_TOKEN=TOOLS_TOKEN, TEST_OWN_TOKEN=ERIN_TOKEN))
     # An MCP endpoint answers a bare GET with a 4xx: it is up.
     wait_http_ready(server, f"http://127.0.0.1:{port}/mcp", answered=lambda response: response.status_code < 500)
     return server
@@ -97,9 +104,13 @@ mcp_servers = ["down", "tools"]
 '''
 
 
-def keys_text() -> str:
+def keys_text(bob: bool = True) -> str:
     return (f'[keys.alice]\nsha256 = "{digest(ALICE_KEY)}"\n\n'
-            f'[keys.bob]\nsha256 = "{digest(BOB_KEY)}"\nmcp_servers = ["time"]\n')
+            + (f'[keys.bob]\nsha256 = "{digest(BOB_KEY)}"\nmcp_servers = ["time"]\n\n' if bob else "")
+            + f'[keys.carol]\nsha256 = "{digest(CAROL_KEY)}"\nmcp_servers = ["time", "git/git_status"]\n\n'
+            f'[keys.dave]\nsha256 = "{digest(DAVE_KEY)}"\ntool_calls_per_minute = 2\n\n'
+            f'[keys.erin]\nsha256 = "{digest(ERIN_KEY)}"\n\n'
+            '[keys.erin.mcp_headers_env.tools]\nX-Tools-Token = "ERIN_TOOLS_TOKEN"\n')
 
 
 def start_mcp_stack(redis_url: str, folder: Path, tools_port: int, killable_port: int) -> tuple[list[Process], str]:
@@ -108,10 +119,11 @@ def start_mcp_stack(redis_url: str, folder: Path, tools_port: int, killable_port
     keys.write_text(keys_text())
     env = stack_env(redis_url, SWITCHBOARD_MODELS=str(registry), SWITCHBOARD_KEYS_FILE=str(keys),
                     SWITCHBOARD_CONVERSATION_LOG_DIR=str(folder / "conversations"),
-                    TEST_TOOLS_TOKEN=TOOLS_TOKEN, SWITCHBOARD_KEEPALIVE="0.5")
+                    TEST_TOOLS_TOKEN=TOOLS_TOKEN, ERIN_TOOLS_TOKEN=ERIN_TOKEN, SWITCHBOARD_KEEPALIVE="0.5")
     processes = [start_worker(env, concurrency=4, queues="mcp-local", wait=False)]
     try:
         processes.append(start_worker(env, concurrency=20, queues="mcp-gevent", pool="gevent", wait=False))
+        processes.append(start_mcp_pool(env, wait=False))
         web, base = start_web(env, wait=False)
         processes.append(web)
     except BaseException:

@@ -53,7 +53,7 @@ def codex_run(base: str, prompt: str, workdir: Path, *args: str, model: str = "e
         (home / "config.toml").write_text(
             f'model = "{model}"\nmodel_provider = "switchboard"\n\n[model_providers.switchboard]\n'
             f'name = "Switchboard"\nbase_url = "{base}/v1"\nwire_api = "responses"\n'
-            + ('env_key = "SWITCHBOARD_KEY"\n' if key else ""))
+            + ('env_key = "SWITCHBOARD_KEY"\n' if key else "") + config)
         env |= {"SWITCHBOARD_KEY": key} if key else {}
     # (the prompt last: `args` may name a subcommand, `resume <thread>`)
     return subprocess.run(["node", str(binary), "exec", "--skip-git-repo-check", *args, prompt], cwd=workdir,

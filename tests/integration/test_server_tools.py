@@ -15,33 +15,13 @@ import ollama
 import openai
 import pytest
 
-from scripts.embedded_redis import free_port
 from tests.integration.http import DroppableStream, post_raw
-from tests.integration.mcp_stack import ALICE_KEY, BOB_KEY, TOOLS_TOKEN, start_mcp_stack, start_tool_server
+from tests.integration.mcp_stack import ALICE_KEY, BOB_KEY, CAROL_KEY, TOOLS_TOKEN, start_tool_server
 from tests.integration.sse_rules import assert_well_formed
 from tests.integration.waits import wait_until
 from workers.backends.echo import echo_tokens
 
 ALICE = {"Authorization": f"Bearer {ALICE_KEY}"}
-
-
-@pytest.fixture(scope="module")
-def tool_server(tmp_path_factory):
-    notes = tmp_path_factory.mktemp("mcp-notes") / "notes"
-    port = free_port()
-    server = start_tool_server(port, notes)
-    yield port, notes
-    server.stop()
-
-
-@pytest.fixture(scope="module")
-def mcp_stack(redis_url, tool_server, tmp_path_factory):
-    folder = tmp_path_factory.mktemp("mcp-stack")
-    killable_port = free_port()
-    processes, base = start_mcp_stack(redis_url, folder, tool_server[0], killable_port)
-    yield base, folder, killable_port, processes
-    for process in reversed(processes):
-        process.stop()
 
 
 @pytest.fixture
@@ -315,6 +295,16 @@ def test_a_key_without_the_server_gets_no_server_tools(base):
     # bob may use the time server
     reply = bob.chat.completions.create(model="echo:tools", messages=user(invoke("get_current_time", timezone="UTC")))
     assert json.loads(reply.choices[0].message.content)["timezone"] == "UTC"
+
+
+def test_a_key_limited_to_some_tools_is_offered_only_those(base, mcp_stack):
+    carol = openai.OpenAI(base_url=f"{base}/v1", api_key=CAROL_KEY, max_retries=0)
+    repository = mcp_stack[1] / "repo"
+    status = carol.chat.completions.create(model="echo:tools", messages=user(invoke("git_status", repo_path=repository)))
+    assert "notes.txt" in status.choices[0].message.content  # git_status: hers
+    text = invoke("git_log", repo_path=repository)
+    log = carol.chat.completions.create(model="echo:tools", messages=user(text))
+    assert log.choices[0].message.content == text  # git_log: not offered, so no call was made
 
 
 def test_a_request_cannot_name_servers(client):

@@ -8,7 +8,8 @@ calling itself again (the echo model then "calls" it), `slow` sleeps (and
 notes in NOTES_FILE whether it finished or was cancelled), `fail` fails,
 `huge` returns a long result, `grow` adds a tool and says the list changed,
 `token` says whether the request carried the token the operator configured
-(header X-Tools-Token, compared with $TEST_TOOLS_TOKEN)."""
+(header X-Tools-Token, compared with $TEST_TOOLS_TOKEN, and a person's own
+$TEST_OWN_TOKEN)."""
 from __future__ import annotations
 
 import asyncio
@@ -71,7 +72,9 @@ def huge(chars: int) -> str:
 def token(ctx: Context) -> str:
     """Whether this request carried the expected X-Tools-Token header."""
     sent = (ctx.headers or {}).get("x-tools-token")
-    return "token accepted" if sent and sent == os.environ.get("TEST_TOOLS_TOKEN") else "no token"
+    if sent and sent == os.environ.get("TEST_TOOLS_TOKEN"):
+        return "token accepted"
+    return "own token accepted" if sent and sent == os.environ.get("TEST_OWN_TOKEN") else "no token"
 
 
 @server.tool()

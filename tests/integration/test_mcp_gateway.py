@@ -1,0 +1,272 @@
+"""The MCP gateway for agents (/mcp, /mcp/<server>), driven by the official
+`mcp` SDK's client in both spec eras and by raw HTTP, against real MCP
+servers (`mcp-server-time` and `mcp-server-git` over stdio, the tests' own
+tool server over streamable HTTP) run by a real MCP pool process."""
+from __future__ import annotations
+
+import asyncio
+import json
+
+import httpx
+import httpx2
+import psutil
+import pytest
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
+
+from ledger.request_log import FIELDS
+from protocol.keys import REQUEST_LOG
+from tests.integration.mcp_stack import (
+    ALICE_KEY, BOB_KEY, CAROL_KEY, DAVE_KEY, ERIN_KEY, ERIN_TOKEN, TOOLS_TOKEN, keys_text,
+)
+from tests.integration.http import DroppableStream
+from tests.integration.waits import wait_until
+
+ERAS = {"session": "legacy", "stateless": "auto"}  # the SDK's modes: the handshake, or discover first
+STATELESS_HEADERS = {"MCP-Protocol-Version": "2026-07-28", "Accept": "application/json, text/event-stream"}
+META = {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}
+
+
+@pytest.fixture
+def gateway(mcp_stack, clean_redis):
+    return mcp_stack[0]
+
+
+def with_client(url: str, key: str, era: str, use):
+    """`use(client)`'s result, on an SDK client of `era` connected with the key."""
+    async def run():
+        http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {key}"}, timeout=60)
+        async with Client(streamable_http_client(url, http_client=http), mode=ERAS[era]) as client:
+            return client.protocol_version, await use(client)
+    return asyncio.run(run())
+
+
+def text_of(result) -> str:
+    return "\n".join(part.text for part in result.content)
+
+
+def stateless(base: str, key: str, method: str, params: dict | None = None, path: str = "/mcp",
+              **extra_headers) -> httpx.Response:
+    """One stateless-era request, as its headers must mirror it."""
+    params = {"_meta": META} | (params or {})
+    headers = STATELESS_HEADERS | {"Mcp-Method": method, "Authorization": f"Bearer {key}"} | extra_headers
+    if "name" in params:
+        headers["Mcp-Name"] = params["name"]
+    return httpx.post(f"{base}{path}", json={"jsonrpc": "2.0", "id": 1, "method": method, "params": params},
+                      headers=headers, timeout=60)
+
+
+@pytest.fixture
+def repository(mcp_stack) -> str:
+    return str(mcp_stack[1] / "repo")
+
+
+@pytest.mark.parametrize("era", ERAS)
+def test_the_sdk_lists_and_calls_real_servers_through_the_gateway(gateway, era, repository):
+    async def use(client):
+        names = [tool.name for tool in (await client.list_tools()).tools]
+        now = await client.call_tool("time__get_current_time", {"timezone": "UTC"})
+        status = await client.call_tool("git__git_status", {"repo_path": repository})
+        return names, text_of(now), text_of(status)
+    version, (names, now, status) = with_client(f"{gateway}/mcp", ALICE_KEY, era, use)
+    assert version == ("2025-11-25" if era == "session" else "2026-07-28")
+    assert {"time__get_current_time", "time__convert_time", "git__git_status", "git__git_log", "tools__say"} <= set(names)
+    assert json.loads(now)["timezone"] == "UTC"
+    assert "Untracked files" in status and "notes.txt" in status  # git's own answer
+
+
+@pytest.mark.parametrize("era", ERAS)
+def test_one_servers_endpoint_keeps_its_own_names(gateway, era):
+    async def use(client):
+        names = [tool.name for tool in (await client.list_tools()).tools]
+        return names, text_of(await client.call_tool("say", {"text": "hello"}))
+    _, (names, said) = with_client(f"{gateway}/mcp/tools", ALICE_KEY, era, use)
+    assert {"say", "slow", "token"} <= set(names) and not any("__" in name for name in names)
+    assert said == "hello"
+
+
+@pytest.mark.parametrize("era", ERAS)
+def test_a_key_gets_exactly_its_tools(gateway, era, repository):
+    async def use(client):
+        names = sorted(tool.name for tool in (await client.list_tools()).tools)
+        allowed = text_of(await client.call_tool("git__git_status", {"repo_path": repository}))
+        with pytest.raises(MCPError) as refused:
+            await client.call_tool("git__git_log", {"repo_path": repository})
+        return names, allowed, refused.value
+    _, (names, allowed, refused) = with_client(f"{gateway}/mcp", CAROL_KEY, era, use)
+    assert names == ["git__git_status", "time__convert_time", "time__get_current_time"]
+    assert "notes.txt" in allowed
+    assert refused.code == -32602 and '"git__git_log"' in refused.message
+
+
+def test_a_server_the_key_may_not_use_is_not_there(gateway):
+    for path in ("/mcp/git", "/mcp/no-such-server"):
+        response = stateless(gateway, BOB_KEY, "tools/list", path=path)
+        assert response.status_code == 404 and "no MCP server" in response.json()["error"]
+    listed = stateless(gateway, BOB_KEY, "tools/list").json()["result"]["tools"]
+    assert {tool["name"].split("__")[0] for tool in listed} == {"time"}
+
+
+def test_keys_travel_as_agents_send_them(gateway):
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": META}}
+    headers = STATELESS_HEADERS | {"Mcp-Method": "tools/list"}
+    assert httpx.post(f"{gateway}/mcp", json=body, headers=headers).status_code == 401
+    for how in ({"x-api-key": BOB_KEY}, {"Authorization": f"Bearer {BOB_KEY}"}):
+        assert httpx.post(f"{gateway}/mcp", json=body, headers=headers | how).status_code == 200
+    in_path = httpx.post(f"{gateway}/k/{BOB_KEY}/mcp/time", json=body, headers=headers)
+    assert [tool["name"] for tool in in_path.json()["result"]["tools"]] == ["get_current_time", "convert_time"]
+
+
+def test_a_revoked_keys_open_session_is_refused_on_its_next_call(gateway, mcp_stack):
+    keys_file = mcp_stack[1] / "keys.toml"
+
+    async def use(client):
+        assert (await client.list_tools()).tools
+        keys_file.write_text(keys_text(bob=False))
+        try:
+            def refused() -> bool:
+                try:
+                    return httpx.post(f"{gateway}/mcp", headers={"Authorization": f"Bearer {BOB_KEY}"},
+                                      json={}).status_code == 401
+                except httpx.HTTPError:
+                    return False
+            wait_until(refused, what="the keys file to be read again")
+            with pytest.raises(Exception) as raised:
+                await client.call_tool("time__get_current_time", {"timezone": "UTC"})
+            return raised.value
+        finally:
+            keys_file.write_text(keys_text())
+    _, error = with_client(f"{gateway}/mcp", BOB_KEY, "session", use)
+    assert "invalid or missing API key" in str(error)  # the 401's own words
+
+
+def test_a_person_s_own_credentials_reach_the_server_and_nobody_sees_them(gateway, mcp_stack):
+    def token_answer(key: str) -> str:
+        response = stateless(gateway, key, "tools/call", {"name": "tools__token", "arguments": {}})
+        assert ERIN_TOKEN not in response.text and TOOLS_TOKEN not in response.text
+        return response.json()["result"]["content"][0]["text"]
+    assert token_answer(ALICE_KEY) == "token accepted"  # the server's own header
+    assert token_answer(ERIN_KEY) == "own token accepted"  # hers, in its place
+    assert all(ERIN_TOKEN not in p.output() and TOOLS_TOKEN not in p.output() for p in mcp_stack[3])
+
+
+def test_every_call_is_in_the_request_log_and_the_metrics(gateway, redis_client):
+    assert stateless(gateway, CAROL_KEY, "tools/call", {"name": "time__get_current_time",
+                                                       "arguments": {"timezone": "UTC"}}).status_code == 200
+    stateless(gateway, CAROL_KEY, "tools/call", {"name": "git__git_log", "arguments": {"repo_path": "/"}})
+
+    def records() -> list[dict]:  # (carol's: another test's record may land late)
+        found = [dict(zip(FIELDS, json.loads(fields[b"r"]))) for _, fields in redis_client.xrange(REQUEST_LOG)]
+        return [record for record in found if record["person"] == "carol"]
+    wait_until(lambda: len(records()) >= 2, what="both calls' records")
+    ok, denied = records()[:2]
+    assert (ok["person"], ok["dialect"], ok["server"], ok["tool"], ok["status"], ok["finish"]) == \
+        ("carol", "mcp", "time", "get_current_time", 200, "ok")
+    assert ok["bytes_in"] == len(json.dumps({"timezone": "UTC"})) and ok["bytes_out"] > 0 and ok["total_ms"] > 0
+    assert (denied["tool"], denied["finish"]) == ("git_log", "denied") and "git__git_log" in denied["error"]
+    assert "UTC" not in json.dumps(ok)  # no arguments or results: carol's key keeps no bodies
+    metrics = httpx.get(f"{gateway}/metrics", headers={"Authorization": f"Bearer {ALICE_KEY}"}).text
+    assert 'switchboard_tool_calls_total{outcome="ok",server="time",tool="get_current_time"} 1.0' in metrics
+    assert 'switchboard_tool_calls_total{outcome="denied",server="git",tool="-"} 1.0' in metrics
+
+
+def test_tool_calls_have_a_rate_of_their_own(gateway):
+    answers = [stateless(gateway, DAVE_KEY, "tools/call", {"name": "tools__say", "arguments": {"text": "x"}})
+               for _ in range(3)]
+    assert [a.status_code for a in answers] == [200, 200, 200]
+    assert "result" in answers[1].json()
+    error = answers[2].json()["error"]
+    assert error["code"] == -32000 and "2 tool calls per minute" in error["message"]
+    assert error["data"]["retryAfter"] >= 1
+
+
+def test_a_hung_server_is_timed_out_and_told_to_cancel(gateway, tool_server):
+    response = stateless(gateway, ALICE_KEY, "tools/call", {"name": "slow", "arguments": {"seconds": 30}},
+                         path="/mcp/quick")
+    error = response.json()["error"]
+    assert error["code"] == -32001 and "within 1 s" in error["message"]
+    wait_until(lambda: "slow 30.0 cancelled" in notes(tool_server), what="the server to hear the cancel")
+
+
+def notes(tool_server) -> str:
+    return tool_server[1].read_text() if tool_server[1].exists() else ""
+
+
+def test_a_client_that_leaves_cancels_its_call(gateway, tool_server):
+    body = {"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+            "params": {"_meta": META, "name": "tools__slow", "arguments": {"seconds": 31}}}
+    headers = STATELESS_HEADERS | {"Mcp-Method": "tools/call", "Mcp-Name": "tools__slow",
+                                   "Authorization": f"Bearer {ALICE_KEY}"}
+    stream = DroppableStream(gateway, "/mcp", body, headers)
+    wait_until(lambda: "slow 31.0 started" in notes(tool_server), what="the slow call to start")
+    stream.drop()
+    wait_until(lambda: "slow 31.0 cancelled" in notes(tool_server), what="the server to hear the cancel")
+
+
+def test_a_session_clients_cancellation_reaches_the_server(gateway, tool_server):
+    async def use(client):
+        with pytest.raises(MCPError):
+            await client.call_tool("tools__slow", {"seconds": 32}, read_timeout_seconds=2)
+    with_client(f"{gateway}/mcp", ALICE_KEY, "session", use)
+    wait_until(lambda: "slow 32.0 cancelled" in notes(tool_server), what="the server to hear the cancel")
+
+
+def test_a_call_asking_for_progress_is_answered_as_a_stream(gateway):
+    async def use(client):
+        seen = []
+
+        async def progress(value, total, message):
+            seen.append(value)
+        result = await client.call_tool("time__get_current_time", {"timezone": "UTC"}, progress_callback=progress)
+        return text_of(result)
+    _, answer = with_client(f"{gateway}/mcp", ALICE_KEY, "stateless", use)
+    assert json.loads(answer)["timezone"] == "UTC"
+
+
+def test_a_dead_stdio_server_is_started_again_on_the_next_call(gateway, mcp_stack):
+    pool = next(p for p in mcp_stack[3] if p.name == "mcp-pool")
+    call = lambda: stateless(gateway, ALICE_KEY, "tools/call", {"name": "time__get_current_time",
+                                                                 "arguments": {"timezone": "UTC"}}).json()
+    assert "result" in call()
+    children = [c for c in psutil.Process(pool.popen.pid).children(recursive=True) if "mcp-server-time" in " ".join(c.cmdline())]
+    assert children
+    for child in children:
+        child.kill()
+    wait_until(lambda: "result" in call(), what="the time server to be started again")
+    assert all(not c.is_running() or c.status() == psutil.STATUS_ZOMBIE for c in children)
+
+
+@pytest.mark.parametrize("body", [
+    b"", b"{", b"[]", b"null", b'{"jsonrpc":"2.0"}', b'{"jsonrpc":"2.0","id":{},"method":"x"}',
+    b'{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":7}}',
+    b'{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"time__x","arguments":"no"}}',
+    b'{"jsonrpc":"2.0","id":1,"method":"resources/read","params":{"uri":[1]}}',
+    b'{"jsonrpc":"2.0","id":1,"method":"nothing/here"}',
+    b'{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":5}}}',
+    b'{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"' + b"a" * 100_000 + b'"}}',
+], ids=["empty", "cut", "batch", "null", "no-method", "object-id", "number-name", "string-arguments",
+        "list-uri", "unknown-method", "number-version", "huge-name"])
+@pytest.mark.parametrize("era_headers", [STATELESS_HEADERS | {"Mcp-Method": "tools/list"},
+                                         {"Accept": "application/json, text/event-stream"}], ids=["stateless", "session"])
+def test_malformed_messages_get_errors_never_a_500(gateway, body, era_headers):
+    headers = era_headers | {"Authorization": f"Bearer {ALICE_KEY}", "Content-Type": "application/json"}
+    response = httpx.post(f"{gateway}/mcp", content=body, headers=headers)
+    assert 400 <= response.status_code < 500 or "error" in response.json()
+    assert response.status_code < 500
+
+
+def test_get_offers_no_stream_and_delete_ends_a_session(gateway):
+    assert httpx.get(f"{gateway}/mcp", headers={"Authorization": f"Bearer {ALICE_KEY}"}).status_code == 405
+    auth = {"Authorization": f"Bearer {ALICE_KEY}", "Accept": "application/json, text/event-stream"}
+    opened = httpx.post(f"{gateway}/mcp", headers=auth, json={
+        "jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}})
+    session = {"Mcp-Session-Id": opened.headers["Mcp-Session-Id"], "MCP-Protocol-Version": "2025-11-25"}
+    listing = {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}
+    assert httpx.post(f"{gateway}/mcp", headers=auth | session, json=listing).status_code == 200
+    assert httpx.post(f"{gateway}/mcp", headers={"Authorization": f"Bearer {BOB_KEY}"} | session,
+                      json=listing).status_code == 404  # another key's session is no session
+    assert httpx.delete(f"{gateway}/mcp", headers=auth | session).status_code == 204
+    assert httpx.post(f"{gateway}/mcp", headers=auth | session, json=listing).status_code == 404
+    assert httpx.post(f"{gateway}/mcp", headers=auth, json=listing).status_code == 400
