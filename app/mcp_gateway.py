@@ -138,15 +138,15 @@ class Caller:
                  traceparent: str = ""):
         self.shared, self.person, self.own_headers_env = shared, person, own_headers_env
         self.environ, self.traceparent = environ, traceparent
-        self._pool_checked = False
 
     def _check_pool(self) -> None:
-        if self._pool_checked:
+        """An MCP pool process is alive (seen within the last second by this web process, or now)."""
+        if time.monotonic() - self.shared.mcp_pool_heard_at < 1.0:
             return
         if not pool_alive(self.shared.redis):
             raise RpcError(SERVER_UNAVAILABLE, "no MCP pool process is running (the Procfile's `mcp`: "
                                                "python -m workers.mcp.pool)")
-        self._pool_checked = True
+        self.shared.mcp_pool_heard_at = time.monotonic()
 
     def call(self, server: str, method: str, params: dict, on_progress: Callable[[dict], None] | None = None,
              on_start: Callable[[str], None] | None = None, watch: bool = True) -> dict:

@@ -13,6 +13,7 @@ import json
 import time
 import uuid
 from dataclasses import dataclass, field
+from functools import partial
 from datetime import datetime, timezone
 from typing import Callable
 
@@ -50,6 +51,7 @@ class Methods:
     on_progress: Callable[[dict], None] | None = None
     on_call: Callable[[str], None] | None = None  # told each upstream call's id (its cancellation)
     noted: dict = field(default_factory=dict)  # what the request log keeps of the request
+    pending: Callable[[], None] | None = None  # a tool call's records, to write when the answer is sent
 
     def answer(self, message: Message) -> dict:
         handler = _HANDLERS.get(message.method or "")
@@ -76,9 +78,7 @@ class Methods:
                 outcome = "denied"
                 raise RpcError(INVALID_PARAMS, f'Unknown tool: "{message.params["name"]}" is not among the tools '
                                                "this key may use here")
-            self._admit()
-            result = self.caller.call(server, "tools/call", mcp.upstream_params(message, tool), self.on_progress,
-                                      self.on_call)
+            result = self._call(server, mcp.upstream_params(message, tool))
             outcome = "error" if result.get("isError") else "ok"
             return result
         except RpcError as error:
@@ -86,8 +86,9 @@ class Methods:
             outcome = refused or (outcome if outcome == "denied" else _OUTCOMES.get(error.code, "error"))
             self.noted["error"] = error.message
             raise
-        finally:
-            self._record_call(server, tool, outcome, time.perf_counter() - started, message, result)
+        finally:  # (written once the client has its answer: Exchange.ended)
+            self.pending = partial(self._record_call, server, tool, outcome, time.perf_counter() - started, message,
+                                   result)
 
     def _tool_of(self, message: Message) -> tuple[str, str]:
         try:
@@ -96,14 +97,16 @@ class Methods:
             self.noted |= {"tool": str(message.params.get("name"))[:200]}
             raise
 
-    def _admit(self) -> None:
+    def _call(self, server: str, params: dict) -> dict:
+        """The call, once admitted against the person's rates."""
         try:
             jobqueue.admit_tool_call(self.shared.redis, self.person,
-                                     keys.lease_member(self.shared.relay.web_id, uuid.uuid4().hex), *self.rates)
+                                     keys.lease_member(self.shared.relay.web_id, uuid.uuid4().hex), self.rates)
         except jobqueue.Busy as busy:
             self.noted["outcome"] = "refused"
             raise RpcError(-32000, f"{busy.message}; try again in {busy.retry_after} s",
                            {"retryAfter": busy.retry_after}) from None
+        return self.caller.call(server, "tools/call", params, self.on_progress, self.on_call)
 
     def _record_call(self, server: str, tool: str, outcome: str, seconds: float, message: Message,
                      result: dict | None) -> None:

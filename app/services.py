@@ -33,6 +33,7 @@ class Services:
     open_sockets: set = field(default_factory=set)  # its Responses WebSockets (closed at shutdown)
     persistence: PersistenceCheck = field(default_factory=PersistenceCheck)  # does its Redis keep what it holds
     records: RecordBuffer | None = None  # its request-log records on their way (app/record_buffer.py)
+    mcp_pool_heard_at: float = 0.0  # when it last saw an MCP pool process alive (app/mcp_gateway.py)
 
     def __post_init__(self):
         self.records = self.records or RecordBuffer(self.redis, self.settings)

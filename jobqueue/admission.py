@@ -86,12 +86,12 @@ def admit(redis: Redis, job: Job, person: str, pool: str, limits: Limits,
     return followed
 
 
-def admit_tool_call(redis: Redis, person: str, member: str, requests_per_minute: int,
-                    tool_calls_per_minute: int) -> None:
+def admit_tool_call(redis: Redis, person: str, member: str, rates: tuple[int, int]) -> None:
     """Count a gateway tool call against the person's requests per minute
-    and their own tool calls per minute, or raise Busy (with when a place
-    frees). `member`: keys.lease_member(web process, call id)."""
+    and their own tool calls per minute (`rates`), or raise Busy (with when
+    a place frees). `member`: keys.lease_member(web process, call id)."""
     now = time.time()
+    requests_per_minute, tool_calls_per_minute = rates
     named = {"now": now, "rpm": requests_per_minute, "tool_rpm": tool_calls_per_minute, "member": member,
              "window": RATE_WINDOW_SECONDS}
     verdict = run_script(redis, "admit_tool", [keys.rpm_key(person), keys.tool_rpm_key(person)], [json.dumps(named)])

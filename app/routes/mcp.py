@@ -13,6 +13,7 @@ x-api-key, the key in the path for clients that only take a URL).
 from __future__ import annotations
 
 import time
+from functools import partial
 
 import gevent
 import gevent.queue
@@ -140,18 +141,16 @@ class Exchange:
 
     # --- requests -----------------------------------------------------------------
     def answer(self, takes_sse: bool) -> Response:
-        streamed = False
-        status = 200
-        try:
-            response = self._answer(takes_sse)
-            status, streamed = response.status_code, response.mimetype == "text/event-stream"
-            return response
-        finally:
-            if not streamed:
-                self.ended(status)
+        response = self._answer(takes_sse)
+        if response.mimetype != "text/event-stream":  # (a stream ends its exchange itself)
+            response.call_on_close(partial(self.ended, response.status_code))
+        return response
 
     def ended(self, status: int) -> None:
-        """Its span ends; a tool call leaves its record in the request log."""
+        """Once the client has its answer: its span ends; a tool call leaves
+        its records (the request log, metrics, the day's tool use)."""
+        if self.methods is not None and self.methods.pending is not None:
+            self.methods.pending()
         noted = self.methods.noted if self.methods is not None else {}
         tracing.annotate(self.span, {"http.response.status_code": status, "switchboard.person": self.person,
                                      "gen_ai.tool.name": noted.get("tool")})

@@ -51,8 +51,9 @@ def stateless(base: str, key: str, method: str, params: dict | None = None, path
     """One stateless-era request, as its headers must mirror it."""
     params = {"_meta": META} | (params or {})
     headers = STATELESS_HEADERS | {"Mcp-Method": method, "Authorization": f"Bearer {key}"} | extra_headers
-    if "name" in params:
-        headers["Mcp-Name"] = params["name"]
+    named = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}.get(method)
+    if named in params:
+        headers["Mcp-Name"] = params[named]
     return httpx.post(f"{base}{path}", json={"jsonrpc": "2.0", "id": 1, "method": method, "params": params},
                       headers=headers, timeout=60)
 
@@ -212,16 +213,51 @@ def test_a_session_clients_cancellation_reaches_the_server(gateway, tool_server)
     wait_until(lambda: "slow 32.0 cancelled" in notes(tool_server), what="the server to hear the cancel")
 
 
-def test_a_call_asking_for_progress_is_answered_as_a_stream(gateway):
+@pytest.mark.parametrize("era", ERAS)
+def test_progress_passes_through_as_the_call_runs(gateway, era):
     async def use(client):
         seen = []
 
         async def progress(value, total, message):
-            seen.append(value)
-        result = await client.call_tool("time__get_current_time", {"timezone": "UTC"}, progress_callback=progress)
-        return text_of(result)
-    _, answer = with_client(f"{gateway}/mcp", ALICE_KEY, "stateless", use)
-    assert json.loads(answer)["timezone"] == "UTC"
+            seen.append((value, total, message))
+        result = await client.call_tool("tools__steps", {"count": 3}, progress_callback=progress)
+        return text_of(result), seen
+    _, (answer, seen) = with_client(f"{gateway}/mcp", ALICE_KEY, era, use)
+    assert answer == "3 steps" and seen == [(1, 3, "step 1"), (2, 3, "step 2"), (3, 3, "step 3")]
+
+
+def test_progress_is_framed_as_sse_events(gateway):
+    response = stateless(gateway, ALICE_KEY, "tools/call", {"name": "tools__steps", "arguments": {"count": 2},
+                                                           "_meta": META | {"progressToken": "p1"}})
+    assert response.headers["content-type"].startswith("text/event-stream")
+    events = [json.loads(line[6:]) for line in response.text.split("\n") if line.startswith("data: ")]
+    assert [e.get("method") for e in events] == ["notifications/progress"] * 2 + [None]
+    assert events[0]["params"] == {"progressToken": "p1", "progress": 2 - 1, "total": 2, "message": "step 1"}
+    assert events[-1]["id"] == 1 and events[-1]["result"]["content"][0]["text"] == "2 steps"
+    assert response.text.count("event: message\n") == 3
+
+
+@pytest.mark.parametrize("era", ERAS)
+def test_resources_and_prompts_pass_through(gateway, era):
+    async def use(client):
+        resources = [r.uri for r in (await client.list_resources()).resources]
+        templates = [t.uri_template for t in (await client.list_resource_templates()).resource_templates]
+        note = (await client.read_resource("notes://today")).contents[0].text
+        day = (await client.read_resource("notes://day/monday")).contents[0].text
+        prompts = [p.name for p in (await client.list_prompts()).prompts]
+        review = (await client.get_prompt("tools__review", {"topic": "the gateway"})).messages[0].content.text
+        return resources, templates, note, day, prompts, review
+    _, (resources, templates, note, day, prompts, review) = with_client(f"{gateway}/mcp", ALICE_KEY, era, use)
+    assert "notes://today" in [str(r) for r in resources] and "notes://day/{day}" in templates
+    assert (note, day) == ("remember the milk", "note of monday")
+    assert "tools__review" in prompts and "quick__review" in prompts and review == "Please review the gateway."
+
+
+def test_resources_and_prompts_only_from_servers_a_key_may_use_whole(gateway):
+    listed = stateless(gateway, CAROL_KEY, "prompts/list").json()["result"]["prompts"]
+    assert listed == []  # carol has time whole (no prompts) and one git tool
+    refused = stateless(gateway, CAROL_KEY, "resources/read", {"uri": "notes://today"}).json()["error"]
+    assert refused["code"] == -32602 and "notes://today" in refused["message"]
 
 
 def test_a_dead_stdio_server_is_started_again_on_the_next_call(gateway, mcp_stack):

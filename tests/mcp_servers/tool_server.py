@@ -7,9 +7,9 @@ an agent loop: `say` returns its text, `chain` returns an `<invoke>` block
 calling itself again (the echo model then "calls" it), `slow` sleeps (and
 notes in NOTES_FILE whether it finished or was cancelled), `fail` fails,
 `huge` returns a long result, `grow` adds a tool and says the list changed,
-`token` says whether the request carried the token the operator configured
+`steps` reports progress, `token` says whether the request carried the token the operator configured
 (header X-Tools-Token, compared with $TEST_TOOLS_TOKEN, and a person's own
-$TEST_OWN_TOKEN)."""
+$TEST_OWN_TOKEN). A resource, a resource template and a prompt too."""
 from __future__ import annotations
 
 import asyncio
@@ -86,6 +86,32 @@ async def grow(name: str, ctx: Context) -> str:
     server.add_tool(grown, name=name, description="A tool added at run time.")
     await ctx.notify_tools_changed()
     return f"added {name}"
+
+
+@server.tool()
+async def steps(count: int, ctx: Context) -> str:
+    """Report progress `count` times, then say so."""
+    for step in range(1, count + 1):
+        await ctx.report_progress(step, count, f"step {step}")
+    return f"{count} steps"
+
+
+@server.resource("notes://today")
+def today() -> str:
+    """Today's note."""
+    return "remember the milk"
+
+
+@server.resource("notes://day/{day}")
+def a_day(day: str) -> str:
+    """A day's note."""
+    return f"note of {day}"
+
+
+@server.prompt()
+def review(topic: str) -> str:
+    """Ask for a review of a topic."""
+    return f"Please review {topic}."
 
 
 if __name__ == "__main__":

@@ -107,15 +107,23 @@ class McpPool:
         else:
             connection = self.connection(call)
             timeout = min(connection.server.timeout_seconds, left)
+            in_order = asyncio.Lock()  # (each notification's publish waits for the one before: FIFO)
 
             async def progress(value: float, total: float | None, message: str | None) -> None:
                 body = {"progress": value} | ({"total": total} if total is not None else {}) \
                     | ({"message": message} if message else {})
-                if not await self._publish(call, Reply("progress", body)):
-                    self.cancel(call.id)  # nobody hears it: the caller left
+                async with in_order:
+                    if not await self._publish(call, Reply("progress", body)):
+                        self.cancel(call.id)  # nobody hears it: the caller left
 
             reply = await answer(connection, call, timeout, progress)
             self.health[call.server].saw(reply)
+            # The SDK hands each progress notification to a task of its own, which may not have published
+            # when the result comes: the result goes after them (a reply after the result is never heard).
+            await asyncio.sleep(0)
+            async with in_order:
+                await self._publish(call, reply)
+            return
         await self._publish(call, reply)
 
     async def _publish(self, call: Call, reply: Reply) -> bool:
