@@ -33,8 +33,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from scripts.benchkit import (abort, agent_sessions, celery_floor, codex_transport, deployments,  # noqa: E402
-                              durability, local_batching, local_model, overhead, profile, relay, scale, sharing,
-                              tracing, work_shares)
+                              durability, local_batching, local_model, mcp_gateway, overhead, profile, relay, scale,
+                              sharing, tracing, work_shares)
 from scripts.benchkit.report import chart, markdown  # noqa: E402
 from scripts.benchkit.stack import BenchStack, redis_connection_bound  # noqa: E402
 from scripts.benchkit.targets import check_all  # noqa: E402
@@ -80,6 +80,9 @@ class Sizes:
     failover_seconds: float = 10.0
     codex_turns: int = 20  # section 11
     codex_rounds: int = 6
+    mcp_levels: tuple[int, ...] = (1, 16)  # section 15: MCP gateway callers
+    mcp_seconds: float = 5.0
+    mcp_rounds: int = 5
     tracing_requests: int = 60  # section 12: per stack and round (and 4x as many at 16 clients)
     tracing_rounds: int = 15
     work_seconds: float = 30.0  # section 13: per tree and round
@@ -105,7 +108,7 @@ TINY = Sizes(upstream_tokens=8, levels=(1, 4), route_levels=(1, 4), gemini_level
              file_chars=1200,
              deploy_seconds=1.5, deploy_rounds=1, deploy_clients=8, durability_levels=(1, 4), durability_seconds=0.5,
              durability_rounds=2, failover_trials=1, failover_clients=2, failover_seconds=3.0, codex_turns=3,
-             codex_rounds=1, tracing_requests=5, tracing_rounds=1, work_seconds=3.0, work_rounds=1,
+             codex_rounds=1, mcp_seconds=1.0, mcp_rounds=1, tracing_requests=5, tracing_rounds=1, work_seconds=3.0, work_rounds=1,
              agents=agent_sessions.Shape(people=3, turns=3, subagents=2, sub_turns=2, side_lanes=1), agent_rounds=1,
              agents_local=agent_sessions.Shape(people=2, turns=2, subagents=1, sub_turns=1, side_lanes=1))
 
@@ -211,6 +214,12 @@ def run_durability(sizes: Sizes, log=print) -> dict:
                                             log)}
 
 
+def run_mcp_gateway(sizes: Sizes, log=print) -> dict:
+    """15. A tool call through the MCP gateway against the same call made directly on the server."""
+    log("15. MCP gateway: a tool call through /mcp against the same call on the server")
+    return mcp_gateway.measure(sizes.mcp_levels, sizes.mcp_seconds, sizes.mcp_rounds, log)
+
+
 def run_sharing(sizes: Sizes, log=print) -> dict:
     """7. Sharing the server: each part on a small stack of its own."""
     log("7. sharing: fairness (fair, then FIFO)")
@@ -235,7 +244,8 @@ ONE_SECTION = {"local-batching": ("local_batching", run_local_batching), "sharin
                "codex-transport": ("codex_transport", run_codex_transport), "tracing": ("tracing", run_tracing),
                "work-shares": ("work_shares", run_work_shares),
                "agent-sessions": ("agent_sessions", run_agent_sessions),
-               "agent-sessions-local": ("agent_sessions_local", run_agent_sessions_local)}
+               "agent-sessions-local": ("agent_sessions_local", run_agent_sessions_local),
+               "mcp-gateway": ("mcp_gateway", run_mcp_gateway)}
 
 
 def _configs(text: str) -> tuple[tuple[int, int], ...]:
@@ -261,7 +271,7 @@ def write(results: dict, out: Path, notes: Path | None) -> None:
     (out / "benchmarks.md").write_text(markdown(results, "benchmarks.png"))
 
 
-RUN_APART = ("scale", "agent_sessions_local")  # sections 8 (--scale) and 14b (--agent-sessions-local)
+RUN_APART = ("scale", "agent_sessions_local", "mcp_gateway")  # sections 8, 14b and 15: run by their flags
 
 
 def _last_report(out: Path) -> dict:
@@ -310,6 +320,9 @@ def main() -> None:
                         help="run only section 14b (the same on the local model, scaled down; with --before, the "
                              "older tree too; not part of the full run: about 15 minutes on 2 cores, 25 with "
                              "--before) and merge it into OUT/benchmarks.json")
+    parser.add_argument("--mcp-gateway", action="store_true",
+                        help="run only section 15 (a tool call through the MCP gateway against the same call on the "
+                             "server; not part of the full run) and merge it into OUT/benchmarks.json")
     parser.add_argument("--configs", type=_configs, default=None,
                         help="with --scale: web+worker process counts, e.g. 1+1,2+2,4+4,8+4 (default 1+1,2+2)")
     parser.add_argument("--slots", type=int, default=None, help="with --scale: greenlets per upstream worker")

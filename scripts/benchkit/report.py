@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from scripts.benchkit import profile
+from scripts.benchkit import mcp_gateway, profile
 from scripts.benchkit.scale_report import scale_lines
 from scripts.benchkit.targets import ABORT_P99_MS, ADDED_TTFT_P50_MS, RELAY_TOKENS_PER_SECOND, Check, check_all
 
@@ -300,6 +300,9 @@ def markdown(results: dict, chart_name: str) -> str:
         lines += ["", "## 9. One model on several servers", ""] + _deployment_lines(results["deployments"])
     if results.get("durability"):
         lines += ["", "## 10. Redis persistence and failover", ""] + _durability_lines(results["durability"])
+    if results.get("mcp_gateway"):
+        lines += ["", "## 15. The MCP gateway: a tool call through /mcp against the same call on the server", ""] + \
+            mcp_gateway.lines(results["mcp_gateway"])
     if results.get("codex_transport"):
         lines += ["", "## 11. Codex's transports: HTTP and the Responses WebSocket", ""] + _codex_transport_lines(
             results["codex_transport"])

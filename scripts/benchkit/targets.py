@@ -413,9 +413,26 @@ def _agent_sessions(results: dict, name: str = "agent_sessions", where: str = ""
                   f"{hit:.1%} (with the flood {policy['flood']['cache_hit']:.1%})", hit >= SESSION_CACHE_HIT)]
 
 
+MCP_ADDED_MS = 3.0  # a tool call through the MCP gateway, at one caller, p50
+
+
+def _mcp_gateway(results: dict) -> list[Check]:
+    """A tool call through /mcp costs at most MCP_ADDED_MS more than on the server, at one caller."""
+    section = results.get("mcp_gateway")
+    if not section:
+        return []
+    one = next((row for row in section["rows"] if row["callers"] == 1), None)
+    if one is None:
+        return []
+    added = one["added_ms"]["p50"]
+    return [Check(f"a tool call through the MCP gateway at one caller: at most {MCP_ADDED_MS:g} ms added (p50)",
+                  f"{added:.2f} ms (median of {section['rounds']} rounds; p99 {one['added_ms']['p99']:.2f} ms)",
+                  added <= MCP_ADDED_MS)]
+
+
 def check_all(results: dict) -> list[Check]:
     scale = _scale(results["scale"]) if results.get("scale") else []
     return (_overhead(results) + _routes(results) + _local(results) + _batching(results) + _relay(results)
             + _abort(results) + _sharing(results) + _deployments(results) + _durability(results) + _tracing(results)
-            + _work_shares(results) + _agent_sessions(results)
+            + _work_shares(results) + _agent_sessions(results) + _mcp_gateway(results)
             + _agent_sessions(results, "agent_sessions_local", " on the local model") + scale)
