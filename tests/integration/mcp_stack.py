@@ -14,7 +14,7 @@ from pathlib import Path
 from app.auth import digest
 from scripts.embedded_redis import free_port
 from scripts.processes import (
-    BIN, Process, ready_together, stack_env, start_mcp_pool, start_web, start_worker, wait_http_ready,
+    BIN, ROOT, Process, ready_together, stack_env, start_mcp_pool, start_web, start_worker, wait_http_ready,
 )
 
 ALICE_KEY, BOB_KEY = "alice-key-3b9d", "bob-key-8e21"
@@ -55,6 +55,12 @@ args = ["--local-timezone", "UTC"]
 [mcp_servers.git]
 command = "{BIN / 'mcp-server-git'}"
 args = ["--repository", "{repository}"]
+
+[mcp_servers.mine]
+command = "{BIN / 'python'}"
+args = ["-m", "tests.mcp_servers.person_server"]
+cwd = "{ROOT}"
+per_person = true
 
 [mcp_servers.tools]
 url = "{tools}"
@@ -105,7 +111,7 @@ mcp_servers = ["down", "tools"]
 
 
 def keys_text(bob: bool = True) -> str:
-    return (f'[keys.alice]\nsha256 = "{digest(ALICE_KEY)}"\n\n'
+    return (f'[keys.alice]\nsha256 = "{digest(ALICE_KEY)}"\nadmin = true\n\n'
             + (f'[keys.bob]\nsha256 = "{digest(BOB_KEY)}"\nmcp_servers = ["time"]\n\n' if bob else "")
             + f'[keys.carol]\nsha256 = "{digest(CAROL_KEY)}"\nmcp_servers = ["time", "git/git_status"]\n\n'
             f'[keys.dave]\nsha256 = "{digest(DAVE_KEY)}"\ntool_calls_per_minute = 2\n\n'

@@ -17,6 +17,7 @@ from mcp.shared.exceptions import MCPError
 
 from ledger.request_log import FIELDS
 from protocol.keys import REQUEST_LOG
+from scripts.processes import stack_env, start_web
 from tests.integration.mcp_stack import (
     ALICE_KEY, BOB_KEY, CAROL_KEY, DAVE_KEY, ERIN_KEY, ERIN_TOKEN, TOOLS_TOKEN, keys_text,
 )
@@ -306,3 +307,62 @@ def test_get_offers_no_stream_and_delete_ends_a_session(gateway):
     assert httpx.delete(f"{gateway}/mcp", headers=auth | session).status_code == 204
     assert httpx.post(f"{gateway}/mcp", headers=auth | session, json=listing).status_code == 404
     assert httpx.post(f"{gateway}/mcp", headers=auth, json=listing).status_code == 400
+
+
+def test_a_per_person_server_runs_once_per_person(gateway):
+    def whoami(key: str) -> tuple[str, str]:
+        response = stateless(gateway, key, "tools/call", {"name": "mine__whoami", "arguments": {}})
+        person, pid = response.json()["result"]["content"][0]["text"].split()
+        return person, pid
+    alice, dave = whoami(ALICE_KEY), whoami(DAVE_KEY)
+    assert (alice[0], dave[0]) == ("alice", "dave") and alice[1] != dave[1]
+    assert whoami(ALICE_KEY) == alice  # her own process, kept
+
+
+def test_a_session_opened_on_one_web_process_goes_on_on_another(gateway, mcp_stack, redis_url):
+    """Sessions live in Redis: a web process restarting (here: another one) loses none."""
+    folder = mcp_stack[1]
+    env = stack_env(redis_url, SWITCHBOARD_MODELS=str(folder / "models.toml"),
+                    SWITCHBOARD_KEYS_FILE=str(folder / "keys.toml"), TEST_TOOLS_TOKEN=TOOLS_TOKEN,
+                    ERIN_TOOLS_TOKEN=ERIN_TOKEN)
+    other, other_base = start_web(env)
+    try:
+        auth = {"Authorization": f"Bearer {ALICE_KEY}", "Accept": "application/json, text/event-stream"}
+        opened = httpx.post(f"{gateway}/mcp", headers=auth, json={
+            "jsonrpc": "2.0", "id": 1, "method": "initialize",
+            "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}})
+        session = {"Mcp-Session-Id": opened.headers["Mcp-Session-Id"], "MCP-Protocol-Version": "2025-11-25"}
+        called = httpx.post(f"{other_base}/mcp", headers=auth | session, json={
+            "jsonrpc": "2.0", "id": 2, "method": "tools/call",
+            "params": {"name": "tools__say", "arguments": {"text": "still here"}}}, timeout=60)
+        assert called.json()["result"]["content"][0]["text"] == "still here"
+    finally:
+        other.stop()
+
+
+def test_the_console_shows_the_servers_and_who_used_which_tools(gateway):
+    assert "result" in stateless(gateway, CAROL_KEY, "tools/call", {"name": "time__get_current_time",
+                                                                   "arguments": {"timezone": "UTC"}}).json()
+    admin = {"Authorization": f"Bearer {ALICE_KEY}"}
+
+    def console() -> dict:
+        return httpx.get(f"{gateway}/admin/status", headers=admin).json()["mcp"]
+    used = {"person": "carol", "server": "time", "tool": "get_current_time", "calls": 1}
+    status = wait_until(lambda: (found := console())["tools_today"] == [used] and found, what="the day's tool use")
+    servers = {server["name"]: server for server in status["servers"]}
+    assert status["pools"] >= 1 and servers["mine"]["per_person"] and servers["tools"]["transport"] == "http"
+    wait_until(lambda: {s["name"]: s for s in console()["servers"]}["time"]["state"] == "ok",
+               what="the pool to say the time server answered")
+
+
+def test_a_keys_mcp_permissions_changing_is_audited(gateway, mcp_stack):
+    keys_file = mcp_stack[1] / "keys.toml"
+    keys_file.write_text(keys_text().replace('mcp_servers = ["time", "git/git_status"]', 'mcp_servers = ["time"]'))
+    try:
+        def changed() -> list[dict]:
+            entries = httpx.get(f"{gateway}/admin/audit", headers={"Authorization": f"Bearer {ALICE_KEY}"}).json()
+            return [e for e in entries["entries"] if e["action"] == "key changed" and e["target"] == "carol"]
+        entry = wait_until(lambda: changed(), what="carol's change in the audit log")[0]
+        assert entry["details"] == {"mcp_servers": [["time", "git/git_status"], ["time"]]}
+    finally:
+        keys_file.write_text(keys_text())
