@@ -98,15 +98,21 @@ class Methods:
             raise
 
     def _call(self, server: str, params: dict) -> dict:
-        """The call, once admitted against the person's rates."""
+        """The call, once admitted against the person's rates; while it
+        runs it holds one of their slots (their jobs count it)."""
+        redis, lease = self.shared.redis, keys.lease_member(self.shared.relay.web_id, uuid.uuid4().hex)
         try:
-            jobqueue.admit_tool_call(self.shared.redis, self.person,
-                                     keys.lease_member(self.shared.relay.web_id, uuid.uuid4().hex), self.rates)
+            jobqueue.admit_tool_call(redis, self.person, lease, self.rates)
         except jobqueue.Busy as busy:
             self.noted["outcome"] = "refused"
             raise RpcError(-32000, f"{busy.message}; try again in {busy.retry_after} s",
                            {"retryAfter": busy.retry_after}) from None
-        return self.caller.call(server, "tools/call", params, self.on_progress, self.on_call)
+        jobqueue.hold_slot(redis, self.person, lease)
+        try:
+            return self.caller.call(server, "tools/call", params, self.on_progress, self.on_call)
+        finally:
+            for pool in jobqueue.free_slot(redis, self.person, lease):  # their jobs waiting on it: a ticket each
+                self.shared.tickets.send(pool, pool, "")
 
     def _record_call(self, server: str, tool: str, outcome: str, seconds: float, message: Message,
                      result: dict | None) -> None:

@@ -45,7 +45,7 @@ from jobqueue.scripts import execute, queue_script, run_script as _run
 from jobqueue.states import JobState
 from protocol import keys
 from protocol.contract import Job
-from protocol.presence import ALIVE_TTL_SECONDS
+from protocol.presence import ALIVE_TTL_SECONDS, batched
 from protocol.queue import is_direct_queue, ticket_queue
 
 CLASSES = ("completion", "chat")  # served in this order
@@ -200,6 +200,16 @@ def _reply_channel(payload: bytes) -> str:
 
 def _text(value) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def hold(redis: Redis, person: str, lease: str) -> None:
+    """Something of the person's that is not a job runs (a tool call through
+    the MCP gateway): it holds one of their slots until `finish`, so their
+    jobs count it against their limit. It never waits for one (its client
+    waits on it already); a web process that dies drops it with its lease."""
+    with batched(redis) as pipe:
+        pipe.zadd(keys.active_key(person), {lease: time.time()})
+        pipe.expire(keys.active_key(person), 86400)
 
 
 def finish(redis: Redis, person: str, lease: str) -> list[str]:

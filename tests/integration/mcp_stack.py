@@ -22,6 +22,7 @@ CAROL_KEY = "carol-key-51fe"  # time, and git's git_status only
 DAVE_KEY = "dave-key-7a20"  # two tool calls a minute
 ERIN_KEY = "erin-key-c9d4"  # her own credentials for the tools server
 ERIN_TOKEN = "erin-own-token-0e8a"
+FRANK_KEY = "frank-key-2d77"  # one job (or tool call) at a time
 TOOLS_TOKEN = "tools-secret-61c0"  # the header the operator's registry sends the tool server
 
 
@@ -115,6 +116,7 @@ def keys_text(bob: bool = True) -> str:
             + (f'[keys.bob]\nsha256 = "{digest(BOB_KEY)}"\nmcp_servers = ["time"]\n\n' if bob else "")
             + f'[keys.carol]\nsha256 = "{digest(CAROL_KEY)}"\nmcp_servers = ["time", "git/git_status"]\n\n'
             f'[keys.dave]\nsha256 = "{digest(DAVE_KEY)}"\ntool_calls_per_minute = 2\n\n'
+            f'[keys.frank]\nsha256 = "{digest(FRANK_KEY)}"\nmax_concurrent = 1\n\n'
             f'[keys.erin]\nsha256 = "{digest(ERIN_KEY)}"\n\n'
             '[keys.erin.mcp_headers_env.tools]\nX-Tools-Token = "ERIN_TOOLS_TOKEN"\n')
 

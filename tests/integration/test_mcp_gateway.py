@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 
 import httpx
 import httpx2
@@ -16,10 +17,10 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
 from ledger.request_log import FIELDS
-from protocol.keys import REQUEST_LOG
+from protocol.keys import REQUEST_LOG, active_key, fair_waiting_key
 from scripts.processes import stack_env, start_web
 from tests.integration.mcp_stack import (
-    ALICE_KEY, BOB_KEY, CAROL_KEY, DAVE_KEY, ERIN_KEY, ERIN_TOKEN, TOOLS_TOKEN, keys_text,
+    ALICE_KEY, BOB_KEY, CAROL_KEY, DAVE_KEY, ERIN_KEY, ERIN_TOKEN, FRANK_KEY, TOOLS_TOKEN, keys_text,
 )
 from tests.integration.http import DroppableStream
 from tests.integration.waits import wait_until
@@ -366,3 +367,25 @@ def test_a_keys_mcp_permissions_changing_is_audited(gateway, mcp_stack):
         assert entry["details"] == {"mcp_servers": [["time", "git/git_status"], ["time"]]}
     finally:
         keys_file.write_text(keys_text())
+
+
+def test_a_tool_call_holds_one_of_the_persons_slots(gateway, tool_server, redis_client):
+    """frank runs one thing at a time: while his tool call runs, his chat waits its turn, and runs once it ends."""
+    body = {"jsonrpc": "2.0", "id": 9, "method": "tools/call",
+            "params": {"_meta": META, "name": "tools__slow", "arguments": {"seconds": 33}}}
+    headers = STATELESS_HEADERS | {"Mcp-Method": "tools/call", "Mcp-Name": "tools__slow",
+                                   "Authorization": f"Bearer {FRANK_KEY}"}
+    stream = DroppableStream(gateway, "/mcp", body, headers)
+    wait_until(lambda: "slow 33.0 started" in notes(tool_server), what="his tool call to start")
+    assert redis_client.zcard(active_key("frank")) == 1
+    replies = []
+    chat = threading.Thread(target=lambda: replies.append(httpx.post(
+        f"{gateway}/v1/chat/completions", headers={"Authorization": f"Bearer {FRANK_KEY}"}, timeout=60,
+        json={"model": "echo", "messages": [{"role": "user", "content": "after the tool"}]})))
+    chat.start()
+    wait_until(lambda: redis_client.hget(fair_waiting_key("mcp-local"), "frank") == b"1", what="his chat to wait")
+    assert not replies
+    stream.drop()  # the call is cancelled: his slot is free, and his chat gets a ticket
+    chat.join(60)
+    assert replies and replies[0].json()["choices"][0]["message"]["content"] == "after the tool"
+    wait_until(lambda: redis_client.zcard(active_key("frank")) == 0, what="his slot to be free")
