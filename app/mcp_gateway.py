@@ -149,9 +149,11 @@ class Caller:
         self.shared.mcp_pool_heard_at = time.monotonic()
 
     def call(self, server: str, method: str, params: dict, on_progress: Callable[[dict], None] | None = None,
-             on_start: Callable[[str], None] | None = None, watch: bool = True) -> dict:
+             on_start: Callable[[str | None], None] | None = None, watch: bool = True) -> dict:
         """The server's result, or RpcError (its own, or the gateway's:
-        unavailable, timed out); ClientLeft if the client went away."""
+        unavailable, timed out); ClientLeft if the client went away.
+        `on_start` is told the call's id once it is queued, and None when
+        it ended."""
         self._check_pool()
         entry = self.shared.registry.servers[server]
         wait = entry.timeout_seconds + entry.connect_timeout_seconds + REPLY_GRACE_SECONDS
@@ -172,6 +174,8 @@ class Caller:
             if watch is not None:
                 watch.stop()
             relay.forget(subscription)
+            if on_start is not None:
+                on_start(None)  # (it runs no more)
 
     def _await(self, call_id: str, subscription, deadline: float, on_progress) -> dict:
         try:

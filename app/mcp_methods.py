@@ -49,7 +49,7 @@ class Methods:
     span: object = None
     session: str | None = None
     on_progress: Callable[[dict], None] | None = None
-    on_call: Callable[[str], None] | None = None  # told each upstream call's id (its cancellation)
+    on_call: Callable[[str | None], None] | None = None  # told each upstream call's id, then None (cancellation)
     noted: dict = field(default_factory=dict)  # what the request log keeps of the request
     pending: Callable[[], None] | None = None  # a tool call's records, to write when the answer is sent
 

@@ -162,7 +162,6 @@ class Exchange:
         self.shared.records.add(record, body)
 
     def _answer(self, takes_sse: bool) -> Response:
-        headers: dict = {}
         try:
             if self.era == "stateless":
                 mcp.check_stateless(self.message, request.headers.get)
@@ -175,7 +174,7 @@ class Exchange:
             methods = self._methods()
             if takes_sse and mcp.progress_token(self.message) is not None:
                 return self._streamed(methods)
-            return self._reply(methods.answer(self.message), headers)
+            return self._reply(methods.answer(self.message))
         except RpcError as error:
             return self._failed(error)
         except ClientLeft:
@@ -213,9 +212,8 @@ class Exchange:
             methods.on_call = lambda call_id: self.sessions.running(self.session_id, request_id, call_id)
         return methods
 
-    def _reply(self, result: dict, headers: dict | None = None) -> Response:
-        return _rpc(mcp.response(self.message, mcp.for_era(self.era, self.message.method, result)),
-                    headers=headers)
+    def _reply(self, result: dict) -> Response:
+        return _rpc(mcp.response(self.message, mcp.for_era(self.era, self.message.method, result)))
 
     def _failed(self, error: RpcError) -> Response:
         if isinstance(error, _HttpError):

@@ -196,12 +196,17 @@ def notes(tool_server) -> str:
     return tool_server[1].read_text() if tool_server[1].exists() else ""
 
 
-def test_a_client_that_leaves_cancels_its_call(gateway, tool_server):
+def slow_call(gateway: str, key: str, seconds: int) -> DroppableStream:
+    """A stateless-era call of the tool server's `slow`, on a socket the test can drop."""
     body = {"jsonrpc": "2.0", "id": 7, "method": "tools/call",
-            "params": {"_meta": META, "name": "tools__slow", "arguments": {"seconds": 31}}}
+            "params": {"_meta": META, "name": "tools__slow", "arguments": {"seconds": seconds}}}
     headers = STATELESS_HEADERS | {"Mcp-Method": "tools/call", "Mcp-Name": "tools__slow",
-                                   "Authorization": f"Bearer {ALICE_KEY}"}
-    stream = DroppableStream(gateway, "/mcp", body, headers)
+                                   "Authorization": f"Bearer {key}"}
+    return DroppableStream(gateway, "/mcp", body, headers)
+
+
+def test_a_client_that_leaves_cancels_its_call(gateway, tool_server):
+    stream = slow_call(gateway, ALICE_KEY, 31)
     wait_until(lambda: "slow 31.0 started" in notes(tool_server), what="the slow call to start")
     stream.drop()
     wait_until(lambda: "slow 31.0 cancelled" in notes(tool_server), what="the server to hear the cancel")
@@ -371,11 +376,7 @@ def test_a_keys_mcp_permissions_changing_is_audited(gateway, mcp_stack):
 
 def test_a_tool_call_holds_one_of_the_persons_slots(gateway, tool_server, redis_client):
     """frank runs one thing at a time: while his tool call runs, his chat waits its turn, and runs once it ends."""
-    body = {"jsonrpc": "2.0", "id": 9, "method": "tools/call",
-            "params": {"_meta": META, "name": "tools__slow", "arguments": {"seconds": 33}}}
-    headers = STATELESS_HEADERS | {"Mcp-Method": "tools/call", "Mcp-Name": "tools__slow",
-                                   "Authorization": f"Bearer {FRANK_KEY}"}
-    stream = DroppableStream(gateway, "/mcp", body, headers)
+    stream = slow_call(gateway, FRANK_KEY, 33)
     wait_until(lambda: "slow 33.0 started" in notes(tool_server), what="his tool call to start")
     assert redis_client.zcard(active_key("frank")) == 1
     replies = []
