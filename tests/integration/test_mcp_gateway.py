@@ -23,6 +23,8 @@ from tests.integration.mcp_stack import (
     ALICE_KEY, BOB_KEY, CAROL_KEY, DAVE_KEY, ERIN_KEY, ERIN_TOKEN, FRANK_KEY, TOOLS_TOKEN, keys_text,
 )
 from tests.integration.http import DroppableStream
+from tests.integration.otlp_receiver import OtlpReceiver
+from tests.integration.test_fuzz import mutants
 from tests.integration.waits import wait_until
 
 ERAS = {"session": "legacy", "stateless": "auto"}  # the SDK's modes: the handshake, or discover first
@@ -325,13 +327,17 @@ def test_a_per_person_server_runs_once_per_person(gateway):
     assert whoami(ALICE_KEY) == alice  # her own process, kept
 
 
+def another_web(mcp_stack, redis_url: str, **env: str):
+    """A second web process of the MCP stack (its registry, keys and Redis)."""
+    folder = mcp_stack[1]
+    return start_web(stack_env(redis_url, SWITCHBOARD_MODELS=str(folder / "models.toml"),
+                               SWITCHBOARD_KEYS_FILE=str(folder / "keys.toml"), TEST_TOOLS_TOKEN=TOOLS_TOKEN,
+                               ERIN_TOOLS_TOKEN=ERIN_TOKEN, **env))
+
+
 def test_a_session_opened_on_one_web_process_goes_on_on_another(gateway, mcp_stack, redis_url):
     """Sessions live in Redis: a web process restarting (here: another one) loses none."""
-    folder = mcp_stack[1]
-    env = stack_env(redis_url, SWITCHBOARD_MODELS=str(folder / "models.toml"),
-                    SWITCHBOARD_KEYS_FILE=str(folder / "keys.toml"), TEST_TOOLS_TOKEN=TOOLS_TOKEN,
-                    ERIN_TOOLS_TOKEN=ERIN_TOKEN)
-    other, other_base = start_web(env)
+    other, other_base = another_web(mcp_stack, redis_url)
     try:
         auth = {"Authorization": f"Bearer {ALICE_KEY}", "Accept": "application/json, text/event-stream"}
         opened = httpx.post(f"{gateway}/mcp", headers=auth, json={
@@ -390,3 +396,45 @@ def test_a_tool_call_holds_one_of_the_persons_slots(gateway, tool_server, redis_
     chat.join(60)
     assert replies and replies[0].json()["choices"][0]["message"]["content"] == "after the tool"
     wait_until(lambda: redis_client.zcard(active_key("frank")) == 0, what="his slot to be free")
+
+
+def test_a_tool_call_is_a_span_of_its_request_and_no_secret_is_traced(gateway, mcp_stack, redis_url):
+    receiver = OtlpReceiver()
+    web, base = another_web(mcp_stack, redis_url, OTEL_EXPORTER_OTLP_ENDPOINT=receiver.url,
+                            OTEL_BSP_SCHEDULE_DELAY="100", OTEL_SERVICE_NAME="gateway")
+    try:
+        assert "result" in stateless(base, ERIN_KEY, "tools/call", {"name": "tools__token", "arguments": {}}).json()
+        spans = wait_until(lambda: len(s := receiver.snapshot()) >= 2 and s, 30, "the request's and the call's spans")
+        one = {span["name"]: span for span in spans}
+        request, call = one["POST /mcp"], one["execute_tool token"]
+        assert call["parent_id"] == request["span_id"] and call["trace_id"] == request["trace_id"]
+        assert call["attributes"] | {"switchboard.person": "erin"} == {
+            "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "token", "switchboard.mcp_server": "tools",
+            "switchboard.person": "erin"}
+        assert request["attributes"]["switchboard.person"] == "erin"
+        sent = b"".join(receiver.bodies)
+        assert all(secret.encode() not in sent for secret in (ERIN_KEY, ERIN_TOKEN, TOOLS_TOKEN))
+    finally:
+        web.stop()
+        receiver.close()
+
+
+TOOL_CALL = {"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+             "params": {"_meta": META, "name": "tools__say", "arguments": {"text": "x"}}}
+INITIALIZE = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+              "params": {"protocolVersion": "2025-11-25", "capabilities": {"roots": {}},
+                         "clientInfo": {"name": "fuzz", "version": "1"}}}
+
+
+@pytest.mark.parametrize("body, headers", [
+    (TOOL_CALL, {"Mcp-Method": "tools/call", "Mcp-Name": "tools__say", "MCP-Protocol-Version": "2026-07-28"}),
+    (INITIALIZE, {}),
+], ids=["stateless-call", "initialize"])
+def test_type_confused_values_in_every_position(gateway, body, headers):
+    sent = headers | {"Authorization": f"Bearer {ALICE_KEY}", "Accept": "application/json, text/event-stream"}
+    with httpx.Client(base_url=gateway, timeout=30) as http:
+        assert http.post("/mcp", json=body, headers=sent).status_code == 200
+        cases = list(mutants(body))
+        statuses = [(what, http.post("/mcp", json=case, headers=sent).status_code) for what, case in cases]
+    assert not [case for case in statuses if case[1] >= 500], [case for case in statuses if case[1] >= 500][:10]
+    assert len(cases) > 50

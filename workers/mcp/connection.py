@@ -58,6 +58,7 @@ class ServerConnection:
         self._failed_at = 0.0
         self._retry_after = 0.0
         self._failure = ""
+        self._refreshing: asyncio.Task | None = None  # a listing made in the background (tools)
 
     # --- the session ------------------------------------------------------------
     def _transport(self):
@@ -148,7 +149,18 @@ class ServerConnection:
     # --- what the server offers ---------------------------------------------------
     async def tools(self) -> list[mcp_types.Tool]:
         """The server's tools (those the registry lets it offer); the last
-        listing if the server cannot be reached now, or [] if it never was."""
+        listing if the server cannot be reached now, or [] if it never was.
+        Once a connection failed, a listing no longer waits for the next
+        attempt: it is made in the background, and the listing answered
+        with what is known (a server that is down costs a listing of many
+        servers nothing)."""
+        if self._client is None and self._failed_at:
+            if self._refreshing is None or self._refreshing.done():
+                self._refreshing = asyncio.get_running_loop().create_task(self._fetched_tools())
+            return self._tools or []
+        return await self._fetched_tools()
+
+    async def _fetched_tools(self) -> list[mcp_types.Tool]:
         try:
             client = await self.client()
             if self._stale or self._tools is None:

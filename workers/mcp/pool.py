@@ -97,6 +97,14 @@ class McpPool:
             self._connections[key] = ServerConnection(server)
         return self._connections[key]
 
+    async def warm(self) -> None:
+        """Connect to every shared server and list its tools, side by side
+        (each within its connect timeout): the first client's listing then
+        waits for none of them, and a server that is down is known to be."""
+        shared = [Call("warm", name, "tools/list", {}, "", "", 0.0) for name, server in self.servers.items()
+                  if not server.per_person]
+        await asyncio.gather(*(self.connection(call).tools() for call in shared))
+
     # --- one call -------------------------------------------------------------------
     async def _run(self, call: Call) -> None:
         left = call.deadline - time.time()
@@ -207,6 +215,7 @@ def main() -> None:
     registry = load_registry(settings.models_path)
     redis = redis_client(RedisTarget.of(settings), "switchboard-mcp-pool", 8)
     pool = McpPool(redis, registry.servers)
+    pool.loop.run(pool.warm())
     pool.announce()
     for target in (pool.listen_for_cancels, pool.announce_forever):
         threading.Thread(target=target, daemon=True).start()
