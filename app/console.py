@@ -63,8 +63,8 @@ def mcp_servers(redis: Redis, registry: Registry) -> dict:
     """The MCP gateway: each registry server's health as the live MCP pool
     processes saw it (calls, failures, the last failure), and who used which
     tools today."""
-    pools = [json.loads(view) for view in redis.mget([keys.mcp_pool_key(p.decode()) for p in
-                                                       redis.zrange(keys.MCP_POOLS, 0, -1)] or ["-"]) if view]
+    pool_keys = [keys.mcp_pool_key(pool.decode()) for pool in redis.zrange(keys.MCP_POOLS, 0, -1)]
+    pools = [json.loads(view) for view in (redis.mget(pool_keys) if pool_keys else []) if view]
     servers = []
     for name, server in registry.servers.items():
         seen = [pool["servers"].get(name, {}) for pool in pools]

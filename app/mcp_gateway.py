@@ -25,7 +25,7 @@ from app.disconnect import DisconnectWatch
 from app.relay import CLOSED
 from app.services import Services
 from catalog.mcp import Grants
-from dialects.mcp import Names, RpcError
+from dialects.mcp import LISTINGS, Names, RpcError
 from protocol import keys
 from protocol.gateway import CALL_TIMEOUT, SERVER_UNAVAILABLE, Call, Reply
 
@@ -211,8 +211,7 @@ class Caller:
     def gather(self, servers: tuple[str, ...], method: str) -> dict[str, list[dict]]:
         """One listing of each server, side by side; a server that fails is
         left out (and logged), the others are answered."""
-        field_name = {"tools/list": "tools", "resources/list": "resources", "prompts/list": "prompts",
-                      "resources/templates/list": "resourceTemplates"}[method]
+        field_name = LISTINGS[method]
 
         def one(server: str) -> list[dict]:
             try:

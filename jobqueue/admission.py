@@ -98,7 +98,7 @@ def admit_tool_call(redis: Redis, person: str, member: str, rates: tuple[int, in
     reason = Verdict(_text(verdict[0]))
     if reason == Verdict.ADMITTED:
         return
-    retry = max(1, math.ceil(float(verdict[1]) + RATE_WINDOW_SECONDS - now))
+    retry = _window_frees(verdict[1], now)
     limit, what = (requests_per_minute, "requests") if reason == Verdict.RATE_LIMIT \
         else (tool_calls_per_minute, "tool calls")
     raise Busy(reason, f"rate limit reached: {limit} {what} per minute for this key", retry)
@@ -126,10 +126,14 @@ def _raise_if_refused(redis: Redis, verdict: list, now: float, pool: str, reques
     if reason == Verdict.ADMITTED:
         return
     if reason == Verdict.RATE_LIMIT:
-        free_at = float(oldest[0]) + RATE_WINDOW_SECONDS  # when the oldest request leaves the window
         raise Busy(reason, f"rate limit reached: {requests_per_minute} requests per minute for this key",
-                   max(1, math.ceil(free_at - now)))
+                   _window_frees(oldest[0], now))
     raise Busy(reason, f"the {pool} queue is full ({depth} jobs waiting)", retry_after_seconds(redis, pool, depth))
+
+
+def _window_frees(oldest, now: float) -> int:
+    """Seconds until the oldest counted request leaves the rate window (at least 1)."""
+    return max(1, math.ceil(float(oldest) + RATE_WINDOW_SECONDS - now))
 
 
 def _text(value) -> str:

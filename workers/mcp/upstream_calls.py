@@ -18,6 +18,7 @@ from mcp.shared.exceptions import MCPError
 
 from mcp_types import INVALID_PARAMS
 
+from dialects.mcp import LISTINGS
 from protocol.gateway import CALL_TIMEOUT, SERVER_UNAVAILABLE, Call, Reply
 from workers.mcp.connection import ServerConnection, ServerUnavailable
 
@@ -32,19 +33,16 @@ def dumped(result) -> dict:
     return result.model_dump(mode="json", by_alias=True, exclude_none=True)
 
 
-async def _all_pages(fetch, field: str) -> dict:
-    items, cursor = [], None
+async def _all_pages(fetch, method: str) -> dict:
+    """Every page of a listing, as one (the field the wire names it by)."""
+    field, items, cursor = LISTINGS[method], [], None
     for _ in range(MOST_PAGES):
         page = await fetch(cursor)
-        items += [dumped(item) for item in getattr(page, field)]
+        items += dumped(page).get(field, [])
         cursor = page.next_cursor
         if cursor is None:
             break
-    return {_wire_name(field): items}
-
-
-def _wire_name(field: str) -> str:
-    return {"resource_templates": "resourceTemplates"}.get(field, field)
+    return {field: items}
 
 
 def _arguments(params: dict) -> dict | None:
@@ -62,14 +60,13 @@ async def perform(connection: ServerConnection, client: Client, method: str, par
             raise MCPError(INVALID_PARAMS, f'Unknown tool: "{params["name"]}"')
         return dumped(await client.call_tool(params["name"], _arguments(params), progress_callback=progress))
     if method == "resources/list":
-        return await _all_pages(lambda c: client.list_resources(cursor=c, cache_mode="refresh"), "resources")
+        return await _all_pages(lambda c: client.list_resources(cursor=c, cache_mode="refresh"), method)
     if method == "resources/templates/list":
-        return await _all_pages(lambda c: client.list_resource_templates(cursor=c, cache_mode="refresh"),
-                                "resource_templates")
+        return await _all_pages(lambda c: client.list_resource_templates(cursor=c, cache_mode="refresh"), method)
     if method == "resources/read":
         return dumped(await client.read_resource(params["uri"], cache_mode="bypass"))
     if method == "prompts/list":
-        return await _all_pages(lambda c: client.list_prompts(cursor=c, cache_mode="refresh"), "prompts")
+        return await _all_pages(lambda c: client.list_prompts(cursor=c, cache_mode="refresh"), method)
     if method == "prompts/get":
         return dumped(await client.get_prompt(params["name"], _arguments(params)))
     if method == "completion/complete":
