@@ -23,6 +23,10 @@ from tests.integration.conftest import KEY
 from tests.integration.waits import wait_until
 
 CLAUDE = Path(__file__).resolve().parent.parent / "agents" / "node_modules" / ".bin" / "claude"
+# On the local model: greedy, and the reply ends at its first blank line. Claude Code's prompt carries the
+# date and the working folder, so a greedy 135M model's reply changes with them: on some days and paths it
+# rambles to the output limit (and Claude Code asks it to go on three times more, minutes on two cores).
+LOCAL_BODY = json.dumps({"temperature": 0, "stop_sequences": ["\n\n"]})
 
 
 def claude(base: str, prompt: str, workdir: Path, *args: str, key: str = "unused", model: str = "echo",
@@ -60,16 +64,15 @@ def test_on_the_local_model(base_url, redis_client, tmp_path):
     prompt does not fit, and Claude Code reads Switchboard's 400 as
     Anthropic's (it tells the size and the limit, as it does before
     compacting); with no tools it fits, and the model answers. It answers
-    greedily (temperature 0, through CLAUDE_CODE_EXTRA_BODY): sampled, the
-    small model sometimes rambles to the output limit, and Claude Code then
-    asks it to go on, up to three times more. The worker that answered holds
-    the session's prefix: its next turn goes there."""
+    greedily and up to its first blank line (LOCAL_BODY, through
+    CLAUDE_CODE_EXTRA_BODY). The worker that answered holds the session's
+    prefix: its next turn goes there."""
     refused = claude(base_url, "say hi", tmp_path, model="smollm2:135m", succeeds=False)
     assert "Prompt is too long" in refused and "(limit 8192)" in refused
     answer = json.loads(claude(base_url, "Say hello.", tmp_path, "--tools", "", "--output-format", "json",
                                model="smollm2:135m", CLAUDE_CODE_MAX_OUTPUT_TOKENS="1500",
-                               CLAUDE_CODE_EXTRA_BODY=json.dumps({"temperature": 0})))
-    assert answer["result"].strip()
+                               CLAUDE_CODE_EXTRA_BODY=LOCAL_BODY))
+    assert answer["result"].strip() and "\n\n" not in answer["result"]
     session = "session:" + session_of("address:127.0.0.1", answer["session_id"])
     holder = wait_until(lambda: redis_client.get(keys.affinity_key("smollm2:135m", session)), what="the session's worker")
     assert redis_client.get(keys.affinity_key("smollm2:135m", "address:127.0.0.1")) == holder
@@ -88,7 +91,7 @@ def test_two_sessions_of_one_person_keep_their_own_prefixes_warm(base_url, tmp_p
         notes = " ".join(f"{name} note {n}." for n in range(175))
         args = ("--tools", "", "--output-format", "json", "--append-system-prompt", notes)
         env = {"model": "smollm2:135m", "CLAUDE_CODE_MAX_OUTPUT_TOKENS": "1500",
-               "CLAUDE_CODE_EXTRA_BODY": json.dumps({"temperature": 0})}
+               "CLAUDE_CODE_EXTRA_BODY": LOCAL_BODY}
         first = json.loads(claude(base_url, "Say hello.", work, *args, **env))
         claude(base_url, "Say goodbye.", work, *args, "--resume", first["session_id"], **env)
         return first["session_id"]
