@@ -22,6 +22,7 @@ from scripts.processes import stack_env, start_web
 from tests.integration.mcp_stack import (
     ALICE_KEY, BOB_KEY, CAROL_KEY, DAVE_KEY, ERIN_KEY, ERIN_TOKEN, FRANK_KEY, TOOLS_TOKEN, keys_text,
 )
+from tests.integration.browser import text_of as text_of_page
 from tests.integration.http import DroppableStream
 from tests.integration.otlp_receiver import OtlpReceiver
 from tests.integration.test_fuzz import mutants
@@ -352,7 +353,7 @@ def test_a_session_opened_on_one_web_process_goes_on_on_another(gateway, mcp_sta
         other.stop()
 
 
-def test_the_console_shows_the_servers_and_who_used_which_tools(gateway):
+def test_the_console_shows_the_servers_and_who_used_which_tools(gateway, browser):
     assert "result" in stateless(gateway, CAROL_KEY, "tools/call", {"name": "time__get_current_time",
                                                                    "arguments": {"timezone": "UTC"}}).json()
     admin = {"Authorization": f"Bearer {ALICE_KEY}"}
@@ -365,6 +366,14 @@ def test_the_console_shows_the_servers_and_who_used_which_tools(gateway):
     assert status["pools"] >= 1 and servers["mine"]["per_person"] and servers["tools"]["transport"] == "http"
     wait_until(lambda: {s["name"]: s for s in console()["servers"]}["time"]["state"] == "ok",
                what="the pool to say the time server answered")
+    # The page an operator opens shows the same: the servers, their health, who used which tool today.
+    browser.get(f"{gateway}/k/{ALICE_KEY}/admin")
+    rows = wait_until(lambda: {r.split()[0]: r for r in text_of_page(browser, "#mcp-servers tbody").splitlines()
+                               if r.strip()}.get("time", "").split()[2:3] == ["ok"] and
+                      text_of_page(browser, "#mcp-servers tbody"), what="the page to show the time server ok")
+    assert "mine stdio (per person)" in rows and "tools http" in rows and "down http" in rows
+    assert text_of_page(browser, "#mcp-tools tbody").split() == ["carol", "time", "get_current_time", "1"]
+    assert text_of_page(browser, "#mcp-pools").lower() == f"{status['pools']} pool process(es)"  # (shown in capitals)
 
 
 def test_a_keys_mcp_permissions_changing_is_audited(gateway, mcp_stack):
