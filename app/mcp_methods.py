@@ -107,7 +107,6 @@ class Methods:
             self.noted["outcome"] = "refused"
             raise RpcError(-32000, f"{busy.message}; try again in {busy.retry_after} s",
                            {"retryAfter": busy.retry_after}) from None
-        jobqueue.hold_slot(redis, self.person, lease)
         try:
             return self.caller.call(server, "tools/call", params, self.on_progress, self.on_call)
         finally:

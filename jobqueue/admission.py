@@ -89,12 +89,17 @@ def admit(redis: Redis, job: Job, person: str, pool: str, limits: Limits,
 def admit_tool_call(redis: Redis, person: str, member: str, rates: tuple[int, int]) -> None:
     """Count a gateway tool call against the person's requests per minute
     and their own tool calls per minute (`rates`), or raise Busy (with when
-    a place frees). `member`: keys.lease_member(web process, call id)."""
+    a place frees). Admitted, it holds one of the person's slots until
+    `fairqueue.finish`: their jobs count it against their limit, and it
+    never waits for one (its client waits on it already); a web process
+    that dies drops it with its lease. `member`: keys.lease_member(web
+    process, call id). One round trip."""
     now = time.time()
     requests_per_minute, tool_calls_per_minute = rates
     named = {"now": now, "rpm": requests_per_minute, "tool_rpm": tool_calls_per_minute, "member": member,
              "window": RATE_WINDOW_SECONDS}
-    verdict = run_script(redis, "admit_tool", [keys.rpm_key(person), keys.tool_rpm_key(person)], [json.dumps(named)])
+    verdict = run_script(redis, "admit_tool", [keys.rpm_key(person), keys.tool_rpm_key(person),
+                                                 keys.active_key(person)], [json.dumps(named)])
     reason = Verdict(_text(verdict[0]))
     if reason == Verdict.ADMITTED:
         return

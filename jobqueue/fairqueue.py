@@ -202,16 +202,6 @@ def _text(value) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
-def hold(redis: Redis, person: str, lease: str) -> None:
-    """Something of the person's that is not a job runs (a tool call through
-    the MCP gateway): it holds one of their slots until `finish`, so their
-    jobs count it against their limit. It never waits for one (its client
-    waits on it already); a web process that dies drops it with its lease."""
-    with batched(redis) as pipe:
-        pipe.zadd(keys.active_key(person), {lease: time.time()})
-        pipe.expire(keys.active_key(person), 86400)
-
-
 def finish(redis: Redis, person: str, lease: str) -> list[str]:
     """A taken job ended: its person's slot is free. Returns the pools where
     that person's jobs were skipped for their limit (each needs a ticket)."""

@@ -1,11 +1,13 @@
 -- Admission of one tool call through the MCP gateway (jobqueue/admission.py): the person's requests per
--- minute (shared with their model requests), then their own tool calls per minute.
+-- minute (shared with their model requests), then their own tool calls per minute; an admitted call holds
+-- one of the person's slots while it runs (their jobs count it; fairqueue.finish frees it).
 -- KEYS[1]: the person's rate window (zset)   KEYS[2]: their tool calls' rate window (zset)
+-- KEYS[3]: the person's running work (zset: lease member -> since)
 -- ARGV[1]: the named arguments:
 --   now       the time (epoch seconds)
 --   rpm       the person's requests per minute
 --   tool_rpm  the person's tool calls per minute
---   member    the call's admission member (web process | call id)
+--   member    the call's lease member (web process | call id)
 --   window    the rate window, in seconds
 -- Returns {'ok'}, or {'rate_limit' | 'tool_rate_limit', the oldest counted call's time}.
 local A = cjson.decode(ARGV[1])
@@ -22,4 +24,6 @@ for _, k in ipairs({rpm_key, tool_key}) do
   redis.call('ZADD', k, A.now, A.member)
   redis.call('EXPIRE', k, A.window + 1)
 end
+redis.call('ZADD', KEYS[3], A.now, A.member)
+redis.call('EXPIRE', KEYS[3], 86400)
 return {'ok'}
