@@ -45,7 +45,7 @@ from jobqueue.scripts import execute, queue_script, run_script as _run
 from jobqueue.states import JobState
 from protocol import keys
 from protocol.contract import Job
-from protocol.presence import ALIVE_TTL_SECONDS, batched
+from protocol.presence import ALIVE_TTL_SECONDS
 from protocol.queue import is_direct_queue, ticket_queue
 
 CLASSES = ("completion", "chat")  # served in this order
