@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from scripts.embedded_redis import free_port
-from scripts.processes import ROOT, ready_together, stack_env, start_stack, start_web
+from scripts.processes import ROOT, ready_together, stack_env, start_stack, start_web, stop_together
 from tests.integration.browser import chromium
 from tests.integration.events_tap import EventsTap
 from tests.integration.scripted_upstream import ScriptedUpstream
@@ -20,8 +20,7 @@ OTHER_KEY = "bob-other-key"  # ...and bob's
 def stack(redis_url, redis_client):
     worker, web, base = start_stack(stack_env(redis_url))
     yield base
-    web.stop()
-    worker.stop()
+    stop_together([web, worker])
 
 
 @pytest.fixture(scope="session")
@@ -43,8 +42,7 @@ def mcp_stack(redis_url, tool_server, tmp_path_factory):
     killable_port = free_port()
     processes, base = start_mcp_stack(redis_url, folder, tool_server[0], killable_port)
     yield base, folder, killable_port, processes
-    for process in reversed(processes):
-        process.stop()
+    stop_together(processes[::-1])
 
 
 @pytest.fixture
@@ -85,8 +83,7 @@ def socket_webs(stack, redis_url):
     started = {name: start_web(stack_env(redis_url, **extra), wait=False) for name, extra in settings.items()}
     ready_together([web for web, _ in started.values()])
     yield started
-    for web, _ in started.values():
-        web.stop()
+    stop_together([web for web, _ in started.values()])
 
 
 @pytest.fixture(scope="session")
@@ -107,9 +104,7 @@ def upstreams(stack, redis_url, tmp_path_factory):
         raise
     yield {"base": base, "scripted": scripted, "llama": llama_url, "llama_process": llama, "web": web,
            "worker": worker}
-    web.stop()
-    worker.stop()
-    llama.stop()
+    stop_together([web, worker, llama])
     scripted.close()
 
 

@@ -24,7 +24,7 @@ from app.auth import digest
 from dialects.hints import session_of
 from ledger import request_log
 from protocol import keys
-from scripts.processes import ROOT, ready_together, stack_env, start_web, start_worker
+from scripts.processes import ROOT, ready_together, stack_env, start_web, start_worker, stop_together
 from tests.integration.browser import text_of
 from tests.integration.http import DroppableStream
 from tests.integration.waits import wait_until
@@ -57,8 +57,7 @@ def console(redis_url, tmp_path_factory):
         raise
     ready_together(processes)
     yield {"env": env, "keys_file": folder / "keys.toml", "a": bases[0], "b": bases[1]}
-    for process in reversed(processes):
-        process.stop()
+    stop_together(processes[::-1])
 
 
 @pytest.fixture

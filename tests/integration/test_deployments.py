@@ -17,7 +17,7 @@ import openai
 import pytest
 
 from scripts.embedded_redis import free_port
-from scripts.processes import ROOT, Process, stack_env, start_fake_upstream, start_web, start_worker
+from scripts.processes import Process, ROOT, stack_env, start_fake_upstream, start_web, start_worker, stop_together
 from tests.integration.scripted_upstream import ScriptedUpstream
 from tests.integration.waits import wait_until, waiting
 
@@ -98,10 +98,7 @@ def routed(redis_url, tmp_path_factory):
     worker = start_worker(env, concurrency=60, queues="routed-completion,routed", pool="gevent")
     web, base = start_web(env)
     yield {"base": base, "boxes": boxes, "env": env}
-    web.stop()
-    worker.stop()
-    for box in boxes.values():
-        box.process.stop()
+    stop_together([web, worker, *(box.process for box in boxes.values())])
     ollama_box.close()
 
 

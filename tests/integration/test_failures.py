@@ -16,7 +16,7 @@ import pytest
 from jobqueue.records import job_state
 from protocol.keys import job_of_channel
 from scripts.embedded_redis import EmbeddedRedis
-from scripts.processes import stack_env, start_stack, start_web, start_worker
+from scripts.processes import stack_env, start_stack, start_web, start_worker, stop_together
 from tests.integration.events_tap import EventsTap
 from tests.integration.http import DroppableStream, post_raw
 from tests.integration.waits import queued, wait_until
@@ -96,9 +96,7 @@ def test_two_workers_share_a_queue_and_no_job_runs_twice(env, own_redis):
         assert len(ran_on) == 2  # spread over both workers
     finally:
         tap.close()
-        web.stop()
-        for worker in workers:
-            worker.stop()
+        stop_together([web, *workers])
 
 
 def test_redis_restarted_mid_run(env, own_redis):

@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from jobqueue.records import job_state
-from scripts.processes import stack_env, start_web, start_worker
+from scripts.processes import stack_env, start_web, start_worker, stop_together
 from tests.integration.waits import wait_until
 
 MODEL = ('[models."cached"]\nbackend = "llamacpp"\npool = "cache"\nn_ctx = 2048\nprompt_cache_mb = 256\n'
@@ -33,9 +33,7 @@ def cache_stack(redis_url, tmp_path_factory):
     workers = [start_worker(env, concurrency=2, queues="cache-completion,cache") for _ in range(2)]
     web, base = start_web(env)
     yield base
-    web.stop()
-    for worker in workers:
-        worker.stop()
+    stop_together([web, *workers])
 
 
 def complete(base: str, person: str, tail: str, max_tokens: int = 2, model: str = "cached", **extra) -> dict:

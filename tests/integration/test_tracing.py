@@ -11,7 +11,7 @@ import httpx
 import openai
 import pytest
 
-from scripts.processes import ready_together, stack_env, start_web, start_worker
+from scripts.processes import ready_together, stack_env, start_web, start_worker, stop_together
 from tests.integration.otlp_receiver import OtlpReceiver
 from tests.integration.waits import wait_until
 
@@ -42,8 +42,7 @@ def chain(redis_url, tmp_path_factory):
     processes = [back_worker, back_web, front_worker, front_web]
     ready_together(processes)
     yield {"front": front, "back": back, "receiver": receiver}
-    for process in processes:
-        process.stop()
+    stop_together(processes)
     receiver.close()
 
 
