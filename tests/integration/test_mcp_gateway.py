@@ -368,9 +368,10 @@ def test_the_console_shows_the_servers_and_who_used_which_tools(gateway, browser
                what="the pool to say the time server answered")
     # The page an operator opens shows the same: the servers, their health, who used which tool today.
     browser.get(f"{gateway}/k/{ALICE_KEY}/admin")
-    rows = wait_until(lambda: {r.split()[0]: r for r in text_of_page(browser, "#mcp-servers tbody").splitlines()
-                               if r.strip()}.get("time", "").split()[2:3] == ["ok"] and
-                      text_of_page(browser, "#mcp-servers tbody"), what="the page to show the time server ok")
+    def time_server_ok() -> str:
+        shown = text_of_page(browser, "#mcp-servers tbody")
+        return any(row.startswith("time stdio ok ") for row in shown.splitlines()) and shown
+    rows = wait_until(time_server_ok, what="the page to show the time server ok")
     assert "mine stdio (per person)" in rows and "tools http" in rows and "down http" in rows
     assert text_of_page(browser, "#mcp-tools tbody").split() == ["carol", "time", "get_current_time", "1"]
     assert text_of_page(browser, "#mcp-pools").lower() == f"{status['pools']} pool process(es)"  # (shown in capitals)

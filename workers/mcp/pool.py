@@ -87,9 +87,13 @@ class McpPool:
         """This call's session with its server (made on first use; loop thread only)."""
         server = self.servers[call.server]
         own = call.own_headers_env if server.transport == "http" else {}
-        person = call.person if server.per_person or own else ""
-        key = (call.server, person, tuple(sorted(own.items())))
+        return self._session(call.server, call.person if server.per_person or own else "", own)
+
+    def _session(self, name: str, person: str, own: dict) -> ServerConnection:
+        """The session with server `name` for `person` ("": shared) with their own credentials `own`."""
+        key = (name, person, tuple(sorted(own.items())))
         if key not in self._connections:
+            server = self.servers[name]
             if own:
                 server = server.model_copy(update={"headers_env": server.headers_env | own})
             if server.per_person:
@@ -101,9 +105,8 @@ class McpPool:
         """Connect to every shared server and list its tools, side by side
         (each within its connect timeout): the first client's listing then
         waits for none of them, and a server that is down is known to be."""
-        shared = [Call("warm", name, "tools/list", {}, "", "", 0.0) for name, server in self.servers.items()
-                  if not server.per_person]
-        await asyncio.gather(*(self.connection(call).tools() for call in shared))
+        await asyncio.gather(*(self._session(name, "", {}).tools() for name, server in self.servers.items()
+                               if not server.per_person))
 
     # --- one call -------------------------------------------------------------------
     async def _run(self, call: Call) -> None:
