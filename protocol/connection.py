@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
 from redis import BlockingConnectionPool, Redis
+from redis import asyncio as aioredis
+from redis.asyncio import sentinel as aiosentinel
 from redis.connection import parse_url
 from redis.sentinel import Sentinel, SentinelConnectionPool, SentinelManagedConnection, SentinelManagedSSLConnection
 
@@ -134,19 +136,50 @@ class SentinelBlockingConnectionPool(SentinelConnectionPool, BlockingConnectionP
     the blocking pool's bound: callers wait for a free connection."""
 
 
+class AsyncSentinelBlockingConnectionPool(aiosentinel.SentinelConnectionPool, aioredis.BlockingConnectionPool):
+    """The same, for asyncio."""
+
+
+@dataclass(frozen=True)
+class _Flavour:
+    """redis-py's classes for threads and greenlets, or for asyncio."""
+    client: type
+    pool: type
+    sentinel: type
+    sentinel_pool: type
+    connections: tuple[type, type]  # plain, TLS (Sentinel-managed)
+
+
+_BLOCKING = _Flavour(Redis, BlockingConnectionPool, Sentinel, SentinelBlockingConnectionPool,
+                     (SentinelManagedConnection, SentinelManagedSSLConnection))
+_ASYNCIO = _Flavour(aioredis.Redis, aioredis.BlockingConnectionPool, aiosentinel.Sentinel,
+                    AsyncSentinelBlockingConnectionPool,
+                    (aiosentinel.SentinelManagedConnection, aiosentinel.SentinelManagedSSLConnection))
+
+
 def redis_client(target: RedisTarget | str, name: str, max_connections: int = 32, **connection_options) -> Redis:
     """A client over a bounded pool: when all its connections are busy, a
     caller waits for one (up to 10 s) instead of opening more. `name` shows
     in Redis's CLIENT LIST, so an operator sees who holds which connection."""
+    return _client(_BLOCKING, target, name, max_connections, connection_options)
+
+
+def async_redis_client(target: RedisTarget | str, name: str, max_connections: int = 32,
+                       **connection_options) -> aioredis.Redis:
+    """The same, for a process that runs on an asyncio loop (the MCP pool)."""
+    return _client(_ASYNCIO, target, name, max_connections, connection_options)
+
+
+def _client(flavour: _Flavour, target: RedisTarget | str, name: str, max_connections: int, connection_options: dict):
     target = RedisTarget(target) if isinstance(target, str) else target
     options = dict(max_connections=max_connections, timeout=10, client_name=name, health_check_interval=10,
                    **connection_options)
     if not target.is_sentinel:
-        return Redis(connection_pool=BlockingConnectionPool.from_url(target.url, **options))
-    return Redis(connection_pool=_sentinel_pool(target, options))
+        return flavour.client(connection_pool=flavour.pool.from_url(target.url, **options))
+    return flavour.client(connection_pool=_sentinel_pool(flavour, target, options))
 
 
-def _sentinel_pool(target: RedisTarget, options: dict) -> SentinelBlockingConnectionPool:
+def _sentinel_pool(flavour: _Flavour, target: RedisTarget, options: dict):
     tls = target.tls
     server = {**{k: v for k, v in target.options.items() if k not in ("ssl",) + _TLS_OPTIONS}, **tls}
     sentinel_options = {k: v for k, v in options.items() if k.startswith("socket_")}
@@ -154,10 +187,9 @@ def _sentinel_pool(target: RedisTarget, options: dict) -> SentinelBlockingConnec
         sentinel_options["password"] = target.sentinel_password
     if tls:
         sentinel_options.update(ssl=True, **tls)
-    manager = Sentinel(target.sentinels, sentinel_kwargs=sentinel_options)
-    return SentinelBlockingConnectionPool(
-        target.master, manager, **server, **options,
-        connection_class=SentinelManagedSSLConnection if tls else SentinelManagedConnection)
+    manager = flavour.sentinel(target.sentinels, sentinel_kwargs=sentinel_options)
+    return flavour.sentinel_pool(target.master, manager, **server, **options,
+                                 connection_class=flavour.connections[1] if tls else flavour.connections[0])
 
 
 def database(url: str) -> int:

@@ -2,14 +2,17 @@
 operator's MCP servers (`python -m workers.mcp.pool`, the Procfile's `mcp`).
 
 Web processes push calls on one Redis list (protocol/gateway.py); every
-pool process takes from it, so the pool scales by starting more. A call
-runs on the process's asyncio loop, on its session with the server: one per
+pool process takes from it, so the pool scales by starting more. Everything
+runs on the process's one asyncio loop (taking calls, publishing replies,
+hearing cancels: no thread hops on a call's way), each call on its session
+with the server: one per
 server, shared by every caller (a stdio server is started once per
 process), except a `per_person` stdio server (one per person) and a remote
 server a person has their own credentials for (one per person). Its replies
 go to the web process's relay; when nobody hears them any more (the client
-left, its web process died) the call is cancelled, and the SDK tells the
-server (`notifications/cancelled`).
+left, its web process died) the call is cancelled, and the server is told
+(by the SDK, or by the relay that carries remote servers' tool calls:
+workers/mcp/http_relay.py).
 
 A process takes at most MAX_CALLS calls at once: beyond that they wait on
 the list (queued before refused), and a call whose deadline passed while it
@@ -26,23 +29,18 @@ import logging
 import os
 import signal
 import socket
-import sys
-import threading
 import time
-from concurrent.futures import Future
 
-from redis import Redis
+from redis import asyncio as aioredis
 from redis.exceptions import RedisError
 
 from catalog.mcp import McpServer
 from catalog.registry import load_registry
 from protocol import keys
-from protocol.connection import RedisTarget, redis_client
-from protocol.presence import batched
+from protocol.connection import RedisTarget, async_redis_client
 from protocol.gateway import CALL_TIMEOUT, SERVER_UNAVAILABLE, Call, Reply
 from settings import load_settings
 from workers.mcp.connection import ServerConnection
-from workers.mcp.loop import BackgroundLoop
 from workers.mcp.upstream_calls import answer
 
 log = logging.getLogger("switchboard.mcp_pool")
@@ -72,19 +70,17 @@ class Health:
 
 
 class McpPool:
-    def __init__(self, redis: Redis, servers: dict[str, McpServer], loop: BackgroundLoop | None = None):
+    def __init__(self, redis: aioredis.Redis, servers: dict[str, McpServer]):
         self.redis, self.servers = redis, servers
-        self.loop = loop or BackgroundLoop()
         self.pool_id = f"{socket.gethostname()}:{os.getpid()}"
         self._connections: dict[tuple, ServerConnection] = {}
-        self._running: dict[str, Future] = {}
-        self._room = threading.BoundedSemaphore(MAX_CALLS)
+        self._running: dict[str, asyncio.Task] = {}
+        self._room = asyncio.Semaphore(MAX_CALLS)
         self.health = {name: Health() for name in servers}
-        self.stopping = threading.Event()
 
     # --- sessions -------------------------------------------------------------------
     def connection(self, call: Call) -> ServerConnection:
-        """This call's session with its server (made on first use; loop thread only)."""
+        """This call's session with its server (made on first use)."""
         server = self.servers[call.server]
         own = call.own_headers_env if server.transport == "http" else {}
         return self._session(call.server, call.person if server.per_person or own else "", own)
@@ -140,37 +136,37 @@ class McpPool:
     async def _publish(self, call: Call, reply: Reply) -> bool:
         """Whether anyone heard it."""
         try:
-            heard = await asyncio.to_thread(self.redis.publish, call.reply_channel, reply.to_json())
+            heard = await self.redis.publish(call.reply_channel, reply.to_json())
         except RedisError as error:
             log.warning("MCP pool: a reply was lost (%s)", type(error).__name__)
             return False
         return bool(heard)
 
     def start(self, call: Call) -> None:
-        future = self.loop.submit(self._run(call))
-        self._running[call.id] = future
-        future.add_done_callback(lambda _: self._finished(call.id))
+        task = asyncio.get_running_loop().create_task(self._run(call))
+        self._running[call.id] = task
+        task.add_done_callback(lambda _: self._finished(call.id))
 
     def _finished(self, call_id: str) -> None:
         self._running.pop(call_id, None)
         self._room.release()
 
     def cancel(self, call_id: str) -> None:
-        future = self._running.get(call_id)
-        if future is not None:
-            future.cancel()
+        task = self._running.get(call_id)
+        if task is not None:
+            task.cancel()
 
-    # --- the process's threads ------------------------------------------------------
-    def take_forever(self) -> None:
+    # --- the process's loops --------------------------------------------------------
+    async def take_forever(self) -> None:
         """Take calls from the list while there is room for them."""
-        while not self.stopping.is_set():
-            self._room.acquire()
+        while True:
+            await self._room.acquire()
             try:
-                taken = self.redis.blpop([keys.MCP_CALLS], timeout=1)
+                taken = await self.redis.blpop([keys.MCP_CALLS], timeout=1)
             except RedisError as error:
                 self._room.release()
                 log.warning("MCP pool: cannot take calls (%s); trying again", type(error).__name__)
-                self.stopping.wait(1)
+                await asyncio.sleep(1)
                 continue
             if taken is None:
                 self._room.release()
@@ -180,62 +176,81 @@ class McpPool:
             except (ValueError, TypeError, KeyError) as error:
                 self._room.release()
                 log.error("MCP pool: dropped a malformed call (%s)", error)
+                continue
+            await asyncio.sleep(0)  # the call goes out to its server before the next BLPOP is sent
 
-    def listen_for_cancels(self) -> None:
-        while not self.stopping.is_set():
+    async def listen_for_cancels(self) -> None:
+        while True:
             pubsub = self.redis.pubsub(ignore_subscribe_messages=True)
             try:
-                pubsub.subscribe(keys.mcp_cancel_channel())
-                while not self.stopping.is_set():
-                    message = pubsub.get_message(timeout=1)
+                await pubsub.subscribe(keys.mcp_cancel_channel())
+                while True:
+                    message = await pubsub.get_message(timeout=1)
                     if message is not None:
                         self.cancel(message["data"].decode())
             except RedisError:
-                self.stopping.wait(1)
+                await asyncio.sleep(1)
             finally:
-                pubsub.close()
+                await pubsub.aclose()
 
-    def announce(self) -> None:
+    async def announce(self) -> None:
         view = {"pool": self.pool_id, "running": len(self._running), "at": time.time(),
                 "servers": {name: health.view() for name, health in self.health.items()}}
         try:
-            with batched(self.redis) as pipe:
+            async with self.redis.pipeline(transaction=False) as pipe:
                 pipe.set(keys.mcp_pool_key(self.pool_id), json.dumps(view), ex=PRESENCE_SECONDS)
                 pipe.zadd(keys.MCP_POOLS, {self.pool_id: time.time()})
                 pipe.zremrangebyscore(keys.MCP_POOLS, "-inf", time.time() - PRESENCE_SECONDS)
+                await pipe.execute()
         except RedisError:
             pass
 
-    def announce_forever(self) -> None:
-        while not self.stopping.wait(1):
-            self.announce()
+    async def announce_forever(self) -> None:
+        while True:
+            await asyncio.sleep(1)
+            await self.announce()
+
+    async def leave(self) -> None:
+        try:
+            async with self.redis.pipeline(transaction=False) as pipe:
+                pipe.delete(keys.mcp_pool_key(self.pool_id))
+                pipe.zrem(keys.MCP_POOLS, self.pool_id)
+                await pipe.execute()
+        except RedisError:
+            pass
+
+    async def serve(self) -> None:
+        """Until cancelled (SIGTERM): its running calls end with the process."""
+        await self.warm()
+        await self.announce()
+        beside = [asyncio.create_task(loop()) for loop in (self.listen_for_cancels, self.announce_forever)]
+        log.info("MCP pool %s ready: servers %s", self.pool_id, ", ".join(self.servers) or "(none)")
+        try:
+            await self.take_forever()
+        finally:
+            for task in beside:
+                task.cancel()
+            await self.leave()
 
 
 def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("httpx2").setLevel(logging.WARNING)  # (a line per request to a remote server otherwise)
     settings = load_settings()
     keys.configure(settings.redis_url, settings.record_seconds)
     registry = load_registry(settings.models_path)
-    redis = redis_client(RedisTarget.of(settings), "switchboard-mcp-pool", 8)
-    pool = McpPool(redis, registry.servers)
-    pool.loop.run(pool.warm())
-    pool.announce()
-    for target in (pool.listen_for_cancels, pool.announce_forever):
-        threading.Thread(target=target, daemon=True).start()
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-    log.info("MCP pool %s ready: servers %s", pool.pool_id, ", ".join(registry.servers) or "(none)")
+    asyncio.run(_serve(settings, registry.servers))
+
+
+async def _serve(settings, servers: dict[str, McpServer]) -> None:
+    pool = McpPool(async_redis_client(RedisTarget.of(settings), "switchboard-mcp-pool", 16), servers)
+    serving = asyncio.current_task()
+    for stop in (signal.SIGTERM, signal.SIGINT):
+        asyncio.get_running_loop().add_signal_handler(stop, serving.cancel)
     try:
-        pool.take_forever()
-    except (KeyboardInterrupt, SystemExit):
+        await pool.serve()
+    except asyncio.CancelledError:
         pass
-    finally:
-        pool.stopping.set()
-        try:
-            with batched(redis) as pipe:
-                pipe.delete(keys.mcp_pool_key(pool.pool_id))
-                pipe.zrem(keys.MCP_POOLS, pool.pool_id)
-        except RedisError:
-            pass
 
 
 if __name__ == "__main__":
