@@ -1,6 +1,7 @@
 """Processes for the server-tool tests: MCP servers run as users run them
 (`mcp-server-time` and `mcp-server-git` over stdio, started by the worker;
-the tests' own tool server over streamable HTTP), and a Switchboard whose
+the tests' own tool server over streamable HTTP, in both spec eras as
+`tools` and as a 2025 server only as `tools2025`), and a Switchboard whose
 registry gives echo models their tools, with a threads-pool worker and a
 gevent-pool worker on pools of their own (the session's stack, with the
 default registry, consumes "local" meanwhile), and an MCP pool process for
@@ -48,6 +49,7 @@ def git_repository(folder: Path) -> Path:
 
 def registry_text(tools_port: int, killable_port: int, closed_port: int, repository: Path) -> str:
     tools = f"http://127.0.0.1:{tools_port}/mcp"
+    tools_2025 = f"http://127.0.0.1:{tools_port}/session-era/mcp"  # the same server, as a 2025 one answers
     return f'''
 [mcp_servers.time]
 command = "{BIN / 'mcp-server-time'}"
@@ -70,6 +72,14 @@ max_result_chars = 2000
 
 [mcp_servers.quick]
 url = "{tools}"
+timeout_seconds = 1
+
+[mcp_servers.tools2025]
+url = "{tools_2025}"
+headers_env = {{ X-Tools-Token = "TEST_TOOLS_TOKEN" }}
+
+[mcp_servers.quick2025]
+url = "{tools_2025}"
 timeout_seconds = 1
 
 [mcp_servers.killable]

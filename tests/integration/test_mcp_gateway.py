@@ -153,6 +153,8 @@ def test_a_person_s_own_credentials_reach_the_server_and_nobody_sees_them(gatewa
         assert ERIN_TOKEN not in response.text and TOOLS_TOKEN not in response.text
         return response.json()["result"]["content"][0]["text"]
     assert token_answer(ALICE_KEY) == "token accepted"  # the server's own header
+    assert stateless(gateway, ALICE_KEY, "tools/call", {"name": "tools2025__token", "arguments": {}}).json()[
+        "result"]["content"][0]["text"] == "token accepted"  # (and a session-era server's)
     assert token_answer(ERIN_KEY) == "own token accepted"  # hers, in its place
     assert all(ERIN_TOKEN not in p.output() and TOOLS_TOKEN not in p.output() for p in mcp_stack[3])
 
@@ -187,32 +189,40 @@ def test_tool_calls_have_a_rate_of_their_own(gateway):
     assert error["data"]["retryAfter"] >= 1
 
 
-def test_a_hung_server_is_timed_out_and_told_to_cancel(gateway, tool_server):
-    response = stateless(gateway, ALICE_KEY, "tools/call", {"name": "slow", "arguments": {"seconds": 30}},
-                         path="/mcp/quick")
+# The gateway's own server in either era: its call goes on the pool's relay (workers/mcp/http_relay.py).
+UPSTREAM_ERAS = {"both-eras": "", "session-era": "2025"}
+
+
+@pytest.mark.parametrize("upstream", UPSTREAM_ERAS)
+def test_a_hung_server_is_timed_out_and_told_to_cancel(gateway, tool_server, upstream):
+    seconds = 30 + len(UPSTREAM_ERAS[upstream])  # (one note each)
+    response = stateless(gateway, ALICE_KEY, "tools/call", {"name": "slow", "arguments": {"seconds": seconds}},
+                         path=f"/mcp/quick{UPSTREAM_ERAS[upstream]}")
     error = response.json()["error"]
     assert error["code"] == -32001 and "within 1 s" in error["message"]
-    wait_until(lambda: "slow 30.0 cancelled" in notes(tool_server), what="the server to hear the cancel")
+    wait_until(lambda: f"slow {seconds}.0 cancelled" in notes(tool_server), what="the server to hear the cancel")
 
 
 def notes(tool_server) -> str:
     return tool_server[1].read_text() if tool_server[1].exists() else ""
 
 
-def slow_call(gateway: str, key: str, seconds: int) -> DroppableStream:
+def slow_call(gateway: str, key: str, seconds: int, server: str = "tools") -> DroppableStream:
     """A stateless-era call of the tool server's `slow`, on a socket the test can drop."""
     body = {"jsonrpc": "2.0", "id": 7, "method": "tools/call",
-            "params": {"_meta": META, "name": "tools__slow", "arguments": {"seconds": seconds}}}
-    headers = STATELESS_HEADERS | {"Mcp-Method": "tools/call", "Mcp-Name": "tools__slow",
+            "params": {"_meta": META, "name": f"{server}__slow", "arguments": {"seconds": seconds}}}
+    headers = STATELESS_HEADERS | {"Mcp-Method": "tools/call", "Mcp-Name": f"{server}__slow",
                                    "Authorization": f"Bearer {key}"}
     return DroppableStream(gateway, "/mcp", body, headers)
 
 
-def test_a_client_that_leaves_cancels_its_call(gateway, tool_server):
-    stream = slow_call(gateway, ALICE_KEY, 31)
-    wait_until(lambda: "slow 31.0 started" in notes(tool_server), what="the slow call to start")
+@pytest.mark.parametrize("upstream", UPSTREAM_ERAS)
+def test_a_client_that_leaves_cancels_its_call(gateway, tool_server, upstream):
+    seconds = 31 + len(UPSTREAM_ERAS[upstream])
+    stream = slow_call(gateway, ALICE_KEY, seconds, f"tools{UPSTREAM_ERAS[upstream]}")
+    wait_until(lambda: f"slow {seconds}.0 started" in notes(tool_server), what="the slow call to start")
     stream.drop()
-    wait_until(lambda: "slow 31.0 cancelled" in notes(tool_server), what="the server to hear the cancel")
+    wait_until(lambda: f"slow {seconds}.0 cancelled" in notes(tool_server), what="the server to hear the cancel")
 
 
 def test_a_session_clients_cancellation_reaches_the_server(gateway, tool_server):
@@ -224,13 +234,15 @@ def test_a_session_clients_cancellation_reaches_the_server(gateway, tool_server)
 
 
 @pytest.mark.parametrize("era", ERAS)
-def test_progress_passes_through_as_the_call_runs(gateway, era):
+@pytest.mark.parametrize("upstream", UPSTREAM_ERAS)
+def test_progress_passes_through_as_the_call_runs(gateway, era, upstream):
     async def use(client):
         seen = []
 
         async def progress(value, total, message):
             seen.append((value, total, message))
-        result = await client.call_tool("tools__steps", {"count": 3}, progress_callback=progress)
+        result = await client.call_tool(f"tools{UPSTREAM_ERAS[upstream]}__steps", {"count": 3},
+                                        progress_callback=progress)
         return text_of(result), seen
     _, (answer, seen) = with_client(f"{gateway}/mcp", ALICE_KEY, era, use)
     assert answer == "3 steps" and seen == [(1, 3, "step 1"), (2, 3, "step 2"), (3, 3, "step 3")]

@@ -5,19 +5,29 @@ NOTES_FILE`.
 Its tools are deterministic, so a test can assert the exact final answer of
 an agent loop: `say` returns its text, `chain` returns an `<invoke>` block
 calling itself again (the echo model then "calls" it), `slow` sleeps (and
-notes in NOTES_FILE whether it finished or was cancelled), `fail` fails,
+notes in NOTES_FILE whether it finished or was cancelled), `fail` fails, `regional` takes an argument the 2026-07-28 era sends as a header too,
 `huge` returns a long result, `grow` adds a tool and says the list changed,
 `steps` reports progress, `token` says whether the request carried the token the operator configured
 (header X-Tools-Token, compared with $TEST_TOOLS_TOKEN, and a person's own
-$TEST_OWN_TOKEN). A resource, a resource template and a prompt too."""
+$TEST_OWN_TOKEN). A resource, a resource template and a prompt too.
+
+`/mcp` speaks both spec eras; `/session-era/mcp` is the same server as a
+2025 one answers: a request of the 2026-07-28 era (a `server/discover`
+probe) is refused as a request without a session, so clients fall back to
+the `initialize` handshake and its `Mcp-Session-Id`."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import sys
 from pathlib import Path
+from typing import Annotated
 
+import uvicorn
 from mcp.server.mcpserver import Context, MCPServer
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
+from pydantic import Field
 
 server = MCPServer("switchboard-test-tools")
 NOTES = Path(sys.argv[2]) if len(sys.argv) > 2 else None
@@ -54,6 +64,12 @@ async def slow(seconds: float) -> str:
         raise
     note(f"slow {seconds} finished")
     return f"slept {seconds} s"
+
+
+@server.tool()
+def regional(region: Annotated[str, Field(json_schema_extra={"x-mcp-header": "Region"})]) -> str:
+    """Name the region, which 2026-07-28 clients also send as the Mcp-Param-Region header."""
+    return f"region {region}"
 
 
 @server.tool()
@@ -114,5 +130,27 @@ def review(topic: str) -> str:
     return f"Please review {topic}."
 
 
+SESSION_ERA_PREFIX = "/session-era"
+
+
+def session_era_beside(app):
+    """`app`, with its endpoint under SESSION_ERA_PREFIX answering as a server
+    of the 2025 spec does."""
+    async def serve(scope, receive, send):
+        if scope["type"] != "http" or not scope["path"].startswith(SESSION_ERA_PREFIX + "/"):
+            return await app(scope, receive, send)
+        version = dict(scope["headers"]).get(b"mcp-protocol-version", b"").decode("latin-1")
+        if version and version not in HANDSHAKE_PROTOCOL_VERSIONS:
+            body = json.dumps({"jsonrpc": "2.0", "id": "server-error", "error": {
+                "code": -32600, "message": "Bad Request: Missing session ID"}}).encode()
+            await send({"type": "http.response.start", "status": 400,
+                        "headers": [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(body))]})
+            return await send({"type": "http.response.body", "body": body})
+        path = scope["path"].removeprefix(SESSION_ERA_PREFIX)
+        await app(scope | {"path": path, "raw_path": path.encode()}, receive, send)
+    return serve
+
+
 if __name__ == "__main__":
-    server.run("streamable-http", host="127.0.0.1", port=int(sys.argv[1]))
+    uvicorn.run(session_era_beside(server.streamable_http_app(host="127.0.0.1")), host="127.0.0.1",
+                port=int(sys.argv[1]), log_level="warning")

@@ -20,12 +20,15 @@ import mcp_types
 from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp.client.subscriptions import ListenNotSupportedError
+from mcp.shared.inbound import x_mcp_header_map
 
 from catalog.mcp import McpServer
+from workers.mcp.http_relay import SESSION_HEADER, HttpRelay, Negotiated, reaches_directly
 
 log = logging.getLogger(__name__)
 
 CLIENT_INFO = mcp_types.Implementation(name="switchboard", version="1")
+CLIENT_INFO_WIRE = CLIENT_INFO.model_dump(mode="json", by_alias=True, exclude_none=True)
 # After a failed connection, uses fail at once (the last listing is still
 # offered) for this long, doubling per failure up to the maximum: a server
 # that is down costs jobs a connection attempt now and then, not each time.
@@ -59,16 +62,34 @@ class ServerConnection:
         self._retry_after = 0.0
         self._failure = ""
         self._refreshing: asyncio.Task | None = None  # a listing made in the background (tools)
+        self._session_id: str | None = None  # the session era's, as the server gave it to the SDK
+        self._header_maps: dict[str, dict] = {}  # tool -> its arguments that travel as Mcp-Param-* headers
+        # A remote server's tool calls go on the relay (http_relay.py) unless a proxy stands between.
+        self.relay = HttpRelay(server.url, server.request_headers(), server.connect_timeout_seconds) \
+            if server.transport == "http" and reaches_directly(server.url) else None
 
     # --- the session ------------------------------------------------------------
     def _transport(self):
         if self.server.transport == "stdio":
             return StdioServerParameters(command=self.server.command, args=self.server.args,
                                          env=self.server.env or None, cwd=self.server.cwd)
+        self._session_id = None
         http = httpx2.AsyncClient(headers=self.server.request_headers(),
                                   timeout=httpx2.Timeout(self.server.connect_timeout_seconds,
-                                                         read=self.server.timeout_seconds + 5))
+                                                         read=self.server.timeout_seconds + 5),
+                                  event_hooks={"response": [self._saw_response]})
         return streamable_http_client(self.server.url, http_client=http)
+
+    async def _saw_response(self, response: httpx2.Response) -> None:
+        if session_id := response.headers.get(SESSION_HEADER):
+            self._session_id = session_id
+
+    def negotiated(self, client: Client) -> Negotiated:
+        """What the session agreed with the server (the relay speaks it too)."""
+        return Negotiated(client.protocol_version, self._session_id, CLIENT_INFO_WIRE, {})
+
+    def header_map(self, tool: str) -> dict:
+        return self._header_maps.get(tool, {})
 
     async def _on_message(self, message) -> None:
         if isinstance(message, mcp_types.ToolListChangedNotification):
@@ -166,6 +187,7 @@ class ServerConnection:
             if self._stale or self._tools is None:
                 self._stale = False
                 self._tools = [t for t in await self._list_all(client) if self.server.offers(t.name)]
+                self._header_maps = {t.name: x_mcp_header_map(t.input_schema) for t in self._tools}
         except ServerUnavailable as error:
             if self._tools is None:
                 log.warning('MCP server "%s" offers no tools now: %s', self.server.name, error)

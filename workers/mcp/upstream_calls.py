@@ -21,6 +21,7 @@ from mcp_types import INVALID_PARAMS
 from dialects.mcp import LISTINGS
 from protocol.gateway import CALL_TIMEOUT, SERVER_UNAVAILABLE, Call, Reply
 from workers.mcp.connection import ServerConnection, ServerUnavailable
+from workers.mcp.http_relay import NotRelayed, RelayFailed
 
 log = logging.getLogger(__name__)
 
@@ -50,15 +51,29 @@ def _arguments(params: dict) -> dict | None:
     return arguments if isinstance(arguments, dict) else None
 
 
+async def _call_tool(connection: ServerConnection, client: Client, params: dict, progress: Progress) -> dict:
+    """On the relay where it reaches the server, else on the SDK's session."""
+    name = params["name"]
+    if name not in {tool.name for tool in await connection.tools()}:  # (or one the registry withholds)
+        raise MCPError(INVALID_PARAMS, f'Unknown tool: "{name}"')
+    arguments = _arguments(params)
+    if connection.relay is not None:
+        sent = {"name": name} | ({"arguments": arguments} if arguments is not None else {})
+        try:
+            return await connection.relay.call_tool(connection.negotiated(client), sent, connection.header_map(name),
+                                                    progress)
+        except NotRelayed as why:
+            log.debug('MCP gateway: "%s" on the SDK session: %s', connection.server.name, why)
+    return dumped(await client.call_tool(name, arguments, progress_callback=progress))
+
+
 async def perform(connection: ServerConnection, client: Client, method: str, params: dict,
                   progress: Progress) -> dict:
     """The server's answer to one method (raises what the SDK raises)."""
     if method == "tools/list":
         return {"tools": [dumped(tool) for tool in await connection.tools()]}
     if method == "tools/call":
-        if params["name"] not in {tool.name for tool in await connection.tools()}:  # (or one the registry withholds)
-            raise MCPError(INVALID_PARAMS, f'Unknown tool: "{params["name"]}"')
-        return dumped(await client.call_tool(params["name"], _arguments(params), progress_callback=progress))
+        return await _call_tool(connection, client, params, progress)
     if method == "resources/list":
         return await _all_pages(lambda c: client.list_resources(cursor=c, cache_mode="refresh"), method)
     if method == "resources/templates/list":
@@ -86,6 +101,8 @@ async def answer(connection: ServerConnection, call: Call, timeout: float, progr
     except TimeoutError:
         return Reply.error(CALL_TIMEOUT, f'the MCP server "{server}" did not answer {call.method} within '
                                          f"{timeout:g} s; the request was cancelled")
+    except RelayFailed as error:
+        return Reply.error(SERVER_UNAVAILABLE, f'the MCP server "{server}" gave no answer to {call.method} ({error})')
     except MCPError as error:
         if error.code == mcp_types.CONNECTION_CLOSED:
             connection.broken()
