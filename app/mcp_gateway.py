@@ -131,6 +131,17 @@ def cancel(redis, call_id: str) -> None:
     redis.publish(keys.mcp_cancel_channel(), call_id)
 
 
+@dataclass
+class Hooks:
+    """What a request hears of its calls to the pool."""
+
+    on_progress: Callable[[dict], None] | None = None  # each progress notification's params
+    on_start: Callable[[str | None], None] | None = None  # the call's id once it is queued, then None
+
+
+NO_HOOKS = Hooks()
+
+
 class Caller:
     """Calls to the MCP pool from one request."""
 
@@ -148,12 +159,13 @@ class Caller:
                                                "python -m workers.mcp.pool)")
         self.shared.mcp_pool_heard_at = time.monotonic()
 
-    def call(self, server: str, method: str, params: dict, on_progress: Callable[[dict], None] | None = None,
-             on_start: Callable[[str | None], None] | None = None, watch: bool = True) -> dict:
+    def call(self, server: str, method: str, params: dict, hooks: Hooks = NO_HOOKS, watch: bool = True,
+             queue: Callable[[str], None] | None = None) -> dict:
         """The server's result, or RpcError (its own, or the gateway's:
         unavailable, timed out); ClientLeft if the client went away.
-        `on_start` is told the call's id once it is queued, and None when
-        it ended."""
+        `queue` puts the call (its JSON) on the pool's list, if not as it
+        is (a tool call is admitted in the same round trip)."""
+        on_progress, on_start = hooks.on_progress, hooks.on_start
         self._check_pool()
         entry = self.shared.registry.servers[server]
         wait = entry.timeout_seconds + entry.connect_timeout_seconds + REPLY_GRACE_SECONDS
@@ -166,7 +178,10 @@ class Caller:
                         keys.reply_channel(subscription.web_id, call_id),
                         time.time() + entry.timeout_seconds + entry.connect_timeout_seconds,
                         self.own_headers_env(server), self.traceparent)
-            self.shared.redis.rpush(keys.MCP_CALLS, call.to_json())
+            if queue is None:
+                self.shared.redis.rpush(keys.MCP_CALLS, call.to_json())
+            else:
+                queue(call.to_json())
             if on_start is not None:
                 on_start(call_id)
             return self._await(call_id, subscription, time.monotonic() + wait, on_progress)

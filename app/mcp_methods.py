@@ -19,7 +19,7 @@ from typing import Callable
 
 
 import jobqueue
-from app.mcp_gateway import Caller, Endpoint
+from app.mcp_gateway import Caller, Endpoint, Hooks
 from app.services import Services
 from dialects import mcp
 from dialects.mcp import INVALID_PARAMS, METHOD_NOT_FOUND, Message, RpcError
@@ -48,10 +48,10 @@ class Methods:
     log_bodies: bool = False
     span: object = None
     session: str | None = None
-    on_progress: Callable[[dict], None] | None = None
-    on_call: Callable[[str | None], None] | None = None  # told each upstream call's id, then None (cancellation)
+    hooks: Hooks = field(default_factory=Hooks)  # told each upstream call's progress, and its id (cancellation)
     noted: dict = field(default_factory=dict)  # what the request log keeps of the request
     pending: Callable[[], None] | None = None  # a tool call's records, to write when the answer is sent
+    holding: str | None = None  # the slot (lease member) an admitted tool call holds until its records
 
     def answer(self, message: Message) -> dict:
         handler = _HANDLERS.get(message.method or "")
@@ -98,20 +98,21 @@ class Methods:
             raise
 
     def _call(self, server: str, params: dict) -> dict:
-        """The call, once admitted against the person's rates; while it
-        runs it holds one of their slots (their jobs count it)."""
-        redis, lease = self.shared.redis, keys.lease_member(self.shared.relay.web_id, uuid.uuid4().hex)
-        try:
-            jobqueue.admit_tool_call(redis, self.person, lease, self.rates)
-        except jobqueue.Busy as busy:
-            self.noted["outcome"] = "refused"
-            raise RpcError(-32000, f"{busy.message}; try again in {busy.retry_after} s",
-                           {"retryAfter": busy.retry_after}) from None
-        try:
-            return self.caller.call(server, "tools/call", params, self.on_progress, self.on_call)
-        finally:
-            for pool in jobqueue.free_slot(redis, self.person, lease):  # their jobs waiting on it: a ticket each
-                self.shared.tickets.send(pool, pool, "")
+        """The call, admitted against the person's rates and queued in one
+        round trip; from then on it holds one of their slots (their jobs
+        count it), freed with its records once the client has the answer."""
+        lease = keys.lease_member(self.shared.relay.web_id, uuid.uuid4().hex)
+
+        def admitted(call: str) -> None:
+            try:
+                jobqueue.admit_tool_call(self.shared.redis, self.person, lease, self.rates, call)
+            except jobqueue.Busy as busy:
+                self.noted["outcome"] = "refused"
+                raise RpcError(-32000, f"{busy.message}; try again in {busy.retry_after} s",
+                               {"retryAfter": busy.retry_after}) from None
+            self.holding = lease
+
+        return self.caller.call(server, "tools/call", params, self.hooks, queue=admitted)
 
     def _record_call(self, server: str, tool: str, outcome: str, seconds: float, message: Message,
                      result: dict | None) -> None:
@@ -123,7 +124,11 @@ class Methods:
         with self.shared.redis.pipeline(transaction=False) as pipe:
             count_tool_call(pipe, server, "-" if outcome in _UNNAMED else tool, outcome, seconds)
             tool_use.count(pipe, _today(), self.person, server, tool)
-            pipe.execute()
+            if self.holding is None:
+                pipe.execute()
+            else:  # its slot, freed: the person's jobs waiting on it get a ticket each
+                for pool in jobqueue.free_slot(self.shared.redis, self.person, self.holding, batch=pipe):
+                    self.shared.tickets.send(pool, pool, "")
         tracing.record_span(f"execute_tool {tool}", {
             "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": tool, "switchboard.mcp_server": server,
             "switchboard.person": self.person}, seconds, None if outcome == "ok" else outcome, parent=self.span)
@@ -135,8 +140,7 @@ class Methods:
         if not self.endpoint.grants.whole_server(server):
             raise RpcError(INVALID_PARAMS, f'"{server}" offers only some of its tools to this key: its resources '
                                            "and prompts are not among them")
-        return self.caller.call(server, message.method, mcp.upstream_params(message, own_name), self.on_progress,
-                                self.on_call)
+        return self.caller.call(server, message.method, mcp.upstream_params(message, own_name), self.hooks)
 
     def _target(self, message: Message) -> tuple[str, str | None]:
         if message.method == "prompts/get":

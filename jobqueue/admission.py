@@ -86,20 +86,21 @@ def admit(redis: Redis, job: Job, person: str, pool: str, limits: Limits,
     return followed
 
 
-def admit_tool_call(redis: Redis, person: str, member: str, rates: tuple[int, int]) -> None:
+def admit_tool_call(redis: Redis, person: str, member: str, rates: tuple[int, int], call: str) -> None:
     """Count a gateway tool call against the person's requests per minute
     and their own tool calls per minute (`rates`), or raise Busy (with when
     a place frees). Admitted, it holds one of the person's slots until
     `fairqueue.finish`: their jobs count it against their limit, and it
     never waits for one (its client waits on it already); a web process
     that dies drops it with its lease. `member`: keys.lease_member(web
-    process, call id). One round trip."""
+    process, call id). Admitted, `call` (protocol.gateway.Call's JSON) is
+    queued for the MCP pool. One round trip."""
     now = time.time()
     requests_per_minute, tool_calls_per_minute = rates
     named = {"now": now, "rpm": requests_per_minute, "tool_rpm": tool_calls_per_minute, "member": member,
              "window": RATE_WINDOW_SECONDS}
     verdict = run_script(redis, "admit_tool", [keys.rpm_key(person), keys.tool_rpm_key(person),
-                                                 keys.active_key(person)], [json.dumps(named)])
+                                                 keys.active_key(person), keys.MCP_CALLS], [json.dumps(named), call])
     reason = Verdict(_text(verdict[0]))
     if reason == Verdict.ADMITTED:
         return

@@ -202,12 +202,13 @@ def _text(value) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
-def finish(redis: Redis, person: str, lease: str) -> list[str]:
+def finish(redis: Redis, person: str, lease: str, batch: Pipeline | None = None) -> list[str]:
     """A taken job ended: its person's slot is free. Returns the pools where
-    that person's jobs were skipped for their limit (each needs a ticket)."""
-    pipe = redis.pipeline(transaction=False)
+    that person's jobs were skipped for their limit (each needs a ticket).
+    `batch`: a pipeline holding the caller's commands to send first."""
+    pipe = redis.pipeline(transaction=False) if batch is None else batch
     _queue_finish(pipe, person, lease)
-    _, blocked = pipe.execute()
+    *_, blocked = pipe.execute()
     return sorted(_text(pool) for pool in blocked)
 
 

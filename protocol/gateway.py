@@ -17,7 +17,7 @@ environment variables that hold them (on the pool's machine), never sent.
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Literal
 
 # The MCP methods a call may carry to an upstream server.
@@ -43,7 +43,7 @@ class Call:
     traceparent: str = ""
 
     def to_json(self) -> str:
-        return json.dumps(asdict(self), separators=(",", ":"))
+        return json.dumps(self.__dict__, separators=(",", ":"))  # (asdict would deep-copy the params first)
 
     @classmethod
     def from_json(cls, data: str | bytes) -> "Call":

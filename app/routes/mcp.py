@@ -209,7 +209,7 @@ class Exchange:
         self.methods = methods
         if self.session_id is not None:
             request_id = self.message.id
-            methods.on_call = lambda call_id: self.sessions.running(self.session_id, request_id, call_id)
+            methods.hooks.on_start = lambda call_id: self.sessions.running(self.session_id, request_id, call_id)
         return methods
 
     def _reply(self, result: dict) -> Response:
@@ -224,7 +224,7 @@ class Exchange:
         """Progress notifications as they come, then the response (SSE)."""
         queue = gevent.queue.Queue()
         token = mcp.progress_token(self.message)
-        methods.on_progress = lambda body: queue.put(
+        methods.hooks.on_progress = lambda body: queue.put(
             {"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progressToken": token} | body})
 
         def run() -> None:
@@ -252,7 +252,7 @@ class Exchange:
                         return
                     yield b"event: message\ndata: " + to_json(item) + b"\n\n"
             finally:
-                worker.kill(block=False)
+                worker.kill()  # (its call ends first: a tool call's records and slot are then in `pending`)
                 self.ended(200)
 
         return Response(frames(), content_type="text/event-stream",

@@ -1,8 +1,10 @@
 -- Admission of one tool call through the MCP gateway (jobqueue/admission.py): the person's requests per
 -- minute (shared with their model requests), then their own tool calls per minute; an admitted call holds
--- one of the person's slots while it runs (their jobs count it; fairqueue.finish frees it).
+-- one of the person's slots while it runs (their jobs count it; fairqueue.finish frees it), and is queued
+-- for the MCP pool.
 -- KEYS[1]: the person's rate window (zset)   KEYS[2]: their tool calls' rate window (zset)
 -- KEYS[3]: the person's running work (zset: lease member -> since)
+-- KEYS[4]: the MCP pool's list of calls      ARGV[2]: the call (protocol/gateway.py's Call, JSON)
 -- ARGV[1]: the named arguments:
 --   now       the time (epoch seconds)
 --   rpm       the person's requests per minute
@@ -26,4 +28,5 @@ for _, k in ipairs({rpm_key, tool_key}) do
 end
 redis.call('ZADD', KEYS[3], A.now, A.member)
 redis.call('EXPIRE', KEYS[3], 86400)
+redis.call('RPUSH', KEYS[4], ARGV[2])
 return {'ok'}

@@ -12,7 +12,7 @@ import pytest
 import redis as redis_py
 
 from jobqueue import fairqueue
-from jobqueue.admission import Busy, Limits, admit, release, retry_after_seconds
+from jobqueue.admission import Busy, Limits, admit, admit_tool_call, release, retry_after_seconds
 from jobqueue.fairqueue import Asker, Placement
 from protocol import keys
 from protocol.contract import Job, Message
@@ -193,3 +193,24 @@ def test_queueing_that_fails_after_admission_gives_the_place_back(clean_redis, w
 def test_queueing_only_if_admitted_does_nothing_for_a_job_admission_never_saw(clean_redis, web):
     fairqueue.push(clean_redis, _job(web), Asker("alice", 16), Placement("local"), if_admitted=True)
     assert fairqueue.depth(clean_redis, "local") == 0
+
+
+@pytest.mark.parametrize("rates, refused", [((100, 100), None), ((100, 1), "tool calls"), ((1, 100), "requests")],
+                         ids=["admitted", "over-tool-calls", "over-requests"])
+def test_a_tool_call_is_admitted_and_queued_for_the_pool_in_one_script(clean_redis, web, rates, refused):
+    """Admitted, a gateway tool call holds one of the person's slots and is on the MCP pool's list; refused
+    (after one earlier call counted against the rate), neither."""
+    earlier = keys.lease_member(web, "earlier")
+    admit_tool_call(clean_redis, "alice", earlier, (100, 100), '{"id": "earlier"}')
+    fairqueue.finish(clean_redis, "alice", earlier)
+    clean_redis.delete(keys.MCP_CALLS)
+    member = keys.lease_member(web, "call")
+    if refused is None:
+        admit_tool_call(clean_redis, "alice", member, rates, '{"id": "call"}')
+        assert clean_redis.lrange(keys.MCP_CALLS, 0, -1) == [b'{"id": "call"}']
+        assert clean_redis.zrange(keys.active_key("alice"), 0, -1) == [member.encode()]
+        return
+    with pytest.raises(Busy, match=refused) as busy:
+        admit_tool_call(clean_redis, "alice", member, rates, '{"id": "call"}')
+    assert busy.value.retry_after >= 1
+    assert clean_redis.llen(keys.MCP_CALLS) == 0 and clean_redis.zcard(keys.active_key("alice")) == 0
