@@ -8,6 +8,9 @@ next use connects again, so a restarted server is picked up without a
 worker restart. The tool list is fetched once per session and again when
 the server says it changed (a `tools/list_changed` notification on older
 protocol versions; a `subscriptions/listen` stream on 2026-07-28 ones).
+A remote server's gateway tool calls go beside the session, on its relay
+(http_relay.py), in the era and with the session id the SDK agreed (the id
+read from the SDK's own HTTP responses).
 """
 from __future__ import annotations
 
