@@ -20,12 +20,18 @@ marked `@public` where they are defined. Sources: a TOML file
     [keys.alice.mcp_headers_env.tickets]   # its own credentials for a remote MCP server: header ->
     Authorization = "ALICE_TICKETS_AUTH"   # the server's environment variable holding the value
 
+and, with sign-in on (app/signin.py), what the keys signed-in people mint
+may do: `[signin]` (limits as a key's, without `sha256`), or the first
+`[signin.groups.<group>]` of a group the person is in.
+
 The file is read again when it changes (checked at most once a second), so
 keys added or revoked with `python scripts/admin.py keys ...` take effect
 without a restart. With a keys file configured, keys are on even while it
 lists none.
 
-and/or SWITCHBOARD_API_KEYS="alice:key1,bob:key2" (hashed when read).
+and/or SWITCHBOARD_API_KEYS="alice:key1,bob:key2" (hashed when read). Keys
+people mint (app/own_keys.py) are found in Redis by their digest when no
+file key matches.
 
 A key is presented in the URL path (`/k/<key>/...`, see app/pathkey.py: the
 operator's explicit choice, so it wins over whatever a client's fixed header
@@ -43,11 +49,11 @@ import ipaddress
 import logging
 import time
 import tomllib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable
 
-from flask import Flask, current_app, g, request
+from flask import Flask, Response, current_app, g, request
 
 from app.pathkey import PATH_KEY, QUERY_KEY
 from catalog.mcp import Grants, check_grant_pattern
@@ -79,6 +85,7 @@ class ApiKey:
     admin: bool = False
     log_bodies: bool = False  # its request bodies and replies go into the request log
     from_file: bool = False  # (else from SWITCHBOARD_API_KEYS: kept when the file is read again)
+    key_id: str = ""  # which of a person's minted keys it is (app/own_keys.py); "" for the file's and env's
 
     def allows(self, model: str) -> bool:
         return any(fnmatch.fnmatchcase(model, pattern) for pattern in self.models)
@@ -112,9 +119,13 @@ def public_view(keys: list[ApiKey]) -> dict:
 
 class KeyRing:
     def __init__(self, keys: list[ApiKey], trusted_networks: tuple = (), file: Path | None = None,
-                 default_grants: tuple[str, ...] = ("*",)):
+                 default_grants: tuple[str, ...] = ("*",), policy: SignInPolicy | None = None):
         self._keys = keys
         self._default_grants = default_grants
+        self.policy = policy or SignInPolicy(ApiKey("", mcp_servers=default_grants))
+        # Sign-in (app/signin.py) turns keys on, and adds the keys people mint: found by digest.
+        self.signin = False
+        self.find_minted: Callable[[str], ApiKey | None] = lambda digest: None
         self._trusted = trusted_networks
         self._file, self._fixed = file, [k for k in keys if not k.from_file] if file else keys
         self._mtime = _mtime(file)
@@ -132,7 +143,7 @@ class KeyRing:
 
     @property
     def enabled(self) -> bool:
-        return bool(self._keys) or self._file is not None
+        return bool(self._keys) or self._file is not None or self.signin
 
     def refresh(self) -> None:
         """Read the keys file again if it changed (at most once a second); a
@@ -147,6 +158,7 @@ class KeyRing:
         before = self.file_keys
         try:
             self._keys = read_keys_file(self._file, self._default_grants) + self._fixed
+            self.policy = read_signin_policy(self._file, self._default_grants)
             self._mtime = mtime
         except (OSError, ValueError, KeyError, tomllib.TOMLDecodeError) as error:
             log.warning("keys file %s not reloaded: %s", self._file, error)
@@ -171,6 +183,8 @@ class KeyRing:
         for key in self._keys:  # no early exit: the time does not depend on which key matched
             if hmac.compare_digest(key.sha256, candidate) and presented:
                 found = key
+        if found is None and presented:
+            found = self.find_minted(candidate)
         if found is None:
             raise SwitchboardError(UNAUTHORIZED, 401)
         return found
@@ -199,7 +213,7 @@ def trusted_networks(cidrs: str | None) -> tuple:
 
 def _weight(name: str, value) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
-        raise ValueError(f"keys file: keys.{name}.weight must be a number above 0, not {value!r}")
+        raise ValueError(f"keys file: {name}.weight must be a number above 0, not {value!r}")
     return float(value)
 
 
@@ -212,7 +226,7 @@ def _mtime(file: Path | None) -> int | None:
 
 def _positive(name: str, field: str, value) -> int | None:
     if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
-        raise ValueError(f"keys file: keys.{name}.{field} must be a whole number above 0, not {value!r}")
+        raise ValueError(f"keys file: {name}.{field} must be a whole number above 0, not {value!r}")
     return value
 
 
@@ -223,7 +237,7 @@ def _grants(name: str, table: dict, default: tuple[str, ...]) -> tuple[str, ...]
     try:
         return tuple(check_grant_pattern(p) for p in patterns)
     except (TypeError, ValueError) as error:
-        raise ValueError(f"keys file: keys.{name}.mcp_servers: {error}") from None
+        raise ValueError(f"keys file: {name}.mcp_servers: {error}") from None
 
 
 def _headers_env(name: str, table: dict) -> tuple:
@@ -235,21 +249,58 @@ def _headers_env(name: str, table: dict) -> tuple:
     return tuple((server, tuple(headers.items())) for server, headers in servers.items())
 
 
+def _limits(name: str, table: dict, default_grants: tuple[str, ...]) -> dict:
+    """A key's (or a sign-in policy's) models and limits, checked."""
+    return dict(models=tuple(table.get("models", ["*"])),
+                max_concurrent=_positive(name, "max_concurrent", table.get("max_concurrent")),
+                requests_per_minute=_positive(name, "requests_per_minute", table.get("requests_per_minute")),
+                weight=_weight(name, table.get("weight", 1.0)), mcp_servers=_grants(name, table, default_grants),
+                tool_calls_per_minute=_positive(name, "tool_calls_per_minute", table.get("tool_calls_per_minute")),
+                daily_tokens=_positive(name, "daily_tokens", table.get("daily_tokens")))
+
+
 def read_keys_file(file: Path, default_grants: tuple[str, ...] = ("*",)) -> list[ApiKey]:
     keys = []
     for name, table in tomllib.loads(file.read_text()).get("keys", {}).items():
-        keys.append(ApiKey(name=name, sha256=table["sha256"].lower(), models=tuple(table.get("models", ["*"])),
-                           max_concurrent=table.get("max_concurrent"),
-                           requests_per_minute=table.get("requests_per_minute"),
-                           weight=_weight(name, table.get("weight", 1.0)),
-                           mcp_servers=_grants(name, table, default_grants),
-                           tool_calls_per_minute=_positive(name, "tool_calls_per_minute",
-                                                           table.get("tool_calls_per_minute")),
+        keys.append(ApiKey(name=name, sha256=table["sha256"].lower(),
+                           **_limits(f"keys.{name}", table, default_grants),
                            mcp_headers_env=_headers_env(name, table),
-                           daily_tokens=_positive(name, "daily_tokens", table.get("daily_tokens")),
                            admin=table.get("admin") is True, log_bodies=table.get("log_bodies") is True,
                            from_file=True))
     return keys
+
+
+@dataclass(frozen=True)
+class SignInPolicy:
+    """What the keys a signed-in person mints may do: the keys file's
+    `[signin]` table, or the first `[signin.groups.<group>]` of a group the
+    person is in (their provider's group claim), in the file's order."""
+
+    default: ApiKey = ApiKey("")
+    groups: tuple[tuple[str, ApiKey], ...] = ()
+
+    def template(self, groups: tuple[str, ...]) -> ApiKey:
+        return next((limits for group, limits in self.groups if group in groups), self.default)
+
+    def key_of(self, person: str, groups: tuple[str, ...], models: tuple[str, ...] | None, key_id: str) -> ApiKey:
+        """A minted key as every route sees it: the person's name, the
+        policy's limits, the models it was minted for among those allowed."""
+        template = self.template(groups)
+        allowed = template.models if models is None else tuple(m for m in models if template.allows(m))
+        return replace(template, name=person, models=allowed, key_id=key_id)
+
+
+def read_signin_policy(file: Path | None, default_grants: tuple[str, ...] = ("*",)) -> SignInPolicy:
+    table = tomllib.loads(file.read_text()).get("signin", {}) if file is not None else {}
+    if not isinstance(table, dict):
+        raise ValueError("keys file: signin is a table of the limits signed-in people's keys get")
+    groups = table.get("groups", {})
+    if not isinstance(groups, dict) or not all(isinstance(limits, dict) for limits in groups.values()):
+        raise ValueError("keys file: signin.groups maps a group's name to its limits")
+    return SignInPolicy(ApiKey("", **_limits("signin", {k: v for k, v in table.items() if k != "groups"},
+                                             default_grants)),
+                        tuple((group, ApiKey("", **_limits(f"signin.groups.{group}", limits, default_grants)))
+                              for group, limits in groups.items()))
 
 
 def load_keys(file: Path | None, pairs: str | None, trusted: str | None = None,
@@ -262,7 +313,7 @@ def load_keys(file: Path | None, pairs: str | None, trusted: str | None = None,
         if not key:
             raise ValueError("SWITCHBOARD_API_KEYS entries look like name:key")
         keys.append(ApiKey(name=name, sha256=digest(key), mcp_servers=default_grants))
-    return KeyRing(keys, trusted_networks(trusted), file, default_grants)
+    return KeyRing(keys, trusted_networks(trusted), file, default_grants, read_signin_policy(file, default_grants))
 
 
 # --- enforcement ---------------------------------------------------------------------
@@ -283,13 +334,28 @@ def _is_public(app: Flask) -> bool:
     return bool(getattr(view, "public", False))
 
 
-def install_auth(app: Flask, keys: KeyRing) -> None:
+# The pages a browser's sign-in session opens (the console, a person's own page): nothing else takes one.
+SESSION_BLUEPRINTS = frozenset({"admin", "signin"})
+SessionCheck = Callable[[], "ApiKey | Response | None"]
+
+
+def install_auth(app: Flask, keys: KeyRing, session: SessionCheck | None = None) -> None:
     """Before any work is done, a request to a non-public route must present
-    a valid key (401 in its API's shape otherwise)."""
+    a valid key (401 in its API's shape otherwise). With sign-in on, a
+    console page without a key may come with a session instead (`session`
+    finds its key, or answers itself: a page is sent to sign in)."""
     @app.before_request
     def require_key():
         if not _is_public(current_app):
             presented = presented_key(request.headers.get("Authorization"), (
                 request.headers.get("x-api-key"), request.headers.get("x-goog-api-key")),
                 request.environ.get(PATH_KEY), request.environ.get(QUERY_KEY))
+            if not presented and session is not None and request.blueprint in SESSION_BLUEPRINTS:
+                found = session()
+                if isinstance(found, ApiKey):
+                    g.api_key = found
+                    return None
+                if found is not None:
+                    return found
             g.api_key = keys.identify(presented, request.remote_addr)
+        return None

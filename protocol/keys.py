@@ -191,6 +191,22 @@ MCP_POOLS = f"{PREFIX}:mcp:pools"  # the live MCP pool processes (zset: pool id,
 mcp_pool_key = Key("mcp:pool:{}")  # an MCP pool process's servers' health (JSON), lapsing with it
 tool_use_key = Key("usage:{}:tools")  # a day's gateway tool calls: field "person\x1fserver\x1ftool"
 
+# --- sign-in (app/signin.py, app/own_keys.py, app/device_login.py) ----------------------------
+# Every secret here is kept as its SHA-256 digest (a key, a session's cookie, a login's token, a device
+# code); a person's refresh token at the identity provider is sealed (app/sealing.py).
+signin_flow_key = Key("signin:flow:{}")  # a sign-in under way, by its state: its nonce, PKCE verifier, browser
+signin_session_key = Key("signin:session:{}")  # a console session (by its cookie's digest): whose, admin or not
+signin_person_key = Key("signin:person:{}")  # a signed-in person: their refresh token (sealed), groups, admin
+signin_suspended_key = Key("signin:suspended:{}")  # set while the provider no longer answers for the person
+SIGNIN_RECHECKS = f"{PREFIX}:signin:rechecks"  # people to ask the provider about again (zset, scored by when)
+own_key_key = Key("signin:key:{}")  # a key a person minted (by its digest): its record (JSON), to its expiry
+own_keys_key = Key("signin:person:{}:keys")  # a person's minted keys (zset: digest, scored by expiry)
+signin_sessions_key = Key("signin:person:{}:sessions")  # a person's console sessions (set of digests)
+cli_login_key = Key("signin:login:{}")  # a command-line login (by its refresh token's digest): whose, its name
+cli_logins_key = Key("signin:person:{}:logins")  # a person's command-line logins (set of digests)
+device_code_key = Key("signin:device:{}")  # a device login waiting for its person (by its device code's digest)
+device_user_code_key = Key("signin:device-user:{}")  # its user code -> the device code's digest
+
 # --- the fair queue (jobqueue/fairqueue.py) ---------------------------------------------
 # A pool's waiting jobs of one class ("completion" or "chat"), scored by fair
 # tag (background work BACKGROUND_OFFSET behind it).

@@ -12,7 +12,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 
-from pydantic import AliasChoices, Field, SecretStr, ValidationError
+from pydantic import AliasChoices, Field, SecretStr, ValidationError, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
@@ -116,6 +116,40 @@ class Settings(BaseSettings):
     # passes, after start-up is frozen (settings/collector.py); 0 keeps
     # Python's defaults.
     gc_threshold: int = _env("SWITCHBOARD_GC_THRESHOLD", 10000, ge=0)
+    # The server's address as people's browsers and tools reach it (sign-in's redirect and the device login's
+    # page are built on it); unset: the address each request came to.
+    public_url: str | None = _env("SWITCHBOARD_PUBLIC_URL", None, pattern=r"^https?://[^/?#]+(/[^?#]*)?$")
+    # Sign-in with the office's OpenID provider (app/oidc.py; off without an issuer): its client, the scopes
+    # asked for, the claim that names a person, and who is an admin (members of these groups in that claim,
+    # or these people); extra parameters for its authorization request (`access_type=offline` for Google).
+    oidc_issuer: str | None = _env("SWITCHBOARD_OIDC_ISSUER", None, pattern=r"^https?://")
+    oidc_client_id: str | None = _env("SWITCHBOARD_OIDC_CLIENT_ID", None)
+    oidc_client_secret: SecretStr | None = _env("SWITCHBOARD_OIDC_CLIENT_SECRET", None)
+    oidc_scopes: str = _env("SWITCHBOARD_OIDC_SCOPES", "openid profile email offline_access")
+    oidc_person_claim: str = _env("SWITCHBOARD_OIDC_PERSON_CLAIM", "preferred_username", min_length=1)
+    oidc_admin_claim: str = _env("SWITCHBOARD_OIDC_ADMIN_CLAIM", "groups", min_length=1)
+    oidc_admin_groups: str = _env("SWITCHBOARD_OIDC_ADMIN_GROUPS", "")
+    oidc_admins: str = _env("SWITCHBOARD_OIDC_ADMINS", "")
+    oidc_auth_params: str = _env("SWITCHBOARD_OIDC_AUTH_PARAMS", "")
+    # A console sign-in's life; a key a helper (scripts/admin.py token) gets; how often each person is asked
+    # of the provider again (a person it no longer knows loses their keys at their next use after that);
+    # the longest a key minted in the console may live; how long an unused command-line login lasts.
+    signin_session_seconds: int = _env("SWITCHBOARD_SIGNIN_SESSION_SECONDS", 3600, ge=60)
+    signin_token_seconds: int = _env("SWITCHBOARD_SIGNIN_TOKEN_SECONDS", 3600, ge=1)
+    signin_recheck_seconds: int = _env("SWITCHBOARD_SIGNIN_RECHECK_SECONDS", 300, ge=1)
+    signin_key_days: int = _env("SWITCHBOARD_SIGNIN_KEY_DAYS", 90, ge=1)
+    signin_login_days: int = _env("SWITCHBOARD_SIGNIN_LOGIN_DAYS", 30, ge=1)
+
+    @model_validator(mode="after")
+    def _oidc_whole(self) -> "Settings":
+        if self.oidc_issuer and not self.oidc_client_id:
+            raise ValueError("SWITCHBOARD_OIDC_ISSUER needs SWITCHBOARD_OIDC_CLIENT_ID (and, for a confidential "
+                             "client, SWITCHBOARD_OIDC_CLIENT_SECRET)")
+        return self
+
+    @property
+    def signin(self) -> bool:
+        return bool(self.oidc_issuer)
 
 
 class SettingsError(ValueError):
@@ -141,7 +175,8 @@ def load_settings(overrides: dict | None = None) -> Settings:
         for problem in error.errors():
             where = str(problem["loc"][0]) if problem["loc"] else ""
             variable = names.get(where, where)
-            problems.append(f"{variable}: {problem['msg']} (got {problem['input']!r})")
+            problems.append(f"{variable}: {problem['msg']} (got {problem['input']!r})" if variable
+                            else problem["msg"].removeprefix("Value error, "))  # (a check of several together)
         raise SettingsError("invalid settings: " + "; ".join(problems)) from None
 
 
