@@ -18,7 +18,8 @@ from app.presence import WebLease
 from app.relay import Relay
 from app.access_log import install_request_log
 from app.sealing import Sealer, office_secret
-from app.routes import admin, anthropic, gemini, mcp, ollama, openai, ops, responses, simple_chat
+from app.routes import admin, anthropic, gemini, mcp, ollama, openai, ops, responses, signin, simple_chat
+from app.routes.signin import install_signin
 from app.services import Services
 from app.tickets import Tickets
 from catalog.registry import load_registry
@@ -46,14 +47,14 @@ def create_app(overrides: dict | None = None) -> Flask:
     relay = Relay(redis_client(target, "switchboard-relay", 2, socket_connect_timeout=2,
                                retry=Retry(NoBackoff(), 0)))
     secret = office_secret(settings.secret.get_secret_value() if settings.secret else None, settings.data_dir)
-    app.extensions["switchboard"] = Services(settings, registry, redis, relay, Tickets(), keys, WebLease(relay),
-                                             Sealer(secret))
-    audit_changes(app.extensions["switchboard"])
+    shared = Services(settings, registry, redis, relay, Tickets(), keys, WebLease(relay), Sealer(secret))
+    app.extensions["switchboard"] = shared
+    audit_changes(shared)
     install_request_log(app, settings.log_prompts)  # first: a refused request is logged too
-    install_auth(app, keys)
+    install_auth(app, keys, install_signin(app, shared))
     install_fallback_errors(app)
     for blueprint in (ollama.bp, openai.bp, anthropic.bp, responses.bp, gemini.bp, simple_chat.bp, mcp.bp, ops.bp,
-                      admin.bp):
+                      admin.bp, signin.bp):
         app.register_blueprint(blueprint)
     app.wsgi_app = PathKeyMiddleware(app.wsgi_app)
     return app

@@ -3,6 +3,7 @@ registry, Redis, the relay, the ticket sender and the API keys."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from flask import current_app
 from redis import Redis
@@ -17,6 +18,9 @@ from app.tickets import Tickets
 from catalog.registry import Registry
 from protocol.connection import RedisTarget, redis_client
 from settings import Settings
+
+if TYPE_CHECKING:
+    from app.signin import SignIn
 
 
 @dataclass
@@ -34,6 +38,7 @@ class Services:
     persistence: PersistenceCheck = field(default_factory=PersistenceCheck)  # does its Redis keep what it holds
     records: RecordBuffer | None = None  # its request-log records on their way (app/record_buffer.py)
     mcp_pool_heard_at: float = 0.0  # when it last saw an MCP pool process alive (app/mcp_gateway.py)
+    signin: "SignIn | None" = None  # sign-in with the office's provider, when configured (app/signin.py)
 
     def __post_init__(self):
         self.records = self.records or RecordBuffer(self.redis, self.settings)

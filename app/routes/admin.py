@@ -16,9 +16,9 @@ from datetime import datetime, timezone
 from functools import wraps
 from pathlib import Path
 
-from flask import Blueprint, Response, jsonify, request
+from flask import Blueprint, Response, g, jsonify, request
 
-from app import asker
+from app import asker, pages
 from app.auth import current_key
 from app.console import snapshot
 from app.errors import ApiError, register_error_handlers
@@ -37,9 +37,21 @@ def admin_only(view):
     @wraps(view)
     def checked(*args, **kwargs):
         if services().keys.enabled and not current_key().admin:
-            raise ApiError(403, "the console needs a key marked admin = true in the keys file")
+            return _not_an_admin()
         return view(*args, **kwargs)
     return checked
+
+
+def _not_an_admin():
+    """403, naming the reason (as a page to a browser signed in)."""
+    shared, session = services(), g.get("session")
+    if session is None:
+        raise ApiError(403, "the console needs a key marked admin = true in the keys file")
+    why = f"You are signed in as {session.person}, who is not an admin here: admins are " \
+          f"{shared.signin.provider.describe_admins()}."
+    if "text/html" in request.headers.get("Accept", ""):
+        return pages.message("Not an admin", why, 403, (("Your own page", "/me"),))
+    raise ApiError(403, why)
 
 
 def _page(name: str) -> Response:
@@ -157,3 +169,23 @@ def request_body(request_id: str):
     if kept is None or (own is not None and kept.get("person") != own):
         raise ApiError(404, "no body is kept for that request (bodies are off, or have expired)")
     return jsonify(kept)
+
+
+# --- the people who signed in (with sign-in on) -------------------------------------------------------------
+@bp.get("/people")
+@admin_only
+def people():
+    signin = services().signin
+    return jsonify({"signin": signin is not None, "people": signin.people() if signin is not None else []})
+
+
+@bp.post("/people/<person>/revoke")
+@admin_only
+def revoke_everything(person: str):
+    """Every key, login and session the person holds, ended on every web process at their next use."""
+    signin = services().signin
+    if signin is None:
+        raise ApiError(404, "sign-in is not configured on this server: a file key is revoked with "
+                            "scripts/admin.py keys revoke")
+    who = f"{current_key().name} (an admin)"
+    return jsonify({"person": person[:100]} | signin.revoke_everything(person[:100], who, request.remote_addr or ""))

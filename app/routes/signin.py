@@ -1,0 +1,282 @@
+"""Sign-in's pages and endpoints (app/signin.py), for people and their tools:
+
+- `GET /login?next=/admin`: off to the office's provider (404 while sign-in is off);
+  `GET /login/callback`: its answer, checked, and a session; `POST /logout`.
+- `GET /me`: a signed-in person's page; `GET /me.json` its data (their usage
+  today, keys and logins); `POST /me/keys` (`{"label", "days", "models"}`)
+  mints a key, shown once; `DELETE /me/keys/<id>` revokes it.
+- The device authorization grant (RFC 8628) for `scripts/admin.py login`:
+  `POST /auth/device`, the page a person approves it on (`/login/device`),
+  and `POST /auth/token` (grant types `urn:ietf:params:oauth:grant-type:device_code`
+  and `refresh_token`), whose access token is a key valid SIGNIN_TOKEN_SECONDS.
+
+Pages answer with pages, endpoints with JSON (the token endpoint in OAuth's
+error shape, RFC 6749 §5.2).
+"""
+from __future__ import annotations
+
+from urllib.parse import quote
+
+from flask import Blueprint, Response, g, jsonify, redirect, request
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from app import device_login, own_keys, pages
+from app.auth import SessionCheck, public
+from app.errors import ApiError, register_error_handlers
+from app.oidc import ProviderUnavailable, SignInFailed
+from app.services import services
+from app.signin import FLOW_COOKIE, FLOW_SECONDS, SESSION_COOKIE, Session, SignIn
+from dialects.openai_writer import error_body
+from ledger import usage
+
+bp = Blueprint("signin", __name__)
+register_error_handlers(bp, error_body)
+DEVICE_GRANT = "urn:ietf:params:oauth:grant-type:device_code"
+
+
+def _signin() -> SignIn:
+    found = services().signin
+    if found is None:
+        raise ApiError(404, "sign-in is not configured on this server (SWITCHBOARD_OIDC_ISSUER)")
+    return found
+
+
+def public_root() -> str:
+    return (services().settings.public_url or request.url_root).rstrip("/")
+
+
+def _safe_next(value: str | None) -> str:
+    """Where to go after signing in: a path of this server only."""
+    if value and value.startswith("/") and not value.startswith(("//", "/\\")) and len(value) < 500 \
+            and "\\" not in value:
+        return value
+    return ""
+
+
+def _cookie(response: Response, name: str, value: str, seconds: int, path: str = "/") -> Response:
+    response.set_cookie(name, value, max_age=seconds, path=path, secure=True, httponly=True, samesite="Lax")
+    return response
+
+
+def _session() -> Session:
+    session = g.get("session")
+    if session is None:
+        raise ApiError(401, "sign in first: open /login")
+    return session
+
+
+# --- signing in and out ------------------------------------------------------------------------------
+@bp.get("/login")
+@public
+def login():
+    signin = _signin()
+    try:
+        url, binding = signin.begin(f"{public_root()}/login/callback", _safe_next(request.args.get("next")))
+    except SignInFailed as failed:
+        return pages.message("Sign-in is unavailable", str(failed), 502)
+    return _cookie(redirect(url), FLOW_COOKIE, binding, FLOW_SECONDS, "/login")
+
+
+@bp.get("/login/callback")
+@public
+def callback():
+    signin = _signin()
+    if request.args.get("error"):
+        said = f'{request.args.get("error")[:100]}: {request.args.get("error_description", "")[:300]}'
+        return pages.message("Sign-in refused", f"The identity provider refused the sign-in ({said}).", 403,
+                             (("Try again", "/login"),))
+    try:
+        session_id, identity, going = signin.complete(request.args.get("state", ""), request.args.get("code", ""),
+                                                      request.cookies.get(FLOW_COOKIE, ""))
+    except ProviderUnavailable as failed:
+        return pages.message("Sign-in is unavailable", str(failed), 502, (("Try again", "/login"),))
+    except SignInFailed as failed:
+        return pages.message("Sign-in failed", str(failed), 400, (("Sign in again", "/login"),))
+    response = redirect(going or ("/admin" if identity.admin else "/me"))
+    response.delete_cookie(FLOW_COOKIE, path="/login")
+    return _cookie(response, SESSION_COOKIE, session_id, services().settings.signin_session_seconds)
+
+
+@bp.post("/logout")
+@public
+def logout():
+    _signin().end_session(request.cookies.get(SESSION_COOKIE))
+    response = pages.message("Signed out", "You are signed out of Switchboard.", 200, (("Sign in again", "/login"),))
+    response.delete_cookie(SESSION_COOKIE, path="/")
+    return response
+
+
+# --- a person's own page -----------------------------------------------------------------------------------
+@bp.get("/me")
+def me_page():
+    _session()
+    return pages.static("me.html")
+
+
+@bp.get("/me.json")
+def me():
+    session, shared = _session(), services()
+    today = usage.usage(shared.redis).get(session.person, {})
+    return jsonify({"person": session.person, "admin": session.admin, "groups": list(session.groups),
+                    "usage": [{"model": model} | counts for model, counts in sorted(today.items())],
+                    "keys": own_keys.of_person(shared.redis, session.person),
+                    "logins": device_login.of_person(shared.redis, session.person),
+                    "most_days": shared.settings.signin_key_days})
+
+
+class KeyRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    label: str = Field("key", min_length=1, max_length=100)
+    days: int = Field(30, ge=1)
+    models: list[str] | None = Field(None, min_length=1, max_length=100)
+
+
+@bp.post("/me/keys")
+def mint_key():
+    session, shared, signin = _session(), services(), _signin()
+    try:
+        asked = KeyRequest.model_validate(request.get_json(silent=True) or {})
+    except ValidationError as error:
+        raise ApiError.from_validation(error) from None
+    if asked.days > shared.settings.signin_key_days:
+        raise ApiError(400, f"days: a key lives at most {shared.settings.signin_key_days} days here", "days")
+    template = shared.keys.policy.template(session.groups)
+    refused = [m for m in asked.models or () if not template.allows(m)]
+    if refused:
+        raise ApiError(400, f"models: {refused[0]!r} is not among the models your keys may use", "models")
+    if not signin.can_mint(session.person):
+        raise ApiError(403, "the identity provider gave no refresh token at your sign-in, so the server could not "
+                            "ask it later whether you are still there: no key can be made (the operator adds "
+                            "offline_access to SWITCHBOARD_OIDC_SCOPES, or the provider's equivalent)")
+    minted = own_keys.mint(shared.redis, session.person, session.groups,
+                           own_keys.Wanted(asked.label, asked.days * 86400, tuple(asked.models or ()) or None))
+    signin.audit(f"{session.person} (signed in)", request.remote_addr or "", "key minted", session.person,
+                 {k: minted.record[k] for k in ("id", "label", "source", "models", "expires")})
+    return jsonify({"key": minted.key} | minted.record), 201
+
+
+@bp.delete("/me/keys/<key_id>")
+def revoke_key(key_id: str):
+    session, shared = _session(), services()
+    revoked = own_keys.revoke(shared.redis, session.person, key_id[:40])
+    if revoked is None:
+        raise ApiError(404, f"you hold no key {key_id[:40]!r}")
+    _signin().audit(f"{session.person} (signed in)", request.remote_addr or "", "key revoked", session.person,
+                    {"id": revoked["id"], "label": revoked["label"]})
+    return jsonify(revoked)
+
+
+# --- command-line logins (RFC 8628) ------------------------------------------------------------------------
+@bp.post("/auth/device")
+@public
+def device_authorization():
+    _signin()
+    label = request.form.get("label") or request.form.get("client_id") or "command line"
+    started = device_login.start(services().redis, label)
+    page = f"{public_root()}/login/device"
+    return _oauth_json({"device_code": started.device_code, "user_code": started.user_code,
+                        "verification_uri": page, "verification_uri_complete": f"{page}?user_code={started.user_code}",
+                        "expires_in": started.expires_in, "interval": started.interval})
+
+
+@bp.get("/login/device")
+def device_page():
+    session = _session()
+    user_code = device_login.normal_user_code(request.args.get("user_code", "")) or \
+        request.args.get("user_code", "")[:20]
+    waiting = device_login.waiting(services().redis, user_code) if user_code else None
+    return pages.device(session.person, user_code, waiting)
+
+
+@bp.post("/login/device")
+def device_decision():
+    session, signin = _session(), _signin()
+    approved = request.form.get("decision") == "approve"
+    decided = device_login.decide(services().redis, request.form.get("user_code", ""), session.person,
+                                  session.groups, approved)
+    if decided is None:
+        return pages.message("No such login", "No login waits with that code (it expired or was answered already): "
+                             "run the login again.", 404, (("Enter a code", "/login/device"),))
+    if not approved:
+        return pages.message("Login denied", "The tool was refused; nothing was given to it.")
+    signin.audit(f"{session.person} (signed in)", request.remote_addr or "", "login approved", session.person,
+                 {"tool": decided.get("label", "")})
+    return pages.message("Login approved", "You are logged in there: go back to your terminal.")
+
+
+@bp.post("/auth/token")
+@public
+def token():
+    signin, shared = _signin(), services()
+    grant, settings = request.form.get("grant_type", ""), shared.settings
+    try:
+        if grant == DEVICE_GRANT:
+            login = device_login.poll(shared.redis, _form("device_code"), settings.signin_login_days)
+        elif grant == "refresh_token":
+            login = device_login.use(shared.redis, _form("refresh_token"), settings.signin_login_days)
+        else:
+            raise device_login.Refused("unsupported_grant_type", f"grant_type: {grant[:80]!r} is not one this server "
+                                       f"answers ({DEVICE_GRANT}, refresh_token)")
+        if signin.suspended(login.person):
+            raise device_login.Refused("invalid_grant", "the identity provider no longer answers for you: sign in "
+                                                        "again (python scripts/admin.py login)")
+    except device_login.Refused as refused:
+        return _oauth_json({"error": refused.error, "error_description": refused.description}, 400)
+    minted = own_keys.mint(shared.redis, login.person, login.groups, own_keys.Wanted(
+        f"login: {login.label}"[:100], settings.signin_token_seconds, None, "login"))
+    signin.audit(f"{login.person} (a command-line login)", request.remote_addr or "", "key minted", login.person,
+                 {k: minted.record[k] for k in ("id", "label", "source", "expires")})
+    answer = {"access_token": minted.key, "token_type": "Bearer", "expires_in": settings.signin_token_seconds,
+              "expires_at": minted.record["expires"], "person": login.person}
+    return _oauth_json(answer | ({"refresh_token": login.token} if login.token else {}))
+
+
+def _form(name: str) -> str:
+    value = request.form.get(name, "")
+    if not value or len(value) > 200:
+        raise device_login.Refused("invalid_request", f"{name}: missing, or not one this server gave")
+    return value
+
+
+def _oauth_json(body: dict, status: int = 200) -> Response:
+    response = jsonify(body)
+    response.status_code = status
+    response.headers["Cache-Control"] = "no-store"
+    return response
+
+
+def sign_in_first() -> Response:
+    """A page asked for without a session: to the provider, and back here after."""
+    return redirect(f"/login?next={quote(request.full_path.rstrip('?'), safe='/?=&')}")
+
+
+# --- wiring (create_app) ---------------------------------------------------------------------------------
+def install_signin(app, shared) -> SessionCheck | None:
+    """With an issuer configured: keys are on, minted keys are found in
+    Redis, console pages take a session (the check returned), and the
+    process's loop asking about people runs (from its first request)."""
+    if not shared.settings.signin:
+        return None
+    shared.signin = SignIn(shared.settings, shared.redis, shared.sealer)
+    app.before_request(shared.signin.ensure_rechecking)
+    shared.keys.signin = True
+    shared.keys.find_minted = lambda found: own_keys.key_of(shared.redis, shared.keys.policy, found)
+    return _session_check
+
+
+def _session_check():
+    """The session's key; a page asked for without one is sent to sign in (None: a 401 for the rest)."""
+    signin = services().signin
+    session = signin.session_of(request.cookies.get(SESSION_COOKIE))
+    if session is None:
+        return sign_in_first() if request.method == "GET" and "text/html" in request.headers.get("Accept", "") \
+            else None
+    if request.method not in ("GET", "HEAD") and request.headers.get("Origin", "") != _origin():
+        raise ApiError(403, "a request from another site (or one that says none) may not use your sign-in")
+    g.session = session
+    return session.key()
+
+
+def _origin() -> str:
+    root = public_root()
+    return root[:root.index("/", root.index("//") + 2)] if root.count("/") > 2 else root
