@@ -10,6 +10,8 @@ server (SWITCHBOARD_KEYS_FILE, REDIS_URL; or --keys-file, --redis-url):
     python scripts/admin.py usage [--day 2026-11-23] [--json]
     python scripts/admin.py usage --from 2026-11-01 --to 2026-11-30 --format csv   # per day, for billing
     python scripts/admin.py connect pi --url http://office-box:11434 --key sb-... [--wire responses] [--write]
+    python scripts/admin.py login --url https://switchboard.office   # a person: sign in once (office sign-in)
+    python scripts/admin.py token                         # ...and print a key valid for a while (agents' helper)
 
 A new key is printed once; the file keeps only its SHA-256 digest. The file
 is edited with tomlkit, so the operator's comments and layout stay; web
@@ -34,11 +36,18 @@ from redis.exceptions import RedisError
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+# A person's own commands (login, token) need none of the operator's modules below, and an agent's helper
+# runs `token` each time it needs a key: they start before those are imported.
+if __name__ == "__main__" and sys.argv[1:2] in (["login"], ["token"]):
+    from scripts.credentials import main as person_main
+    person_main(sys.argv[1:])
+    raise SystemExit(0)
+
 from app.auth import BY_HAND_AUTHOR, digest, public_view, read_keys_file  # noqa: E402
 from app.console import snapshot  # noqa: E402
 from catalog.registry import load_registry  # noqa: E402
 from ledger import audit, usage  # noqa: E402
-from scripts import connect  # noqa: E402
+from scripts import connect, credentials  # noqa: E402
 from protocol.connection import RedisTarget, redis_client  # noqa: E402
 from protocol.keys import configure  # noqa: E402
 from settings import settings_from_environment  # noqa: E402
@@ -205,6 +214,7 @@ def parser() -> argparse.ArgumentParser:
     link.add_argument("--write", action="store_true", help="write the files under your home instead of printing")
     link.add_argument("--force", action="store_true", help="with --write: replace files, keeping each as .bak")
     link.add_argument("--home", type=Path, default=Path.home(), help=argparse.SUPPRESS)
+    credentials.add_commands(commands)
     return top
 
 
@@ -266,6 +276,8 @@ def _redis(options: argparse.Namespace):
 
 def main(argv: list[str] | None = None) -> None:
     options = parser().parse_args(argv)
+    if options.command in ("login", "token"):
+        return credentials.run(options)
     if options.command == "connect":
         return run_connect(options)
     if options.command == "keys":

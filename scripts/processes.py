@@ -139,9 +139,9 @@ def wait_http_ready(process: Process, url: str, headers: dict | None = None, tim
 
 
 def start_web(env: dict, extra_args: tuple[str, ...] = (), wait: bool = True, processes: int = 1,
-              cwd: Path = ROOT) -> tuple[Process, str]:
-    """gunicorn with `processes` gevent workers (of the source tree `cwd`)."""
-    port = free_port()
+              cwd: Path = ROOT, port: int | None = None) -> tuple[Process, str]:
+    """gunicorn with `processes` gevent workers (of the source tree `cwd`), on `port` (else a free one)."""
+    port = port or free_port()
     web = Process("web", [
         str(BIN / "gunicorn"), "-k", "gevent", "-w", str(processes), "-b", f"127.0.0.1:{port}",
         "--no-control-socket", *extra_args, "app:create_app()",
