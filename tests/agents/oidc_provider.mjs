@@ -1,0 +1,45 @@
+// A real OpenID provider for the sign-in tests: node-oidc-provider (OpenID
+// certified), with the few settings a test office needs.
+//   node oidc_provider.mjs PORT ACCOUNTS_FILE CLIENTS_JSON (on the Node 22 of node_modules/node)
+// ACCOUNTS_FILE: {"alice": {"name": ..., "email": ..., "groups": [...], "disabled": false}, ...}, read on
+// every lookup, so a test disables a person by rewriting it (their refresh tokens then fail).
+// CLIENTS_JSON: the registered clients (client_id, client_secret, redirect_uris).
+// Sign-in is the library's development login form (any password); consent is granted at once for the
+// registered first-party clients; PKCE is required; refresh tokens are issued to clients allowed them.
+import fs from 'node:fs';
+import Provider from 'oidc-provider';
+
+const [port, accountsFile, clientsJson] = process.argv.slice(2);
+const accounts = () => JSON.parse(fs.readFileSync(accountsFile, 'utf8'));
+const SCOPES = 'openid offline_access profile email groups';
+
+const provider = new Provider(`http://127.0.0.1:${port}`, {
+  clients: JSON.parse(clientsJson),
+  pkce: { required: () => true },
+  scopes: SCOPES.split(' '),
+  claims: { openid: ['sub'], profile: ['name', 'preferred_username'], email: ['email'], groups: ['groups'] },
+  async findAccount(ctx, sub) {
+    const account = accounts()[sub];
+    if (!account || account.disabled) return undefined;
+    return {
+      accountId: sub,
+      async claims() {
+        return { sub, preferred_username: sub, name: account.name, email: account.email, groups: account.groups };
+      },
+    };
+  },
+  async loadExistingGrant(ctx) {
+    const found = ctx.oidc.result?.consent?.grantId || ctx.oidc.session.grantIdFor(ctx.oidc.client.clientId);
+    if (found) return ctx.oidc.provider.Grant.find(found);
+    const grant = new ctx.oidc.provider.Grant({ clientId: ctx.oidc.client.clientId, accountId: ctx.oidc.session.accountId });
+    grant.addOIDCScope(SCOPES);
+    grant.addOIDCClaims(['name', 'preferred_username', 'email', 'groups']);
+    await grant.save();
+    return grant;
+  },
+  issueRefreshToken: async (ctx, client) => client.grantTypeAllowed('refresh_token'),
+  features: { devInteractions: { enabled: true }, revocation: { enabled: true } },
+  ttl: { AccessToken: 600, IdToken: 600, RefreshToken: 86400, Grant: 86400, Session: 86400, Interaction: 600 },
+  cookies: { keys: ['switchboard-test-provider'] },
+});
+provider.listen(Number(port), '127.0.0.1', () => console.log(`provider ready on ${port}`));
