@@ -206,6 +206,7 @@ cli_login_key = Key("signin:login:{}")  # a command-line login (by its refresh t
 cli_logins_key = Key("signin:person:{}:logins")  # a person's command-line logins (set of digests)
 device_code_key = Key("signin:device:{}")  # a device login waiting for its person (by its device code's digest)
 device_user_code_key = Key("signin:device-user:{}")  # its user code -> the device code's digest
+signin_throttle_key = Key("signin:throttle:{}:{}")  # what, by whom: a count over its window (public routes' bound)
 
 # --- the fair queue (jobqueue/fairqueue.py) ---------------------------------------------
 # A pool's waiting jobs of one class ("completion" or "chat"), scored by fair

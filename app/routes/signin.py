@@ -28,6 +28,7 @@ from app.services import services
 from app.signin import FLOW_COOKIE, FLOW_SECONDS, SESSION_COOKIE, Session, SignIn
 from dialects.openai_writer import error_body
 from ledger import usage
+from protocol import keys
 
 bp = Blueprint("signin", __name__)
 register_error_handlers(bp, error_body)
@@ -58,6 +59,24 @@ def _cookie(response: Response, name: str, value: str, seconds: int, path: str =
     return response
 
 
+# How many of these one address (or one person) may start in THROTTLE_SECONDS: the public routes' bound
+# (each start keeps a record in Redis for minutes), far above what a person or their agents do.
+THROTTLE_SECONDS = 600
+THROTTLES = {"sign-ins": 60, "device logins": 60, "keys from a login": 120}
+MOST_CONSOLE_KEYS = 100  # a person's keys minted on /me at once
+
+
+def _throttle(what: str, who: str) -> None:
+    key = keys.signin_throttle_key(what, who)
+    with services().redis.pipeline(transaction=False) as pipe:
+        pipe.set(key, 0, ex=THROTTLE_SECONDS, nx=True)  # (the window starts with its first)
+        pipe.incr(key)
+        _, count = pipe.execute()
+    if count > THROTTLES[what]:
+        raise ApiError(429, f"too many {what} from here: at most {THROTTLES[what]} in {THROTTLE_SECONDS // 60} "
+                            "minutes", retry_after=int(services().redis.ttl(key)) or 1)
+
+
 def _session() -> Session:
     session = g.get("session")
     if session is None:
@@ -70,6 +89,7 @@ def _session() -> Session:
 @public
 def login():
     signin = _signin()
+    _throttle("sign-ins", request.remote_addr or "")
     try:
         url, binding = signin.begin(f"{public_root()}/login/callback", _safe_next(request.args.get("next")))
     except SignInFailed as failed:
@@ -144,6 +164,9 @@ def mint_key():
     refused = [m for m in asked.models or () if not template.allows(m)]
     if refused:
         raise ApiError(400, f"models: {refused[0]!r} is not among the models your keys may use", "models")
+    if sum(key["source"] == "console" for key in own_keys.of_person(shared.redis, session.person)) \
+            >= MOST_CONSOLE_KEYS:
+        raise ApiError(400, f"you hold {MOST_CONSOLE_KEYS} keys made here already: revoke some first")
     if not signin.can_mint(session.person):
         raise ApiError(403, "the identity provider gave no refresh token at your sign-in, so the server could not "
                             "ask it later whether you are still there: no key can be made (the operator adds "
@@ -171,6 +194,7 @@ def revoke_key(key_id: str):
 @public
 def device_authorization():
     _signin()
+    _throttle("device logins", request.remote_addr or "")
     label = request.form.get("label") or request.form.get("client_id") or "command line"
     started = device_login.start(services().redis, label)
     page = f"{public_root()}/login/device"
@@ -220,8 +244,11 @@ def token():
         if signin.suspended(login.person):
             raise device_login.Refused("invalid_grant", "the identity provider no longer answers for you: sign in "
                                                         "again (python scripts/admin.py login)")
+        _throttle("keys from a login", login.person)
     except device_login.Refused as refused:
         return _oauth_json({"error": refused.error, "error_description": refused.description}, 400)
+    except ApiError as refused:  # (too many: RFC 6749 has no code of its own for it)
+        return _oauth_json({"error": "slow_down", "error_description": refused.message}, refused.status)
     minted = own_keys.mint(shared.redis, login.person, login.groups, own_keys.Wanted(
         f"login: {login.label}"[:100], settings.signin_token_seconds, None, "login"))
     signin.audit(f"{login.person} (a command-line login)", request.remote_addr or "", "key minted", login.person,

@@ -4,11 +4,13 @@ person again does with each answer (a scripted provider: the real one is
 tests/integration/test_signin.py's), and the routes when sign-in is off."""
 from __future__ import annotations
 
+import fakeredis
 import pytest
 
-from app import own_keys
+from app import create_app, own_keys
 from app.auth import SignInPolicy, digest
 from app.oidc import Identity, NoLongerKnown, Provider, ProviderUnavailable, SignInFailed
+from app.routes.signin import THROTTLES
 from app.sealing import Sealer
 from app.signin import SignIn
 from ledger import audit
@@ -114,3 +116,15 @@ def signin_policy() -> SignInPolicy:
 def test_with_sign_in_off_its_routes_say_so(scripted, method, path):
     answer = scripted.client.open(path, method=method)
     assert answer.status_code == 404 and "sign-in is not configured" in answer.json["error"]["message"]
+
+
+def test_one_address_may_start_only_so_many_device_logins():
+    """The public routes keep a record per start: bounded per address (far above what a person does)."""
+    app = create_app({"redis_url": "redis://unused:1/0"} | SETTINGS)
+    app.extensions["switchboard"].redis = fakeredis.FakeRedis()
+    client = app.test_client()
+    answers = [client.post("/auth/device", data={"label": "tool"}).status_code
+               for _ in range(THROTTLES["device logins"] + 1)]
+    assert answers[:-1] == [200] * THROTTLES["device logins"] and answers[-1] == 429
+    refused = client.post("/auth/device")
+    assert "too many device logins" in refused.json["error"]["message"] and int(refused.headers["Retry-After"]) > 0
