@@ -91,9 +91,19 @@ def audited(redis_client, action: str) -> list[dict]:
 # --- the console and a person's own page, in a browser -------------------------------------------------------
 def test_an_admin_signs_in_and_opens_the_console(signin, browser):
     base = signin["bases"][0]
+    bob = Browsing(base, "bob")
+    bobs_key = bob.request("POST", "/me/keys", json={"label": "bob's"}).json()["key"]
     sign_in_in_browser(browser, base, "alice", "/admin")
     assert browser.title == "Switchboard console"
     wait_until(lambda: "echo" in text_of(browser, "#models"), what="the console's models")
+    # Who signed in, and what they hold; an admin ends everything bob holds from here.
+    row = wait_until(lambda: next((r for r in browser.find_elements(By.CSS_SELECTOR, "#people tbody tr")
+                                   if r.text.startswith("bob")), None), what="bob among the people")
+    assert "staff" in row.text and " 1 0 ok" in row.text  # (his key, no login)
+    row.find_element(By.CSS_SELECTOR, ".revoke-all").click()
+    browser.switch_to.alert.accept()
+    wait_until(lambda: chat(base, bobs_key).status_code == 401, what="bob's key refused")
+    assert bob.request("GET", "/me.json").status_code == 401
     cookie = {"Cookie": f"switchboard_session={session_cookie(browser)}"}
     export = httpx.get(f"{base}/admin/usage.csv", headers=cookie)
     assert export.status_code == 200 and export.headers["content-type"].startswith("text/csv")
