@@ -44,8 +44,8 @@ def keys_text() -> str:
             '[signin.groups.switchboard-admins]\nmodels = ["*"]\nmax_concurrent = 4\n')
 
 
-def start_signin_stack(redis_url: str, folder: Path) -> dict:
-    """The provider and two web processes; what the tests need to reach them."""
+def start_signin_stack(redis_url: str, folder: Path, **extra_env: str) -> dict:
+    """The provider and two web processes (with `extra_env`); what the tests need to reach them."""
     people, keys_file = folder / "people.json", folder / "keys.toml"
     write_people(people)
     keys_file.write_text(keys_text())
@@ -57,7 +57,7 @@ def start_signin_stack(redis_url: str, folder: Path) -> dict:
                     SWITCHBOARD_OIDC_CLIENT_SECRET=CLIENT_SECRET, SWITCHBOARD_OIDC_ADMIN_GROUPS=ADMIN_GROUP,
                     SWITCHBOARD_OIDC_SCOPES="openid profile email offline_access groups",
                     SWITCHBOARD_SIGNIN_TOKEN_SECONDS=str(TOKEN_SECONDS),
-                    SWITCHBOARD_SIGNIN_RECHECK_SECONDS=str(RECHECK_SECONDS))
+                    SWITCHBOARD_SIGNIN_RECHECK_SECONDS=str(RECHECK_SECONDS), **extra_env)
     webs = []
     try:
         for port in ports:

@@ -5,7 +5,8 @@ processes signing in with it: the console in chromium for an admin and a
 page, a tampered or expired cookie refused, each of the state, nonce and
 PKCE checks proven by breaking it, a command-line login (the device grant)
 whose short-lived keys Claude Code's `apiKeyHelper` and Codex's provider
-`auth.command` fetch (and renew), the official SDKs with a credential
+`auth.command` fetch (and renew; none of them in a log, a record or a
+trace), the official SDKs with a credential
 function, a person disabled at the provider stopped within the bound, and
 an admin's "revoke everything" on every web process at once."""
 from __future__ import annotations
@@ -25,8 +26,9 @@ from selenium.webdriver.common.by import By
 from app.signin import RECHECK_LOOP_SECONDS
 from ledger import audit
 from protocol import keys
-from scripts.processes import ROOT
+from scripts.processes import ROOT, stop_together
 from tests.integration.browser import text_of
+from tests.integration.otlp_receiver import OtlpReceiver
 from tests.integration.signin_stack import (
     OPS_KEY, RECHECK_SECONDS, TOKEN_SECONDS, Browsing, start_signin_stack, through_provider, write_people,
 )
@@ -40,11 +42,15 @@ DEVICE_GRANT = "urn:ietf:params:oauth:grant-type:device_code"
 
 @pytest.fixture(scope="module")
 def office(stack, redis_url, tmp_path_factory):
-    """The provider and two web processes signing in with it (the session's worker answers their jobs)."""
-    started = start_signin_stack(redis_url, tmp_path_factory.mktemp("signin"))
-    yield started
-    for process in [*started["webs"], started["provider"]]:
-        process.stop()
+    """The provider and two web processes signing in with it (the session's worker answers their jobs),
+    tracing to a receiver of the test's."""
+    receiver = OtlpReceiver()
+    started = start_signin_stack(redis_url, tmp_path_factory.mktemp("signin"),
+                                 OTEL_EXPORTER_OTLP_ENDPOINT=receiver.url, OTEL_BSP_SCHEDULE_DELAY="100",
+                                 OTEL_SERVICE_NAME="signin-web")
+    yield started | {"traces": receiver}
+    stop_together([*started["webs"], started["provider"]])
+    receiver.close()
 
 
 @pytest.fixture
@@ -254,8 +260,11 @@ def test_claude_codes_api_key_helper_on_a_device_login(signin, browser, tmp_path
     assert second != first and chat(base, first).status_code == 401 and chat(base, second).status_code == 200
     records = [json.loads(f[b"r"]) for _, f in redis_client.xrange(keys.REQUEST_LOG)]
     logs = "".join(process.output() for process in [*signin["webs"], signin["provider"]])
+    wait_until(lambda: any(span["attributes"].get("switchboard.person") == "carol"
+                           for span in signin["traces"].snapshot()), what="her requests' spans")
+    traced = b"".join(signin["traces"].bodies)
     for secret in (first, second, held(tmp_path, base)["refresh_token"]):
-        assert secret not in logs and secret not in json.dumps(records)
+        assert secret not in logs and secret not in json.dumps(records) and secret.encode() not in traced
     assert {e["target"] for e in audited(redis_client, "key minted")} == {"carol"}
 
 
