@@ -208,6 +208,9 @@ def parser() -> argparse.ArgumentParser:
     link.add_argument("client", choices=list(connect.CLIENTS))
     link.add_argument("--url", help="the server as clients reach it (default: http://<this host>:11434)")
     link.add_argument("--key", help="your key (default: a placeholder; no key is ever taken from elsewhere)")
+    link.add_argument("--sign-in", action="store_true",
+                      help="the key from `admin.py token` after `admin.py login` (Claude Code, Codex): renewed by "
+                           "the client itself, never written in its config")
     link.add_argument("--model", help="the model it starts with (default: the registry's first chat model)")
     link.add_argument("--small-model", help="for its background calls (default: a background model, else --model)")
     link.add_argument("--wire", help="the API it speaks, for a client with several (default: its first)")
@@ -237,7 +240,16 @@ def connect_setup(options: argparse.Namespace, registry, keys_file: Path | None)
     models = tuple(sorted(models, key=lambda m: m.name != model))  # the first is the one a list-reading client starts with
     return connect.Setup(server=(options.url or f"http://{socket.gethostname()}:11434").rstrip("/"), models=models,
                          model=model, small_model=options.small_model or connect.pick_small_model(
-                             registry, models, model), key=options.key, wire=options.wire or "")
+                             registry, models, model), key=options.key, wire=options.wire or "",
+                         helper=_helper(options))
+
+
+def _helper(options: argparse.Namespace) -> tuple[str, ...]:
+    """`admin.py token` as this machine runs it, for the client to call."""
+    if not options.sign_in:
+        return ()
+    server = (options.url or f"http://{socket.gethostname()}:11434").rstrip("/")
+    return (sys.executable, str(Path(__file__).resolve()), "token", "--url", server)
 
 
 def run_connect(options: argparse.Namespace) -> None:

@@ -48,6 +48,7 @@ class Setup:
     small_model: str  # for a client's background calls (titles, summaries, Claude Code's haiku)
     key: str | None = None  # None: the placeholder
     wire: str = ""  # for a client with several: which API it speaks ("" its default)
+    helper: tuple[str, ...] = ()  # a command that prints a key (`admin.py token`), for a client that runs one
 
     @property
     def api_key(self) -> str:
@@ -105,6 +106,9 @@ def claude_code(setup: Setup) -> Output:
            "ANTHROPIC_DEFAULT_HAIKU_MODEL": setup.small_model, "ANTHROPIC_SMALL_FAST_MODEL": setup.small_model,
            "CLAUDE_CODE_MAX_OUTPUT_TOKENS": str(setup.default().output),
            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1"}
+    if setup.helper:  # its key from the helper, renewed as it ends (apiKeyHelper)
+        del env["ANTHROPIC_API_KEY"]
+        return [ConfigFile("~/.claude/settings.json", _json({"apiKeyHelper": shlex.join(setup.helper), "env": env}))]
     return [ConfigFile("~/.claude/settings.json", _json({"env": env}))]
 
 
@@ -123,8 +127,12 @@ def codex(setup: Setup) -> Output:
         return [ConfigFile("~/.codex/config.toml", tomlkit.dumps(document))]
     document["model_provider"] = "switchboard"
     provider = tomlkit.table()
-    provider.update({"name": "Switchboard", "base_url": f"{setup.server}/v1", "wire_api": "responses",
-                     "env_key": KEY_VARIABLE})
+    provider.update({"name": "Switchboard", "base_url": f"{setup.server}/v1", "wire_api": "responses"})
+    if setup.helper:  # its key from the helper, renewed as it ends (the provider's command-based auth)
+        provider["auth"] = {"command": setup.helper[0], "args": list(setup.helper[1:])}
+        document["model_providers"] = {"switchboard": provider}
+        return [ConfigFile("~/.codex/config.toml", tomlkit.dumps(document))]
+    provider["env_key"] = KEY_VARIABLE
     document["model_providers"] = {"switchboard": provider}
     return [ConfigFile("~/.codex/config.toml", tomlkit.dumps(document)),
             EnvBlock({KEY_VARIABLE: setup.api_key}, _env_file("codex"))]
@@ -335,9 +343,18 @@ CLIENTS: dict[str, Client] = {
 }
 
 
+HELPER_CLIENTS = ("claude-code", "codex")  # those that run a command for their key (and ask it again)
+
+
 def build(client: str, setup: Setup) -> Output:
     if client not in CLIENTS:
         raise ValueError(f"unknown client {client!r}; known: {', '.join(CLIENTS)}")
+    if setup.helper and client not in HELPER_CLIENTS:
+        raise ValueError(f"{client} takes only a fixed key: mint one on {setup.server}/me and pass --key "
+                         f"(--sign-in is for {', '.join(HELPER_CLIENTS)})")
+    if setup.helper and client == "codex" and setup.wire == "websocket":
+        raise ValueError("Codex's built-in provider (--wire websocket) takes its key from its login: --sign-in "
+                         "needs its own provider (the default wire)")
     wires = CLIENTS[client].wires
     if setup.wire and setup.wire not in wires:
         raise ValueError(f"{client} has no wire {setup.wire!r}; its wires: {', '.join(w for w in wires if w)}")

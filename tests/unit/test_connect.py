@@ -123,3 +123,18 @@ def test_an_existing_file_is_never_replaced_silently(capsys, tmp_path):
 def test_an_unknown_wire_names_the_clients_wires(capsys):
     with pytest.raises(SystemExit, match="kilo has no wire 'ws'; its wires: chat, responses, messages"):
         _connect(capsys, "kilo", "--wire", "ws")
+
+
+def test_with_sign_in_the_agents_that_run_a_helper_get_it_and_no_key(capsys):
+    printed = _connect(capsys, "claude-code", "--sign-in")
+    assert f'scripts/admin.py token --url {SERVER}"' in printed and "ANTHROPIC_API_KEY" not in printed
+    helper = ("/usr/bin/python3", "/opt/switchboard/scripts/admin.py", "token", "--url", SERVER)
+    setup = connect.Setup(SERVER, (connect.Model("echo", 8192, 1024),), "echo", "echo", helper=helper)
+    [claude] = connect.build("claude-code", setup)
+    assert json.loads(claude.text)["apiKeyHelper"] == " ".join(helper)
+    [codex] = connect.build("codex", setup)
+    provider = tomllib.loads(codex.text)["model_providers"]["switchboard"]
+    assert provider["auth"] == {"command": helper[0], "args": list(helper[1:])} and "env_key" not in provider
+    for client in ("aider", "continue", "gemini-cli"):
+        with pytest.raises(ValueError, match=f"{client} takes only a fixed key: mint one on {SERVER}/me"):
+            connect.build(client, setup)
