@@ -11,7 +11,8 @@ ID token (its signature by the provider's published keys, issuer, audience,
 expiry, nonce). The person's claims come from the ID token and the
 provider's userinfo endpoint (many providers put groups only there). This
 module keeps no state: a sign-in under way and the sessions are
-app/signin.py's.
+app/signin.py's. It is imported only with sign-in on: a web process without
+it loads no HTTP client (tests/integration/test_processes.py).
 """
 from __future__ import annotations
 
@@ -28,33 +29,14 @@ from joserfc import jwt
 from joserfc.errors import JoseError
 from joserfc.jwk import KeySet
 
+from app.identity import Identity, NoLongerKnown, ProviderUnavailable, SignInFailed
+
 DISCOVERY_SECONDS = 3600  # the provider's configuration and keys are fetched again after this
 TIMEOUT_SECONDS = 10.0
 TIMEOUT = httpx.Timeout(TIMEOUT_SECONDS)
 # A person's name appears in keys' records, logs and Redis keys: letters, digits and an address's signs.
 PERSON_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@+-]{0,99}")
 SIGNING_ALGORITHMS = ("RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA")
-
-
-class SignInFailed(Exception):
-    """The sign-in cannot go on; the message says why, to the person (never a token)."""
-
-
-class ProviderUnavailable(SignInFailed):
-    """The provider did not answer (or answered with a server error)."""
-
-
-class NoLongerKnown(Exception):
-    """The provider refused the person's refresh token: it no longer answers for them."""
-
-
-@dataclass(frozen=True)
-class Identity:
-    person: str
-    subject: str  # the provider's own id of them (`sub`)
-    groups: tuple[str, ...]
-    admin: bool
-    refresh_token: str | None
 
 
 @dataclass(frozen=True)

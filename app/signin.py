@@ -37,7 +37,7 @@ from redis.exceptions import RedisError
 
 from app import device_login, own_keys
 from app.auth import ApiKey, digest
-from app.oidc import Identity, NoLongerKnown, Provider, ProviderUnavailable, SignInFailed
+from app.identity import Identity, NoLongerKnown, ProviderUnavailable, SignInFailed
 from app.sealing import SealedContentInvalid, Sealer
 from ledger import audit
 from protocol import keys
@@ -68,9 +68,12 @@ class Session:
 
 
 class SignIn:
-    def __init__(self, settings, redis: Redis, sealer: Sealer, provider: Provider | None = None):
-        self.settings, self.redis, self.sealer = settings, redis, sealer
-        self.provider = provider or Provider(settings)
+    def __init__(self, settings, redis: Redis, sealer: Sealer, provider=None):
+        """`provider`: app.oidc.Provider (the office's, from the settings, by default)."""
+        if provider is None:
+            from app.oidc import Provider  # (only with sign-in on: the web process's one HTTP client)
+            provider = Provider(settings)
+        self.settings, self.redis, self.sealer, self.provider = settings, redis, sealer, provider
         self._rechecking: gevent.Greenlet | None = None
 
     # --- a sign-in under way -------------------------------------------------------------

@@ -23,7 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from app import device_login, own_keys, pages
 from app.auth import SessionCheck, public
 from app.errors import ApiError, register_error_handlers
-from app.oidc import ProviderUnavailable, SignInFailed
+from app.identity import ProviderUnavailable, SignInFailed
 from app.services import services
 from app.signin import FLOW_COOKIE, FLOW_SECONDS, SESSION_COOKIE, Session, SignIn
 from dialects.openai_writer import error_body

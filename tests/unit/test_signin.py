@@ -9,7 +9,8 @@ import pytest
 
 from app import create_app, own_keys
 from app.auth import SignInPolicy, digest
-from app.oidc import Identity, NoLongerKnown, Provider, ProviderUnavailable, SignInFailed
+from app.identity import Identity, NoLongerKnown, ProviderUnavailable, SignInFailed
+from app.oidc import Provider
 from app.routes.signin import THROTTLES
 from app.sealing import Sealer
 from app.signin import SignIn
