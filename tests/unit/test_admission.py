@@ -7,6 +7,7 @@ from __future__ import annotations
 import threading
 import time
 import uuid
+from urllib.parse import urlsplit
 
 import pytest
 import redis as redis_py
@@ -15,6 +16,8 @@ from jobqueue import fairqueue
 from jobqueue.admission import Busy, Limits, admit, admit_tool_call, release, retry_after_seconds
 from jobqueue.fairqueue import Asker, Placement
 from protocol import keys
+from protocol.connection import database
+from protocol.presence import renew_web_lease
 from protocol.contract import Job, Message
 
 LIMITS = {"requests_per_minute": 100, "max_queue": 3, "stale_after": 900}
@@ -195,11 +198,30 @@ def test_queueing_only_if_admitted_does_nothing_for_a_job_admission_never_saw(cl
     assert fairqueue.depth(clean_redis, "local") == 0
 
 
+@pytest.fixture
+def unwatched_redis(redis_url):
+    """The next database of the suite's Redis, which no process of the suite
+    watches: the integration tests' MCP pool (a session fixture) takes calls
+    off `keys.MCP_CALLS` in the suite's own database as they come."""
+    client = redis_py.Redis.from_url(urlsplit(redis_url)._replace(path=f"/{(database(redis_url) + 1) % 16}")
+                                     .geturl())
+
+    def clear():
+        for key in client.scan_iter(match="switchboard:*", count=1000):
+            client.delete(key)
+    clear()
+    yield client
+    clear()
+    client.close()
+
+
 @pytest.mark.parametrize("rates, refused", [((100, 100), None), ((100, 1), "tool calls"), ((1, 100), "requests")],
                          ids=["admitted", "over-tool-calls", "over-requests"])
-def test_a_tool_call_is_admitted_and_queued_for_the_pool_in_one_script(clean_redis, web, rates, refused):
+def test_a_tool_call_is_admitted_and_queued_for_the_pool_in_one_script(unwatched_redis, rates, refused):
     """Admitted, a gateway tool call holds one of the person's slots and is on the MCP pool's list; refused
     (after one earlier call counted against the rate), neither."""
+    clean_redis, web = unwatched_redis, uuid.uuid4().hex
+    renew_web_lease(clean_redis, web)
     earlier = keys.lease_member(web, "earlier")
     admit_tool_call(clean_redis, "alice", earlier, (100, 100), '{"id": "earlier"}')
     fairqueue.finish(clean_redis, "alice", earlier)
