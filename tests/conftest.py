@@ -52,14 +52,16 @@ def clean_redis(redis_client):
     the presence of running workers, their idle one-at-a-time models and the
     leases of running web processes, which are live state, not test data)."""
     live = (b"switchboard:worker:", b"switchboard:weblease:", b"switchboard:fq:free:", b"switchboard:mcp:pool")
-
-    def clear():
-        for key in redis_client.scan_iter(match="switchboard:*", count=1000):
-            if not key.startswith(live):
-                redis_client.delete(key)
-    clear()
+    clear_switchboard_keys(redis_client, live)
     yield redis_client
-    clear()
+    clear_switchboard_keys(redis_client, live)
+
+
+def clear_switchboard_keys(client, keep: tuple[bytes, ...] = ()) -> None:
+    """Delete Switchboard's keys in the client's database, but those starting with one of `keep`."""
+    for key in client.scan_iter(match="switchboard:*", count=1000):
+        if not key.startswith(keep):
+            client.delete(key)
 
 
 def _shared_fixture(name: str) -> dict:

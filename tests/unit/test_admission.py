@@ -17,8 +17,9 @@ from jobqueue.admission import Busy, Limits, admit, admit_tool_call, release, re
 from jobqueue.fairqueue import Asker, Placement
 from protocol import keys
 from protocol.connection import database
-from protocol.presence import renew_web_lease
 from protocol.contract import Job, Message
+from protocol.presence import renew_web_lease
+from tests.conftest import clear_switchboard_keys
 
 LIMITS = {"requests_per_minute": 100, "max_queue": 3, "stale_after": 900}
 
@@ -200,18 +201,16 @@ def test_queueing_only_if_admitted_does_nothing_for_a_job_admission_never_saw(cl
 
 @pytest.fixture
 def unwatched_redis(redis_url):
-    """The next database of the suite's Redis, which no process of the suite
-    watches: the integration tests' MCP pool (a session fixture) takes calls
-    off `keys.MCP_CALLS` in the suite's own database as they come."""
-    client = redis_py.Redis.from_url(urlsplit(redis_url)._replace(path=f"/{(database(redis_url) + 1) % 16}")
+    """A database of the suite's Redis next to its own, which no process of
+    the suite watches: the integration tests' MCP pool (a session fixture)
+    takes calls off `keys.MCP_CALLS` in the suite's own database as they
+    come. (Never database 0, where `make run` keeps its data.)"""
+    own = database(redis_url)
+    client = redis_py.Redis.from_url(urlsplit(redis_url)._replace(path=f"/{own + 1 if own < 15 else own - 1}")
                                      .geturl())
-
-    def clear():
-        for key in client.scan_iter(match="switchboard:*", count=1000):
-            client.delete(key)
-    clear()
+    clear_switchboard_keys(client)
     yield client
-    clear()
+    clear_switchboard_keys(client)
     client.close()
 
 
