@@ -30,13 +30,17 @@ def record_request(redis: Redis | Pipeline, request_id: str, person: str, model:
     Counted once per request id, by whichever process sends it first: the
     worker that finished a request counts it with its final write (the web
     process then need not), the web process any other (its client left, its
-    worker was lost, it never ran) or, in a race with the worker, the same."""
+    worker was lost, it never ran) or, in a race with the worker, the same.
+    But an error is what the client was told, so it counts in place of an
+    answer its worker had counted (lua/count_told_error.lua): that answer
+    never reached the client (Redis stopped before delivering it)."""
+    script = "count_told_error" if outcome == "error" else "count_once"
     script_keys = [keys.state_key(request_id)]  # its `counted` field
     args = _counts(person, model, outcome, used)
     if isinstance(redis, Pipeline):
-        _SCRIPTS.queue_text(redis, "count_once", script_keys, args)
+        _SCRIPTS.queue_text(redis, script, script_keys, args)
     else:
-        _SCRIPTS.run(redis, "count_once", script_keys, args)
+        _SCRIPTS.run(redis, script, script_keys, args)
 
 
 def deliver_answer(pipe: Pipeline, job: Job, final: DoneEvent) -> None:

@@ -116,6 +116,27 @@ def test_an_answer_is_counted_only_if_a_web_process_heard_it(clean_redis):
     pubsub.close()
 
 
+def test_an_error_its_client_was_told_counts_in_place_of_an_answer_that_never_reached_it(clean_redis):
+    """Redis counted the final event's PUBLISH as heard, then stopped before
+    delivering it: the web process told its client of an error, and that is
+    what counts (lua/count_told_error.lua); sent again (a retried end), once."""
+    pipe = clean_redis.pipeline(transaction=False)  # the worker's final write, heard
+    counting.record_request(pipe, "r1", "alice", "echo", "ok", Usage(prompt_tokens=3, completion_tokens=5))
+    pipe.execute()
+    counting.record_request(pipe, "r2", "alice", "echo", "ok", Usage(prompt_tokens=1, completion_tokens=1))
+    pipe.execute()
+    for _ in range(2):
+        counting.record_request(clean_redis, "r1", "alice", "echo", "error")
+    assert usage.usage(clean_redis)["alice"]["echo"] == {"requests": 2, "prompt_tokens": 1, "completion_tokens": 1,
+                                                         "errors": 1, "aborts": 0}
+    assert usage.tokens_today(clean_redis, "alice") == 2  # the daily budget is given back too
+    counting.record_request(pipe, "r1", "alice", "echo", "ok", Usage(prompt_tokens=3, completion_tokens=5))
+    pipe.execute()  # a worker's answer after the error its client was told: counted already
+    counting.record_request(clean_redis, "r2", "alice", "echo", "abort")  # a client that left: the answer stands
+    assert usage.usage(clean_redis)["alice"]["echo"] == {"requests": 2, "prompt_tokens": 1, "completion_tokens": 1,
+                                                         "errors": 1, "aborts": 0}
+
+
 def _day(days_ago: int) -> str:
     return usage._days_ago(days_ago)
 
