@@ -6,6 +6,7 @@ from __future__ import annotations
 import itertools
 import logging
 import time
+from functools import partial
 from typing import Iterator
 
 from flask import g, request
@@ -117,15 +118,18 @@ class JobRun:
 
     def close(self) -> None:
         """Idempotent: the job queue lets go of the job (aborted unless it ended, withdrawn unless its worker
-        answered it; with Redis away, see app/relay.py)."""
+        answered it; with Redis away, once it is back: app/owed.py)."""
         self._services.open_runs.discard(self)
         if self._reader is not None:
             self._reader.stop_watching()
             self._services.relay.forget(self._reader.subscription)
+            end = partial(jobqueue.withdraw, self._services.redis, self.job, self._pool, self._reader.started,
+                          self.final)
             try:
-                jobqueue.withdraw(self._services.redis, self.job, self._pool, self._reader.started, self.final)
+                end()
             except RedisError as error:
-                log.warning("job %s: its end could not be recorded (%s)", self.job.id, error)
+                log.warning("job %s: its end is written once Redis is back (%s)", self.job.id, error)
+                self._services.owed.owe(f"job {self.job.id}: its end", end)
             self._reader = None
         self.exchange.job_closed(self.job.id, self.finished)
         observers, self.observers = self.observers, []

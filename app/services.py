@@ -9,6 +9,7 @@ from flask import current_app
 from redis import Redis
 
 from app.auth import KeyRing
+from app.owed import OwedWrites
 from app.persistence_check import PersistenceCheck
 from app.presence import WebLease
 from app.record_buffer import RecordBuffer
@@ -36,6 +37,7 @@ class Services:
     open_runs: set = field(default_factory=set)  # this process's unfinished requests (for shutdown)
     open_sockets: set = field(default_factory=set)  # its Responses WebSockets (closed at shutdown)
     persistence: PersistenceCheck = field(default_factory=PersistenceCheck)  # does its Redis keep what it holds
+    owed: OwedWrites = field(default_factory=OwedWrites)  # requests' ends Redis could not take yet (app/owed.py)
     records: RecordBuffer | None = None  # its request-log records on their way (app/record_buffer.py)
     mcp_pool_heard_at: float = 0.0  # when it last saw an MCP pool process alive (app/mcp_gateway.py)
     signin: "SignIn | None" = None  # sign-in with the office's provider, when configured (app/signin.py)
