@@ -86,7 +86,8 @@ def submit(redis: Redis, job: Job, asker: Asker, limits: Limits, where: Placemen
     free slot is waiting: the ticket then costs the job no round trip of
     its own); else, if no ticket on its way will wake a slot for it, send
     one after. A worker's take starts it. If the ticket cannot be sent, the
-    job is withdrawn and a 503 raised."""
+    job is withdrawn and a retryable 503 raised, unless a worker has taken
+    it meanwhile (then it needed no ticket)."""
     queue = ticket_queue(where.pool, where.job_class)
     sending = tickets.beside(queue, where.pool, job.id)
     ticketing = Ticketing.ASK if sending is None else Ticketing.SENT
@@ -108,11 +109,14 @@ def _sent_or_withdrawn(redis: Redis, job: Job, person: str, where: Placement,
         sent()
     except Exception as error:
         queue = ticket_queue(where.pool, where.job_class)
+        taken = not fairqueue.remove(redis, where.pool, job.id)
         with batched(redis) as pipe:
-            fairqueue.remove(redis, where.pool, job.id)
-            admission.release(pipe, person, job.id, where.pool, job.web_id)
-            pipe.zrem(keys.tickets_key(queue), job.id)
-        raise SwitchboardError(f"the job queue is unavailable: {error}", 503) from error
+            pipe.zrem(keys.tickets_key(queue), job.id)  # never sent: not on its way
+            if not taken:
+                admission.release(pipe, person, job.id, where.pool, job.web_id)
+        if taken:  # a slot another ticket woke took it: it runs, and its client hears it as any other
+            return
+        raise SwitchboardError(f"the job queue is unavailable: {error}; try again", 503, retry_after=1) from error
 
 
 def abort(redis: Redis, job_id: str) -> None:

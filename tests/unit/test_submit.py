@@ -75,9 +75,24 @@ def test_a_ticket_that_cannot_be_sent_withdraws_the_job(clean_redis, web):
         raise ConnectionError("broker down")
     with pytest.raises(SwitchboardError, match="the job queue is unavailable: broker down") as refused:
         _submit(clean_redis, job, "alice", pool, Tickets(broker_down))
-    assert refused.value.status == 503
+    assert (refused.value.status, refused.value.retry_after) == (503, 1)  # retryable, as a client reads it
     assert fairqueue.depth(clean_redis, pool) == 0 and clean_redis.zcard(keys.queued_key(pool)) == 0
     assert clean_redis.zcard(keys.tickets_key(pool)) == 0
+
+
+def test_a_job_a_worker_took_while_its_ticket_failed_is_not_refused(clean_redis, web):
+    """The broker failed this job's ticket (Redis restarting), but a slot
+    another ticket woke took the job first: it runs, so its client is not
+    told of an error (and then counted an answer it never got)."""
+    pool, job = f"p-{uuid.uuid4().hex[:6]}", _job(web)
+    taken = []
+
+    def taken_then_broker_down(batch):
+        taken.append(jobqueue.take(clean_redis, pool, "w", want=job.id))
+        raise ConnectionError("broker down")
+    _submit(clean_redis, job, "alice", pool, Tickets(taken_then_broker_down))
+    assert taken[0].job.id == job.id and clean_redis.zcard(keys.tickets_key(pool)) == 0
+    assert clean_redis.zscore(keys.active_key("alice"), taken[0].lease) is not None  # its slot still held
 
 
 def test_tickets_sent_while_a_batch_is_on_its_way_go_in_the_next_one():
