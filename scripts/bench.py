@@ -102,10 +102,10 @@ QUICK = Sizes(levels=(1, 16, 64), per_level=20, rounds=2, local_tokens=32, local
               work_rounds=2, agents=agent_sessions.Shape(turns=10, sub_turns=5), agent_rounds=1,
               agents_local=agent_sessions.Shape(turns=4, subagents=2, sub_turns=3, side_lanes=1), agent_local_rounds=1)
 TINY = Sizes(upstream_tokens=8, levels=(1, 4), route_levels=(1, 4), gemini_levels=(1, 4), per_level=4, rounds=1, local_tokens=8,
-             local_rounds=1, batch_tokens=8, batch_rounds=1,
+             local_rounds=1, batch_tokens=8, batch_rounds=1, batch_people=(1, 4),
              relay_levels=(1, 4), relay_tokens=50, streams=20, stream_tokens=4, aborts=3, probes=3, background=5,
              profile_seconds=2.0, fair_a_jobs=20, fair_b_jobs=4, fair_rounds=1, burst=16, cache_rounds=1,
-             file_chars=1200,
+             file_chars=400,
              deploy_seconds=1.5, deploy_rounds=1, deploy_clients=8, durability_levels=(1, 4), durability_seconds=0.5,
              durability_rounds=2, failover_trials=1, failover_clients=2, failover_seconds=3.0, codex_turns=3,
              codex_rounds=1, mcp_seconds=1.0, mcp_rounds=1, tracing_requests=5, tracing_rounds=1, work_seconds=3.0, work_rounds=1,
