@@ -11,6 +11,7 @@ from redis.backoff import ExponentialBackoff, NoBackoff
 from redis.retry import Retry
 
 from app.audit import audit_changes
+from app.boundary import install_boundary
 from app.auth import install_auth, load_keys
 from app.errors import install_fallback_errors
 from app.pathkey import PathKeyMiddleware
@@ -51,6 +52,7 @@ def create_app(overrides: dict | None = None) -> Flask:
     app.extensions["switchboard"] = shared
     audit_changes(shared)
     install_request_log(app, settings.log_prompts)  # first: a refused request is logged too
+    install_boundary(app, settings)  # then who may reach the server at all (Host, Origin, the client's address)
     install_auth(app, keys, install_signin(app, shared))
     install_fallback_errors(app)
     for blueprint in (ollama.bp, openai.bp, anthropic.bp, responses.bp, gemini.bp, simple_chat.bp, mcp.bp, ops.bp,

@@ -1,6 +1,11 @@
-"""Per request: carry a request id (the client's X-Request-Id, or a new one;
-echoed in the response), and write one structured JSON log line with the
-key's name (never the key). Prompts are never logged unless asked."""
+"""Per request: carry a request id, and write one structured JSON log line
+with the key's name (never the key). Prompts are never logged unless asked.
+
+The request id the server's records go by (the request log, its kept
+body, the Anthropic error's `request_id`) is always the server's own: a
+client may not pick another request's. The client's X-Request-Id, where it
+sends one, is kept beside it (`client_request_id` in the log line) and
+echoed in the response's X-Request-Id, as clients expect for correlating."""
 from __future__ import annotations
 
 import json
@@ -14,6 +19,7 @@ from functools import partial
 from flask import Flask, g, request
 
 from app.auth import current_key
+from app.pathkey import redact_url
 from app.conversation_log import ConversationLog
 from app.exchange import API_BLUEPRINTS, Exchange
 from app.services import services
@@ -47,13 +53,16 @@ def install_request_log(app: Flask, log_prompts: bool) -> None:
     @app.before_request
     def start():
         g.started = time.perf_counter()
-        g.request_id = (request.headers.get("X-Request-Id") or uuid.uuid4().hex)[:128]
+        g.request_id = uuid.uuid4().hex
+        client_id = request.headers.get("X-Request-Id", "")[:128]
+        if client_id:
+            g.client_request_id = client_id
         if request.method == "POST" and request.blueprint in API_BLUEPRINTS:
             g.exchange = Exchange(services())
 
     @app.after_request
     def stamp(response):
-        response.headers["X-Request-Id"] = g.get("request_id", "")
+        response.headers["X-Request-Id"] = g.get("client_request_id") or g.get("request_id", "")
         log_request(response.status_code, g.get("started", time.perf_counter()),
                     request.get_json(silent=True) if log_prompts and request.is_json else None)
         exchange = g.get("exchange")
@@ -70,8 +79,10 @@ def log_request(status: int, started: float, body=None, **fields) -> None:
     saying so): what a view noted about it (tools it left out, the model
     that answered) included; the body only if given (SWITCHBOARD_LOG_PROMPTS)."""
     fields = {"request_id": g.get("request_id"), "key": getattr(g.get("api_key"), "name", None),
-              "method": request.method, "path": request.path, "status": status,
+              "method": request.method, "path": redact_url(request.path), "status": status,
               "ms": round((time.perf_counter() - started) * 1000, 1)} | fields | g.get("log_fields", {})
+    if g.get("client_request_id"):
+        fields["client_request_id"] = g.client_request_id
     if body is not None:
         fields["body"] = body
     log.info("request", extra={"fields": fields})

@@ -47,6 +47,7 @@ import hashlib
 import hmac
 import ipaddress
 import logging
+import re
 import time
 import tomllib
 from dataclasses import dataclass, replace
@@ -87,8 +88,12 @@ class ApiKey:
     from_file: bool = False  # (else from SWITCHBOARD_API_KEYS: kept when the file is read again)
     key_id: str = ""  # which of a person's minted keys it is (app/own_keys.py); "" for the file's and env's
 
+    # A minted key's models are those it asked for AND its policy's: both sets of patterns must match.
+    within: tuple[str, ...] | None = None
+
     def allows(self, model: str) -> bool:
-        return any(fnmatch.fnmatchcase(model, pattern) for pattern in self.models)
+        return any(fnmatch.fnmatchcase(model, pattern) for pattern in self.models) and \
+            (self.within is None or any(fnmatch.fnmatchcase(model, pattern) for pattern in self.within))
 
     @property
     def grants(self) -> Grants:
@@ -99,6 +104,32 @@ class ApiKey:
 
 
 ANONYMOUS = ApiKey("anonymous")
+# A signed-in person's name as every route sees it (limits, usage, the request log): a namespace of its own,
+# which no key of the file or the environment can name (a `:` is refused there), so that a provider's
+# username `ops` is never the `ops` key.
+SIGNED_IN = "signin:"
+KEY_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@+-]{0,99}")
+LIMIT_FIELDS = frozenset({"models", "max_concurrent", "requests_per_minute", "weight", "mcp_servers",
+                          "tool_calls_per_minute", "daily_tokens"})
+KEY_FIELDS = LIMIT_FIELDS | {"sha256", "admin", "log_bodies", "mcp_headers_env"}
+
+
+def signed_in_name(person: str) -> str:
+    return SIGNED_IN + person
+
+
+def _key_name(name: str, where: str) -> str:
+    if not KEY_NAME.fullmatch(name):
+        raise ValueError(f"{where}: {name[:100]!r} is not a key's name here (letters, digits and ._@+-; a `:` "
+                         f"is kept for the names Switchboard gives: {SIGNED_IN}<person>, trusted:<address>)")
+    return name
+
+
+def _known_fields(where: str, table: dict, known: frozenset[str]) -> dict:
+    unknown = sorted(set(table) - known)
+    if unknown:
+        raise ValueError(f"keys file: {where} has no field {unknown[0]!r} (its fields: {', '.join(sorted(known))})")
+    return table
 
 
 # Who changed the keys file, when the admin tool did not say it had.
@@ -259,9 +290,18 @@ def _limits(name: str, table: dict, default_grants: tuple[str, ...]) -> dict:
                 daily_tokens=_positive(name, "daily_tokens", table.get("daily_tokens")))
 
 
+def _document(file: Path) -> dict:
+    """The keys file's tables, its top level checked (a field it does not know is an error naming it)."""
+    document = tomllib.loads(file.read_text())
+    return _known_fields("the top level", document, frozenset({"keys", "signin"}))
+
+
 def read_keys_file(file: Path, default_grants: tuple[str, ...] = ("*",)) -> list[ApiKey]:
     keys = []
-    for name, table in tomllib.loads(file.read_text()).get("keys", {}).items():
+    for name, table in _document(file).get("keys", {}).items():
+        _known_fields(f"keys.{_key_name(name, 'keys file: keys')}", table, KEY_FIELDS)
+        if not isinstance(table.get("sha256"), str):
+            raise ValueError(f"keys file: keys.{name}.sha256 is missing (scripts/hash_key.py prints it)")
         keys.append(ApiKey(name=name, sha256=table["sha256"].lower(),
                            **_limits(f"keys.{name}", table, default_grants),
                            mcp_headers_env=_headers_env(name, table),
@@ -283,23 +323,27 @@ class SignInPolicy:
         return next((limits for group, limits in self.groups if group in groups), self.default)
 
     def key_of(self, person: str, groups: tuple[str, ...], models: tuple[str, ...] | None, key_id: str) -> ApiKey:
-        """A minted key as every route sees it: the person's name, the
-        policy's limits, the models it was minted for among those allowed."""
+        """A minted key as every route sees it: the person's (namespaced)
+        name, the policy's limits for their groups now, and the models it was
+        minted for, within those the policy allows (both must match)."""
         template = self.template(groups)
-        allowed = template.models if models is None else tuple(m for m in models if template.allows(m))
-        return replace(template, name=person, models=allowed, key_id=key_id)
+        return replace(template, name=signed_in_name(person), models=models or template.models,
+                       within=template.models if models else None, key_id=key_id)
 
 
 def read_signin_policy(file: Path | None, default_grants: tuple[str, ...] = ("*",)) -> SignInPolicy:
-    table = tomllib.loads(file.read_text()).get("signin", {}) if file is not None else {}
+    """`[signin]`, and each `[signin.groups.<group>]` as `[signin]` with what it sets replaced (a group
+    table widens or narrows only what it names)."""
+    table = _document(file).get("signin", {}) if file is not None else {}
     if not isinstance(table, dict):
         raise ValueError("keys file: signin is a table of the limits signed-in people's keys get")
     groups = table.get("groups", {})
     if not isinstance(groups, dict) or not all(isinstance(limits, dict) for limits in groups.values()):
         raise ValueError("keys file: signin.groups maps a group's name to its limits")
-    return SignInPolicy(ApiKey("", **_limits("signin", {k: v for k, v in table.items() if k != "groups"},
-                                             default_grants)),
-                        tuple((group, ApiKey("", **_limits(f"signin.groups.{group}", limits, default_grants)))
+    base = _known_fields("signin", {k: v for k, v in table.items() if k != "groups"}, LIMIT_FIELDS)
+    return SignInPolicy(ApiKey("", **_limits("signin", base, default_grants)),
+                        tuple((group, ApiKey("", **_limits(f"signin.groups.{group}", base | _known_fields(
+                            f"signin.groups.{group}", limits, LIMIT_FIELDS), default_grants)))
                               for group, limits in groups.items()))
 
 
@@ -312,7 +356,7 @@ def load_keys(file: Path | None, pairs: str | None, trusted: str | None = None,
         name, _, key = pair.partition(":")
         if not key:
             raise ValueError("SWITCHBOARD_API_KEYS entries look like name:key")
-        keys.append(ApiKey(name=name, sha256=digest(key), mcp_servers=default_grants))
+        keys.append(ApiKey(name=_key_name(name, "SWITCHBOARD_API_KEYS"), sha256=digest(key), mcp_servers=default_grants))
     return KeyRing(keys, trusted_networks(trusted), file, default_grants, read_signin_policy(file, default_grants))
 
 
@@ -334,6 +378,19 @@ def _is_public(app: Flask) -> bool:
     return bool(getattr(view, "public", False))
 
 
+# A key in the URL's query is the Gemini API's REST form, taken only where a Google client sends it: on
+# the Gemini API's routes and the model list they share with OpenAI's. Elsewhere it would sit in every
+# proxy's and browser's history.
+QUERY_KEY_REFUSED = ("a key in the query (?key=) is taken only on the Gemini API's routes: send it as "
+                     "Authorization: Bearer <key> or x-api-key")
+_GEMINI_MODEL_LIST = re.compile(r"/v1(beta)?/models(/.*)?")
+
+
+def _takes_query_key() -> bool:
+    return request.blueprint == "gemini" or (request.method == "GET" and
+                                             bool(_GEMINI_MODEL_LIST.fullmatch(request.path)))
+
+
 # The pages a browser's sign-in session opens (the console, a person's own page): nothing else takes one.
 SESSION_BLUEPRINTS = frozenset({"admin", "signin"})
 SessionCheck = Callable[[], "ApiKey | Response | None"]
@@ -347,9 +404,12 @@ def install_auth(app: Flask, keys: KeyRing, session: SessionCheck | None = None)
     @app.before_request
     def require_key():
         if not _is_public(current_app):
+            query_key = request.environ.get(QUERY_KEY)
+            if query_key and keys.enabled and not _takes_query_key():
+                raise SwitchboardError(QUERY_KEY_REFUSED, 401)
             presented = presented_key(request.headers.get("Authorization"), (
                 request.headers.get("x-api-key"), request.headers.get("x-goog-api-key")),
-                request.environ.get(PATH_KEY), request.environ.get(QUERY_KEY))
+                request.environ.get(PATH_KEY), query_key)
             if not presented and session is not None and request.blueprint in SESSION_BLUEPRINTS:
                 found = session()
                 if isinstance(found, ApiKey):

@@ -13,38 +13,15 @@ import zlib
 
 import zstandard
 
+from dialects.nesting import MAX_DEPTH, depth, nodes
 from protocol.errors import InvalidRequest, SwitchboardError
 
-MAX_DEPTH = 64  # Copilot's agent requests nest 8 levels deep
 # Only a body with a surrogate escape can hold a lone surrogate (pairs decode to one character).
 _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
 
 
-def _nodes(value):
-    """Every value inside, with its nesting level (iteratively: no recursion limit)."""
-    stack = [(value, 1)]
-    while stack:
-        item, level = stack.pop()
-        yield item, level
-        if isinstance(item, dict):
-            stack.extend((child, level + 1) for pair in item.items() for child in pair)
-        elif isinstance(item, list):
-            stack.extend((child, level + 1) for child in item)
-
-
-def depth(value) -> int:
-    """How deeply lists and objects nest (stops counting past MAX_DEPTH)."""
-    deepest = 0
-    for item, level in _nodes(value):
-        if isinstance(item, (dict, list)) and level > deepest:
-            deepest = level
-            if deepest > MAX_DEPTH:
-                break
-    return deepest
-
-
 def lone_surrogate(value) -> str | None:
-    for item, _ in _nodes(value):
+    for item, _ in nodes(value):
         if isinstance(item, str):
             try:
                 item.encode("utf-8")

@@ -83,23 +83,34 @@ def waiting(redis: Redis, user_code: str) -> dict | None:
 
 
 def decide(redis: Redis, user_code: str, person: str, groups: tuple[str, ...], approved: bool) -> dict | None:
-    """The person's answer to the device login of this user code (its record), or None if none waits."""
+    """The person's answer to the device login of this user code (its
+    record), or None if none waits. One answer per code: the user code is
+    taken (GETDEL) by the one answer that gets it, so two people answering
+    at once cannot both see theirs stand."""
     code = normal_user_code(user_code)
-    found = redis.get(keys.device_user_code_key(code or "-"))
-    if found is None or waiting(redis, code) is None:
+    found = redis.getdel(keys.device_user_code_key(code or "-"))
+    if found is None:
         return None
+    device = keys.device_code_key(found.decode())
     answer = {"status": "approved" if approved else "denied", "person": person, "groups": json.dumps(list(groups))}
-    with redis.pipeline(transaction=False) as pipe:
-        pipe.hset(keys.device_code_key(found.decode()), mapping=answer)
-        pipe.delete(keys.device_user_code_key(code))
-        pipe.execute()
-    return _record(redis, keys.device_code_key(found.decode()))
+    with redis.pipeline(transaction=True) as pipe:  # (only a code still pending: its record may have expired)
+        pipe.hget(device, "status")
+        pipe.hset(device, mapping=answer)
+        pipe.expire(device, DEVICE_CODE_SECONDS)
+        pipe.sadd(keys.device_approved_key(person), found)
+        pipe.expire(keys.device_approved_key(person), DEVICE_CODE_SECONDS)
+        status = pipe.execute()[0]
+    if status != b"pending":
+        redis.delete(device)
+        return None
+    return _record(redis, device)
 
 
-def poll(redis: Redis, device_code: str, login_days: int) -> Login:
-    """The login its person approved (made now, once), or Refused with the
-    RFC 8628 error: authorization_pending, slow_down, access_denied,
-    expired_token."""
+def poll(redis: Redis, device_code: str) -> dict:
+    """The record of the answer its person gave (taken now, once), or
+    Refused with the RFC 8628 error: authorization_pending, slow_down,
+    access_denied, expired_token. The caller makes the login (`new_login`)
+    once it has checked that the person may still hold one."""
     key = keys.device_code_key(digest(device_code))
     record = _record(redis, key)
     if not record:
@@ -112,10 +123,15 @@ def poll(redis: Redis, device_code: str, login_days: int) -> Login:
         raise Refused("authorization_pending", "the person has not approved it yet")
     if not redis.delete(key):  # (the one poll that takes it: a device code gives one login)
         raise Refused("expired_token", "this device code was used already")
+    redis.srem(keys.device_approved_key(record["person"]), digest(device_code))
     if record["status"] != "approved":
         raise Refused("access_denied", "the person denied the login")
-    return _new_login(redis, record["person"], tuple(json.loads(record["groups"])), record.get("label", ""),
-                      login_days)
+    return record
+
+
+def new_login(redis: Redis, approved: dict, days: int) -> Login:
+    return _new_login(redis, approved["person"], tuple(json.loads(approved["groups"])), approved.get("label", ""),
+                      days)
 
 
 def _new_login(redis: Redis, person: str, groups: tuple[str, ...], label: str, days: int) -> Login:
@@ -158,6 +174,9 @@ def of_person(redis: Redis, person: str) -> list[dict]:
 
 
 def end_all(redis: Redis, person: str) -> int:
+    """Their logins, and the device codes they approved that no tool has collected yet."""
+    approved = [found.decode() for found in redis.smembers(keys.device_approved_key(person))]
+    drop_indexed(redis, [keys.device_code_key(found) for found in approved], keys.device_approved_key(person))
     digests = [found.decode() for found in redis.smembers(keys.cli_logins_key(person))]
     return drop_indexed(redis, [keys.cli_login_key(found) for found in digests], keys.cli_logins_key(person))
 

@@ -68,6 +68,9 @@ class Endpoint:
         return self.grants.whole_server(server)
 
 
+MOST_SESSIONS = 32  # a person's open session-era sessions, however many agents and endpoints they use
+
+
 class Sessions:
     """Session-era sessions: an unguessable id -> whose it is and where."""
 
@@ -75,13 +78,23 @@ class Sessions:
         self.redis = redis
 
     def open(self, person: str, endpoint: str, version: str, client: dict) -> str:
-        session_id = secrets.token_urlsafe(24)
-        fields = {"person": person, "endpoint": endpoint, "version": version, "created": time.time(),
+        """A new session; a person holds at most MOST_SESSIONS (opening one more ends their oldest: a client
+        that never says DELETE costs its own person a session, never the server its memory)."""
+        session_id, now = secrets.token_urlsafe(24), time.time()
+        fields = {"person": person, "endpoint": endpoint, "version": version, "created": now,
                   "client": json.dumps(client)[:500]}
+        held = keys.mcp_sessions_key(person)
         with self.redis.pipeline(transaction=False) as pipe:
             pipe.hset(keys.mcp_session_key(session_id), mapping=fields)
             pipe.expire(keys.mcp_session_key(session_id), SESSION_IDLE_SECONDS)
-            pipe.execute()
+            pipe.zadd(held, {session_id: now})
+            pipe.expire(held, SESSION_IDLE_SECONDS)
+            pipe.zrange(held, 0, -MOST_SESSIONS - 1)
+            oldest = pipe.execute()[-1]
+        if oldest:
+            for old in oldest:
+                self.close(old.decode())
+            self.redis.zrem(held, *oldest)
         return session_id
 
     def find(self, session_id: str, person: str, endpoint: str) -> dict | None:

@@ -57,7 +57,18 @@ class Methods:
         handler = _HANDLERS.get(message.method or "")
         if handler is None:
             raise RpcError(METHOD_NOT_FOUND, f'Method not found: "{message.method}"')
+        if message.method in METERED:
+            self.meter()
         return handler(self, message)
+
+    def meter(self) -> None:
+        """A method that reaches the servers or leaves state, counted against the person's rates as a call is."""
+        try:
+            jobqueue.meter_mcp_method(self.shared.redis, self.person,
+                                      keys.lease_member(self.shared.relay.web_id, uuid.uuid4().hex), self.rates)
+        except jobqueue.Busy as busy:
+            self.noted["outcome"] = "refused"
+            raise _over_rate(busy) from None
 
     # --- listings ---------------------------------------------------------------
     def listing(self, message: Message) -> dict:
@@ -108,8 +119,7 @@ class Methods:
                 jobqueue.admit_tool_call(self.shared.redis, self.person, lease, self.rates, call)
             except jobqueue.Busy as busy:
                 self.noted["outcome"] = "refused"
-                raise RpcError(-32000, f"{busy.message}; try again in {busy.retry_after} s",
-                               {"retryAfter": busy.retry_after}) from None
+                raise _over_rate(busy) from None
             self.holding = lease
 
         return self.caller.call(server, "tools/call", params, self.hooks, queue=admitted)
@@ -177,6 +187,10 @@ def _resource_matches(listed, uri: str) -> bool:
     return listed == uri or ("{" in listed and uri.startswith(listed.split("{", 1)[0]) and listed[0] != "{")
 
 
+def _over_rate(busy: jobqueue.Busy) -> RpcError:
+    return RpcError(-32000, f"{busy.message}; try again in {busy.retry_after} s", {"retryAfter": busy.retry_after})
+
+
 def _today() -> str:
     return datetime.now(timezone.utc).date().isoformat()
 
@@ -185,6 +199,9 @@ def _empty(_methods: Methods, _message: Message) -> dict:
     return {}
 
 
+# What reaches the servers (or, with `initialize`, leaves a session): each counted against the person's rates.
+METERED = frozenset({"tools/list", "resources/list", "resources/templates/list", "prompts/list", "resources/read",
+                     "prompts/get", "completion/complete"})
 _HANDLERS: dict[str, Callable[[Methods, Message], dict]] = {
     "ping": _empty,
     "logging/setLevel": _empty,

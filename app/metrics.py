@@ -20,9 +20,10 @@ from ledger import usage
 
 
 class ClusterCollector:
-    def __init__(self, services: Services, visible: Callable[[str], bool], people: bool):
+    def __init__(self, services: Services, visible: Callable[[str], bool], people: bool,
+                 tools: Callable[[str, str], bool]):
         self._services = services
-        self._visible = visible
+        self._visible, self._tools = visible, tools  # the models, and the MCP servers' tools, it may see
         self._people = people  # may name people (an admin key, or keys off)
 
     def collect(self):
@@ -38,7 +39,7 @@ class ClusterCollector:
         yield GaugeMetricFamily("switchboard_active_streams", "Requests waiting on a job's events.",
                                 value=streams_relayed(redis))
         yield self._ttft(redis, [name for name in registry.names() if self._visible(name)])
-        yield from _tool_calls(redis)
+        yield from _tool_calls(redis, self._tools)
         yield from _deployments([d for d in deployment_states(redis, registry) if self._visible(d.model)])
         if self._people:
             yield _usage_today(redis)
@@ -73,11 +74,11 @@ def _add_histogram(family: HistogramMetricFamily, labels: list[str], raw: dict, 
         family.add_metric(labels, buckets, sum_value=raw.get("sum", 0.0))
 
 
-def _tool_calls(redis):
+def _tool_calls(redis, visible: Callable[[str, str], bool]):
     """MCP tool calls, server-side and through the gateway (/mcp): the
     registry's servers and their tools, so the labels stay few (a gateway
     call no server ran is counted under tool "-")."""
-    counts = tool_calls(redis)
+    counts = {labels: value for labels, value in tool_calls(redis).items() if visible(labels[0], labels[1])}
     calls = CounterMetricFamily("switchboard_tool_calls", "MCP tool calls (server-side and through /mcp), by "
                                 "server, tool and outcome (ok, error, timeout; the gateway's also unavailable, "
                                 "denied, refused, unknown).", labels=["server", "tool", "outcome"])
@@ -163,7 +164,8 @@ def _counter_by(name: str, doc: str, label: str, values: dict) -> CounterMetricF
     return family
 
 
-def cluster_registry(services: Services, visible: Callable[[str], bool], people: bool = True) -> CollectorRegistry:
+def cluster_registry(services: Services, visible: Callable[[str], bool], people: bool = True,
+                     tools: Callable[[str, str], bool] = lambda server, tool: True) -> CollectorRegistry:
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(ClusterCollector(services, visible, people))
+    registry.register(ClusterCollector(services, visible, people, tools))
     return registry

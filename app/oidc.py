@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 import secrets
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from urllib.parse import parse_qsl
 
 import httpx
@@ -123,16 +123,19 @@ class Provider:
         claims = self._id_token_claims(token["id_token"], nonce)
         return self._identity(claims | self._userinfo(token, claims["sub"]), token.get("refresh_token"))
 
-    def _id_token_claims(self, id_token: str, nonce: str) -> dict:
+    def _id_token_claims(self, id_token: str, nonce: str | None) -> dict:
+        """The ID token's claims, checked (a refresh's token has no nonce to check)."""
         try:
             try:
                 decoded = jwt.decode(id_token, self._key_set(), algorithms=SIGNING_ALGORITHMS)
             except (JoseError, ValueError):  # (the provider may have rolled its keys since they were read)
                 decoded = jwt.decode(id_token, self._key_set(refetch=True), algorithms=SIGNING_ALGORITHMS)
-            jwt.JWTClaimsRegistry(
-                iss={"essential": True, "value": self.configuration()["issuer"]},
-                aud={"essential": True, "value": self._client_id}, exp={"essential": True},
-                sub={"essential": True}, nonce={"essential": True, "value": nonce}).validate(decoded.claims)
+            checks = dict(iss={"essential": True, "value": self.configuration()["issuer"]},
+                          aud={"essential": True, "value": self._client_id}, exp={"essential": True},
+                          sub={"essential": True})
+            if nonce is not None:
+                checks["nonce"] = {"essential": True, "value": nonce}
+            jwt.JWTClaimsRegistry(**checks).validate(decoded.claims)
         except (JoseError, ValueError) as error:
             raise SignInFailed(f"the ID token does not check out ({type(error).__name__}: {error})") from None
         return dict(decoded.claims)
@@ -157,10 +160,11 @@ class Provider:
         return Identity(person, str(claims["sub"]), groups, admin, refresh_token)
 
     # --- asking again ---------------------------------------------------------------------
-    def refresh(self, refresh_token: str) -> str:
-        """The refresh token to keep (the provider's new one if it rotated
-        it): the provider still answers for the person. NoLongerKnown when it
-        refuses the token; ProviderUnavailable when it cannot be asked."""
+    def refresh(self, refresh_token: str, subject: str) -> Identity:
+        """The person as the provider describes them now (their groups read
+        again), with the refresh token to keep (the provider's new one if it
+        rotated it). NoLongerKnown when it refuses the token or names another
+        subject; ProviderUnavailable when it cannot be asked."""
         with self._oauth() as client:
             try:
                 token = client.refresh_token(self.configuration()["token_endpoint"], refresh_token=refresh_token)
@@ -171,7 +175,16 @@ class Provider:
             except httpx.HTTPError as error:
                 raise ProviderUnavailable(f"the identity provider cannot be reached ({type(error).__name__})") \
                     from None
-        return token.get("refresh_token") or refresh_token
+        try:
+            claims = self._id_token_claims(token["id_token"], None) if "id_token" in token else {"sub": subject}
+            if claims["sub"] != subject:
+                raise SignInFailed("the provider's refreshed ID token names another subject")
+            identity = self._identity(claims | self._userinfo(token, subject), None)
+        except ProviderUnavailable:
+            raise
+        except SignInFailed as failed:
+            raise NoLongerKnown(str(failed)) from None
+        return replace(identity, refresh_token=token.get("refresh_token") or refresh_token)
 
     def describe_admins(self) -> str:
         """Who is an admin here, in words (the 403 page says it)."""

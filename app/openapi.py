@@ -87,6 +87,7 @@ ROUTES: list[tuple[str, str, type[BaseModel] | None, str]] = [
     ("get", "/admin/requests/{request_id}/body", None, "A request's kept body and reply (where bodies are on)"),
     ("get", "/admin/people", None, "The people who signed in (with sign-in on): their keys, logins, suspension"),
     ("post", "/admin/people/{person}/revoke", None, "Every key, login and session a person holds, ended now"),
+    ("post", "/admin/people/{person}/forget", None, "As revoke, and the name released from its provider account"),
     # Sign-in with the office's identity provider (app/routes/signin.py; 404 while it is off).
     ("get", "/login", None, "Sign in with the office's OpenID provider (?next=a path here)"),
     ("get", "/login/callback", None, "The provider's answer (code, state): a session cookie"),

@@ -59,15 +59,26 @@ def mint(redis: Redis, person: str, groups: tuple[str, ...], wanted: Wanted) -> 
     return Minted(key, _shown(record))
 
 
+def standing(redis: Redis, person: str) -> tuple[str, ...] | None:
+    """A person's groups now, if they may hold credentials: signed in, not
+    suspended, and with a refresh token the server asks the provider with
+    (so that every credential of theirs can be checked and ended); else None."""
+    refresh, groups = redis.hmget(keys.signin_person_key(person), "refresh", "groups")
+    return tuple(json.loads(groups or "[]")) if refresh is not None else None
+
+
 def key_of(redis: Redis, policy: SignInPolicy, key_digest: str) -> ApiKey | None:
-    """The key of this digest as the routes see it; None for no such key,
-    one that ended, or one whose person is suspended."""
+    """The key of this digest as the routes see it, with the policy of its
+    person's groups as the provider last named them; None for no such key,
+    one that ended, or one whose person may hold none now (`standing`)."""
     record = {k.decode(): v.decode() for k, v in redis.hgetall(keys.own_key_key(key_digest)).items()}
     if not record or record.get("suspended") or float(record.get("expires", 0)) <= time.time():
         return None
+    groups = standing(redis, record["person"])
+    if groups is None:
+        return None
     models = json.loads(record.get("models") or "null")
-    return policy.key_of(record["person"], tuple(json.loads(record.get("groups") or "[]")),
-                         tuple(models) if models else None, record["id"])
+    return policy.key_of(record["person"], groups, tuple(models) if models else None, record["id"])
 
 
 def of_person(redis: Redis, person: str) -> list[dict]:

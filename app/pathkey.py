@@ -5,11 +5,15 @@ a URL (Copilot's Ollama provider sends no key at all to /api/tags and
 appends `/api/...` or `/v1/...` to it.
 
 A WSGI middleware strips `/k/<key>` before routing and keeps the key aside
-for auth. The key is never written anywhere in clear: the request line that
-access logs print (gunicorn's `%(r)s` reads RAW_URI) is redacted in place.
+for auth. The key is never written anywhere in clear: what access logs
+print of a request (gunicorn's `%(r)s` reads RAW_URI, `%(f)s` the Referer)
+is redacted in place, in every form a client may send it: the path's
+`/k/<key>` (wherever it stands, any case, a request line written as a
+whole URL included) and a `key=` parameter.
 
 The same goes for a key in the query string (`?key=`, the Gemini API's REST
-form): kept aside, and redacted in the query and the request line.
+form): kept aside, and redacted in the query and the request line. Only the
+Gemini API's routes take a key there (app/auth.py).
 """
 from __future__ import annotations
 
@@ -21,6 +25,15 @@ QUERY_KEY = "switchboard.query_key"
 _PREFIX = re.compile(r"^/k/([^/?]+)")
 REDACTED = "/k/[redacted]"
 _QUERY = re.compile(r"(?<![^?&])key=([^&#]*)")  # `key=` as a whole parameter, not `monkey=`
+# What a log line may show of a URL: every `/k/<segment>` (any case) and `key=` parameter, wherever it is.
+_ANY_PATH_KEY = re.compile(r"/k/[^/?#]+", re.IGNORECASE)
+_ANY_QUERY_KEY = re.compile(r"(?<![^?&;])key=[^&#;]*", re.IGNORECASE)
+LOGGED = ("RAW_URI", "REQUEST_URI", "HTTP_REFERER")
+
+
+def redact_url(url: str) -> str:
+    """A URL as a log line may show it: no key in its path or query."""
+    return _ANY_QUERY_KEY.sub("key=[redacted]", _ANY_PATH_KEY.sub(REDACTED, url))
 
 
 class PathKeyMiddleware:
@@ -32,13 +45,11 @@ class PathKeyMiddleware:
         if match:
             environ[PATH_KEY] = unquote(match.group(1))
             environ["PATH_INFO"] = environ["PATH_INFO"][match.end():] or "/"
-            for name in ("RAW_URI", "REQUEST_URI"):
-                if name in environ:
-                    environ[name] = _PREFIX.sub(REDACTED, environ[name], count=1)
         found = _QUERY.search(environ.get("QUERY_STRING", ""))
         if found:
             environ[QUERY_KEY] = unquote_plus(found.group(1))
-            for name in ("QUERY_STRING", "RAW_URI", "REQUEST_URI"):
-                if name in environ:
-                    environ[name] = _QUERY.sub("key=[redacted]", environ[name])
+            environ["QUERY_STRING"] = _QUERY.sub("key=[redacted]", environ["QUERY_STRING"])
+        for name in LOGGED:
+            if name in environ:
+                environ[name] = redact_url(environ[name])
         return self.wsgi_app(environ, start_response)

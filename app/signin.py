@@ -36,7 +36,7 @@ from redis import Redis
 from redis.exceptions import RedisError
 
 from app import device_login, own_keys
-from app.auth import ApiKey, digest
+from app.auth import ApiKey, digest, signed_in_name
 from app.identity import Identity, NoLongerKnown, ProviderUnavailable, SignInFailed
 from app.sealing import SealedContentInvalid, Sealer
 from ledger import audit
@@ -55,6 +55,10 @@ class StateMismatch(SignInFailed):
     """The provider's answer belongs to no sign-in this browser started."""
 
 
+class NameTaken(SignInFailed):
+    """The provider's username is bound here to another of its accounts."""
+
+
 @dataclass(frozen=True)
 class Session:
     person: str
@@ -63,8 +67,8 @@ class Session:
     expires: float
 
     def key(self) -> ApiKey:
-        """The console's caller: the person, by name (limits do not apply to pages)."""
-        return ApiKey(self.person, admin=self.admin)
+        """The console's caller: the person, by their signed-in name (limits do not apply to pages)."""
+        return ApiKey(signed_in_name(self.person), admin=self.admin)
 
 
 class SignIn:
@@ -93,6 +97,7 @@ class SignIn:
             raise StateMismatch("this sign-in's state does not match one this browser started (it expired, was "
                                 "used already, or came from elsewhere): sign in again")
         identity = self.provider.finish(code, flow["redirect_uri"], flow["nonce"], flow["verifier"])
+        self._check_bound(identity)
         self._remember(identity)
         return self._open_session(identity), identity, flow["next"]
 
@@ -122,7 +127,7 @@ class SignIn:
         if not cookie or len(cookie) > 200:
             return None
         found = {k.decode(): v.decode() for k, v in self.redis.hgetall(keys.signin_session_key(digest(cookie))).items()}
-        if not found or float(found["expires"]) <= time.time():
+        if "person" not in found or float(found.get("expires", 0)) <= time.time():
             return None
         return Session(found["person"], found["admin"] == "1", tuple(json.loads(found["groups"])),
                        float(found["expires"]))
@@ -134,12 +139,22 @@ class SignIn:
             self.redis.srem(keys.signin_sessions_key(session.person), digest(cookie))
 
     # --- people ----------------------------------------------------------------------------
+    def _check_bound(self, identity: Identity) -> None:
+        """A name is bound to the provider's account (issuer and `sub`) that
+        first signed in with it: a recycled username is not its old holder."""
+        subject, issuer = self.redis.hmget(keys.signin_person_key(identity.person), "subject", "issuer")
+        if subject is not None and (subject.decode() != identity.subject or
+                                    (issuer is not None and issuer.decode() != self.provider.issuer)):
+            raise NameTaken(f"the name {identity.person!r} here belongs to another account of the identity provider "
+                            "(a username given to someone new): an admin releases it first (the console's People "
+                            "section, or POST /admin/people/<person>/forget)")
+
     def _remember(self, identity: Identity) -> None:
         """A person who just signed in: their refresh token kept (sealed) for
         asking about them again, and a suspension lifted."""
         person, days = identity.person, max(self.settings.signin_login_days, self.settings.signin_key_days)
-        record = {"subject": identity.subject, "groups": json.dumps(identity.groups), "admin": int(identity.admin),
-                  "signed_in": time.time()}
+        record = {"subject": identity.subject, "issuer": self.provider.issuer, "groups": json.dumps(identity.groups),
+                  "admin": int(identity.admin), "signed_in": time.time()}
         if identity.refresh_token:
             record["refresh"] = self.sealer.seal(SEALED, person, identity.refresh_token)
         with self.redis.pipeline(transaction=False) as pipe:
@@ -157,7 +172,7 @@ class SignIn:
 
     def can_mint(self, person: str) -> bool:
         """Whether the server can ask the provider about them later (it holds their refresh token)."""
-        return bool(self.redis.hexists(keys.signin_person_key(person), "refresh"))
+        return own_keys.standing(self.redis, person) is not None
 
     def suspended(self, person: str) -> bool:
         return bool(self.redis.exists(keys.signin_suspended_key(person)))
@@ -182,6 +197,17 @@ class SignIn:
         ended = {"keys": own_keys.revoke_all(self.redis, person), "logins": device_login.end_all(self.redis, person),
                  "sessions": self._end_sessions(person)}
         self.audit(who, where, "everything revoked", person, ended)
+        return ended
+
+    def forget(self, person: str, who: str, where: str) -> dict:
+        """Everything they hold ended, and their name released from the provider's account it was bound to."""
+        ended = {"keys": own_keys.revoke_all(self.redis, person), "logins": device_login.end_all(self.redis, person),
+                 "sessions": self._end_sessions(person)}
+        with self.redis.pipeline(transaction=False) as pipe:
+            pipe.delete(keys.signin_person_key(person), keys.signin_suspended_key(person))
+            pipe.zrem(keys.SIGNIN_RECHECKS, person)
+            pipe.execute()
+        self.audit(who, where, "person forgotten", person, ended)
         return ended
 
     def _end_sessions(self, person: str) -> int:
@@ -217,12 +243,13 @@ class SignIn:
 
     def _recheck(self, person: str, now: float) -> bool | None:
         """True: still known; False: suspended now; None: ask again later."""
-        sealed = self.redis.hget(keys.signin_person_key(person), "refresh")
+        sealed, subject = self.redis.hmget(keys.signin_person_key(person), "refresh", "subject")
         if sealed is None:
             self.redis.zrem(keys.SIGNIN_RECHECKS, person)
             return None
         try:
-            token = self.provider.refresh(self.sealer.open(SEALED, person, sealed.decode(), "refresh"))
+            now_known = self.provider.refresh(self.sealer.open(SEALED, person, sealed.decode(), "refresh"),
+                                              (subject or b"").decode())
         except (ProviderUnavailable, SealedContentInvalid) as error:
             log.warning("sign-in: could not ask the provider about %s (%s); asking again later", person, error)
             self.redis.zadd(keys.SIGNIN_RECHECKS, {person: now + min(self.settings.signin_recheck_seconds,
@@ -231,11 +258,24 @@ class SignIn:
         except NoLongerKnown as why:
             self._suspend(person, str(why))
             return False
+        self._known_now(person, now_known, now)
+        return True
+
+    def _known_now(self, person: str, known: Identity, now: float) -> None:
+        """What the provider says of them now: their groups and admin rights (which every key, login and
+        session of theirs follows from its next use), and the refresh token to ask with next time."""
+        described = {"groups": json.dumps(known.groups), "admin": int(known.admin)}
+        sessions = [s.decode() for s in self.redis.smembers(keys.signin_sessions_key(person))]
         with self.redis.pipeline(transaction=False) as pipe:
-            pipe.hset(keys.signin_person_key(person), "refresh", self.sealer.seal(SEALED, person, token))
+            pipe.hset(keys.signin_person_key(person), mapping=described | {
+                "refresh": self.sealer.seal(SEALED, person, known.refresh_token)})
+            for session in sessions:
+                pipe.hset(keys.signin_session_key(session), mapping=described)
             pipe.zadd(keys.SIGNIN_RECHECKS, {person: now + self.settings.signin_recheck_seconds})
             pipe.execute()
-        return True
+        for session in sessions:  # (a session that ended meanwhile was made again above: gone again)
+            if not self.redis.hexists(keys.signin_session_key(session), "person"):
+                self.redis.delete(keys.signin_session_key(session))
 
     def _suspend(self, person: str, why: str) -> None:
         with self.redis.pipeline(transaction=False) as pipe:

@@ -28,6 +28,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Callable, Literal
 
+from dialects.nesting import MAX_DEPTH, depth
+
 HANDSHAKE_VERSIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
 MODERN_VERSIONS = ("2026-07-28",)
 LATEST_HANDSHAKE = HANDSHAKE_VERSIONS[-1]
@@ -83,10 +85,16 @@ class Message:
 def parse_message(body: bytes | str) -> Message:
     """One JSON-RPC message (a request, a notification, or a response the
     client posts), or RpcError naming what is wrong."""
+    too_deep = RpcError(INVALID_REQUEST, f"the message nests deeper than {MAX_DEPTH} levels (arguments included): "
+                                         "this gateway takes none deeper")
     try:
         value = json.loads(body)
-    except (ValueError, RecursionError):
+    except RecursionError:
+        raise too_deep from None
+    except ValueError:
         raise RpcError(PARSE_ERROR, "Parse error: the body is not JSON") from None
+    if depth(value) > MAX_DEPTH:
+        raise too_deep
     if isinstance(value, list):
         raise RpcError(INVALID_REQUEST, "a batch is not accepted: send one JSON-RPC message per POST")
     if not isinstance(value, dict) or value.get("jsonrpc") != "2.0":

@@ -50,7 +50,7 @@ from protocol.queue import ticket_queue
 
 __all__ = ["Asker", "Attempt", "Busy", "DeploymentState", "Ending", "Idle", "JobState", "Limits", "Pick",
            "Placement", "Rest", "SendTicket", "Taken", "Target", "TicketSender", "Verdict", "abort", "aborted",
-           "admit_tool_call", "free_slot",
+           "admit_tool_call", "free_slot", "meter_mcp_method",
            "aborted_among", "all_deployments_resting", "deployment_failed", "deployment_gate", "deployment_probed",
            "deployment_started", "deployment_states", "estimate_charge", "expected_wait", "finish", "finish_and_take",
            "forget_lost_tickets", "keep_alive", "leave_deployment_lines", "lost", "maintain", "mark_free",
@@ -60,6 +60,7 @@ __all__ = ["Asker", "Attempt", "Busy", "DeploymentState", "Ending", "Idle", "Job
 
 # --- the web process's side ----------------------------------------------------------
 admit_tool_call = admission.admit_tool_call  # a tool call through the MCP gateway: the person's rates and a slot
+meter_mcp_method = admission.meter_mcp_method  # any other MCP method that reaches the servers: the rates only
 free_slot = fairqueue.finish  # (the pools where their jobs wait on their limit: each needs a ticket)
 
 SendTicket = Callable[[str, str, str], None]  # Celery queue, pool, the ticket's id (its job's)

@@ -86,6 +86,13 @@ def admit(redis: Redis, job: Job, person: str, pool: str, limits: Limits,
     return followed
 
 
+def meter_mcp_method(redis: Redis, person: str, member: str, rates: tuple[int, int]) -> None:
+    """Count an MCP method that reaches the servers or leaves state (a
+    listing, a read, `initialize`) as admit_tool_call counts a call, without
+    a slot or the pool's queue; Busy when over either rate."""
+    admit_tool_call(redis, person, member, rates, "")
+
+
 def admit_tool_call(redis: Redis, person: str, member: str, rates: tuple[int, int], call: str) -> None:
     """Count a gateway tool call against the person's requests per minute
     and their own tool calls per minute (`rates`), or raise Busy (with when

@@ -186,6 +186,7 @@ series_key = Key("series:{}")  # one minute's job numbers (epoch minute): for th
 MCP_CALLS = f"{PREFIX}:mcp:calls"  # calls waiting for an MCP pool process (a list of protocol.gateway.Call)
 mcp_session_key = Key("mcp:session:{}")  # a 2025-11-25-era client session: whose, which servers, its version
 mcp_session_calls_key = Key("mcp:session:{}:calls")  # its calls running now: JSON-RPC id -> call id
+mcp_sessions_key = Key("mcp:sessions:{}")  # a person's open sessions (zset: id, scored by when opened)
 tool_rpm_key = Key("tool-rpm:{}")  # a person's gateway tool calls of the last minute (a sliding window)
 MCP_POOLS = f"{PREFIX}:mcp:pools"  # the live MCP pool processes (zset: pool id, scored by when last heard)
 mcp_pool_key = Key("mcp:pool:{}")  # an MCP pool process's servers' health (JSON), lapsing with it
@@ -206,6 +207,7 @@ cli_login_key = Key("signin:login:{}")  # a command-line login (by its refresh t
 cli_logins_key = Key("signin:person:{}:logins")  # a person's command-line logins (set of digests)
 device_code_key = Key("signin:device:{}")  # a device login waiting for its person (by its device code's digest)
 device_user_code_key = Key("signin:device-user:{}")  # its user code -> the device code's digest
+device_approved_key = Key("signin:person:{}:approved")  # a person's approved device codes not yet collected
 signin_throttle_key = Key("signin:throttle:{}:{}")  # what, by whom: a count over its window (public routes' bound)
 
 # --- the fair queue (jobqueue/fairqueue.py) ---------------------------------------------

@@ -51,6 +51,17 @@ class Settings(BaseSettings):
     api_keys: str | None = _env("SWITCHBOARD_API_KEYS", None)
     # CIDRs whose clients need no key when keys are on (comma-separated).
     trusted_networks: str | None = _env("SWITCHBOARD_TRUSTED_NETWORKS", None)
+    # Reverse proxies (CIDRs) whose X-Forwarded-For names the client: a request from one of them is the
+    # address it forwards for (its rightmost untrusted hop); from anywhere else the header is ignored.
+    trusted_proxies: str | None = _env("SWITCHBOARD_TRUSTED_PROXIES", None)
+    # The Host names the server answers to (comma-separated; `*.example.org` for a domain's names, `*` for
+    # any): beside loopback, the machine's own names, any IP address and SWITCHBOARD_PUBLIC_URL's host. A
+    # name not among them is refused (a DNS-rebinding page's request carries its own).
+    allowed_hosts: str | None = _env("SWITCHBOARD_ALLOWED_HOSTS", None)
+    # Web pages (origins, e.g. https://chat.office.example, fnmatch) that may call the API from a browser,
+    # beside the server's own origin and local editors' (vscode-webview://, app://...): a browser's request
+    # from another origin is refused with a 403 naming this setting.
+    allowed_origins: str | None = _env("SWITCHBOARD_ALLOWED_ORIGINS", None)
     # Per-key defaults (a key may set its own), and the queue bound per pool.
     requests_per_minute: int = _env("SWITCHBOARD_REQUESTS_PER_MINUTE", 600, ge=1)
     max_concurrent: int = _env("SWITCHBOARD_MAX_CONCURRENT", 16, ge=1)

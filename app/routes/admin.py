@@ -183,9 +183,21 @@ def people():
 @admin_only
 def revoke_everything(person: str):
     """Every key, login and session the person holds, ended on every web process at their next use."""
+    who = f"{current_key().name} (an admin)"
+    return jsonify({"person": person[:100]} | _signin().revoke_everything(person[:100], who, request.remote_addr or ""))
+
+
+@bp.post("/people/<person>/forget")
+@admin_only
+def forget(person: str):
+    """As revoke, and the name released from the provider's account it was bound to (a recycled username)."""
+    who = f"{current_key().name} (an admin)"
+    return jsonify({"person": person[:100]} | _signin().forget(person[:100], who, request.remote_addr or ""))
+
+
+def _signin():
     signin = services().signin
     if signin is None:
         raise ApiError(404, "sign-in is not configured on this server: a file key is revoked with "
                             "scripts/admin.py keys revoke")
-    who = f"{current_key().name} (an admin)"
-    return jsonify({"person": person[:100]} | signin.revoke_everything(person[:100], who, request.remote_addr or ""))
+    return signin

@@ -166,6 +166,7 @@ class Exchange:
             if self.era == "stateless":
                 mcp.check_stateless(self.message, request.headers.get)
             elif self.message.method == "initialize":
+                self._methods().meter()
                 return self._initialize()
             else:
                 self._resume_session()

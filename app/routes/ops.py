@@ -46,9 +46,12 @@ def readyz():
 
 @bp.get("/metrics")
 def metrics():
-    key = current_key()  # a restricted key sees the numbers of its own models only, and nobody's name
+    key = current_key()  # a restricted key sees the numbers of its own models and MCP tools only, and nobody's name
     people = key.admin or not services().keys.enabled
-    return Response(generate_latest(cluster_registry(services(), key.allows, people)), content_type=CONTENT_TYPE_LATEST)
+    tools = (lambda server, tool: True) if people else \
+        (lambda server, tool: key.grants.may_use(server, tool) if tool != "-" else key.grants.may_use_server(server))
+    return Response(generate_latest(cluster_registry(services(), key.allows, people, tools)),
+                    content_type=CONTENT_TYPE_LATEST)
 
 
 @bp.get("/openapi.json")

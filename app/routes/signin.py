@@ -15,17 +15,19 @@ error shape, RFC 6749 §5.2).
 """
 from __future__ import annotations
 
-from urllib.parse import quote
+import fnmatch
+import re
+from urllib.parse import quote, urlsplit
 
 from flask import Blueprint, Response, g, jsonify, redirect, request
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from app import device_login, own_keys, pages
-from app.auth import SessionCheck, public
+from app.auth import SessionCheck, public, signed_in_name
 from app.errors import ApiError, register_error_handlers
 from app.identity import ProviderUnavailable, SignInFailed
 from app.services import services
-from app.signin import FLOW_COOKIE, FLOW_SECONDS, SESSION_COOKIE, Session, SignIn
+from app.signin import FLOW_COOKIE, FLOW_SECONDS, SESSION_COOKIE, NameTaken, Session, SignIn
 from dialects.openai_writer import error_body
 from ledger import usage
 from protocol import keys
@@ -46,12 +48,21 @@ def public_root() -> str:
     return (services().settings.public_url or request.url_root).rstrip("/")
 
 
+# Where a sign-in may go back to: a page of Switchboard's own. Its path only (no scheme, host or anything a
+# browser would read as one), printable ASCII without whitespace or backslashes: browsers drop tabs and
+# newlines and read `\` as `/`, so `/\t/evil.example` or `/\\evil.example` would leave for another origin.
+NEXT_PAGE = re.compile(r"/(?![/\\])[\x21-\x7e]{0,400}")
+PAGES = ("/me", "/admin", "/login/device")
+
+
 def _safe_next(value: str | None) -> str:
-    """Where to go after signing in: a path of this server only."""
-    if value and value.startswith("/") and not value.startswith(("//", "/\\")) and len(value) < 500 \
-            and "\\" not in value:
-        return value
-    return ""
+    """Where to go after signing in: one of this server's pages, else nowhere (`/me` or `/admin`)."""
+    if not value or not NEXT_PAGE.fullmatch(value) or "\\" in value:
+        return ""
+    parts = urlsplit(value)
+    if parts.scheme or parts.netloc or not parts.path.startswith(PAGES) or "//" in parts.path:
+        return ""
+    return value
 
 
 def _cookie(response: Response, name: str, value: str, seconds: int, path: str = "/") -> Response:
@@ -62,17 +73,20 @@ def _cookie(response: Response, name: str, value: str, seconds: int, path: str =
 # How many of these one address (or one person) may start in THROTTLE_SECONDS: the public routes' bound
 # (each start keeps a record in Redis for minutes), far above what a person or their agents do.
 THROTTLE_SECONDS = 600
-THROTTLES = {"sign-ins": 60, "device logins": 60, "keys from a login": 120}
+THROTTLES = {"sign-ins": 60, "device logins": 60, "keys from a login": 120, "user code guesses": 20}
 MOST_CONSOLE_KEYS = 100  # a person's keys minted on /me at once
 
 
-def _throttle(what: str, who: str) -> None:
+def _throttle(what: str, who: str, count: bool = True) -> None:
+    """Refused once `who` has done `what` THROTTLES[what] times in the window (count=False: only looked at).
+    `who` is an address (the client's, behind a trusted proxy: app/boundary.py) or a person, never a
+    whole office's."""
     key = keys.signin_throttle_key(what, who)
     with services().redis.pipeline(transaction=False) as pipe:
         pipe.set(key, 0, ex=THROTTLE_SECONDS, nx=True)  # (the window starts with its first)
-        pipe.incr(key)
-        _, count = pipe.execute()
-    if count > THROTTLES[what]:
+        pipe.incr(key, 1 if count else 0)
+        _, done = pipe.execute()
+    if done > THROTTLES[what]:
         raise ApiError(429, f"too many {what} from here: at most {THROTTLES[what]} in {THROTTLE_SECONDS // 60} "
                             "minutes", retry_after=int(services().redis.ttl(key)) or 1)
 
@@ -110,9 +124,11 @@ def callback():
                                                       request.cookies.get(FLOW_COOKIE, ""))
     except ProviderUnavailable as failed:
         return pages.message("Sign-in is unavailable", str(failed), 502, (("Try again", "/login"),))
+    except NameTaken as taken:
+        return pages.message("This name is taken here", str(taken), 403)
     except SignInFailed as failed:
         return pages.message("Sign-in failed", str(failed), 400, (("Sign in again", "/login"),))
-    response = redirect(going or ("/admin" if identity.admin else "/me"))
+    response = redirect(_safe_next(going) or ("/admin" if identity.admin else "/me"))
     response.delete_cookie(FLOW_COOKIE, path="/login")
     return _cookie(response, SESSION_COOKIE, session_id, services().settings.signin_session_seconds)
 
@@ -136,12 +152,17 @@ def me_page():
 @bp.get("/me.json")
 def me():
     session, shared = _session(), services()
-    today = usage.usage(shared.redis).get(session.person, {})
+    today = usage.usage(shared.redis).get(signed_in_name(session.person), {})
     return jsonify({"person": session.person, "admin": session.admin, "groups": list(session.groups),
                     "usage": [{"model": model} | counts for model, counts in sorted(today.items())],
                     "keys": own_keys.of_person(shared.redis, session.person),
                     "logins": device_login.of_person(shared.redis, session.person),
                     "most_days": shared.settings.signin_key_days})
+
+
+NO_REFRESH_TOKEN = ("the identity provider gave no refresh token at your sign-in, so the server could not ask it "
+                    "later whether you are still there: no key or login can be made (the operator adds "
+                    "offline_access to SWITCHBOARD_OIDC_SCOPES, or the provider's equivalent)")
 
 
 class KeyRequest(BaseModel):
@@ -161,16 +182,15 @@ def mint_key():
     if asked.days > shared.settings.signin_key_days:
         raise ApiError(400, f"days: a key lives at most {shared.settings.signin_key_days} days here", "days")
     template = shared.keys.policy.template(session.groups)
-    refused = [m for m in asked.models or () if not template.allows(m)]
+    served = [entry.name for entry in shared.registry.entries()]
+    refused = [m for m in asked.models or () if not all(template.allows(name) for name in fnmatch.filter(served, m))]
     if refused:
-        raise ApiError(400, f"models: {refused[0]!r} is not among the models your keys may use", "models")
+        raise ApiError(400, f"models: {refused[0]!r} names models your keys may not use", "models")
     if sum(key["source"] == "console" for key in own_keys.of_person(shared.redis, session.person)) \
             >= MOST_CONSOLE_KEYS:
         raise ApiError(400, f"you hold {MOST_CONSOLE_KEYS} keys made here already: revoke some first")
     if not signin.can_mint(session.person):
-        raise ApiError(403, "the identity provider gave no refresh token at your sign-in, so the server could not "
-                            "ask it later whether you are still there: no key can be made (the operator adds "
-                            "offline_access to SWITCHBOARD_OIDC_SCOPES, or the provider's equivalent)")
+        raise ApiError(403, NO_REFRESH_TOKEN)
     minted = own_keys.mint(shared.redis, session.person, session.groups,
                            own_keys.Wanted(asked.label, asked.days * 86400, tuple(asked.models or ()) or None))
     signin.audit(f"{session.person} (signed in)", request.remote_addr or "", "key minted", session.person,
@@ -209,6 +229,8 @@ def device_page():
     user_code = device_login.normal_user_code(request.args.get("user_code", "")) or \
         request.args.get("user_code", "")[:20]
     waiting = device_login.waiting(services().redis, user_code) if user_code else None
+    if user_code and waiting is None:
+        _throttle("user code guesses", session.person)
     return pages.device(session.person, user_code, waiting)
 
 
@@ -216,9 +238,13 @@ def device_page():
 def device_decision():
     session, signin = _session(), _signin()
     approved = request.form.get("decision") == "approve"
+    if approved and not signin.can_mint(session.person):
+        return pages.message("Login not approved", NO_REFRESH_TOKEN, 403)
+    _throttle("user code guesses", session.person, count=False)
     decided = device_login.decide(services().redis, request.form.get("user_code", ""), session.person,
                                   session.groups, approved)
     if decided is None:
+        _throttle("user code guesses", session.person)
         return pages.message("No such login", "No login waits with that code (it expired or was answered already): "
                              "run the login again.", 404, (("Enter a code", "/login/device"),))
     if not approved:
@@ -235,15 +261,15 @@ def token():
     grant, settings = request.form.get("grant_type", ""), shared.settings
     try:
         if grant == DEVICE_GRANT:
-            login = device_login.poll(shared.redis, _form("device_code"), settings.signin_login_days)
+            approved = device_login.poll(shared.redis, _form("device_code"))
+            _check_standing(approved["person"])
+            login = device_login.new_login(shared.redis, approved, settings.signin_login_days)
         elif grant == "refresh_token":
             login = device_login.use(shared.redis, _form("refresh_token"), settings.signin_login_days)
+            _check_standing(login.person)
         else:
             raise device_login.Refused("unsupported_grant_type", f"grant_type: {grant[:80]!r} is not one this server "
                                        f"answers ({DEVICE_GRANT}, refresh_token)")
-        if signin.suspended(login.person):
-            raise device_login.Refused("invalid_grant", "the identity provider no longer answers for you: sign in "
-                                                        "again (python scripts/admin.py login)")
         _throttle("keys from a login", login.person)
     except device_login.Refused as refused:
         return _oauth_json({"error": refused.error, "error_description": refused.description}, 400)
@@ -256,6 +282,14 @@ def token():
     answer = {"access_token": minted.key, "token_type": "Bearer", "expires_in": settings.signin_token_seconds,
               "expires_at": minted.record["expires"], "person": login.person}
     return _oauth_json(answer | ({"refresh_token": login.token} if login.token else {}))
+
+
+def _check_standing(person: str) -> None:
+    """A login is made or used only for a person the server can still ask the provider about."""
+    if own_keys.standing(services().redis, person) is None:
+        raise device_login.Refused("invalid_grant", "the identity provider no longer answers for you here (or "
+                                   "gave no refresh token at your sign-in): sign in again (python scripts/admin.py "
+                                   "login)")
 
 
 def _form(name: str) -> str:

@@ -1,7 +1,8 @@
 -- Admission of one tool call through the MCP gateway (jobqueue/admission.py): the person's requests per
 -- minute (shared with their model requests), then their own tool calls per minute; an admitted call holds
 -- one of the person's slots while it runs (their jobs count it; fairqueue.finish frees it), and is queued
--- for the MCP pool.
+-- for the MCP pool. A method that is not a call (a listing, a read, initialize: ARGV[2] empty) is only
+-- counted.
 -- KEYS[1]: the person's rate window (zset)   KEYS[2]: their tool calls' rate window (zset)
 -- KEYS[3]: the person's running work (zset: lease member -> since)
 -- KEYS[4]: the MCP pool's list of calls      ARGV[2]: the call (protocol/gateway.py's Call, JSON)
@@ -26,7 +27,9 @@ for _, k in ipairs({rpm_key, tool_key}) do
   redis.call('ZADD', k, A.now, A.member)
   redis.call('EXPIRE', k, A.window + 1)
 end
-redis.call('ZADD', KEYS[3], A.now, A.member)
-redis.call('EXPIRE', KEYS[3], 86400)
-redis.call('RPUSH', KEYS[4], ARGV[2])
+if ARGV[2] ~= '' then
+  redis.call('ZADD', KEYS[3], A.now, A.member)
+  redis.call('EXPIRE', KEYS[3], 86400)
+  redis.call('RPUSH', KEYS[4], ARGV[2])
+end
 return {'ok'}

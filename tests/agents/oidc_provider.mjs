@@ -1,7 +1,8 @@
 // A real OpenID provider for the sign-in tests: node-oidc-provider (OpenID
 // certified), with the few settings a test office needs.
 //   node oidc_provider.mjs PORT ACCOUNTS_FILE CLIENTS_JSON (on the Node 22 of node_modules/node)
-// ACCOUNTS_FILE: {"alice": {"name": ..., "email": ..., "groups": [...], "disabled": false}, ...}, read on
+// ACCOUNTS_FILE: {"alice": {"name": ..., "email": ..., "groups": [...], "disabled": false}, ...} (keyed by
+// the account's `sub`; "username": its preferred_username where it is not the sub), read on
 // every lookup, so a test disables a person by rewriting it (their refresh tokens then fail).
 // CLIENTS_JSON: the registered clients (client_id, client_secret, redirect_uris).
 // Sign-in is the library's development login form (any password); consent is granted at once for the
@@ -24,7 +25,8 @@ const provider = new Provider(`http://127.0.0.1:${port}`, {
     return {
       accountId: sub,
       async claims() {
-        return { sub, preferred_username: sub, name: account.name, email: account.email, groups: account.groups };
+        return { sub, preferred_username: account.username || sub, name: account.name, email: account.email,
+                 groups: account.groups };
       },
     };
   },

@@ -28,10 +28,16 @@ def write_people(path: Path, disabled: tuple[str, ...] = ()) -> None:
     path.write_text(json.dumps({name: info | {"disabled": name in disabled} for name, info in PEOPLE.items()}))
 
 
-def start_provider(port: int, people: Path, redirect_uris: list[str]) -> Process:
+def client(redirect_uris: list[str], client_id: str = CLIENT_ID, refresh: bool = True) -> dict:
+    """A client registered at the provider (`refresh`: it is given refresh tokens)."""
+    return {"client_id": client_id, "client_secret": CLIENT_SECRET, "redirect_uris": redirect_uris,
+            "grant_types": ["authorization_code", "refresh_token"] if refresh else ["authorization_code"],
+            "response_types": ["code"]}
+
+
+def start_provider(port: int, people: Path, redirect_uris: list[str], clients: list[dict] | None = None) -> Process:
     assert NODE.exists(), f"{NODE} is missing: run `make install-dev`"
-    clients = [{"client_id": CLIENT_ID, "client_secret": CLIENT_SECRET, "redirect_uris": redirect_uris,
-                "grant_types": ["authorization_code", "refresh_token"], "response_types": ["code"]}]
+    clients = clients or [client(redirect_uris)]
     provider = Process("oidc-provider", [str(NODE), str(AGENTS / "oidc_provider.mjs"), str(port), str(people),
                                          json.dumps(clients)], {"PATH": "/usr/bin:/bin"}, AGENTS)
     wait_http_ready(provider, f"http://127.0.0.1:{port}/.well-known/openid-configuration")

@@ -1,0 +1,25 @@
+"""The security suite's fixtures: the session's stack (keys off, its
+worker answers every office's jobs), the MCP stack and chromium from the
+integration suite, and the hostile tester's office (tests/security/office.py)."""
+from __future__ import annotations
+
+import pytest
+
+from tests.integration.conftest import browser, mcp_stack, stack, tool_server  # noqa: F401 (fixtures)
+from tests.security.office import keys_text, start_office, stop_office, write_people
+
+
+@pytest.fixture(scope="session")
+def office_processes(stack, redis_url, tmp_path_factory):  # noqa: F811 (the fixture above)
+    office = start_office(redis_url, tmp_path_factory.mktemp("security-office"))
+    yield office
+    stop_office(office)
+
+
+@pytest.fixture
+def office(office_processes, clean_redis):
+    """Everyone at the provider as they were, the keys file as it was, nobody signed in."""
+    write_people(office_processes["people"])
+    if office_processes["keys_file"].read_text() != keys_text():
+        office_processes["keys_file"].write_text(keys_text())
+    return office_processes
