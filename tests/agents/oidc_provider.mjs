@@ -39,7 +39,9 @@ const provider = new Provider(`http://127.0.0.1:${port}`, {
     await grant.save();
     return grant;
   },
-  issueRefreshToken: async (ctx, client) => client.grantTypeAllowed('refresh_token'),
+  // An account marked "no_refresh" is given none (as a provider that was not asked for offline_access).
+  issueRefreshToken: async (ctx, client, code) => client.grantTypeAllowed('refresh_token')
+    && !accounts()[code.accountId]?.no_refresh,
   features: { devInteractions: { enabled: true }, revocation: { enabled: true } },
   ttl: { AccessToken: 600, IdToken: 600, RefreshToken: 86400, Grant: 86400, Session: 86400, Interaction: 600 },
   cookies: { keys: ['switchboard-test-provider'] },

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from tests.integration.conftest import browser, mcp_stack, stack, tool_server  # noqa: F401 (fixtures)
-from tests.security.office import keys_text, start_office, stop_office, write_people
+from tests.security.office import apply_keys, keys_text, start_office, stop_office, write_people
 
 
 @pytest.fixture(scope="session")
@@ -20,6 +20,6 @@ def office_processes(stack, redis_url, tmp_path_factory):  # noqa: F811 (the fix
 def office(office_processes, clean_redis):
     """Everyone at the provider as they were, the keys file as it was, nobody signed in."""
     write_people(office_processes["people"])
-    if office_processes["keys_file"].read_text() != keys_text():
-        office_processes["keys_file"].write_text(keys_text())
+    if not office_processes["keys_file"].read_text().startswith(keys_text() + "\n[keys.marker]"):
+        apply_keys(office_processes, keys_text())
     return office_processes

@@ -3,8 +3,8 @@ and ended; what it may do follows the provider now, not when it was made;
 revoking everything ends everything, a device code approved but not yet
 collected included, and a code is approved once.
 
-"front" signs in with a client the provider gives refresh tokens; "plain"
-with one it gives none (tests/security/office.py)."""
+The provider gives an account marked `no_refresh` no refresh token at its
+sign-in (tests/security/office.py)."""
 from __future__ import annotations
 
 import threading
@@ -50,24 +50,26 @@ def login(base: str, person) -> dict:
 
 # --- 2. no credential the server cannot check -----------------------------------------------------------------
 def test_without_a_refresh_token_no_credential_is_handed_out(office):
-    front, plain = office["front"], office["plain"]
-    bob = signed_in(plain, "bob")  # (the provider gave this sign-in no refresh token)
+    front = office["front"]
+    write_people(office["people"], {"bob": {"no_refresh": True}})
+    bob = signed_in(front, "bob")
     assert bob.request("POST", "/me/keys", json={"label": "fixed"}).status_code == 403
-    started = start_device(plain)
+    started = start_device(front)
     refused = approve(bob, started)
     assert refused.status_code == 403 and "refresh token" in refused.text
-    assert collect(plain, started).json()["error"] == "authorization_pending"  # (nothing was approved)
+    assert collect(front, started).json()["error"] == "authorization_pending"  # (nothing was approved)
 
 
 def test_a_sign_in_without_a_refresh_token_ends_the_credentials_made_before(office):
     """Signed in once with a refresh token (a key, a login), then again without one: the server can no
     longer ask about them, so neither the key, nor the login, nor a key from the login works."""
-    front, plain = office["front"], office["plain"]
+    front = office["front"]
     carol = signed_in(front, "carol")
     kept = carol.request("POST", "/me/keys", json={"label": "fixed"}).json()["key"]
     held = login(front, carol)
     assert chat(front, kept).status_code == 200 and chat(front, held["access_token"]).status_code == 200
-    signed_in(plain, "carol")
+    write_people(office["people"], {"carol": {"no_refresh": True}})
+    signed_in(front, "carol")
     for key in (kept, held["access_token"]):
         assert chat(front, key).status_code == 401
     assert refresh(front, held["refresh_token"]).json()["error"] == "invalid_grant"

@@ -1,0 +1,107 @@
+"""Properties 5 (in part) and 12, and /metrics: hostile MCP arguments cost
+nothing (refused at the web, naming the limit, before the pool sees them);
+every MCP method that reaches the servers or leaves state is metered
+against the key's limits, and a key's sessions are bounded; a key limited
+to some servers sees only their tools in /metrics. Against real MCP
+servers behind the MCP stack (tests/integration/mcp_stack.py)."""
+from __future__ import annotations
+
+import time
+
+import httpx
+import pytest
+
+from app.mcp_gateway import MOST_SESSIONS
+from protocol import keys
+from tests.integration.mcp_stack import ALICE_KEY, CAROL_KEY, DAVE_KEY
+from tests.integration.test_mcp_gateway import stateless
+
+
+@pytest.fixture
+def gateway(mcp_stack, clean_redis):
+    return mcp_stack[0]
+
+
+def nested(levels: int) -> dict:
+    value: dict = {"text": "x"}
+    for _ in range(levels):
+        value = {"a": value}
+    return value
+
+
+@pytest.mark.parametrize("levels", [70, 200, 900])
+@pytest.mark.parametrize("method,params", [
+    ("tools/call", lambda deep: {"name": "tools__say", "arguments": deep}),
+    ("tools/call", lambda deep: {"name": "tools__say", "arguments": {"text": "x"}, "_meta": {"x": deep}}),
+    ("prompts/get", lambda deep: {"name": "time__x", "arguments": deep}),
+    ("resources/read", lambda deep: {"uri": "file:///x", "extra": [deep]}),
+], ids=["arguments", "meta", "prompt arguments", "read params"])
+def test_deep_arguments_are_refused_at_the_web_naming_the_limit(gateway, levels, method, params):
+    started = time.monotonic()
+    answer = stateless(gateway, ALICE_KEY, method, params(nested(levels)))
+    error = answer.json()["error"]
+    assert error["code"] == -32600 and "64 levels" in error["message"]
+    assert time.monotonic() - started < 10  # (answered at once, never the pool's 30 s timeout)
+
+
+def test_a_message_deeper_than_the_parser_goes_is_refused_the_same_way(gateway):
+    arguments = '{"a":' * 20000 + '"x"' + "}" * 20000
+    body = '{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "tools__say", "arguments": ' + \
+        arguments + "}}"
+    answer = httpx.post(f"{gateway}/mcp", content=body, timeout=30, headers={
+        "Authorization": f"Bearer {ALICE_KEY}", "Accept": "application/json", "MCP-Protocol-Version": "2026-07-28",
+        "Mcp-Method": "tools/call", "Mcp-Name": "tools__say", "Content-Type": "application/json"})
+    assert answer.json()["error"]["code"] == -32600 and "64 levels" in answer.json()["error"]["message"]
+
+
+def test_the_shared_servers_keep_serving_after_deep_arguments(gateway):
+    for levels in (200, 900):
+        stateless(gateway, ALICE_KEY, "tools/call", {"name": "time__get_current_time", "arguments": nested(levels)})
+    answer = stateless(gateway, ALICE_KEY, "tools/call", {"name": "time__get_current_time",
+                                                          "arguments": {"timezone": "UTC"}})
+    assert "result" in answer.json() and not answer.json()["result"].get("isError")
+
+
+@pytest.mark.parametrize("method,params", [
+    ("tools/list", {}), ("prompts/list", {}), ("resources/list", {}), ("resources/templates/list", {}),
+    ("prompts/get", {"name": "time__nothing"}), ("resources/read", {"uri": "file:///nothing"}),
+    ("completion/complete", {"ref": {"type": "ref/prompt", "name": "time__nothing"},
+                             "argument": {"name": "a", "value": "b"}}),
+])
+def test_every_method_that_reaches_the_servers_is_metered(gateway, method, params):
+    answers = [stateless(gateway, DAVE_KEY, method, params) for _ in range(3)]  # (dave: 2 tool calls a minute)
+    error = answers[2].json()["error"]
+    assert error["code"] == -32000 and "2 tool calls per minute" in error["message"], answers[2].text
+    assert error["data"]["retryAfter"] >= 1
+
+
+def initialize(base: str, key: str) -> httpx.Response:
+    return httpx.post(f"{base}/mcp", headers={"Authorization": f"Bearer {key}", "Accept": "application/json"},
+                      json={"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+                          "protocolVersion": "2025-11-25", "capabilities": {},
+                          "clientInfo": {"name": "hostile", "version": "1"}}}, timeout=30)
+
+
+def test_initialize_is_metered(gateway):
+    answers = [initialize(gateway, DAVE_KEY) for _ in range(3)]
+    assert [("error" in a.json()) for a in answers] == [False, False, True]
+
+
+def test_a_keys_sessions_are_bounded(gateway, redis_client):
+    opened = [initialize(gateway, ALICE_KEY).headers["Mcp-Session-Id"] for _ in range(MOST_SESSIONS + 8)]
+    held = [s for s in opened if redis_client.exists(keys.mcp_session_key(s))]
+    assert held == opened[-MOST_SESSIONS:]
+    oldest = httpx.post(f"{gateway}/mcp", json={"jsonrpc": "2.0", "id": 2, "method": "tools/list"}, headers={
+        "Authorization": f"Bearer {ALICE_KEY}", "Mcp-Session-Id": opened[0], "Accept": "application/json"})
+    assert oldest.status_code == 404
+    assert initialize(gateway, CAROL_KEY).status_code == 200  # (another person's sessions are their own)
+
+
+def test_metrics_show_a_key_only_the_tools_it_may_use(gateway):
+    for key, name in ((ALICE_KEY, "tools__say"), (CAROL_KEY, "time__get_current_time")):
+        stateless(gateway, key, "tools/call", {"name": name, "arguments": {"text": "x", "timezone": "UTC"}})
+    carol = httpx.get(f"{gateway}/metrics", headers={"Authorization": f"Bearer {CAROL_KEY}"}).text
+    series = [line for line in carol.splitlines() if line.startswith("switchboard_tool_calls_total{")]
+    assert series and all('server="time"' in line or 'server="git",tool="git_status"' in line for line in series)
+    alice = httpx.get(f"{gateway}/metrics", headers={"Authorization": f"Bearer {ALICE_KEY}"}).text
+    assert 'server="tools"' in alice
