@@ -356,7 +356,8 @@ def load_keys(file: Path | None, pairs: str | None, trusted: str | None = None,
         name, _, key = pair.partition(":")
         if not key:
             raise ValueError("SWITCHBOARD_API_KEYS entries look like name:key")
-        keys.append(ApiKey(name=_key_name(name, "SWITCHBOARD_API_KEYS"), sha256=digest(key), mcp_servers=default_grants))
+        keys.append(ApiKey(name=_key_name(name, "SWITCHBOARD_API_KEYS"), sha256=digest(key),
+                           mcp_servers=default_grants))
     return KeyRing(keys, trusted_networks(trusted), file, default_grants, read_signin_policy(file, default_grants))
 
 

@@ -101,7 +101,8 @@ class Boundary:
 
     def origin_allowed(self, origin: str, host: str) -> bool:
         origin = origin.strip().lower().rstrip("/")
-        if origin in (f"http://{host.lower()}", f"https://{host.lower()}", self.public_origin):
+        if origin in (f"http://{host.lower()}", f"https://{host.lower()}", self.public_origin) or \
+                same_site_without_origin(origin):
             return True
         return origin != "null" and any(fnmatch.fnmatchcase(origin, pattern) for pattern in self.origins)
 
@@ -114,6 +115,12 @@ class Boundary:
         if origin is not None and not self.origin_allowed(origin, host):
             raise ApiError(403, f"a web page of {origin[:100]!r} may not call this server from a browser: the "
                                 "operator adds its origin to SWITCHBOARD_ALLOWED_ORIGINS")
+
+
+def same_site_without_origin(origin: str) -> bool:
+    """A browser's POST from one of our own pages: under `Referrer-Policy: no-referrer` it says `Origin: null`
+    (the Fetch standard), and its `Sec-Fetch-Site`, which no page can set, says where it came from."""
+    return origin == "null" and request.headers.get("Sec-Fetch-Site") == "same-origin"
 
 
 def _listed(text: str | None) -> set[str]:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 import secrets
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from urllib.parse import parse_qsl
 
 import httpx
@@ -160,11 +160,11 @@ class Provider:
         return Identity(person, str(claims["sub"]), groups, admin, refresh_token)
 
     # --- asking again ---------------------------------------------------------------------
-    def refresh(self, refresh_token: str, subject: str) -> Identity:
-        """The person as the provider describes them now (their groups read
-        again), with the refresh token to keep (the provider's new one if it
-        rotated it). NoLongerKnown when it refuses the token or names another
-        subject; ProviderUnavailable when it cannot be asked."""
+    def refresh(self, refresh_token: str) -> dict:
+        """The provider's answer to the refresh grant (its `refresh_token`,
+        the new one if it rotated it, else the one given): the provider still
+        answers for the person. NoLongerKnown when it refuses the token;
+        ProviderUnavailable when it cannot be asked."""
         with self._oauth() as client:
             try:
                 token = client.refresh_token(self.configuration()["token_endpoint"], refresh_token=refresh_token)
@@ -175,16 +175,21 @@ class Provider:
             except httpx.HTTPError as error:
                 raise ProviderUnavailable(f"the identity provider cannot be reached ({type(error).__name__})") \
                     from None
+        return dict(token) | {"refresh_token": token.get("refresh_token") or refresh_token}
+
+    def described(self, token: dict, subject: str) -> Identity:
+        """The person a refresh's answer describes now (their groups read again).
+        NoLongerKnown when it names another subject; ProviderUnavailable when
+        its userinfo cannot be read."""
         try:
             claims = self._id_token_claims(token["id_token"], None) if "id_token" in token else {"sub": subject}
             if claims["sub"] != subject:
                 raise SignInFailed("the provider's refreshed ID token names another subject")
-            identity = self._identity(claims | self._userinfo(token, subject), None)
+            return self._identity(claims | self._userinfo(token, subject), token["refresh_token"])
         except ProviderUnavailable:
             raise
         except SignInFailed as failed:
             raise NoLongerKnown(str(failed)) from None
-        return replace(identity, refresh_token=token.get("refresh_token") or refresh_token)
 
     def describe_admins(self) -> str:
         """Who is an admin here, in words (the 403 page says it)."""

@@ -48,6 +48,7 @@ FLOW_SECONDS = 600
 SESSION_COOKIE, FLOW_COOKIE = "switchboard_session", "switchboard_signin"
 RECHECK_LOOP_SECONDS = 2.0  # how often a web process looks for people due to be asked about again
 UNAVAILABLE_RETRY_SECONDS = 60  # a provider that could not be asked is asked again this soon
+PERSON_RECHECK_LOCK_SECONDS = 60  # at most one process asks about a person (a provider's answer takes seconds)
 SEALED = "oidc-refresh-token"  # what the sealed refresh token is bound to (app/sealing.py)
 
 
@@ -242,14 +243,28 @@ class SignIn:
         return suspended
 
     def _recheck(self, person: str, now: float) -> bool | None:
-        """True: still known; False: suspended now; None: ask again later."""
+        """True: still known; False: suspended now; None: ask again later. One
+        process at a time asks about a person: providers rotate refresh tokens
+        and take a spent one offered again for a stolen one (invalid_grant)."""
+        lock = keys.maintenance_lock_key(f"signin-recheck:{person}")
+        if not self.redis.set(lock, socket.gethostname(), nx=True, ex=PERSON_RECHECK_LOCK_SECONDS):
+            return None
+        try:
+            return self._ask_about(person, now)
+        finally:
+            self.redis.delete(lock)
+
+    def _ask_about(self, person: str, now: float) -> bool | None:
         sealed, subject = self.redis.hmget(keys.signin_person_key(person), "refresh", "subject")
         if sealed is None:
             self.redis.zrem(keys.SIGNIN_RECHECKS, person)
             return None
         try:
-            now_known = self.provider.refresh(self.sealer.open(SEALED, person, sealed.decode(), "refresh"),
-                                              (subject or b"").decode())
+            token = self.provider.refresh(self.sealer.open(SEALED, person, sealed.decode(), "refresh"))
+            # (kept at once: a provider that rotates its tokens takes the old one, offered again, for a stolen one)
+            self.redis.hset(keys.signin_person_key(person), "refresh",
+                            self.sealer.seal(SEALED, person, token["refresh_token"]))
+            now_known = self.provider.described(token, (subject or b"").decode())
         except (ProviderUnavailable, SealedContentInvalid) as error:
             log.warning("sign-in: could not ask the provider about %s (%s); asking again later", person, error)
             self.redis.zadd(keys.SIGNIN_RECHECKS, {person: now + min(self.settings.signin_recheck_seconds,

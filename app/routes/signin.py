@@ -24,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from app import device_login, own_keys, pages
 from app.auth import SessionCheck, public, signed_in_name
+from app.boundary import same_site_without_origin
 from app.errors import ApiError, register_error_handlers
 from app.identity import ProviderUnavailable, SignInFailed
 from app.services import services
@@ -332,7 +333,8 @@ def _session_check():
     if session is None:
         return sign_in_first() if request.method == "GET" and "text/html" in request.headers.get("Accept", "") \
             else None
-    if request.method not in ("GET", "HEAD") and request.headers.get("Origin", "") != _origin():
+    if request.method not in ("GET", "HEAD") and request.headers.get("Origin", "") != _origin() and \
+            not same_site_without_origin(request.headers.get("Origin", "")):
         raise ApiError(403, "a request from another site (or one that says none) may not use your sign-in")
     g.session = session
     return session.key()

@@ -128,7 +128,7 @@ def test_someone_not_an_admin_is_refused_the_console_with_the_reason(signin, bro
     cookie = {"Cookie": f"switchboard_session={session_cookie(browser)}"}
     refused = httpx.get(f"{base}/admin/usage.csv", headers=cookie)
     assert refused.status_code == 403 and "bob, who is not an admin" in refused.json()["error"]["message"]
-    assert httpx.get(f"{base}/admin/requests.json", headers=cookie).json()["person"] == "bob"  # his own only
+    assert httpx.get(f"{base}/admin/requests.json", headers=cookie).json()["person"] == "signin:bob"  # his own only
 
 
 def test_a_person_mints_a_key_uses_it_revokes_it_and_signs_out(signin, browser, redis_client):
@@ -260,7 +260,7 @@ def test_claude_codes_api_key_helper_on_a_device_login(signin, browser, tmp_path
     assert second != first and chat(base, first).status_code == 401 and chat(base, second).status_code == 200
     records = [json.loads(f[b"r"]) for _, f in redis_client.xrange(keys.REQUEST_LOG)]
     logs = "".join(process.output() for process in [*signin["webs"], signin["provider"]])
-    wait_until(lambda: any(span["attributes"].get("switchboard.person") == "carol"
+    wait_until(lambda: any(span["attributes"].get("switchboard.person") == "signin:carol"
                            for span in signin["traces"].snapshot()), what="her requests' spans")
     traced = b"".join(signin["traces"].bodies)
     for secret in (first, second, held(tmp_path, base)["refresh_token"]):
@@ -352,7 +352,8 @@ GRANTS = st.sampled_from([DEVICE_GRANT, "refresh_token", "authorization_code", "
 REQUESTS = st.one_of(
     st.tuples(st.just("GET"), st.sampled_from(["/login", "/login/callback", "/login/device", "/me", "/me.json",
                                                "/admin", "/admin/status"]), FIELDS, st.none()),
-    st.tuples(st.just("POST"), st.sampled_from(["/auth/token", "/auth/device", "/login/device", "/logout"]),
+    st.tuples(st.just("POST"), st.sampled_from(["/auth/token", "/auth/device", "/login/device", "/logout",
+                                                "/admin/people/bob/forget", "/admin/people/x%0a/revoke"]),
               FIELDS, st.none()),
     st.tuples(st.just("POST"), st.just("/auth/token"), st.fixed_dictionaries({"grant_type": GRANTS}, optional={
         "device_code": ANY_TEXT, "refresh_token": ANY_TEXT}), st.none()),
@@ -368,15 +369,19 @@ REQUESTS = st.one_of(
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(sent=REQUESTS, cookie=st.one_of(st.none(), PRINTABLE.map(str.strip)), signed_in=st.booleans())
-def test_the_sign_in_routes_answer_anything_with_a_4xx_never_a_5xx(fuzzed_office, sent, cookie, signed_in):
+@given(sent=REQUESTS, cookie=st.one_of(st.none(), PRINTABLE.map(str.strip)), signed_in=st.booleans(),
+       forwarded=st.one_of(st.none(), PRINTABLE.map(str.strip), st.sampled_from(["192.0.2.1", "192.0.2.1, ::1"])),
+       origin=st.sampled_from([None, "http://evil.example", "null", "vscode-webview://x"]))
+def test_the_sign_in_routes_answer_anything_with_a_4xx_never_a_5xx(fuzzed_office, sent, cookie, signed_in,
+                                                                    forwarded, origin):
     method, path, fields, body = sent
     base, session = fuzzed_office
     cookies = "; ".join(part for part in (
         f"switchboard_session={session}" if signed_in else "",
         f"switchboard_signin={cookie}" if cookie is not None else "",
         f"switchboard_session={cookie}" if cookie is not None and not signed_in else "") if part)
-    headers = {"Origin": base, "Accept": "text/html"} | ({"Cookie": cookies} if cookies else {})
+    headers = {"Origin": origin or base, "Accept": "text/html"} | ({"Cookie": cookies} if cookies else {}) | \
+        ({"X-Forwarded-For": forwarded} if forwarded else {})
     options = {"params": fields} if method == "GET" else {"json": body} if body is not None else {"data": fields}
     answer = httpx.request(method, base + path, headers=headers, timeout=30, **options)
     assert answer.status_code < 500, (method, path, fields, body, answer.text[:500])

@@ -10,6 +10,7 @@ import time
 
 import httpx
 import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from app.mcp_gateway import MOST_SESSIONS
 from protocol import keys
@@ -105,3 +106,24 @@ def test_metrics_show_a_key_only_the_tools_it_may_use(gateway):
     assert series and all('server="time"' in line or 'server="git",tool="git_status"' in line for line in series)
     alice = httpx.get(f"{gateway}/metrics", headers={"Authorization": f"Bearer {ALICE_KEY}"}).text
     assert 'server="tools"' in alice
+
+
+JSON = st.recursive(st.one_of(st.none(), st.booleans(), st.integers(-10**20, 10**20), st.text(max_size=20)),
+                    lambda inner: st.one_of(st.lists(inner, max_size=3),
+                                            st.dictionaries(st.text(max_size=8), inner, max_size=3)), max_leaves=12)
+METHODS = st.sampled_from(["initialize", "tools/list", "tools/call", "resources/read", "prompts/get",
+                           "completion/complete", "server/discover", "ping", "notifications/cancelled", "x"])
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(method=METHODS, params=st.one_of(JSON, st.builds(lambda levels, leaf: nested(levels) | {"leaf": leaf},
+                                                        st.integers(0, 120), JSON)),
+       version=st.sampled_from([None, "2026-07-28", "2025-11-25", "1999-01-01"]),
+       session=st.one_of(st.none(), st.text(max_size=120)), key=st.sampled_from([ALICE_KEY, DAVE_KEY, "wrong"]))
+def test_the_gateway_answers_anything_without_a_5xx(gateway, method, params, version, session, key):
+    headers = {"Authorization": f"Bearer {key}", "Accept": "application/json, text/event-stream",
+               "Mcp-Method": method} | ({"MCP-Protocol-Version": version} if version else {}) | \
+        ({"Mcp-Session-Id": session} if session and session.isascii() and session.isprintable() else {})
+    answer = httpx.post(f"{gateway}/mcp", json={"jsonrpc": "2.0", "id": 1, "method": method, "params": params},
+                        headers=headers, timeout=30)
+    assert answer.status_code < 500, answer.text[:300]
