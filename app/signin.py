@@ -255,7 +255,9 @@ class SignIn:
             self.redis.delete(lock)
 
     def _ask_about(self, person: str, now: float) -> bool | None:
-        sealed, subject = self.redis.hmget(keys.signin_person_key(person), "refresh", "subject")
+        sealed, subject, issuer = self.redis.hmget(keys.signin_person_key(person), "refresh", "subject", "issuer")
+        if issuer is not None and issuer.decode() != self.provider.issuer:
+            return None  # (another provider's person, on a Redis two offices share: theirs to ask)
         if sealed is None:
             self.redis.zrem(keys.SIGNIN_RECHECKS, person)
             return None

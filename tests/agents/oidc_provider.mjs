@@ -46,4 +46,6 @@ const provider = new Provider(`http://127.0.0.1:${port}`, {
   ttl: { AccessToken: 600, IdToken: 600, RefreshToken: 86400, Grant: 86400, Session: 86400, Interaction: 600 },
   cookies: { keys: ['switchboard-test-provider'] },
 });
+// A refused grant's reason (the library answers only "grant request is invalid"), for a test's failure to show.
+provider.on('grant.error', (ctx, error) => console.log(`grant.error: ${error.message} (${error.error_detail})`));
 provider.listen(Number(port), '127.0.0.1', () => console.log(`provider ready on ${port}`));

@@ -103,7 +103,9 @@ def test_a_group_removed_at_the_provider_narrows_every_key_and_login(office):
     removed_at = time.monotonic()
     wait_until(lambda: "echo:slow" not in models_of(front, kept), timeout=BOUND, what="bob's key narrowed")
     assert time.monotonic() - removed_at <= BOUND
-    later = refresh(front, held["refresh_token"]).json()["access_token"]
+    renewed = refresh(front, held["refresh_token"])
+    assert renewed.status_code == 200, renewed.text
+    later = renewed.json()["access_token"]
     for key in (kept, held["access_token"], later):
         assert models_of(front, key) == {"echo"}
         assert chat(front, key, "echo:slow").status_code == 404
