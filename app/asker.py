@@ -72,6 +72,15 @@ def server_tools(entry: ModelEntry) -> list[str]:
     return [pattern for server in entry.mcp_servers for pattern in grants.for_server(server)]
 
 
+def tool_terms(shared: Services, entry: ModelEntry) -> tuple[dict[str, dict[str, str]], list[int]]:
+    """What the key's server-side tool calls carry and count against: its own credentials per server (the
+    variables' names), and its requests and tool calls per minute (a gateway call's rates)."""
+    key, settings = current_key(), shared.settings
+    own = {server: key.own_headers_env(server) for server in entry.mcp_servers if key.own_headers_env(server)}
+    return own, [key.requests_per_minute or settings.requests_per_minute,
+                 key.tool_calls_per_minute or settings.tool_calls_per_minute]
+
+
 def check_budget(shared: Services) -> None:
     """A key's daily token budget, counted across every web process (the
     tokens of requests still running count once they end)."""

@@ -34,6 +34,7 @@ def submit_job(job: Job, entry: ModelEntry, watch_client: bool = True) -> JobRun
     shared = services()
     asker.check_budget(shared)
     job.server_tools = asker.server_tools(entry)
+    job.tool_credentials, job.tool_rates = asker.tool_terms(shared, entry) if job.server_tools else ({}, [])
     job.background = job.background or entry.background  # (the model the operator marks as the agents' small one)
     run = JobRun(shared, job, asker.terms(shared), g.get("exchange") or UNRECORDED)
     try:

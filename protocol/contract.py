@@ -176,6 +176,11 @@ class Job(Strict):
     # naming its server: "time", "git/git_status"; set by the web process; a
     # worker still offers only servers its model lists).
     server_tools: list[str] = Field(default_factory=list)
+    # What the person's server-side tool calls carry and count against, as their gateway calls do (set by
+    # the web process): per server, their own credentials as header -> the NAME of the variable holding
+    # it on the worker's machine (never a value); their requests and tool calls per minute (empty: uncounted).
+    tool_credentials: dict[str, dict[str, str]] = Field(default_factory=dict)
+    tool_rates: list[int] = Field(default_factory=list)
     web_id: str = ""  # the web process holding the job: workers abort it when that process is gone
     reply_channel: str = ""  # where its events go (protocol.keys.reply_channel)
     enqueued_at: float = 0.0

@@ -20,10 +20,12 @@ Rules, stated once:
 from __future__ import annotations
 
 import concurrent.futures
+import uuid
 from dataclasses import dataclass, field
 
 from redis import Redis
 
+import jobqueue
 from catalog.mcp import Grants
 from catalog.registry import ModelEntry
 from telemetry import tracing
@@ -118,20 +120,38 @@ class ServerTools:
         """Run one round's server calls and extend the conversation; False
         if the job was cancelled meanwhile (its calls were cancelled)."""
         publisher.put([self._event("call", call) for call in calls])
+        refused = {call.id: self._over_rate(redis) for call in calls}
+        running = [call for call in calls if refused[call.id] is None]
         try:
-            results = toolbox.call_all([(self.tools[c.name], json_object(c.arguments)) for c in calls], cancel)
+            ran = iter(toolbox.call_all([(self.tools[c.name], json_object(c.arguments)) for c in running], cancel,
+                                        self.job.tool_credentials) if running else [])
         except concurrent.futures.CancelledError:
             return False
+        results = [refused[call.id] or next(ran) for call in calls]
         publisher.put([self._event("result", call, result) for call, result in zip(calls, results)])
         with batched(redis) as pipe:
             for call, result in zip(calls, results):
-                count_tool_call(pipe, self.tools[call.name].server, call.name, result.status, result.seconds)
+                count_tool_call(pipe, self.tools[call.name].server, call.name,
+                                "refused" if result.refused else result.status, result.seconds)
                 tracing.record_span(f"execute_tool {call.name}", {
                     "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": call.name,
                     "gen_ai.tool.call.id": call.id, "switchboard.mcp_server": self.tools[call.name].server},
                     result.seconds, None if result.status == "ok" else result.status)
         self._extend(calls, results)
         return True
+
+    def _over_rate(self, redis: Redis) -> ToolResult | None:
+        """A call counted against its person's rates as a gateway call is; over them, not run: the model is
+        told when it may try again."""
+        if not self.job.tool_rates:
+            return None
+        try:
+            jobqueue.meter_mcp_method(redis, self.job.usage_of, f"server-tool|{uuid.uuid4().hex}",
+                                      tuple(self.job.tool_rates))
+        except jobqueue.Busy as busy:
+            return ToolResult(f"Error: {busy.message}; try again in {busy.retry_after} s.", "error", 0.0,
+                              refused=True)
+        return None
 
     def _event(self, phase: str, call: ToolCall, result: ToolResult | None = None) -> ServerToolEvent:
         fields = {} if result is None else {"status": result.status, "seconds": round(result.seconds, 3),

@@ -1,11 +1,14 @@
-"""Properties 5 (in part) and 12, and /metrics: hostile MCP arguments cost
+"""Properties 5 and 12, and /metrics: hostile MCP arguments cost
 nothing (refused at the web, naming the limit, before the pool sees them);
 every MCP method that reaches the servers or leaves state is metered
-against the key's limits, and a key's sessions are bounded; a key limited
+against the key's limits, and a key's sessions are bounded; a model's
+server-side calls carry the caller's own credentials and count against the
+caller's tool-call rate, as the caller's gateway calls do; a key limited
 to some servers sees only their tools in /metrics. Against real MCP
 servers behind the MCP stack (tests/integration/mcp_stack.py)."""
 from __future__ import annotations
 
+import json
 import time
 
 import httpx
@@ -14,8 +17,9 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from app.mcp_gateway import MOST_SESSIONS
 from protocol import keys
-from tests.integration.mcp_stack import ALICE_KEY, CAROL_KEY, DAVE_KEY
+from tests.integration.mcp_stack import ALICE_KEY, CAROL_KEY, DAVE_KEY, ERIN_KEY
 from tests.integration.test_mcp_gateway import stateless
+from tests.integration.test_server_tools import invoke
 
 
 @pytest.fixture
@@ -127,3 +131,34 @@ def test_the_gateway_answers_anything_without_a_5xx(gateway, method, params, ver
     answer = httpx.post(f"{gateway}/mcp", json={"jsonrpc": "2.0", "id": 1, "method": method, "params": params},
                         headers=headers, timeout=30)
     assert answer.status_code < 500, answer.text[:300]
+
+
+# --- 5. a model's server-side calls: the caller's credentials and the caller's limits ----------------------
+def server_side(base: str, key: str, *calls: str) -> dict:
+    """A chat on echo:tools whose message calls server tools: the reply (echo answers with their results)."""
+    answer = httpx.post(f"{base}/v1/chat/completions", headers={"Authorization": f"Bearer {key}"}, timeout=60,
+                        json={"model": "echo:tools", "messages": [{"role": "user", "content": "\n".join(calls)}]})
+    assert answer.status_code == 200, answer.text
+    return answer.json()
+
+
+def test_a_server_side_call_carries_the_callers_own_credentials(gateway):
+    own = server_side(gateway, ERIN_KEY, invoke("token"))  # (erin has her own X-Tools-Token for "tools")
+    assert own["choices"][0]["message"]["content"] == "own token accepted"
+    shared = server_side(gateway, ALICE_KEY, invoke("token"))
+    assert shared["choices"][0]["message"]["content"] == "token accepted"
+    through_gateway = stateless(gateway, ERIN_KEY, "tools/call", {"name": "tools__token", "arguments": {}})
+    assert "own token accepted" in json.dumps(through_gateway.json())
+
+
+@pytest.mark.parametrize("how", ["one round", "one chat each"])
+def test_server_side_calls_count_against_the_callers_tool_rate(gateway, how):
+    calls = [invoke("say", text=f"call {n}") for n in range(3)]  # (dave: 2 tool calls a minute)
+    replies = [server_side(gateway, DAVE_KEY, *calls)] if how == "one round" else \
+        [server_side(gateway, DAVE_KEY, call) for call in calls]
+    activity = [a for reply in replies for a in reply["server_tools"]]
+    text = "\n".join(reply["choices"][0]["message"]["content"] for reply in replies)
+    assert [a["status"] for a in activity] == ["ok", "ok", "error"]
+    assert "call 0" in text and "call 1" in text and "2 tool calls per minute" in text and "call 2" not in text
+    after = stateless(gateway, DAVE_KEY, "tools/call", {"name": "tools__say", "arguments": {"text": "x"}})
+    assert "2 tool calls per minute" in after.json()["error"]["message"]  # (one rate, whoever made the calls)

@@ -318,7 +318,7 @@ class FakeToolbox:
     def offered(self, servers, cancel=None):
         return [ServerTool("tools", ToolSpec(name="say", parameters={"type": "object"}))]
 
-    def call_all(self, calls, cancel=None):
+    def call_all(self, calls, cancel=None, own=None):
         self.on_call()
         if cancel is not None and cancel.is_set():
             raise concurrent.futures.CancelledError()

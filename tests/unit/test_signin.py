@@ -8,7 +8,7 @@ import fakeredis
 import pytest
 
 from app import create_app, own_keys
-from app.auth import SignInPolicy, digest
+from app.auth import SignInPolicy, digest, read_signin_policy
 from app.identity import Identity, NoLongerKnown, ProviderUnavailable, SignInFailed
 from app.oidc import Provider
 from app.routes.signin import THROTTLES
@@ -65,12 +65,18 @@ class ScriptedProvider:
     def __init__(self, *answers):
         self.answers, self.asked = list(answers), []
 
-    def refresh(self, token: str) -> str:
+    def refresh(self, token: str) -> dict:
         self.asked.append(token)
         answer = self.answers.pop(0)
         if isinstance(answer, Exception):
             raise answer
-        return answer
+        return {"refresh_token": answer}
+
+    def described(self, token: dict, subject: str) -> Identity:
+        """The person now: in the groups the script says (else staff)."""
+        return Identity("carol", subject, tuple(self.groups), False, token["refresh_token"])
+
+    groups = ("staff",)
 
 
 def signed_in(redis, answers) -> tuple[SignIn, ScriptedProvider]:
@@ -87,6 +93,16 @@ def test_a_person_the_provider_still_knows_keeps_the_token_it_rotated(clean_redi
     assert clean_redis.zscore(keys.SIGNIN_RECHECKS, "carol") == 10**10 + 60
     signin.recheck_due(now=10**10 + 61)
     assert scripted.asked[-1] == "second-refresh-token"
+
+
+def test_each_recheck_reads_the_persons_groups_again(clean_redis):
+    signin, scripted = signed_in(clean_redis, ["second-refresh-token"])
+    minted = own_keys.mint(clean_redis, "carol", ("staff",), own_keys.Wanted("fixed", 600))
+    policy = read_policy('[signin]\nmodels = ["echo"]\n[signin.groups.ml-team]\nmodels = ["*"]\n')
+    assert not own_keys.key_of(clean_redis, policy, digest(minted.key)).allows("big-model")
+    scripted.groups = ("staff", "ml-team")
+    signin.recheck_due(now=10**10)
+    assert own_keys.key_of(clean_redis, policy, digest(minted.key)).allows("big-model")
 
 
 def test_a_provider_that_cannot_be_asked_is_asked_again_soon_and_suspends_nobody(clean_redis):
@@ -109,6 +125,16 @@ def test_a_person_the_provider_no_longer_knows_is_suspended_until_they_sign_in_a
 
 def signin_policy() -> SignInPolicy:
     return SignInPolicy()
+
+
+def read_policy(text: str) -> SignInPolicy:
+    import tempfile
+    from pathlib import Path
+
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "keys.toml"
+        path.write_text(text)
+        return read_signin_policy(path)
 
 
 # --- with sign-in off ---------------------------------------------------------------------------------------

@@ -3,6 +3,7 @@ app/device_login.py) on a real Redis, and the keys file's sign-in policy
 that decides what those keys may do (app/auth.py)."""
 from __future__ import annotations
 
+import json
 import time
 
 import pytest
@@ -33,17 +34,25 @@ def policy(tmp_path) -> SignInPolicy:
 
 
 @pytest.mark.parametrize("groups, most, allows_smollm", [
-    ((), 2, False), (("staff",), 3, True), (("staff", "ml-team"), 8, True), (("other",), 2, False),
-], ids=["no-group", "staff", "first-group-in-the-file-wins", "an-unknown-group"])
+    ((), 2, False), (("staff",), 3, False), (("staff", "ml-team"), 8, True), (("other",), 2, False),
+], ids=["no-group", "staff-inherits-the-models", "first-group-in-the-file-wins", "an-unknown-group"])
 def test_a_persons_policy_is_their_first_group_in_the_files_order(policy, groups, most, allows_smollm):
     template = policy.template(groups)
     assert template.max_concurrent == most and template.allows("smollm2:135m") is allows_smollm
 
 
 def test_a_minted_key_may_use_only_models_its_policy_allows(policy):
-    key = policy.key_of("bob", (), ("echo", "smollm2:135m"), "k-1")
-    assert (key.name, key.models, key.key_id, key.admin) == ("bob", ("echo",), "k-1", False)
-    assert policy.key_of("bob", (), None, "k-1").models == ("echo*",)
+    key = policy.key_of("bob", (), ("echo", "smollm2:135m", "ech?*"), "k-1")
+    assert (key.name, key.key_id, key.admin) == ("signin:bob", "k-1", False)
+    assert key.allows("echo") and key.allows("echo:slow")
+    assert not key.allows("smollm2:135m")  # (asked for, but not its policy's)
+    assert policy.key_of("bob", (), None, "k-1").allows("echo:tools")
+    assert not policy.key_of("bob", (), ("echo",), "k-1").allows("echo:tools")  # (its policy's, but not asked)
+
+
+def signed_in(redis, person: str, groups: tuple[str, ...]) -> None:
+    """A person as sign-in leaves them: their groups, and a refresh token to ask the provider about them."""
+    redis.hset(keys.signin_person_key(person), mapping={"refresh": "sealed", "groups": json.dumps(list(groups))})
 
 
 @pytest.mark.parametrize("text, says", [
@@ -60,14 +69,18 @@ def test_a_bad_policy_is_refused_naming_its_field(tmp_path, text, says):
 
 
 def test_minted_keys_are_found_by_digest_until_revoked_or_suspended(clean_redis, policy):
+    signed_in(clean_redis, "bob", ("staff",))
     minted = own_keys.mint(clean_redis, "bob", ("staff",), own_keys.Wanted("laptop", 600))
     found = own_keys.key_of(clean_redis, policy, digest(minted.key))
-    assert (found.name, found.max_concurrent, found.key_id) == ("bob", 3, minted.record["id"])
+    assert (found.name, found.max_concurrent, found.key_id) == ("signin:bob", 3, minted.record["id"])
     assert minted.key not in str(clean_redis.hgetall(keys.own_key_key(digest(minted.key))))  # (only its digest)
     own_keys.suspend(clean_redis, "bob", True)
     assert own_keys.key_of(clean_redis, policy, digest(minted.key)) is None
     own_keys.suspend(clean_redis, "bob", False)
     assert own_keys.key_of(clean_redis, policy, digest(minted.key)) is not None
+    clean_redis.hdel(keys.signin_person_key("bob"), "refresh")  # (a sign-in that gave no refresh token)
+    assert own_keys.key_of(clean_redis, policy, digest(minted.key)) is None
+    signed_in(clean_redis, "bob", ("staff",))
     assert own_keys.revoke(clean_redis, "bob", minted.record["id"])["label"] == "laptop"
     assert own_keys.key_of(clean_redis, policy, digest(minted.key)) is None
     assert own_keys.revoke(clean_redis, "bob", minted.record["id"]) is None
@@ -107,18 +120,18 @@ def test_a_user_code_is_read_as_typed(typed, normal):
 def test_a_device_login_is_approved_once_and_its_login_used(clean_redis):
     started = device_login.start(clean_redis, "a laptop")
     with pytest.raises(device_login.Refused) as pending:
-        device_login.poll(clean_redis, started.device_code, 30)
+        device_login.poll(clean_redis, started.device_code)
     assert pending.value.error == "authorization_pending"
     with pytest.raises(device_login.Refused) as too_fast:
-        device_login.poll(clean_redis, started.device_code, 30)
+        device_login.poll(clean_redis, started.device_code)
     assert too_fast.value.error == "slow_down"
     assert device_login.waiting(clean_redis, started.user_code.lower())["label"] == "a laptop"
     assert device_login.decide(clean_redis, started.user_code, "carol", ("staff",), True)["status"] == "approved"
     assert device_login.decide(clean_redis, started.user_code, "mallory", (), True) is None  # (answered once)
-    login = device_login.poll(clean_redis, started.device_code, 30)
+    login = device_login.new_login(clean_redis, device_login.poll(clean_redis, started.device_code), 30)
     assert (login.person, login.groups, login.label) == ("carol", ("staff",), "a laptop")
     with pytest.raises(device_login.Refused) as again:
-        device_login.poll(clean_redis, started.device_code, 30)
+        device_login.poll(clean_redis, started.device_code)
     assert again.value.error == "expired_token"
     assert device_login.use(clean_redis, login.token, 30).person == "carol"
     assert [entry["label"] for entry in device_login.of_person(clean_redis, "carol")] == ["a laptop"]
@@ -133,7 +146,7 @@ def test_a_denied_device_login_gives_nothing(clean_redis):
     started = device_login.start(clean_redis, "tool")
     device_login.decide(clean_redis, started.user_code, "carol", (), False)
     with pytest.raises(device_login.Refused) as denied:
-        device_login.poll(clean_redis, started.device_code, 30)
+        device_login.poll(clean_redis, started.device_code)
     assert denied.value.error == "access_denied" and device_login.of_person(clean_redis, "carol") == []
 
 

@@ -42,6 +42,7 @@ class ToolResult:
     seconds: float
     result_chars: int = 0
     truncated: bool = False
+    refused: bool = False  # not run: over the person's rates (counted as the gateway counts a refused call)
 
 
 def _content_text(item) -> str:
@@ -75,6 +76,18 @@ class Toolbox:
         self._servers = servers
         self._loop = loop or BackgroundLoop()
         self._connections = {name: ServerConnection(server) for name, server in servers.items()}
+        self._own: dict[tuple, ServerConnection] = {}  # (server, its person's credentials): their session
+
+    def _connection(self, name: str, own: dict[str, str]) -> ServerConnection:
+        """The server's shared session, or, for a remote server the person has credentials of their own
+        for, theirs (as the MCP pool holds them): their calls never carry the operator's credential."""
+        server = self._servers[name]
+        if not own or server.transport != "http":
+            return self._connections[name]
+        key = (name, tuple(sorted(own.items())))
+        if key not in self._own:
+            self._own[key] = ServerConnection(server.model_copy(update={"headers_env": server.headers_env | own}))
+        return self._own[key]
 
     def offered(self, server_names: list[str], cancel: Cancel | None = None) -> list[ServerTool]:
         """The tools of these servers, in order; a name offered by two
@@ -93,16 +106,19 @@ class Toolbox:
     async def _list(self, names: list[str]) -> list[list[mcp_types.Tool]]:
         return list(await asyncio.gather(*(self._connections[name].tools() for name in names)))
 
-    def call_all(self, calls: list[tuple[ServerTool, dict]], cancel: Cancel | None = None) -> list[ToolResult]:
-        """Run the calls concurrently; results in the calls' order. Raises
+    def call_all(self, calls: list[tuple[ServerTool, dict]], cancel: Cancel | None = None,
+                 own: dict[str, dict[str, str]] | None = None) -> list[ToolResult]:
+        """Run the calls concurrently (with the person's `own` credentials per
+        server, where they have some); results in the calls' order. Raises
         concurrent.futures.CancelledError if the job is cancelled (every
         running call is cancelled on its server)."""
-        return self._loop.run(self._call_all(calls), cancel)
+        return self._loop.run(self._call_all(calls, own or {}), cancel)
 
-    async def _call_all(self, calls: list[tuple[ServerTool, dict]]) -> list[ToolResult]:
-        return list(await asyncio.gather(*(self._call(tool, arguments) for tool, arguments in calls)))
+    async def _call_all(self, calls: list[tuple[ServerTool, dict]], own: dict) -> list[ToolResult]:
+        return list(await asyncio.gather(*(self._call(tool, arguments, own.get(tool.server, {}))
+                                           for tool, arguments in calls)))
 
-    async def _call(self, tool: ServerTool, arguments: dict) -> ToolResult:
+    async def _call(self, tool: ServerTool, arguments: dict, own: dict[str, str]) -> ToolResult:
         server, name = self._servers[tool.server], tool.spec.name
         started = time.monotonic()
 
@@ -110,7 +126,7 @@ class Toolbox:
             shown, truncated = limited(text, server.max_result_chars)
             return ToolResult(shown, status, time.monotonic() - started, len(text), truncated)
 
-        connection = self._connections[tool.server]
+        connection = self._connection(tool.server, own)
         try:
             client = await connection.client()
             async with asyncio.timeout(server.timeout_seconds):
