@@ -108,7 +108,7 @@ class Boundary:
 
     def check(self) -> None:
         host = request.headers.get("Host", "")
-        if not self.host_allowed(host):
+        if host and not self.host_allowed(host):  # (no Host at all: an HTTP/1.0 probe; a browser sends one)
             raise ApiError(403, f"this server does not answer to the name {host[:100]!r} (a page under another "
                                 "name may not reach it): the operator adds it to SWITCHBOARD_ALLOWED_HOSTS")
         origin = request.headers.get("Origin")
