@@ -81,8 +81,7 @@ def log_request(status: int, started: float, body=None, **fields) -> None:
     fields = {"request_id": g.get("request_id"), "key": getattr(g.get("api_key"), "name", None),
               "method": request.method, "path": redact_url(request.path), "status": status,
               "ms": round((time.perf_counter() - started) * 1000, 1)} | fields | g.get("log_fields", {})
-    if g.get("client_request_id"):
-        fields["client_request_id"] = g.client_request_id
+    fields |= _client_id()
     if body is not None:
         fields["body"] = body
     log.info("request", extra={"fields": fields})
@@ -93,21 +92,26 @@ def job_observers(model: str, server_tools: bool) -> list:
     the conversation log (if kept) and a log line per server tool call."""
     observers: list = []
     log_dir, key_name = services().settings.conversation_log_dir, current_key().name
+    ids = {"request_id": g.get("request_id")} | _client_id()
     if log_dir is not None:
-        observers.append(ConversationLog(log_dir, {
-            "request_id": g.get("request_id"), "key": key_name, "path": request.path, "model": model,
-            "request": g.get("request_body")}))
+        observers.append(ConversationLog(log_dir, ids | {
+            "key": key_name, "path": request.path, "model": model, "request": g.get("request_body")}))
     if server_tools:
-        observers.append(server_tool_logger(g.get("request_id"), key_name))
+        observers.append(server_tool_logger(ids, key_name))
     return observers
 
 
-def server_tool_logger(request_id: str | None, key_name: str):
+def _client_id() -> dict:
+    """The client's own X-Request-Id, where it sent one (beside ours, never in its place)."""
+    return {"client_request_id": g.client_request_id} if g.get("client_request_id") else {}
+
+
+def server_tool_logger(ids: dict, key_name: str):
     """An observer of a job's events: one log line per server-side tool call
     that ended (server, tool, status, duration; never arguments or results)."""
     def observe(event: Event) -> None:
         if isinstance(event, ServerToolEvent) and event.phase == "result":
-            fields = {"request_id": request_id, "key": key_name} | event.summary()
+            fields = ids | {"key": key_name} | event.summary()
             fields.pop("arguments", None)
             log.info("server_tool", extra={"fields": fields})
     return observe

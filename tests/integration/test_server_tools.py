@@ -325,9 +325,10 @@ def test_metrics_and_logs(client, base, mcp_stack):
     line = wait_until(lambda: next((json.loads(l) for l in web.output().splitlines()
                                     if '"server_tool"' in l and "req-tools-1" in l), None), what="the log line")
     assert line["name"] == "say" and line["status"] == "ok" and "arguments" not in line
+    assert line["client_request_id"] == "req-tools-1" != line["request_id"]  # (the server's own id, beside)
     records = [json.loads(line) for file in (mcp_stack[1] / "conversations").glob("*.jsonl")
                for line in file.read_text().splitlines()]
-    record = next(r for r in records if r["request_id"] == "req-tools-1")
+    record = next(r for r in records if r.get("client_request_id") == "req-tools-1")
     assert [t["name"] for t in record["server_tools"]] == ["say"] and record["reply"] == "counted"
 
 
