@@ -11,7 +11,10 @@ import os
 import pytest
 import redis
 
-from scripts.embedded_redis import DEFAULT_LOCAL, EmbeddedRedis, answers
+from scripts.embedded_redis import DEFAULT_LOCAL, EmbeddedRedis, answers, free_port
+from scripts.processes import stack_env, start_stack, stop_together
+from tests.integration.browser import chromium
+from tests.integration.mcp_stack import start_mcp_stack, start_tool_server
 
 TEST_DB_ON_SHARED_REDIS = 13
 
@@ -103,3 +106,44 @@ def copilot_fixture():
 
     path = Path(__file__).resolve().parent / "fixtures" / "copilot-agent-request.json"
     return json.loads(path.read_text())
+
+
+# --- the real stacks, shared by every suite that drives one (tests/integration, tests/security) -------------
+# (here, not in one suite's conftest: a fixture is one instance per definition, and two session stacks on
+# one Redis would take each other's jobs and tool calls)
+@pytest.fixture(scope="session")
+def stack(redis_url, redis_client):
+    worker, web, base = start_stack(stack_env(redis_url))
+    yield base
+    stop_together([web, worker])
+
+
+@pytest.fixture(scope="session")
+def tool_server(tmp_path_factory):
+    """The tests' own MCP server over streamable HTTP: its port, and the file where it notes slow calls."""
+    notes = tmp_path_factory.mktemp("mcp-notes") / "notes"
+    port = free_port()
+    server = start_tool_server(port, notes)
+    yield port, notes
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def mcp_stack(redis_url, tool_server, tmp_path_factory):
+    """A Switchboard whose registry has MCP servers (server-side tools and
+    the MCP gateway): its base URL, folder, the killable server's port and
+    its processes (the web process last)."""
+    folder = tmp_path_factory.mktemp("mcp-stack")
+    killable_port = free_port()
+    processes, base = start_mcp_stack(redis_url, folder, tool_server[0], killable_port)
+    yield base, folder, killable_port, processes
+    stop_together(processes[::-1])
+
+
+@pytest.fixture(scope="session")
+def browser(tmp_path_factory):
+    """Headless chromium (tests/integration/browser.py), started once for the
+    session (several seconds each time), quit at its end."""
+    driver = chromium(tmp_path_factory.mktemp("chromium") / "profile")
+    yield driver
+    driver.quit()

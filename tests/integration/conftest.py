@@ -1,48 +1,18 @@
-"""The real stack for integration tests: Redis, one Celery worker process and
-one gunicorn (gevent) web process, shared by the session."""
+"""The integration tests' own stacks beside the session's (tests/conftest.py:
+the stack, the MCP stack, chromium): a keyed web process, WebSocket web
+processes, upstreams."""
 from __future__ import annotations
 
 import pytest
 
 from scripts.embedded_redis import free_port
-from scripts.processes import ROOT, ready_together, stack_env, start_stack, start_web, stop_together
-from tests.integration.browser import chromium
+from scripts.processes import ROOT, ready_together, stack_env, start_web, stop_together
 from tests.integration.events_tap import EventsTap
 from tests.integration.scripted_upstream import ScriptedUpstream
-from tests.integration.mcp_stack import start_mcp_stack, start_tool_server
 from tests.integration.upstream_stack import registry_text, start_llama_server, start_upstream_stack
 
 KEY = "alice-anthropic-key"  # the keyed web process's keys: alice's...
 OTHER_KEY = "bob-other-key"  # ...and bob's
-
-
-@pytest.fixture(scope="session")
-def stack(redis_url, redis_client):
-    worker, web, base = start_stack(stack_env(redis_url))
-    yield base
-    stop_together([web, worker])
-
-
-@pytest.fixture(scope="session")
-def tool_server(tmp_path_factory):
-    """The tests' own MCP server over streamable HTTP: its port, and the file where it notes slow calls."""
-    notes = tmp_path_factory.mktemp("mcp-notes") / "notes"
-    port = free_port()
-    server = start_tool_server(port, notes)
-    yield port, notes
-    server.stop()
-
-
-@pytest.fixture(scope="session")
-def mcp_stack(redis_url, tool_server, tmp_path_factory):
-    """A Switchboard whose registry has MCP servers (server-side tools and
-    the MCP gateway): its base URL, folder, the killable server's port and
-    its processes (the web process last)."""
-    folder = tmp_path_factory.mktemp("mcp-stack")
-    killable_port = free_port()
-    processes, base = start_mcp_stack(redis_url, folder, tool_server[0], killable_port)
-    yield base, folder, killable_port, processes
-    stop_together(processes[::-1])
 
 
 @pytest.fixture
@@ -106,12 +76,3 @@ def upstreams(stack, redis_url, tmp_path_factory):
            "worker": worker}
     stop_together([web, worker, llama])
     scripted.close()
-
-
-@pytest.fixture(scope="session")
-def browser(tmp_path_factory):
-    """Headless chromium (tests/integration/browser.py), started once for the
-    session (several seconds each time), quit at its end."""
-    driver = chromium(tmp_path_factory.mktemp("chromium") / "profile")
-    yield driver
-    driver.quit()

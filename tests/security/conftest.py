@@ -1,16 +1,15 @@
-"""The security suite's fixtures: the session's stack (keys off, its
-worker answers every office's jobs), the MCP stack and chromium from the
-integration suite, and the hostile tester's office (tests/security/office.py)."""
+"""The security suite's fixtures: beside the session's stack (keys off, its
+worker answers every office's jobs), the MCP stack and chromium
+(tests/conftest.py), the hostile tester's office (tests/security/office.py)."""
 from __future__ import annotations
 
 import pytest
 
-from tests.integration.conftest import browser, mcp_stack, stack, tool_server  # noqa: F401 (fixtures)
 from tests.security.office import apply_keys, keys_text, start_office, stop_office, write_people
 
 
 @pytest.fixture(scope="session")
-def office_processes(stack, redis_url, tmp_path_factory):  # noqa: F811 (the fixture above)
+def office_processes(stack, redis_url, tmp_path_factory):
     office = start_office(redis_url, tmp_path_factory.mktemp("security-office"))
     yield office
     stop_office(office)

@@ -71,7 +71,8 @@ def start_office(redis_url: str, folder: Path) -> dict:
     front, plain = f"http://127.0.0.1:{front_port}", f"http://127.0.0.1:{plain_port}"
     provider = start_provider(provider_port, people, [f"{front}/login/callback", f"{plain}/login/callback"])
     issuer = f"http://127.0.0.1:{provider_port}"
-    common = dict(SWITCHBOARD_OIDC_CLIENT_ID=CLIENT_ID, SWITCHBOARD_KEYS_FILE=str(keys_file), SWITCHBOARD_OIDC_ISSUER=issuer,
+    common = dict(SWITCHBOARD_OIDC_CLIENT_ID=CLIENT_ID, SWITCHBOARD_KEYS_FILE=str(keys_file),
+                  SWITCHBOARD_OIDC_ISSUER=issuer,
                   SWITCHBOARD_OIDC_CLIENT_SECRET=CLIENT_SECRET, SWITCHBOARD_OIDC_ADMIN_GROUPS=ADMIN_GROUP,
                   SWITCHBOARD_OIDC_SCOPES="openid profile email offline_access groups",
                   SWITCHBOARD_SIGNIN_RECHECK_SECONDS=str(RECHECK_SECONDS))

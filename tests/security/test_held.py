@@ -10,7 +10,7 @@ import json
 import httpx
 import pytest
 
-from tests.integration.mcp_stack import ALICE_KEY, CAROL_KEY, ERIN_KEY, ERIN_TOKEN, TOOLS_TOKEN
+from tests.integration.mcp_stack import ALICE_KEY, CAROL_KEY, DAVE_KEY, ERIN_KEY, ERIN_TOKEN, TOOLS_TOKEN
 from tests.integration.test_mcp_gateway import stateless
 from tests.integration.test_server_tools import invoke
 from tests.security.office import chat, signed_in
@@ -68,3 +68,34 @@ def test_minting_from_another_site_is_refused(office, origin):
     bob = signed_in(office["front"], "bob")
     answer = bob.request("POST", "/me/keys", json={"label": "stolen"}, headers={"Origin": origin})
     assert answer.status_code == 403 and "key" not in answer.json()
+
+
+def test_concurrent_calls_cannot_race_past_the_tool_rate(gateway):
+    """Dave may make 2 tool calls a minute: 8 sent at once, 2 run (admission is one script in Redis)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def call(n: int) -> dict:
+        return stateless(gateway, DAVE_KEY, "tools/call", {"name": "tools__say", "arguments": {"text": f"{n}"}}).json()
+
+    with ThreadPoolExecutor(8) as pool:
+        answers = list(pool.map(call, range(8)))
+    assert sum("result" in answer for answer in answers) == 2
+
+
+def everything_in(redis_client) -> bytes:
+    """Every key of the database and everything it holds, as bytes (strings, hashes, lists, sets, streams)."""
+    readers = {b"string": lambda k: [redis_client.get(k)], b"hash": lambda k: redis_client.hgetall(k).items(),
+               b"list": lambda k: redis_client.lrange(k, 0, -1), b"set": redis_client.smembers,
+               b"zset": lambda k: redis_client.zrange(k, 0, -1), b"stream": lambda k: redis_client.xrange(k)}
+    found = []
+    for key in redis_client.scan_iter(count=1000):
+        found += [key, repr(list(readers.get(redis_client.type(key), lambda k: [])(key))).encode()]
+    return b"\n".join(found)
+
+
+def test_a_persons_own_credential_is_never_kept_in_redis(gateway, redis_client):
+    stateless(gateway, ERIN_KEY, "tools/call", {"name": "tools__token", "arguments": {}})
+    httpx.post(f"{gateway}/v1/chat/completions", headers={"Authorization": f"Bearer {ERIN_KEY}"}, timeout=60,
+               json={"model": "echo:tools", "messages": [{"role": "user", "content": invoke("token")}]})
+    kept = everything_in(redis_client)
+    assert ERIN_TOKEN.encode() not in kept and TOOLS_TOKEN.encode() not in kept and ERIN_KEY.encode() not in kept
