@@ -56,6 +56,7 @@ from typing import Callable
 
 from flask import Flask, Response, current_app, g, request
 
+from app.identity import NAME
 from app.pathkey import PATH_KEY, QUERY_KEY
 from catalog.mcp import Grants, check_grant_pattern
 from protocol.errors import SwitchboardError
@@ -108,7 +109,7 @@ ANONYMOUS = ApiKey("anonymous")
 # which no key of the file or the environment can name (a `:` is refused there), so that a provider's
 # username `ops` is never the `ops` key.
 SIGNED_IN = "signin:"
-KEY_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@+-]{0,99}")
+KEY_NAME = NAME  # (app/identity.py: the names a person or a key may have)
 LIMIT_FIELDS = frozenset({"models", "max_concurrent", "requests_per_minute", "weight", "mcp_servers",
                           "tool_calls_per_minute", "daily_tokens"})
 KEY_FIELDS = LIMIT_FIELDS | {"sha256", "admin", "log_bodies", "mcp_headers_env"}

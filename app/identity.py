@@ -4,7 +4,12 @@ show the person (never a token). Apart from the relying party so that the
 rest of the web process knows these without loading its HTTP client."""
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
+
+# A name for a person or a key: it appears in records, logs and Redis keys. Letters, digits and an
+# address's signs; never a `:` (kept for the namespaces Switchboard gives: signin:<person>, trusted:<address>).
+NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@+-]{0,99}")
 
 
 class SignInFailed(Exception):

@@ -16,7 +16,6 @@ it loads no HTTP client (tests/integration/test_processes.py).
 """
 from __future__ import annotations
 
-import re
 import secrets
 import time
 from dataclasses import dataclass
@@ -29,13 +28,12 @@ from joserfc import jwt
 from joserfc.errors import JoseError
 from joserfc.jwk import KeySet
 
-from app.identity import Identity, NoLongerKnown, ProviderUnavailable, SignInFailed
+from app.identity import NAME, Identity, NoLongerKnown, ProviderUnavailable, SignInFailed
 
 DISCOVERY_SECONDS = 3600  # the provider's configuration and keys are fetched again after this
 TIMEOUT_SECONDS = 10.0
 TIMEOUT = httpx.Timeout(TIMEOUT_SECONDS)
-# A person's name appears in keys' records, logs and Redis keys: letters, digits and an address's signs.
-PERSON_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@+-]{0,99}")
+PERSON_NAME = NAME  # (app/identity.py: the names a person or a key may have)
 SIGNING_ALGORITHMS = ("RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA")
 
 

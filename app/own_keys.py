@@ -5,11 +5,14 @@ short-lived ones a command-line login hands its helper
 (whose, its name, the person's groups when it was made, the models asked
 for, when it ends), never the key itself.
 
-Every use looks its key up (one round trip), so a revocation, or a person
-the provider no longer answers for (`suspend`), takes effect at the next
-request on every web process. What a key may do is decided at each use by
-the keys file's sign-in policy for the person's groups (app/auth.py's
-SignInPolicy), so a changed policy applies to keys already made.
+Every use looks its key up, and its person's standing (two round trips),
+so a revocation, a person the provider no longer answers for (`suspend`),
+or one the server can no longer ask about (`standing`) takes effect at the
+next request on every web process. What a key may do is decided at each
+use by the keys file's sign-in policy for the groups the provider gave at
+the person's last sign-in or recheck (app/auth.py's SignInPolicy; the
+groups in a key's record are those it was made with, kept for the record),
+so a changed policy or group applies to keys already made.
 """
 from __future__ import annotations
 
