@@ -76,7 +76,7 @@ def tool_terms(shared: Services, entry: ModelEntry) -> tuple[dict[str, dict[str,
     """What the key's server-side tool calls carry and count against: its own credentials per server (the
     variables' names), and its requests and tool calls per minute (a gateway call's rates)."""
     key, settings = current_key(), shared.settings
-    own = {server: key.own_headers_env(server) for server in entry.mcp_servers if key.own_headers_env(server)}
+    own = {server: headers for server in entry.mcp_servers if (headers := key.own_headers_env(server))}
     return own, [key.requests_per_minute or settings.requests_per_minute,
                  key.tool_calls_per_minute or settings.tool_calls_per_minute]
 

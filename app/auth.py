@@ -236,11 +236,16 @@ def presented_key(authorization: str | None, header_keys: tuple[str | None, ...]
     return query_key or None
 
 
-def trusted_networks(cidrs: str | None) -> tuple:
+def networks(cidrs: str | None, variable: str) -> tuple:
+    """Comma-separated CIDRs (a setting's), or ValueError naming the setting."""
     try:
         return tuple(ipaddress.ip_network(c.strip(), strict=False) for c in (cidrs or "").split(",") if c.strip())
     except ValueError as error:
-        raise ValueError(f"SWITCHBOARD_TRUSTED_NETWORKS: {error}") from None
+        raise ValueError(f"{variable}: {error}") from None
+
+
+def trusted_networks(cidrs: str | None) -> tuple:
+    return networks(cidrs, "SWITCHBOARD_TRUSTED_NETWORKS")
 
 
 def _weight(name: str, value) -> float:

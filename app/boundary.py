@@ -31,6 +31,7 @@ from urllib.parse import urlsplit
 
 from flask import Flask, request
 
+from app.auth import networks
 from app.errors import ApiError
 
 # Origins of local programs a person runs: editors' webviews and desktop apps (as Ollama's defaults).
@@ -39,13 +40,6 @@ LOCAL_ORIGINS = ("vscode-webview://*", "vscode-file://*", "app://*", "file://*",
                  "http://127.0.0.1", "https://127.0.0.1", "http://127.0.0.1:*", "https://127.0.0.1:*",
                  "http://[::1]", "http://[::1]:*")
 PAGE_BLUEPRINTS = frozenset({"admin", "signin"})
-
-
-def networks(cidrs: str | None, variable: str) -> tuple:
-    try:
-        return tuple(ipaddress.ip_network(c.strip(), strict=False) for c in (cidrs or "").split(",") if c.strip())
-    except ValueError as error:
-        raise ValueError(f"{variable}: {error}") from None
 
 
 def _ip(text: str):
