@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Callable
 
 import tomlkit
+import yaml
 
 PLACEHOLDER_KEY = "YOUR_SWITCHBOARD_KEY"  # any value works while the server's keys are off
 KEY_VARIABLE = "SWITCHBOARD_KEY"  # where configs that read a key from the environment find it
@@ -310,18 +311,9 @@ def zed(setup: Setup) -> Output:
             EnvBlock({"SWITCHBOARD_API_KEY": setup.api_key}, _env_file("zed"))]
 
 
-def _yaml(value, indent: int = 0) -> str:
-    """The little YAML Continue's config needs (maps, lists, scalars as JSON)."""
-    pad, lines = "  " * indent, []
-    items = value.items() if isinstance(value, dict) else [(None, v) for v in value]
-    for key, item in items:
-        head = f"{pad}{key}:" if key is not None else f"{pad}-"
-        if isinstance(item, (dict, list)) and item:
-            nested = _yaml(item, indent + 1)
-            lines.append(head + ("\n" + nested if key is not None else " " + nested.lstrip()))
-        else:
-            lines.append(f"{head} {json.dumps(item)}\n")
-    return "".join(line if line.endswith("\n") else line + "\n" for line in lines)
+def _yaml(value) -> str:
+    """A YAML document in the order it was built (Continue's config)."""
+    return yaml.safe_dump(value, sort_keys=False, allow_unicode=True, default_flow_style=False)
 
 
 CLIENTS: dict[str, Client] = {
