@@ -1,13 +1,12 @@
 """The Celery application (and nothing else): `celery -A queue_config worker`.
 
-The web process uses it only to send tickets by task name (send_tickets);
-workers start from it. Settings come from the one settings
+The job queue sends its wake-ups through it (jobqueue/wakeups.py: by task
+name, so the web process never imports a task); workers start from it. Settings come from the one settings
 model (settings/), read once per process.
 """
 from __future__ import annotations
 
 import sys
-import uuid
 from pathlib import Path
 
 from celery import Celery
@@ -20,7 +19,6 @@ from celery import Celery
 sys.path.append(str(Path(__file__).resolve().parent))
 
 from protocol.connection import RedisTarget
-from protocol.queue import TAKE_TASK
 from settings import settings_from_environment
 
 # What Celery's broker connections add per process: its producer pool, plus
@@ -90,64 +88,3 @@ app.conf.update(
     broker_use_ssl=_redis.tls or False,
 )
 
-
-Ticket = tuple[str, str, str]  # the Celery queue, the pool, the job (the ticket's id)
-
-
-def send_tickets(tickets: list[Ticket], producer=None) -> None:
-    """Tickets for jobs the web process queued, in one round trip (kombu's
-    publish batch, when there are several): a free slot that gets one takes
-    the fairest job of its pool it may run (its job first if it may) and
-    tells the job queue the ticket arrived (jobqueue/fairqueue.py). On
-    `producer`, else on one from Celery's pool. Raises what kombu raises
-    when the broker is down."""
-    if producer is None:
-        with app.producer_pool.acquire(block=True) as producer:
-            return send_tickets(tickets, producer)
-    if len(tickets) == 1:
-        return _publish_ticket(producer, *tickets[0])
-    with producer.batch():
-        for ticket in tickets:
-            _publish_ticket(producer, *ticket)
-
-
-class HeldProducer:
-    """One producer of Celery's pool, held by a process that sends from one
-    place at a time (the web process's Tickets), instead of taking it from
-    the pool and giving it back for every ticket. After a failure it goes
-    back to the pool, and the next send takes one anew."""
-
-    def __init__(self) -> None:
-        self._producer = None
-
-    def send_tickets(self, tickets: list[Ticket]) -> None:
-        if self._producer is None:
-            self._producer = app.producer_pool.acquire(block=True)
-        try:
-            send_tickets(tickets, self._producer)
-        except BaseException:
-            producer, self._producer = self._producer, None
-            producer.release()
-            raise
-
-
-def _publish_ticket(producer, queue: str, pool: str, job_id: str) -> None:
-    _publish(producer, queue, job_id, {"pool": pool, "job": job_id, "queue": queue})
-
-
-def send_direct_ticket(queue: str, pool: str, job_id: str) -> None:
-    """A ticket from a worker: to another worker's own queue (a job handed to
-    its idle model) or for a person's job that waited on their limit. The
-    job queue does not count these."""
-    with app.producer_pool.acquire(block=True) as producer:
-        _publish(producer, queue, uuid.uuid4().hex, {"pool": pool, "job": job_id})
-
-
-def _publish(producer, queue: str, task_id: str, ticket: dict) -> None:
-    """Celery's message for the task (its API's steps, without send_task's
-    result object: results are ignored; events travel over pub/sub). Sent
-    to the queue by name (Celery's anonymous exchange), so nothing is
-    declared first: the workers declare the queues they consume."""
-    message = app.amqp.create_task_message(task_id, TAKE_TASK, [ticket], {}, argsrepr=repr(ticket), kwargsrepr="{}",
-                                           ignore_result=True)
-    app.amqp.send_task_message(producer, TAKE_TASK, message, queue=queue, retry=False, declare=[])

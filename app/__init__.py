@@ -6,28 +6,30 @@ watch are greenlets): `gunicorn -k gevent 'app:create_app()'`. It imports
 """
 from __future__ import annotations
 
+import gevent
 from flask import Flask
 from redis.backoff import ExponentialBackoff, NoBackoff
 from redis.retry import Retry
 
+import jobqueue
+from app.access_log import install_request_log
 from app.audit import audit_changes
+from app.auth import install_auth
 from app.boundary import install_boundary
-from app.auth import install_auth, load_keys
 from app.errors import install_fallback_errors
 from app.pathkey import PathKeyMiddleware
 from app.presence import WebLease
 from app.relay import Relay
-from app.access_log import install_request_log
-from app.sealing import Sealer, office_secret
 from app.routes import admin, anthropic, gemini, mcp, ollama, openai, ops, responses, signin, simple_chat
 from app.routes.signin import install_signin
 from app.services import Services
-from app.tickets import Tickets
 from catalog.registry import load_registry
-from telemetry import tracing
-from protocol.keys import configure as configure_redis_names
+from identity.keys import load_keys
+from identity.sealing import Sealer, office_secret
 from protocol.connection import RedisTarget, redis_client
+from protocol.keys import configure as configure_redis_names
 from settings import load_settings
+from telemetry import tracing
 
 
 def create_app(overrides: dict | None = None) -> Flask:
@@ -48,7 +50,8 @@ def create_app(overrides: dict | None = None) -> Flask:
     relay = Relay(redis_client(target, "switchboard-relay", 2, socket_connect_timeout=2,
                                retry=Retry(NoBackoff(), 0)))
     secret = office_secret(settings.secret.get_secret_value() if settings.secret else None, settings.data_dir)
-    shared = Services(settings, registry, redis, relay, Tickets(), keys, WebLease(relay), Sealer(secret))
+    wakeups = jobqueue.Wakeups(gevent.spawn)
+    shared = Services(settings, registry, redis, relay, wakeups, keys, WebLease(relay), Sealer(secret))
     app.extensions["switchboard"] = shared
     audit_changes(shared)
     install_request_log(app, settings.log_prompts)  # first: a refused request is logged too

@@ -1,10 +1,11 @@
 """Who is asking, and what that means for their job: their name for limits
 and fair shares, their identity for superseding, their place in the queue
 (limit, weight, class), their admission limits, their daily budget and the
-server tools their key may use."""
+server tools their key may use; and the job's address and terms."""
 from __future__ import annotations
 
 import hashlib
+import time
 
 from flask import request
 
@@ -15,7 +16,9 @@ from app.services import Services
 from catalog.deployments import Deployments
 from catalog.kinds import backend_kind
 from catalog.registry import ModelEntry
+from dialects.hints import session_of
 from ledger import usage
+from protocol import keys
 from protocol.contract import Job
 
 
@@ -37,8 +40,8 @@ def is_code_completion(job: Job) -> bool:
 
 
 def job_class(job: Job) -> str:
-    """Code completions wait in their shared class, served first (their tickets
-    on the pool's priority queue: protocol.queue.ticket_queue)."""
+    """Code completions wait in their shared class, served first (woken
+    first: jobqueue.submit)."""
     return "completion" if is_code_completion(job) else "chat"
 
 
@@ -70,6 +73,25 @@ def server_tools(entry: ModelEntry) -> list[str]:
     patterns with the server spelt out: "time", "git/git_status")."""
     grants = current_key().grants
     return [pattern for server in entry.mcp_servers for pattern in grants.for_server(server)]
+
+
+def fit_terms(shared: Services, job: Job, entry: ModelEntry) -> None:
+    """What the job may use, on whose terms: the model's server tools the key
+    may call, with the person's credentials and rates for them; and whether
+    it is background work (the model the operator marks as agents' small one)."""
+    job.server_tools = server_tools(entry)
+    job.tool_credentials, job.tool_rates = tool_terms(shared, entry) if job.server_tools else ({}, [])
+    job.background = job.background or entry.background
+
+
+def address(job: Job, web_id: str, person: str, max_wait_seconds: float) -> None:
+    """Where the job's events go (this web process's relay listens under
+    `web_id`), whose it is, how long it may wait, and its session, scoped to
+    its person (a client's session name is theirs alone)."""
+    job.web_id, job.usage_of = web_id, person
+    job.reply_channel = keys.reply_channel(web_id, job.id)
+    job.enqueued_at, job.expires_at = (now := time.time()), now + max_wait_seconds
+    job.session = session_of(person, job.session) if job.session else ""
 
 
 def tool_terms(shared: Services, entry: ModelEntry) -> tuple[dict[str, dict[str, str]], list[int]]:

@@ -10,8 +10,8 @@ import socket
 
 from redis.exceptions import RedisError
 
-from app.auth import BY_HAND_AUTHOR, public_view
 from app.services import Services
+from identity.keys import BY_HAND_AUTHOR, public_view
 from ledger import audit
 
 log = logging.getLogger(__name__)

@@ -31,8 +31,8 @@ from urllib.parse import urlsplit
 
 from flask import Flask, request
 
-from app.auth import networks
 from app.errors import ApiError
+from identity.keys import networks
 
 # Origins of local programs a person runs: editors' webviews and desktop apps (as Ollama's defaults).
 LOCAL_ORIGINS = ("vscode-webview://*", "vscode-file://*", "app://*", "file://*", "tauri://*",

@@ -1,11 +1,10 @@
-"""A request's job, top to bottom: it listens for its events, is submitted (admission, the fair queue, a ticket),
+"""A request's job, top to bottom: it listens for its events, is submitted (admission, the fair queue, a wake-up),
 waits for its first event (an error before any text gets a real status), and is closed (aborted if its client left
 first), telling its request's record (app/exchange.py). Below: app/asker.py, app/job_events.py, jobqueue/."""
 from __future__ import annotations
 
 import itertools
 import logging
-import time
 from functools import partial
 from typing import Iterator
 
@@ -14,14 +13,12 @@ from redis.exceptions import RedisError
 
 import jobqueue
 from app import asker
+from app.access_log import job_observers
 from app.exchange import UNRECORDED, Exchange
 from app.job_events import JobEvents
-from app.access_log import job_observers
 from app.services import Services, services
 from app.streaming import Observer
 from catalog.registry import ModelEntry
-from dialects.hints import session_of
-from protocol import keys
 from protocol.contract import Job
 from protocol.events import DoneEvent, ErrorEvent, Event, UnknownEvent
 
@@ -33,9 +30,7 @@ def submit_job(job: Job, entry: ModelEntry, watch_client: bool = True) -> JobRun
     one where the model opts in (`supersede = true`). A WebSocket's reader calls `client_left` itself."""
     shared = services()
     asker.check_budget(shared)
-    job.server_tools = asker.server_tools(entry)
-    job.tool_credentials, job.tool_rates = asker.tool_terms(shared, entry) if job.server_tools else ({}, [])
-    job.background = job.background or entry.background  # (the model the operator marks as the agents' small one)
+    asker.fit_terms(shared, job, entry)
     run = JobRun(shared, job, asker.terms(shared), g.get("exchange") or UNRECORDED)
     try:
         run.start(asker.placement(shared, entry, job), asker.limits(shared), watch_client)
@@ -73,19 +68,15 @@ class JobRun:
 
     def start(self, where: jobqueue.Placement, limits: jobqueue.Limits, watch_client: bool = True) -> JobRun:
         """Listen on its reply channel (under this process), then submit it."""
-        settings, redis, relay, tickets = (self._services.settings, self._services.redis, self._services.relay,
-                                           self._services.tickets)
+        settings, redis, relay = self._services.settings, self._services.redis, self._services.relay
         job, self._pool = self.job, where.pool
         subscription = relay.listen(job.id, settings.subscribe_timeout_seconds)  # or RelayUnavailable: a 503
-        job.web_id = subscription.web_id  # the identity the relay listens under now
-        job.reply_channel, job.usage_of = keys.reply_channel(job.web_id, job.id), self._asker.person
-        job.enqueued_at, job.expires_at = (now := time.time()), now + settings.max_queue_wait_seconds
-        job.session = session_of(job.usage_of, job.session) if job.session else ""  # the client's, scoped to its person
+        asker.address(job, subscription.web_id, self._asker.person, settings.max_queue_wait_seconds)
         job.traceparent = self.exchange.traceparent  # its request's trace goes with it
         self.exchange.job_started(job)
         try:
             self._services.lease.ensure_held(redis)
-            jobqueue.submit(redis, job, self._asker, limits, where, tickets)
+            jobqueue.submit(redis, job, self._asker, limits, where, self._services.wakeups)
         except BaseException:
             relay.forget(subscription)
             raise

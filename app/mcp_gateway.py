@@ -27,14 +27,13 @@ from app.services import Services
 from catalog.mcp import Grants
 from dialects.mcp import LISTINGS, Names, RpcError
 from protocol import keys
-from protocol.gateway import CALL_TIMEOUT, SERVER_UNAVAILABLE, Call, Reply
+from protocol.gateway import CALL_TIMEOUT, NO_POOL, SERVER_UNAVAILABLE, Call, Reply, cancel, pool_heard
 
 log = logging.getLogger(__name__)
 
 SESSION_IDLE_SECONDS = 24 * 3600  # a session unused this long is forgotten (its client initializes again)
 # What a web process waits beyond the server's own timeouts for the pool's answer (which ends the call at them).
 REPLY_GRACE_SECONDS = 5.0
-POOL_HEARD_SECONDS = 5.0
 
 
 class ClientLeft(Exception):
@@ -133,15 +132,11 @@ def pool_alive(redis, patience: float = 2.0) -> bool:
     """Whether an MCP pool process was heard of lately; one that is starting
     (or whose presence Redis lost a moment ago) is waited for a little."""
     deadline = time.monotonic() + patience
-    while redis.zcount(keys.MCP_POOLS, time.time() - POOL_HEARD_SECONDS, "+inf") == 0:
+    while not pool_heard(redis):
         if time.monotonic() > deadline:
             return False
         gevent.sleep(0.2)
     return True
-
-
-def cancel(redis, call_id: str) -> None:
-    redis.publish(keys.mcp_cancel_channel(), call_id)
 
 
 @dataclass
@@ -168,8 +163,7 @@ class Caller:
         if time.monotonic() - self.shared.mcp_pool_heard_at < 1.0:
             return
         if not pool_alive(self.shared.redis):
-            raise RpcError(SERVER_UNAVAILABLE, "no MCP pool process is running (the Procfile's `mcp`: "
-                                               "python -m workers.mcp.pool)")
+            raise RpcError(SERVER_UNAVAILABLE, NO_POOL)
         self.shared.mcp_pool_heard_at = time.monotonic()
 
     def call(self, server: str, method: str, params: dict, hooks: Hooks = NO_HOOKS, watch: bool = True,

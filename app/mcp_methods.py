@@ -14,7 +14,6 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from functools import partial
-from datetime import datetime, timezone
 from typing import Callable
 
 
@@ -23,19 +22,12 @@ from app.mcp_gateway import Caller, Endpoint, Hooks
 from app.services import Services
 from dialects import mcp
 from dialects.mcp import INVALID_PARAMS, METHOD_NOT_FOUND, Message, RpcError
-from ledger import tool_use
 from protocol import keys
-from protocol.gateway import CALL_TIMEOUT, SERVER_UNAVAILABLE
+from protocol.gateway import error_outcome
 from telemetry import tracing
-from telemetry.metrics import count_tool_call
 
 INSTRUCTIONS = ("Switchboard's MCP gateway: the office's MCP servers this key may use. On /mcp their tools and "
                 "prompts are named <server>__<name>.")
-# Which outcome a JSON-RPC error of a call counts as.
-_OUTCOMES = {CALL_TIMEOUT: "timeout", SERVER_UNAVAILABLE: "unavailable", INVALID_PARAMS: "unknown"}
-# Outcomes of calls no server ran: their tool's name is the client's, so the metrics name none (their
-# labels stay the registry's servers' tools); the request log keeps it.
-_UNNAMED = ("denied", "refused", "unknown")
 
 
 @dataclass
@@ -94,7 +86,7 @@ class Methods:
             return result
         except RpcError as error:
             refused = self.noted.pop("outcome", None)
-            outcome = refused or (outcome if outcome == "denied" else _OUTCOMES.get(error.code, "error"))
+            outcome = refused or (outcome if outcome == "denied" else error_outcome(error.code))
             self.noted["error"] = error.message
             raise
         finally:  # (written once the client has its answer: Exchange.ended)
@@ -132,16 +124,12 @@ class Methods:
         if self.log_bodies:
             self.noted["body"] = {"person": self.person, "request": message.params, "reply": result}
         with self.shared.redis.pipeline(transaction=False) as pipe:
-            count_tool_call(pipe, server, "-" if outcome in _UNNAMED else tool, outcome, seconds)
-            tool_use.count(pipe, _today(), self.person, server, tool)
+            jobqueue.tool_call_ended(pipe, self.person, server, tool, outcome, seconds)
             if self.holding is None:
                 pipe.execute()
-            else:  # its slot, freed: the person's jobs waiting on it get a ticket each
-                for pool in jobqueue.free_slot(self.shared.redis, self.person, self.holding, batch=pipe):
-                    self.shared.tickets.send(pool, pool, "")
-        tracing.record_span(f"execute_tool {tool}", {
-            "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": tool, "switchboard.mcp_server": server,
-            "switchboard.person": self.person}, seconds, None if outcome == "ok" else outcome, parent=self.span)
+            else:  # its slot, freed: the person's jobs waiting on it are woken
+                jobqueue.free_slot(self.shared.redis, self.person, self.holding, self.shared.wakeups, batch=pipe)
+        tracing.ToolCallSpan(tool, server, self.person).record(seconds, outcome, self.span)
 
     def upstream(self, message: Message) -> dict:
         """resources/read, prompts/get, completion/complete: on the server
@@ -189,10 +177,6 @@ def _resource_matches(listed, uri: str) -> bool:
 
 def _over_rate(busy: jobqueue.Busy) -> RpcError:
     return RpcError(-32000, f"{busy.message}; try again in {busy.retry_after} s", {"retryAfter": busy.retry_after})
-
-
-def _today() -> str:
-    return datetime.now(timezone.utc).date().isoformat()
 
 
 def _empty(_methods: Methods, _message: Message) -> dict:

@@ -1,27 +1,23 @@
 """What one web process shares between requests: settings, the model
-registry, Redis, the relay, the ticket sender and the API keys."""
+registry, Redis, the relay, the job queue's wake-ups and the API keys."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from flask import current_app
 from redis import Redis
 
-from app.auth import KeyRing
+import jobqueue
 from app.owed import OwedWrites
 from app.persistence_check import PersistenceCheck
 from app.presence import WebLease
 from app.record_buffer import RecordBuffer
 from app.relay import Relay
-from app.sealing import Sealer
-from app.tickets import Tickets
 from catalog.registry import Registry
+from identity.keys import KeyRing
+from identity.sealing import Sealer
 from protocol.connection import RedisTarget, redis_client
 from settings import Settings
-
-if TYPE_CHECKING:
-    from app.signin import SignIn
 
 
 @dataclass
@@ -30,17 +26,17 @@ class Services:
     registry: Registry
     redis: Redis
     relay: Relay
-    tickets: Tickets
+    wakeups: jobqueue.Wakeups
     keys: KeyRing
     lease: WebLease
-    sealer: Sealer  # what clients keep for us, sealed (app/sealing.py)
+    sealer: Sealer  # what clients keep for us, sealed (identity/sealing.py)
     open_runs: set = field(default_factory=set)  # this process's unfinished requests (for shutdown)
     open_sockets: set = field(default_factory=set)  # its Responses WebSockets (closed at shutdown)
     persistence: PersistenceCheck = field(default_factory=PersistenceCheck)  # does its Redis keep what it holds
     owed: OwedWrites = field(default_factory=OwedWrites)  # requests' ends Redis could not take yet (app/owed.py)
     records: RecordBuffer | None = None  # its request-log records on their way (app/record_buffer.py)
     mcp_pool_heard_at: float = 0.0  # when it last saw an MCP pool process alive (app/mcp_gateway.py)
-    signin: "SignIn | None" = None  # sign-in with the office's provider, when configured (app/signin.py)
+    signin: SignInService | None = None  # sign-in with the office's provider, when configured (identity/)
 
     def __post_init__(self):
         self.records = self.records or RecordBuffer(self.redis, self.settings)

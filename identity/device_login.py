@@ -21,8 +21,8 @@ from dataclasses import dataclass
 
 from redis import Redis
 
-from app.auth import digest
-from app.own_keys import drop_indexed
+from identity.keys import digest
+from identity.own_keys import drop_indexed
 from protocol import keys
 
 DEVICE_CODE_SECONDS = 600

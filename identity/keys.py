@@ -1,7 +1,7 @@
-"""API keys, and their enforcement: off unless configured. Keys are held
+"""API keys: who a presented key is. Off unless configured. Keys are held
 only as SHA-256 digests and compared in constant time; a key's name (never
-the key) is used in logs and metrics. Every route needs a key, except views
-marked `@public` where they are defined. Sources: a TOML file
+the key) is used in logs and metrics. The web process's hook that asks
+for one is app/auth.py. Sources: a TOML file
 (SWITCHBOARD_KEYS_FILE) of
 
     [keys.alice]
@@ -20,7 +20,7 @@ marked `@public` where they are defined. Sources: a TOML file
     [keys.alice.mcp_headers_env.tracker]   # its own credentials for a remote MCP server: header ->
     Authorization = "ALICE_TRACKER_AUTH"   # the server's environment variable holding the value
 
-and, with sign-in on (app/signin.py), what the keys signed-in people mint
+and, with sign-in on (identity/signin.py), what the keys signed-in people mint
 may do: `[signin]` (limits as a key's, without `sha256`), or the first
 `[signin.groups.<group>]` of a group the person is in.
 
@@ -30,14 +30,10 @@ without a restart. With a keys file configured, keys are on even while it
 lists none.
 
 and/or SWITCHBOARD_API_KEYS="alice:key1,bob:key2" (hashed when read). Keys
-people mint (app/own_keys.py) are found in Redis by their digest when no
+people mint (identity/own_keys.py) are found in Redis by their digest when no
 file key matches.
 
-A key is presented in the URL path (`/k/<key>/...`, see app/pathkey.py: the
-operator's explicit choice, so it wins over whatever a client's fixed header
-holds), as `x-api-key` or `x-goog-api-key`, as `Authorization: Bearer <key>`,
-or in the query string (`?key=`, the Gemini API's REST form). Clients from a
-trusted network (SWITCHBOARD_TRUSTED_NETWORKS, CIDRs) need no key: each such
+Clients from a trusted network (SWITCHBOARD_TRUSTED_NETWORKS, CIDRs) need no key: each such
 address is a person of its own (`trusted:<address>`).
 """
 from __future__ import annotations
@@ -47,18 +43,14 @@ import hashlib
 import hmac
 import ipaddress
 import logging
-import re
 import time
 import tomllib
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable
 
-from flask import Flask, Response, current_app, g, request
-
-from app.identity import NAME
-from app.pathkey import PATH_KEY, QUERY_KEY
 from catalog.mcp import Grants, check_grant_pattern
+from identity.people import NAME
 from protocol.errors import SwitchboardError
 
 log = logging.getLogger(__name__)
@@ -87,7 +79,7 @@ class ApiKey:
     admin: bool = False
     log_bodies: bool = False  # its request bodies and replies go into the request log
     from_file: bool = False  # (else from SWITCHBOARD_API_KEYS: kept when the file is read again)
-    key_id: str = ""  # which of a person's minted keys it is (app/own_keys.py); "" for the file's and env's
+    key_id: str = ""  # which of a person's minted keys it is (identity/own_keys.py); "" for the file's and env's
 
     # A minted key's models are those it asked for AND its policy's: both sets of patterns must match.
     within: tuple[str, ...] | None = None
@@ -109,7 +101,7 @@ ANONYMOUS = ApiKey("anonymous")
 # which no key of the file or the environment can name (a `:` is refused there), so that a provider's
 # username `ops` is never the `ops` key.
 SIGNED_IN = "signin:"
-KEY_NAME = NAME  # (app/identity.py: the names a person or a key may have)
+KEY_NAME = NAME  # (identity/people.py: the names a person or a key may have)
 LIMIT_FIELDS = frozenset({"models", "max_concurrent", "requests_per_minute", "weight", "mcp_servers",
                           "tool_calls_per_minute", "daily_tokens"})
 KEY_FIELDS = LIMIT_FIELDS | {"sha256", "admin", "log_bodies", "mcp_headers_env"}
@@ -155,7 +147,7 @@ class KeyRing:
         self._keys = keys
         self._default_grants = default_grants
         self.policy = policy or SignInPolicy(ApiKey("", mcp_servers=default_grants))
-        # Sign-in (app/signin.py) turns keys on, and adds the keys people mint: found by digest.
+        # Sign-in (identity/signin.py) turns keys on, and adds the keys people mint: found by digest.
         self.signin = False
         self.find_minted: Callable[[str], ApiKey | None] = lambda digest: None
         self._trusted = trusted_networks
@@ -365,64 +357,3 @@ def load_keys(file: Path | None, pairs: str | None, trusted: str | None = None,
         keys.append(ApiKey(name=_key_name(name, "SWITCHBOARD_API_KEYS"), sha256=digest(key),
                            mcp_servers=default_grants))
     return KeyRing(keys, trusted_networks(trusted), file, default_grants, read_signin_policy(file, default_grants))
-
-
-# --- enforcement ---------------------------------------------------------------------
-def public(view: Callable) -> Callable:
-    """Mark a view that anyone may call, keys or not (liveness, version)."""
-    view.public = True
-    return view
-
-
-def current_key() -> ApiKey:
-    return g.get("api_key", ANONYMOUS)
-
-
-def _is_public(app: Flask) -> bool:
-    if request.routing_exception is not None:  # no such route: a 404 (405) in JSON, key or not
-        return True
-    view = app.view_functions.get(request.endpoint) if request.endpoint else None
-    return bool(getattr(view, "public", False))
-
-
-# A key in the URL's query is the Gemini API's REST form, taken only where a Google client sends it: on
-# the Gemini API's routes and the model list they share with OpenAI's. Elsewhere it would sit in every
-# proxy's and browser's history.
-QUERY_KEY_REFUSED = ("a key in the query (?key=) is taken only on the Gemini API's routes: send it as "
-                     "Authorization: Bearer <key> or x-api-key")
-_GEMINI_MODEL_LIST = re.compile(r"/v1(beta)?/models(/.*)?")
-
-
-def _takes_query_key() -> bool:
-    return request.blueprint == "gemini" or (request.method == "GET" and
-                                             bool(_GEMINI_MODEL_LIST.fullmatch(request.path)))
-
-
-# The pages a browser's sign-in session opens (the console, a person's own page): nothing else takes one.
-SESSION_BLUEPRINTS = frozenset({"admin", "signin"})
-SessionCheck = Callable[[], "ApiKey | Response | None"]
-
-
-def install_auth(app: Flask, keys: KeyRing, session: SessionCheck | None = None) -> None:
-    """Before any work is done, a request to a non-public route must present
-    a valid key (401 in its API's shape otherwise). With sign-in on, a
-    console page without a key may come with a session instead (`session`
-    finds its key, or answers itself: a page is sent to sign in)."""
-    @app.before_request
-    def require_key():
-        if not _is_public(current_app):
-            query_key = request.environ.get(QUERY_KEY)
-            if query_key and keys.enabled and not _takes_query_key():
-                raise SwitchboardError(QUERY_KEY_REFUSED, 401)
-            presented = presented_key(request.headers.get("Authorization"), (
-                request.headers.get("x-api-key"), request.headers.get("x-goog-api-key")),
-                request.environ.get(PATH_KEY), query_key)
-            if not presented and session is not None and request.blueprint in SESSION_BLUEPRINTS:
-                found = session()
-                if isinstance(found, ApiKey):
-                    g.api_key = found
-                    return None
-                if found is not None:
-                    return found
-            g.api_key = keys.identify(presented, request.remote_addr)
-        return None

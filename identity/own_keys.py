@@ -1,7 +1,7 @@
 """The keys people mint for themselves once signed in: those they make in
 the console (to paste into a client that takes only a fixed key) and the
 short-lived ones a command-line login hands its helper
-(app/device_login.py). Redis holds each as its SHA-256 digest and a record
+(identity/device_login.py). Redis holds each as its SHA-256 digest and a record
 (whose, its name, the person's groups when it was made, the models asked
 for, when it ends), never the key itself.
 
@@ -10,7 +10,7 @@ so a revocation, a person the provider no longer answers for (`suspend`),
 or one the server can no longer ask about (`standing`) takes effect at the
 next request on every web process. What a key may do is decided at each
 use by the keys file's sign-in policy for the groups the provider gave at
-the person's last sign-in or recheck (app/auth.py's SignInPolicy; the
+the person's last sign-in or recheck (identity/keys.py's SignInPolicy; the
 groups in a key's record are those it was made with, kept for the record),
 so a changed policy or group applies to keys already made.
 """
@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from redis import Redis
 
-from app.auth import ApiKey, SignInPolicy, digest
+from identity.keys import ApiKey, SignInPolicy, digest
 from protocol import keys
 
 KEY_PREFIX = "sb-"

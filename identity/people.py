@@ -1,4 +1,4 @@
-"""What sign-in's relying party (app/oidc.py) answers with: the person a
+"""What sign-in's relying party (identity/provider.py) answers with: the person a
 provider's sign-in names, and its failures, each with a message fit to
 show the person (never a token). Apart from the relying party so that the
 rest of the web process knows these without loading its HTTP client."""

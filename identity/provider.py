@@ -11,7 +11,7 @@ ID token (its signature by the provider's published keys, issuer, audience,
 expiry, nonce). The person's claims come from the ID token and the
 provider's userinfo endpoint (many providers put groups only there). This
 module keeps no state: a sign-in under way and the sessions are
-app/signin.py's. It is imported only with sign-in on: a web process without
+identity/signin.py's. It is imported only with sign-in on: a web process without
 it loads no HTTP client (tests/integration/test_processes.py).
 """
 from __future__ import annotations
@@ -28,12 +28,12 @@ from joserfc import jwt
 from joserfc.errors import JoseError
 from joserfc.jwk import KeySet
 
-from app.identity import NAME, Identity, NoLongerKnown, ProviderUnavailable, SignInFailed
+from identity.people import NAME, Identity, NoLongerKnown, ProviderUnavailable, SignInFailed
 
 DISCOVERY_SECONDS = 3600  # the provider's configuration and keys are fetched again after this
 TIMEOUT_SECONDS = 10.0
 TIMEOUT = httpx.Timeout(TIMEOUT_SECONDS)
-PERSON_NAME = NAME  # (app/identity.py: the names a person or a key may have)
+PERSON_NAME = NAME  # (identity/people.py: the names a person or a key may have)
 SIGNING_ALGORITHMS = ("RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA")
 
 

@@ -2,7 +2,7 @@
 already uses: a person's name, a console session that is an `ApiKey` of
 that name (an admin's marked admin, from the provider's group claim or
 SWITCHBOARD_OIDC_ADMINS), and keys of that name they mint for themselves
-(app/own_keys.py, app/device_login.py). Nothing downstream knows whether a
+(identity/own_keys.py, identity/device_login.py). Nothing downstream knows whether a
 key came from the keys file or from a sign-in.
 
 - A sign-in under way is kept by its `state` for FLOW_SECONDS with its
@@ -31,14 +31,13 @@ import socket
 import time
 from dataclasses import dataclass
 
-import gevent
 from redis import Redis
 from redis.exceptions import RedisError
 
-from app import device_login, own_keys
-from app.auth import ApiKey, digest, signed_in_name
-from app.identity import Identity, NoLongerKnown, ProviderUnavailable, SignInFailed
-from app.sealing import SealedContentInvalid, Sealer
+from identity import device_login, own_keys
+from identity.keys import ApiKey, digest, signed_in_name
+from identity.people import Identity, NoLongerKnown, ProviderUnavailable, SignInFailed
+from identity.sealing import SealedContentInvalid, Sealer
 from ledger import audit
 from protocol import keys
 
@@ -49,7 +48,7 @@ SESSION_COOKIE, FLOW_COOKIE = "switchboard_session", "switchboard_signin"
 RECHECK_LOOP_SECONDS = 2.0  # how often a web process looks for people due to be asked about again
 UNAVAILABLE_RETRY_SECONDS = 60  # a provider that could not be asked is asked again this soon
 PERSON_RECHECK_LOCK_SECONDS = 60  # at most one process asks about a person (a provider's answer takes seconds)
-SEALED = "oidc-refresh-token"  # what the sealed refresh token is bound to (app/sealing.py)
+SEALED = "oidc-refresh-token"  # what the sealed refresh token is bound to (identity/sealing.py)
 
 
 class StateMismatch(SignInFailed):
@@ -74,12 +73,11 @@ class Session:
 
 class SignIn:
     def __init__(self, settings, redis: Redis, sealer: Sealer, provider=None):
-        """`provider`: app.oidc.Provider (the office's, from the settings, by default)."""
+        """`provider`: identity.provider.Provider (the office's, from the settings, by default)."""
         if provider is None:
-            from app.oidc import Provider  # (only with sign-in on: the web process's one HTTP client)
+            from identity.provider import Provider  # (only with sign-in on: the web process's one HTTP client)
             provider = Provider(settings)
         self.settings, self.redis, self.sealer, self.provider = settings, redis, sealer, provider
-        self._rechecking: gevent.Greenlet | None = None
 
     # --- a sign-in under way -------------------------------------------------------------
     def begin(self, redirect_uri: str, next_path: str) -> tuple[str, str]:
@@ -217,20 +215,20 @@ class SignIn:
                                      keys.signin_sessions_key(person))
 
     # --- asking the provider again ---------------------------------------------------------
-    def ensure_rechecking(self) -> None:
-        """This process's loop asking about people again (started by its first request)."""
-        if self._rechecking is None or self._rechecking.dead:
-            self._rechecking = gevent.spawn(self._recheck_forever)
+    def recheck_turn(self) -> None:
+        """One turn of a process's loop asking about people again (every
+        RECHECK_LOOP_SECONDS): done by whichever process holds the lock. It
+        raises nothing, so the loop outlives a Redis restart."""
+        try:
+            if self.redis.set(keys.maintenance_lock_key("signin-recheck"), socket.gethostname(), nx=True,
+                              px=int(RECHECK_LOOP_SECONDS * 1000)):
+                self.recheck_due()
+        except Exception as error:  # noqa: BLE001 - the loop must outlive a Redis restart
+            log.warning("sign-in: asking the provider about people failed (%s)", type(error).__name__)
 
-    def _recheck_forever(self) -> None:
-        while True:
-            gevent.sleep(RECHECK_LOOP_SECONDS)
-            try:
-                if self.redis.set(keys.maintenance_lock_key("signin-recheck"), socket.gethostname(), nx=True,
-                                  px=int(RECHECK_LOOP_SECONDS * 1000)):
-                    self.recheck_due()
-            except Exception as error:  # noqa: BLE001 - the loop must outlive a Redis restart
-                log.warning("sign-in: asking the provider about people failed (%s)", type(error).__name__)
+    def describe_admins(self) -> str:
+        """Who is an admin, in words (the console says it to a person who is not)."""
+        return self.provider.describe_admins()
 
     def recheck_due(self, now: float | None = None) -> list[str]:
         """Ask the provider about each person due; the people it no longer answers for, suspended."""

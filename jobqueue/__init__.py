@@ -17,88 +17,82 @@ Below them: admission.py (a person's rate, the pool's queue bound),
 fairqueue.py (the order workers take jobs in: fair shares across people,
 each job charged its work: charges.py; completions first, one-at-a-time
 models handed to an idle worker, the tickets counted on their way),
-affinity.py (which worker holds a prompt's prefix in its cache), records.py
+wakeups.py (the one module that knows Celery: its messages wake worker
+slots), affinity.py (which worker holds a prompt's prefix in its cache), records.py
 (a job's state, heartbeat and abort mark), states.py, endings.py (what a
 job's end leaves in the records), deployments.py (which server of an
 upstream model a request goes to, and each server's health: its verbs are
 exported below), and lua/ (one script per transition). The processes import
 this package only (import-linter's job-owner contract). Only redis-py, the
-protocol package, the records (ledger/) and telemetry are imported here.
+protocol package, the records (ledger/) and telemetry are imported here,
+and Celery's app (queue_config) by wakeups.py alone.
 """
 from __future__ import annotations
 
 import time
 from functools import partial
-from typing import Callable, Protocol
+from typing import Callable
 
 from redis import Redis
 from redis.client import Pipeline
 
-from jobqueue import admission, affinity, charges, deployments, endings, fairqueue, records
+from jobqueue import admission, affinity, charges, deployments, endings, fairqueue, records, wakeups
 from jobqueue.admission import Busy, Limits, Verdict
 from jobqueue.deployments import Attempt, DeploymentState, Pick, Rest, Target
 from jobqueue.endings import Ending
 from jobqueue.fairqueue import Asker, Idle, Placement, Taken, Ticketing
 from jobqueue.states import JobState
+from jobqueue.wakeups import Wakeups
 from ledger import usage
 from protocol import keys
 from protocol.contract import Job
-from protocol.events import DoneEvent, ErrorEvent, FinishReason
 from protocol.errors import SwitchboardError
+from protocol.events import DoneEvent, ErrorEvent, FinishReason
 from protocol.presence import batched, publish_event
-from protocol.queue import ticket_queue
+from protocol.queue import completion_queue, is_direct_queue, ticket_queue
 
 __all__ = ["Asker", "Attempt", "Busy", "DeploymentState", "Ending", "Idle", "JobState", "Limits", "Pick",
-           "Placement", "Rest", "SendTicket", "Taken", "Target", "TicketSender", "Verdict", "abort", "aborted",
+           "Placement", "Rest", "Taken", "Target", "Verdict", "Wakeups", "abort", "aborted",
            "admit_tool_call", "free_slot", "meter_mcp_method",
            "aborted_among", "all_deployments_resting", "deployment_failed", "deployment_gate", "deployment_probed",
            "deployment_started", "deployment_states", "estimate_charge", "expected_wait", "finish", "finish_and_take",
-           "forget_lost_tickets", "keep_alive", "leave_deployment_lines", "lost", "maintain", "mark_free",
+           "forget_lost_wakeups", "keep_alive", "leave_deployment_lines", "lost", "maintain", "mark_free",
            "pick_deployment", "queue_depth", "reject", "release", "release_deployment", "remember_cache", "running",
-           "started", "status", "submit", "supersede", "take", "targets_of", "wake_held", "withdraw"]
+           "started", "status", "submit", "supersede", "take", "targets_of", "tool_call_ended", "unserved_pools",
+           "wake", "wake_held", "withdraw"]
 
 
 # --- the web process's side ----------------------------------------------------------
-admit_tool_call = admission.admit_tool_call  # a tool call through the MCP gateway: the person's rates and a slot
+admit_tool_call = admission.admit_tool_call  # a tool call (gateway, server-side): the rates, a slot, the pool's list
+tool_call_ended = endings.tool_call  # its metric and the person's tool use, whoever called
 meter_mcp_method = admission.meter_mcp_method  # any other MCP method that reaches the servers: the rates only
-free_slot = fairqueue.finish  # (the pools where their jobs wait on their limit: each needs a ticket)
-
-SendTicket = Callable[[str, str, str], None]  # Celery queue, pool, the ticket's id (its job's)
 
 
-class TicketSender(Protocol):
-    """How the web process has tickets sent (app/tickets.py)."""
-
-    def send(self, queue: str, pool: str, job_id: str) -> None:
-        """Send it now; raise if it could not be."""
-
-    def beside(self, queue: str, pool: str, job_id: str) -> Callable[[], None] | None:
-        """Start sending it while the caller's next Redis call runs, if the
-        queue's jobs have lately needed one; then what waits for it (raising
-        if it could not be sent), else None."""
-
-    def learn(self, queue: str, needed: bool) -> None:
-        """Whether a job of the queue needed a ticket."""
+def free_slot(redis: Redis, person: str, lease: str, wakeups: Wakeups, batch: Pipeline | None = None) -> None:
+    """A tool call's slot is free (`batch`: the caller's commands, sent
+    first): the person's jobs that waited on it are woken, a pool each."""
+    for pool in fairqueue.finish(redis, person, lease, batch=batch):
+        wakeups.send(pool, pool, "")
 
 
-def submit(redis: Redis, job: Job, asker: Asker, limits: Limits, where: Placement, tickets: TicketSender) -> None:
+def submit(redis: Redis, job: Job, asker: Asker, limits: Limits, where: Placement, wakeups: Wakeups) -> None:
     """Admit the job (or raise Busy) and queue it in one round trip, with its
-    ticket sent beside it when jobs of its queue have lately needed one (a
-    free slot is waiting: the ticket then costs the job no round trip of
-    its own); else, if no ticket on its way will wake a slot for it, send
-    one after. A worker's take starts it. If the ticket cannot be sent, the
-    job is withdrawn and a retryable 503 raised, unless a worker has taken
-    it meanwhile (then it needed no ticket)."""
+    wake-up (a Celery message: the ticket of fairqueue.py) sent beside it
+    when jobs of its queue have lately needed one (a free slot is waiting:
+    it then costs the job no round trip of its own); else, if none on its
+    way will wake a slot for it, send one after. A worker's take starts it.
+    If the wake-up cannot be sent, the job is withdrawn and a retryable 503
+    raised, unless a worker has taken it meanwhile (then it needed none)."""
     queue = ticket_queue(where.pool, where.job_class)
-    sending = tickets.beside(queue, where.pool, job.id)
+    sending = wakeups.beside(queue, where.pool, job.id)
     ticketing = Ticketing.ASK if sending is None else Ticketing.SENT
 
     def queue_it(client: Redis | Pipeline) -> object:
         return fairqueue.push(client, job, asker, where, ticketing, if_admitted=True)
     _, send_another, needed = admission.admit(redis, job, asker.person, where.pool, limits, then=queue_it)
-    tickets.learn(queue, bool(needed))
+    wakeups.learn(queue, bool(needed))
     if send_another:  # none went beside it, or a slot took that one before the job was queued
-        sending = partial(tickets.send, queue, where.pool, job.id)
+        sending = partial(wakeups.send, queue, where.pool, job.id)
     _sent_or_withdrawn(redis, job, asker.person, where, sending)
 
 
@@ -242,9 +236,21 @@ def release(redis: Redis, taken: Taken) -> list[str]:
 
 finish_and_take = fairqueue.finish_and_take  # release, then take the next job: one round trip
 mark_free = fairqueue.mark_free  # this worker's one-at-a-time models that are idle
-forget_lost_tickets = fairqueue.forget_lost_tickets  # said by a worker with a free slot
+wake = wakeups.wake  # a worker wakes a pool (a person's jobs that waited on their limit) or another worker
+
+
+def forget_lost_wakeups(redis: Redis, consumed: list[str], sent_before: float) -> None:
+    """Said by a worker with a free slot, of the Celery queues it consumes:
+    wake-ups sent before then that no slot took were lost."""
+    fairqueue.forget_lost_tickets(redis, [queue for queue in consumed if not is_direct_queue(queue)], sent_before)
+
+
+def unserved_pools(pools: list[str], consumed: set[str]) -> list[str]:
+    """The pools no live worker consumes a queue of (`consumed`: the queues
+    the workers announce)."""
+    return sorted(pool for pool in pools if pool not in consumed and completion_queue(pool) not in consumed)
 estimate_charge = charges.estimate  # what a job will cost its person's share (set it as job.charge)
-wake_held = deployments.wake_held  # pools whose jobs held for full deployments may run: tickets for them
+wake_held = deployments.wake_held  # pools whose jobs held for full deployments may run: wake them
 
 
 def maintain(redis: Redis) -> list[str]:

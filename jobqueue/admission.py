@@ -93,7 +93,8 @@ def meter_mcp_method(redis: Redis, person: str, member: str, rates: tuple[int, i
     admit_tool_call(redis, person, member, rates, "")
 
 
-def admit_tool_call(redis: Redis, person: str, member: str, rates: tuple[int, int], call: str) -> None:
+def admit_tool_call(redis: Redis, person: str, member: str, rates: tuple[int, int], call: str,
+                    hold: bool = True) -> None:
     """Count a gateway tool call against the person's requests per minute
     and their own tool calls per minute (`rates`), or raise Busy (with when
     a place frees). Admitted, it holds one of the person's slots until
@@ -101,11 +102,13 @@ def admit_tool_call(redis: Redis, person: str, member: str, rates: tuple[int, in
     never waits for one (its client waits on it already); a web process
     that dies drops it with its lease. `member`: keys.lease_member(web
     process, call id). Admitted, `call` (protocol.gateway.Call's JSON) is
-    queued for the MCP pool. One round trip."""
+    queued for the MCP pool. One round trip. A model's server-side call
+    (`hold` False) is counted and queued alike; the job that runs the model
+    holds the person's slot already."""
     now = time.time()
     requests_per_minute, tool_calls_per_minute = rates
     named = {"now": now, "rpm": requests_per_minute, "tool_rpm": tool_calls_per_minute, "member": member,
-             "window": RATE_WINDOW_SECONDS}
+             "window": RATE_WINDOW_SECONDS, "hold": hold}
     verdict = run_script(redis, "admit_tool", [keys.rpm_key(person), keys.tool_rpm_key(person),
                                                  keys.active_key(person), keys.MCP_CALLS], [json.dumps(named), call])
     reason = Verdict(_text(verdict[0]))

@@ -12,18 +12,26 @@ transition that ends it (jobqueue.finish or jobqueue.withdraw):
   error or an abort (once per request: a worker's answer that raced it is
   not counted twice), the error kept for the status page, a job that never
   ran counted as expired or aborted.
+
+A tool call's end (tool_call), whoever made it (an agent through the MCP
+gateway, a model server-side), leaves the same: its metric and its
+person's tool use.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 
 from redis.client import Pipeline
 
-from ledger import counting
+from ledger import counting, tool_use
 from protocol.contract import Job
 from protocol.events import DoneEvent, ErrorEvent, Event, FinishReason
 from protocol.presence import publish_event
-from telemetry.metrics import count_job, count_prompt_cache
+from telemetry.metrics import count_job, count_prompt_cache, count_tool_call
+
+# Outcomes of a call whose tool the caller may not name (not theirs, or none such): counted under "-".
+UNNAMED_OUTCOMES = ("denied", "refused", "unknown")
 
 
 @dataclass
@@ -75,3 +83,11 @@ def lost(pipe: Pipeline, job: Job) -> None:
 def _answered(job: Job, final: DoneEvent | ErrorEvent | None) -> bool:
     """An answer to count (counting a prompt uses no tokens)."""
     return isinstance(final, DoneEvent) and not job.count_only
+
+
+def tool_call(pipe: Pipeline, person: str, server: str, tool: str, outcome: str, seconds: float) -> None:
+    """A tool call ended (`outcome`: ok, error, timeout, unavailable, or
+    before it ran: refused, denied, unknown): its metric and the person's
+    tool use of the day."""
+    count_tool_call(pipe, server, "-" if outcome in UNNAMED_OUTCOMES else tool, outcome, seconds)
+    tool_use.count(pipe, datetime.now(timezone.utc).date().isoformat(), person, server, tool)

@@ -1,7 +1,10 @@
-"""The MCP gateway's contract between a web process and the MCP pool.
+"""The contract between the MCP pool, the one holder of sessions with the
+operator's MCP servers, and its callers: web processes (the MCP gateway)
+and workers (server-side tools).
 
 A client's MCP request that needs an upstream server (a listing, a tool
-call, a resource read, a prompt) becomes one `Call`, pushed on the
+call, a resource read, a prompt), and a model's server-side tool call (a
+worker's, workers/toolbox.py), becomes one `Call`, pushed on the
 `keys.MCP_CALLS` list; an MCP pool process (workers/mcp/pool.py) takes it,
 asks its session with that server, and publishes `Reply` messages on the
 call's `reply_channel` (the web relay's, as a job's events are): progress
@@ -17,8 +20,13 @@ environment variables that hold them (on the pool's machine), never sent.
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import dataclass, field
 from typing import Literal
+
+from redis import Redis
+
+from protocol import keys
 
 # The MCP methods a call may carry to an upstream server.
 UPSTREAM_METHODS = frozenset({
@@ -28,6 +36,28 @@ UPSTREAM_METHODS = frozenset({
 # JSON-RPC error codes the gateway answers with beside the standard ones.
 SERVER_UNAVAILABLE = -32002  # the upstream server cannot be reached (or no pool process took the call)
 CALL_TIMEOUT = -32001  # the upstream server did not answer within its timeout_seconds (the SDK's REQUEST_TIMEOUT)
+
+# The outcome a call's JSON-RPC error is recorded as (jobqueue.tool_call_ended), whoever made the call;
+# invalid params (-32602) from a server: it has no such tool.
+_OUTCOMES = {CALL_TIMEOUT: "timeout", SERVER_UNAVAILABLE: "unavailable", -32602: "unknown"}
+
+
+def error_outcome(code: int) -> str:
+    return _OUTCOMES.get(code, "error")
+
+
+POOL_HEARD_SECONDS = 5.0  # an MCP pool process unheard of for this long is gone
+NO_POOL = "no MCP pool process is running (the Procfile's `mcp`: python -m workers.mcp.pool)"
+
+
+def pool_heard(redis: Redis) -> bool:
+    """Whether an MCP pool process announced itself lately."""
+    return redis.zcount(keys.MCP_POOLS, time.time() - POOL_HEARD_SECONDS, "+inf") > 0
+
+
+def cancel(redis: Redis, call_id: str) -> None:
+    """The call's caller no longer waits: the pool process running it cancels it on its server."""
+    redis.publish(keys.mcp_cancel_channel(), call_id)
 
 
 @dataclass(frozen=True)

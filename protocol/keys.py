@@ -192,9 +192,9 @@ MCP_POOLS = f"{PREFIX}:mcp:pools"  # the live MCP pool processes (zset: pool id,
 mcp_pool_key = Key("mcp:pool:{}")  # an MCP pool process's servers' health (JSON), lapsing with it
 tool_use_key = Key("usage:{}:tools")  # a day's gateway tool calls: field "person\x1fserver\x1ftool"
 
-# --- sign-in (app/signin.py, app/own_keys.py, app/device_login.py) ----------------------------
+# --- sign-in (identity/signin.py, identity/own_keys.py, identity/device_login.py) ----------------------------
 # Every secret here is kept as its SHA-256 digest (a key, a session's cookie, a login's token, a device
-# code); a person's refresh token at the identity provider is sealed (app/sealing.py).
+# code); a person's refresh token at the identity provider is sealed (identity/sealing.py).
 signin_flow_key = Key("signin:flow:{}")  # a sign-in under way, by its state: its nonce, PKCE verifier, browser
 signin_session_key = Key("signin:session:{}")  # a console session (by its cookie's digest): whose, admin or not
 signin_person_key = Key("signin:person:{}")  # a signed-in person: their refresh token (sealed), groups, admin

@@ -43,13 +43,13 @@ if __name__ == "__main__" and sys.argv[1:2] in (["login"], ["token"]):
     person_main(sys.argv[1:])
     raise SystemExit(0)
 
-from app.auth import BY_HAND_AUTHOR, digest, public_view, read_keys_file  # noqa: E402
 from app.console import snapshot  # noqa: E402
 from catalog.registry import load_registry  # noqa: E402
+from identity.keys import BY_HAND_AUTHOR, digest, public_view, read_keys_file  # noqa: E402
 from ledger import audit, usage  # noqa: E402
-from scripts import connect, credentials  # noqa: E402
 from protocol.connection import RedisTarget, redis_client  # noqa: E402
 from protocol.keys import configure  # noqa: E402
+from scripts import connect, credentials  # noqa: E402
 from settings import settings_from_environment  # noqa: E402
 
 KEY_PREFIX = "sb-"

@@ -46,7 +46,7 @@ class Settings(BaseSettings):
     event_timeout_seconds: float = _env("SWITCHBOARD_EVENT_TIMEOUT", 600.0, gt=0)
     # How long to wait for Redis to confirm a subscription before enqueueing.
     subscribe_timeout_seconds: float = _env("SWITCHBOARD_SUBSCRIBE_TIMEOUT", 5.0, gt=0)
-    # API keys (off when neither is set); see app/auth.py.
+    # API keys (off when neither is set); see identity/keys.py.
     keys_file: Path | None = _env("SWITCHBOARD_KEYS_FILE", None)
     api_keys: str | None = _env("SWITCHBOARD_API_KEYS", None)
     # CIDRs whose clients need no key when keys are on (comma-separated).
@@ -130,7 +130,7 @@ class Settings(BaseSettings):
     # The server's address as people's browsers and tools reach it (sign-in's redirect and the device login's
     # page are built on it); unset: the address each request came to.
     public_url: str | None = _env("SWITCHBOARD_PUBLIC_URL", None, pattern=r"^https?://[^/?#]+(/[^?#]*)?$")
-    # Sign-in with the office's OpenID provider (app/oidc.py; off without an issuer): its client, the scopes
+    # Sign-in with the office's OpenID provider (identity/provider.py; off without an issuer): its client, the scopes
     # asked for, the claim that names a person, and who is an admin (members of these groups in that claim,
     # or these people); extra parameters for its authorization request (`access_type=offline` for Google).
     oidc_issuer: str | None = _env("SWITCHBOARD_OIDC_ISSUER", None, pattern=r"^https?://")

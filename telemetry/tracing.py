@@ -35,6 +35,7 @@ from __future__ import annotations
 import os
 import time
 from contextvars import ContextVar
+from dataclasses import dataclass
 from typing import Any, Mapping, NamedTuple
 
 _sdk: Any = None  # telemetry.sdk.Sdk: what the helpers use of the SDK, once set up; None: tracing is off
@@ -207,6 +208,25 @@ def record_span(name: str, attributes: dict, seconds: float, error: str | None =
     if error:
         fail(span, error)
     _finish(span, now)
+
+
+@dataclass(frozen=True)
+class ToolCallSpan:
+    """A tool call's span (OpenTelemetry's GenAI `execute_tool`), the same
+    whoever made it: an agent through the MCP gateway, a model server-side
+    (which names the model's call id)."""
+
+    tool: str
+    server: str
+    person: str
+    call_id: str = ""
+
+    def record(self, seconds: float, outcome: str, parent: Span | None = None) -> None:
+        attributes = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": self.tool,
+                      "switchboard.mcp_server": self.server, "switchboard.person": self.person}
+        if self.call_id:
+            attributes["gen_ai.tool.call.id"] = self.call_id
+        record_span(f"execute_tool {self.tool}", attributes, seconds, None if outcome == "ok" else outcome, parent)
 
 
 def job_span(traceparent: str, name: str, attributes: dict, enqueued_at: float) -> "_Current":

@@ -8,10 +8,10 @@ from redis import Redis
 
 from workers.abort_watch import AbortWatch
 from workers.heartbeat import Heartbeat
-from workers.mcp.toolbox import Toolbox
 from workers.model_backends import ModelBackends
 from workers.publisher import STREAM_INTERVAL_SECONDS
 from workers.slots import Slots
+from workers.toolbox import Toolbox
 
 
 @dataclass
@@ -22,7 +22,7 @@ class RunContext:
     worker_id: str
     heartbeat: Heartbeat
     slots: Slots | None = None
-    toolbox: Toolbox | None = None  # the registry's MCP servers (server-side tools)
+    toolbox: Toolbox | None = None  # server-side tools, run by the MCP pool
     max_job_seconds: float = 600.0
     max_job_tokens: int = 16384
     loaded_marker_seconds: int = 300

@@ -22,14 +22,13 @@ from redis import Redis
 
 import jobqueue
 from protocol.presence import dead_webs
-from protocol.queue import is_direct_queue
 from workers.cancel import Cancel
 
 log = logging.getLogger(__name__)
 INTERVAL = 1.0
-# A ticket sent this long ago that no free slot took was lost (a free slot
+# A wake-up sent this long ago that no free slot took was lost (a free slot
 # takes one within milliseconds).
-LOST_TICKET_SECONDS = 5.0
+LOST_WAKEUP_SECONDS = 5.0
 MAINTENANCE_SECONDS = 60.0
 
 
@@ -42,8 +41,8 @@ class Heartbeat:
         self.slots = 0  # the worker's concurrency (for the operator's console)
         self.on_beat: Callable[[], None] | None = None  # more to refresh with each beat
         # Its slots run in this process (not prefork's children), so it knows
-        # when one is free: then tickets it has not received were lost.
-        self.counts_tickets = False
+        # when one is free: then wake-ups it has not received were lost.
+        self.counts_wakeups = False
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
         self._maintained_at = -MAINTENANCE_SECONDS  # (time.monotonic(): its first beat offers)
@@ -70,9 +69,8 @@ class Heartbeat:
                     "beat_at": time.time()} if self.queues else None
         jobs = dict(self._jobs)
         jobqueue.keep_alive(self._redis, list(jobs), presence)
-        if self.counts_tickets and len(jobs) < self.slots:
-            jobqueue.forget_lost_tickets(self._redis, [q for q in self.queues if not is_direct_queue(q)],
-                                         time.time() - LOST_TICKET_SECONDS)
+        if self.counts_wakeups and len(jobs) < self.slots:
+            jobqueue.forget_lost_wakeups(self._redis, self.queues, time.time() - LOST_WAKEUP_SECONDS)
         dead = dead_webs(self._redis, {web for web, _ in jobs.values() if web})
         for job_id, (web_id, cancel) in jobs.items():
             if web_id in dead and cancel is not None and not cancel.is_set():

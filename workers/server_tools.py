@@ -20,7 +20,6 @@ Rules, stated once:
 from __future__ import annotations
 
 import concurrent.futures
-import uuid
 from dataclasses import dataclass, field
 
 from redis import Redis
@@ -28,15 +27,14 @@ from redis import Redis
 import jobqueue
 from catalog.mcp import Grants
 from catalog.registry import ModelEntry
-from telemetry import tracing
-from protocol.presence import batched
 from protocol.contract import Job, Message, ToolCall, ToolChoice, ToolSpec, json_object
 from protocol.events import ServerToolEvent, TextEvent
-from telemetry.metrics import count_tool_call
+from protocol.presence import batched
+from telemetry import tracing
 from workers.cancel import Cancel
-from workers.mcp.toolbox import ServerTool, Toolbox, ToolResult
 from workers.model_output import Outcome
 from workers.publisher import EventPublisher
+from workers.toolbox import ServerTool, Toolbox, ToolResult
 
 ROUND_SEPARATOR = "\n\n"
 
@@ -87,7 +85,7 @@ class ServerTools:
         if not servers or toolbox is None or job.prompt is not None or job.tool_choice.mode == "none":
             return cls(job)
         client_names = {t.name for t in job.tools}
-        offered = toolbox.offered(servers, cancel)
+        offered = toolbox.offered(servers, job, cancel)
         return cls(job, {t.spec.name: t for t in offered
                          if t.spec.name not in client_names and grants.may_use(t.server, t.spec.name)})
 
@@ -117,41 +115,24 @@ class ServerTools:
 
     def run_round(self, calls: list[ToolCall], toolbox: Toolbox, publisher: EventPublisher, redis: Redis,
                   cancel: Cancel) -> bool:
-        """Run one round's server calls and extend the conversation; False
-        if the job was cancelled meanwhile (its calls were cancelled)."""
+        """Run one round's server calls (on the MCP pool, as an agent's
+        gateway calls run: workers/toolbox.py) and extend the conversation;
+        False if the job was cancelled meanwhile (its calls were cancelled)."""
         publisher.put([self._event("call", call) for call in calls])
-        refused = {call.id: self._over_rate(redis) for call in calls}
-        running = [call for call in calls if refused[call.id] is None]
         try:
-            ran = iter(toolbox.call_all([(self.tools[c.name], json_object(c.arguments)) for c in running], cancel,
-                                        self.job.tool_credentials) if running else [])
+            results = toolbox.call_all([(self.tools[c.name], json_object(c.arguments)) for c in calls], self.job,
+                                       cancel)
         except concurrent.futures.CancelledError:
             return False
-        results = [refused[call.id] or next(ran) for call in calls]
         publisher.put([self._event("result", call, result) for call, result in zip(calls, results)])
-        with batched(redis) as pipe:
+        person = self.job.usage_of
+        with batched(redis) as pipe:  # the records and spans of a gateway call, the same for these
             for call, result in zip(calls, results):
-                count_tool_call(pipe, self.tools[call.name].server, call.name,
-                                "refused" if result.refused else result.status, result.seconds)
-                tracing.record_span(f"execute_tool {call.name}", {
-                    "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": call.name,
-                    "gen_ai.tool.call.id": call.id, "switchboard.mcp_server": self.tools[call.name].server},
-                    result.seconds, None if result.status == "ok" else result.status)
+                server = self.tools[call.name].server
+                jobqueue.tool_call_ended(pipe, person, server, call.name, result.outcome, result.seconds)
+                tracing.ToolCallSpan(call.name, server, person, call.id).record(result.seconds, result.outcome)
         self._extend(calls, results)
         return True
-
-    def _over_rate(self, redis: Redis) -> ToolResult | None:
-        """A call counted against its person's rates as a gateway call is; over them, not run: the model is
-        told when it may try again."""
-        if not self.job.tool_rates:
-            return None
-        try:
-            jobqueue.meter_mcp_method(redis, self.job.usage_of, f"server-tool|{uuid.uuid4().hex}",
-                                      tuple(self.job.tool_rates))
-        except jobqueue.Busy as busy:
-            return ToolResult(f"Error: {busy.message}; try again in {busy.retry_after} s.", "error", 0.0,
-                              refused=True)
-        return None
 
     def _event(self, phase: str, call: ToolCall, result: ToolResult | None = None) -> ServerToolEvent:
         fields = {} if result is None else {"status": result.status, "seconds": round(result.seconds, 3),

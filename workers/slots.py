@@ -1,7 +1,7 @@
 """How a worker process's slots take jobs from the fair queue
 (jobqueue/fairqueue.py) and give them back.
 
-A slot that gets a ticket takes the fairest job it may run; when that job
+A slot that is woken (jobqueue.wake) takes the fairest job it may run; when that job
 ends, the same slot takes the next one if any waits (a ticket is "a slot may
 take a job", and a finished job frees a slot), so a job skipped for a while
 (its person at their limit, its model busy here) is run as soon as it may be.
@@ -22,20 +22,19 @@ from typing import Callable
 from redis import Redis
 from redis.client import Pipeline
 
+import jobqueue
 from catalog.kinds import backend_kind
 from catalog.registry import Registry
-import jobqueue
 from jobqueue import Taken
-from protocol.queue import direct_queue
 
 log = logging.getLogger(__name__)
 
-SendTicket = Callable[[str, str, str], None]  # queue, pool, job id (queue_config.send_direct_ticket)
+Wake = Callable[[str, str, str], None]  # pool, job id, worker ("": any of the pool): jobqueue.wake
 
 
 class Slots:
-    def __init__(self, redis: Redis, worker_id: str, registry: Registry, send_ticket: SendTicket):
-        self._redis, self.worker_id, self._send = redis, worker_id, send_ticket
+    def __init__(self, redis: Redis, worker_id: str, registry: Registry, wake: Wake):
+        self._redis, self.worker_id, self._send = redis, worker_id, wake
         self._registry = registry
         self._capacity = {e.name: e.settings.jobs_at_once() for e in registry.entries()
                           if backend_kind(e.backend).serial}
@@ -50,25 +49,24 @@ class Slots:
         self.stopping = False
         self._pools: list[str] = []
 
-    def start_tracking(self, pools: set[str]) -> str:
-        """Called once the worker consumes the pools' queues; returns its
-        direct queue. Only those pools' one-at-a-time models are tracked (and
-        published as idle): no job is ever handed to a worker of another pool."""
+    def start_tracking(self, pools: set[str]) -> None:
+        """Called once the worker consumes the pools' queues and its own.
+        Only those pools' one-at-a-time models are tracked (and published as
+        idle): no job is ever handed to a worker of another pool."""
         self._serial = [m for m in self._serial if self._registry.get(m).pool in pools]
         self._pools = sorted(pools)
         self.tracks_free = True
         self.refresh()
-        return direct_queue(self.worker_id)
 
     def refresh(self) -> None:
         """With each heartbeat: this process's idle one-at-a-time models
         count as free, and jobs held for full deployments whose places a dead
-        worker left get a ticket (no job of theirs ends to take them)."""
+        worker left are woken (no job of theirs ends to take them)."""
         if self.tracks_free:
             with self._lock:
                 jobqueue.mark_free(self._redis, self.worker_id, self._idle())
         for pool in jobqueue.wake_held(self._redis, self._pools):
-            self._ticket(pool, pool, "")
+            self._wake(pool)
 
     def _idle(self) -> list[str]:
         """The bounded models with a free sequence here."""
@@ -86,7 +84,7 @@ class Slots:
 
     def take(self, pool: str, want: str = "", ticket_from: str = "") -> Taken:
         """The fairest job this slot may run (`want` first); `ticket_from`: the
-        Celery queue of the ticket that woke the slot, if the job queue counts it."""
+        queue of the wake-up that woke the slot, if the job queue counts it."""
         if not self._serial:  # nothing to track (an upstream worker's hundred greenlets need no lock)
             taken = jobqueue.take(self._redis, pool, self.worker_id, want, ticket_from=ticket_from)
         else:
@@ -135,18 +133,18 @@ class Slots:
                     jobqueue.mark_free(self._redis, self.worker_id, self._idle())
 
     def _unblock(self, pool: str, blocked: list[str]) -> None:
-        """The person's jobs skipped for their limit in other pools get a
-        ticket (in this pool, this slot takes the next job itself)."""
+        """The person's jobs skipped for their limit in other pools are
+        woken (in this pool, this slot takes the next job itself)."""
         for other in blocked:
             if other != pool:
-                self._ticket(other, other, "")
+                self._wake(other)
 
     def _forward(self, pool: str, taken: Taken) -> None:
         if taken.forward_to:
-            self._ticket(direct_queue(taken.forward_to), pool, taken.forward_job)
+            self._wake(pool, taken.forward_job, taken.forward_to)
 
-    def _ticket(self, queue: str, pool: str, job_id: str) -> None:
+    def _wake(self, pool: str, job_id: str = "", worker: str = "") -> None:
         try:
-            self._send(queue, pool, job_id)
+            self._send(pool, job_id, worker)
         except Exception as error:  # noqa: BLE001 - the job still waits; the next slot to free takes it
-            log.warning("could not send a ticket to %s: %s", queue, error)
+            log.warning("could not wake %s: %s", worker or pool, error)

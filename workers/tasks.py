@@ -14,22 +14,22 @@ from functools import lru_cache
 from celery.backends.base import DisabledBackend
 from celery.signals import worker_process_init, worker_ready, worker_shutting_down
 
-from catalog.registry import load_registry
 import jobqueue
+from catalog.registry import load_registry
 from protocol import keys
-from telemetry import tracing
 from protocol.connection import RedisTarget, redis_client
-from protocol.queue import TAKE_TASK
-from queue_config import app, send_direct_ticket
+from protocol.queue import TAKE_TASK, direct_queue
+from queue_config import app
 from settings import settings_from_environment
 from settings.collector import tune_garbage_collector
+from telemetry import tracing
 from workers.abort_watch import AbortWatch
 from workers.context import RunContext
 from workers.heartbeat import Heartbeat
-from workers.mcp.toolbox import Toolbox
 from workers.model_backends import ModelBackends
 from workers.runner import run_job
 from workers.slots import Slots
+from workers.toolbox import Toolbox
 
 log = logging.getLogger(__name__)
 # Celery logs two INFO lines per task ("received", "succeeded in"), a
@@ -51,9 +51,9 @@ def _context(pid: int) -> RunContext:
     return RunContext(
         redis=redis,
         backends=ModelBackends(registry, redis, worker_id),
-        slots=Slots(redis, worker_id, registry, send_direct_ticket),
+        slots=Slots(redis, worker_id, registry, jobqueue.wake),
         aborts=AbortWatch(redis),
-        toolbox=Toolbox(registry.servers),
+        toolbox=Toolbox(redis, registry.servers, worker_id),
         worker_id=worker_id,
         heartbeat=Heartbeat(redis, worker_id),
         max_job_seconds=settings.max_job_seconds,
@@ -105,9 +105,10 @@ def _announce(sender=None, **_) -> None:
     ctx = _context(os.getpid())
     queues = sorted(q.name for q in sender.task_consumer.queues)
     if type(sender.pool).__module__ != "celery.concurrency.prefork":  # this process runs its jobs
-        sender.add_task_queue(ctx.slots.start_tracking({q.removesuffix("-completion") for q in queues}))
+        ctx.slots.start_tracking({q.removesuffix("-completion") for q in queues})
+        sender.add_task_queue(direct_queue(ctx.worker_id))
         ctx.heartbeat.on_beat = ctx.slots.refresh
-        ctx.heartbeat.counts_tickets = True  # its slots run here: it knows when one is free
+        ctx.heartbeat.counts_wakeups = True  # its slots run here: it knows when one is free
     ctx.heartbeat.queues = queues
     ctx.heartbeat.slots = int(getattr(getattr(sender, "controller", None), "concurrency", 0) or 0)
     ctx.heartbeat.start()

@@ -48,7 +48,7 @@ def _not_an_admin():
     if session is None:
         raise ApiError(403, "the console needs a key marked admin = true in the keys file")
     why = f"You are signed in as {session.person}, who is not an admin here: admins are " \
-          f"{shared.signin.provider.describe_admins()}."
+          f"{shared.signin.describe_admins()}."
     if "text/html" in request.headers.get("Accept", ""):
         return pages.message("Not an admin", why, 403, (("Your own page", "/me"),))
     raise ApiError(403, why)

@@ -22,12 +22,14 @@ from flask import Blueprint, Response, g, jsonify, request
 from app import asker
 from app.auth import current_key
 from app.errors import register_error_handlers
-from app.mcp_gateway import Caller, ClientLeft, Endpoint, Sessions, cancel
+from app.mcp_gateway import Caller, ClientLeft, Endpoint, Sessions
 from app.mcp_methods import INSTRUCTIONS, Methods
 from app.services import services
-from app.streaming import to_json
+from app.streaming import SSE_CONTENT_TYPE, sse
 from dialects import mcp
 from dialects.mcp import INVALID_REQUEST, Message, RpcError
+from dialects.writer import KEEPALIVE_COMMENT, NamedEvent
+from protocol.gateway import cancel
 from telemetry import tracing
 
 bp = Blueprint("mcp", __name__)
@@ -247,16 +249,16 @@ class Exchange:
                     try:
                         item = queue.get(timeout=KEEPALIVE_SECONDS)
                     except gevent.queue.Empty:
-                        yield b": keep-alive\n\n"
+                        yield sse(KEEPALIVE_COMMENT)
                         continue
                     if item is None:
                         return
-                    yield b"event: message\ndata: " + to_json(item) + b"\n\n"
+                    yield sse(NamedEvent("message", item))
             finally:
                 worker.kill()  # (its call ends first: a tool call's records and slot are then in `pending`)
                 self.ended(200)
 
-        return Response(frames(), content_type="text/event-stream",
+        return Response(frames(), content_type=SSE_CONTENT_TYPE,
                         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
 
 

@@ -6,6 +6,7 @@ from flask import Blueprint, Response, jsonify
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from redis.exceptions import RedisError
 
+import jobqueue
 from app.auth import current_key, public
 from app.errors import register_error_handlers
 from app.metrics import cluster_registry
@@ -13,7 +14,6 @@ from app.openapi import openapi_document
 from app.services import services
 from dialects.openai_writer import error_body
 from protocol.presence import live_workers
-from protocol.queue import completion_queue
 
 bp = Blueprint("ops", __name__)
 register_error_handlers(bp, error_body)
@@ -36,8 +36,7 @@ def readyz():
         return jsonify({"status": "unavailable", "reason": f"Redis unreachable: {type(error).__name__}"}), 503
     redis = shared.persistence.current(shared.redis).report()  # ready either way; a Redis that forgets is said
     consumed = {queue for worker in workers for queue in worker["queues"]}
-    missing = sorted(pool for pool in shared.registry.pools()
-                     if pool not in consumed and completion_queue(pool) not in consumed)
+    missing = jobqueue.unserved_pools(shared.registry.pools(), consumed)
     if missing:
         return jsonify({"status": "unavailable", "reason": f"no worker consumes pool(s): {', '.join(missing)}",
                         "redis": redis}), 503

@@ -7,7 +7,7 @@ and the stored responses: GET, DELETE and cancel /v1/responses/{id}.
 A response is stored when the request says `store: true` (OpenAI's
 default; Codex sends `store: false` and the whole history each turn), for
 its creator only (app/stored_responses.py). What clients keep for us
-(sealed reasoning, compactions) is sealed for the person (app/sealing.py).
+(sealed reasoning, compactions) is sealed for the person (identity/sealing.py).
 Errors before the stream are OpenAI's error object; after it, a
 `response.failed` event.
 """

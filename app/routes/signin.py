@@ -1,4 +1,4 @@
-"""Sign-in's pages and endpoints (app/signin.py), for people and their tools:
+"""Sign-in's pages and endpoints (identity/signin.py), for people and their tools:
 
 - `GET /login?next=/admin`: off to the office's provider (404 while sign-in is off);
   `GET /login/callback`: its answer, checked, and a session; `POST /logout`.
@@ -17,19 +17,23 @@ from __future__ import annotations
 
 import fnmatch
 import re
+from typing import Callable
 from urllib.parse import quote, urlsplit
 
+import gevent
 from flask import Blueprint, Response, g, jsonify, redirect, request
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from app import device_login, own_keys, pages
-from app.auth import SessionCheck, public, signed_in_name
+from app import pages
+from app.auth import SessionCheck, public
 from app.boundary import same_site_without_origin
 from app.errors import ApiError, register_error_handlers
-from app.identity import ProviderUnavailable, SignInFailed
 from app.services import services
-from app.signin import FLOW_COOKIE, FLOW_SECONDS, SESSION_COOKIE, NameTaken, Session, SignIn
 from dialects.openai_writer import error_body
+from identity import device_login, own_keys
+from identity.keys import signed_in_name
+from identity.people import ProviderUnavailable, SignInFailed
+from identity.signin import FLOW_COOKIE, FLOW_SECONDS, RECHECK_LOOP_SECONDS, SESSION_COOKIE, NameTaken, Session, SignIn
 from ledger import usage
 from protocol import keys
 
@@ -320,10 +324,28 @@ def install_signin(app, shared) -> SessionCheck | None:
     if not shared.settings.signin:
         return None
     shared.signin = SignIn(shared.settings, shared.redis, shared.sealer)
-    app.before_request(shared.signin.ensure_rechecking)
+    app.before_request(_keep_rechecking(shared.signin))
     shared.keys.signin = True
     shared.keys.find_minted = lambda found: own_keys.key_of(shared.redis, shared.keys.policy, found)
     return _session_check
+
+
+def _keep_rechecking(signin: SignIn) -> Callable[[], None]:
+    """What starts this process's loop asking about people again (from its
+    first request), and starts it anew if it died."""
+    loop: gevent.Greenlet | None = None
+
+    def ensure() -> None:
+        nonlocal loop
+        if loop is None or loop.dead:
+            loop = gevent.spawn(_recheck_forever, signin)
+    return ensure
+
+
+def _recheck_forever(signin: SignIn) -> None:
+    while True:
+        gevent.sleep(RECHECK_LOOP_SECONDS)
+        signin.recheck_turn()
 
 
 def _session_check():

@@ -1,4 +1,5 @@
--- Admission of one tool call through the MCP gateway (jobqueue/admission.py): the person's requests per
+-- Admission of one tool call (jobqueue/admission.py), an agent's through the MCP gateway or a model's
+-- server-side: the person's requests per
 -- minute (shared with their model requests), then their own tool calls per minute; an admitted call holds
 -- one of the person's slots while it runs (their jobs count it; fairqueue.finish frees it), and is queued
 -- for the MCP pool. A method that is not a call (a listing, a read, initialize: ARGV[2] empty) is only
@@ -12,6 +13,8 @@
 --   tool_rpm  the person's tool calls per minute
 --   member    the call's lease member (web process | call id)
 --   window    the rate window, in seconds
+--   hold      whether an admitted call holds a slot (a gateway call's; a model's server-side call runs
+--             under its job's)
 -- Returns {'ok'}, or {'rate_limit' | 'tool_rate_limit', the oldest counted call's time}.
 local A = cjson.decode(ARGV[1])
 local rpm_key, tool_key = KEYS[1], KEYS[2]
@@ -28,8 +31,10 @@ for _, k in ipairs({rpm_key, tool_key}) do
   redis.call('EXPIRE', k, A.window + 1)
 end
 if ARGV[2] ~= '' then
-  redis.call('ZADD', KEYS[3], A.now, A.member)
-  redis.call('EXPIRE', KEYS[3], 86400)
+  if A.hold then
+    redis.call('ZADD', KEYS[3], A.now, A.member)
+    redis.call('EXPIRE', KEYS[3], 86400)
+  end
   redis.call('RPUSH', KEYS[4], ARGV[2])
 end
 return {'ok'}

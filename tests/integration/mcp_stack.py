@@ -12,7 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from app.auth import digest
+from identity.keys import digest
 from scripts.embedded_redis import free_port
 from scripts.processes import (
     BIN, ROOT, Process, ready_together, stack_env, start_mcp_pool, start_web, start_worker, wait_http_ready,

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from app.auth import digest
+from identity.keys import digest
 from scripts.embedded_redis import free_port
 from scripts.processes import ROOT, Process, ready_together, stack_env, start_web, wait_http_ready
 

@@ -20,8 +20,8 @@ import httpx
 import ollama
 import openai
 import pytest
-from app.auth import digest
 from dialects.hints import session_of
+from identity.keys import digest
 from ledger import request_log
 from protocol import keys
 from scripts.processes import ROOT, ready_together, stack_env, start_web, start_worker, stop_together

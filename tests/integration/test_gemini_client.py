@@ -19,6 +19,7 @@ from pydantic import BaseModel
 
 from tests.integration.conftest import KEY
 from tests.integration.http import post_raw
+from tests.integration.mcp_stack import ALICE_KEY
 from tests.integration.waits import wait_until
 
 CALL_WRITE = ('<invoke name="write_file"><parameter name="file_path">/tmp/a.txt</parameter>'
@@ -280,8 +281,10 @@ def test_the_node_sdk_streams_an_answer_and_makes_a_call(base_url):
     assert seen["calls"] == [{"name": "write_file", "args": {"file_path": "/tmp/a.txt", "content": "hello"}}]
 
 
-def test_server_side_tools_run_for_a_gemini_client(client):
-    """echo:tools calls the time server itself: the answer is the tool's result, no call reaches the client."""
+def test_server_side_tools_run_for_a_gemini_client(mcp_stack):
+    """echo:tools calls the time server itself (on the MCP stack: its MCP pool runs the call): the answer is the
+    tool's result, no call reaches the client."""
+    client = _client(mcp_stack[0], ALICE_KEY)
     call = ('<invoke name="get_current_time"><parameter name="timezone">Asia/Tokyo</parameter></invoke>')
     response = client.models.generate_content(model="echo:tools", contents=call)
     assert '"timezone": "Asia/Tokyo"' in response.text and not response.function_calls

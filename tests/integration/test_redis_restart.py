@@ -13,12 +13,12 @@ import httpx
 import pytest
 import redis
 
-from app.auth import digest
+from identity.keys import digest
 from ledger import usage
 from scripts.embedded_redis import EmbeddedRedis
 from scripts.processes import stack_env, start_stack
-from tests.integration.office_load import OfficeLoad, held_places
 from scripts.redis_servers import debian_redis
+from tests.integration.office_load import OfficeLoad, held_places
 from tests.integration.waits import queued, wait_until
 
 PEOPLE = {"alice": "alice-key-1", "bob": "bob-key-2", "carol": "carol-key-3", "dan": "dan-key-4"}

@@ -13,11 +13,11 @@ import httpx
 import openai
 import pytest
 
-from app.auth import digest
+from identity.keys import digest
 from ledger.persistence import FIX
 from scripts.processes import ROOT, ready_together, stack_env, start_stack, start_web
-from tests.integration.browser import text_of
 from scripts.redis_servers import TlsRedis, make_certificates
+from tests.integration.browser import text_of
 from tests.integration.waits import wait_until
 
 ROOT_KEY = "root-key-tls"

@@ -20,6 +20,7 @@ from tests.integration.mcp_stack import ALICE_KEY, BOB_KEY, CAROL_KEY, TOOLS_TOK
 from tests.integration.sse_rules import assert_well_formed
 from tests.integration.waits import wait_until
 from workers.backends.echo import echo_tokens
+from workers.mcp.connection import MAX_RETRY_AFTER_SECONDS
 
 ALICE = {"Authorization": f"Bearer {ALICE_KEY}"}
 
@@ -270,6 +271,10 @@ def test_a_server_killed_mid_call_then_down_then_restarted(client, mcp_stack, tm
     def ask(text: str) -> str:
         return client.chat.completions.create(model="echo:killable", messages=user(text)).choices[0].message.content
     try:
+        # The MCP pool has known it as down since the stack started (other tests list it): it is taken up once
+        # its retry delay has passed, which doubles with each failure up to its maximum.
+        wait_until(lambda: ask(invoke("say", text="up")) == "up", timeout=MAX_RETRY_AFTER_SECONDS + 30,
+                   what="the started server to be used")
         replies = []
         call = threading.Thread(target=lambda: replies.append(ask(invoke("slow", seconds=30))))
         call.start()

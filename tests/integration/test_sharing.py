@@ -12,7 +12,7 @@ import httpx
 import ollama
 import pytest
 
-from app.auth import digest
+from identity.keys import digest
 from protocol.keys import job_of_channel
 from scripts.processes import stack_env, start_web, start_worker
 from tests.integration.events_tap import EventsTap

@@ -23,7 +23,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 from selenium.webdriver.common.by import By
 
-from app.signin import RECHECK_LOOP_SECONDS
+from identity.signin import RECHECK_LOOP_SECONDS
 from ledger import audit
 from protocol import keys
 from scripts.processes import ROOT, stop_together

@@ -20,10 +20,10 @@ from pathlib import Path
 
 import httpx
 
-from app.auth import digest
+from identity.keys import digest
 from scripts.embedded_redis import free_port
-from tests.integration.waits import wait_until
 from scripts.processes import ready_together, stack_env, start_web, stop_together
+from tests.integration.waits import wait_until
 from tests.integration.signin_stack import (
     ADMIN_GROUP, CLIENT_ID, CLIENT_SECRET, Browsing, start_provider, through_provider,
 )

@@ -13,7 +13,7 @@ import time
 import httpx
 import pytest
 
-from app.signin import RECHECK_LOOP_SECONDS
+from identity.signin import RECHECK_LOOP_SECONDS
 from tests.integration.waits import wait_until
 from tests.security.office import OPS_KEY, RECHECK_SECONDS, as_key, chat, signed_in, write_people
 

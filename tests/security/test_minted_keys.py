@@ -10,7 +10,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from app.auth import load_keys, read_signin_policy
+from identity.keys import load_keys, read_signin_policy
 from scripts.processes import stack_env, start_web
 from tests.security.office import apply_keys, chat, keys_text, signed_in
 

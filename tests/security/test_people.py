@@ -10,7 +10,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from app.auth import load_keys, signed_in_name
+from identity.keys import load_keys, signed_in_name
 from tests.integration.waits import wait_until
 from tests.security.office import OPS_KEY, as_key, chat, sign_in_answer, signed_in, write_people
 

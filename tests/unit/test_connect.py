@@ -8,7 +8,7 @@ import tomllib
 import pytest
 import yaml
 
-from app.auth import digest
+from identity.keys import digest
 from scripts import admin, connect
 
 SERVER = "http://office-box:11434"

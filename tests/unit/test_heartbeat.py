@@ -13,7 +13,7 @@ from protocol import keys
 from protocol.presence import ALIVE_TTL_SECONDS, live_workers
 from protocol.queue import direct_queue
 from workers.cancel import Cancel
-from workers.heartbeat import LOST_TICKET_SECONDS, Heartbeat
+from workers.heartbeat import LOST_WAKEUP_SECONDS, Heartbeat
 
 
 def test_a_running_job_is_beaten_and_the_worker_announced(clean_redis):
@@ -40,10 +40,10 @@ def test_a_worker_with_a_free_slot_forgets_tickets_lost_on_their_way(clean_redis
     for longer was lost. With every slot busy, tickets rightly wait."""
     queue = f"q-{uuid.uuid4().hex[:6]}"
     heartbeat = Heartbeat(clean_redis, "w-tickets")
-    heartbeat.queues, heartbeat.slots, heartbeat.counts_tickets = [queue, direct_queue("w-tickets")], 2, True
+    heartbeat.queues, heartbeat.slots, heartbeat.counts_wakeups = [queue, direct_queue("w-tickets")], 2, True
     for n in range(busy):
         heartbeat._jobs[f"job-{n}"] = ("web", None)
-    clean_redis.zadd(keys.tickets_key(queue), {"lost": time.time() - LOST_TICKET_SECONDS - 1, "fresh": time.time()})
+    clean_redis.zadd(keys.tickets_key(queue), {"lost": time.time() - LOST_WAKEUP_SECONDS - 1, "fresh": time.time()})
     heartbeat.beat_once()
     assert clean_redis.zrange(keys.tickets_key(queue), 0, -1) == ([b"fresh"] if forgotten else [b"lost", b"fresh"])
 

@@ -24,7 +24,7 @@ from workers.backends.base import Backend
 from workers.cancel import Cancel
 from workers.context import RunContext
 from workers.heartbeat import Heartbeat
-from workers.mcp.toolbox import ServerTool, ToolResult
+from workers.toolbox import ServerTool, ToolResult
 from workers.model_output import Outcome, Prompted, Thinking
 from workers.runner import run_job
 
@@ -315,10 +315,10 @@ class FakeToolbox:
     def __init__(self, on_call=lambda: None):
         self.on_call, self.calls = on_call, []
 
-    def offered(self, servers, cancel=None):
+    def offered(self, servers, job, cancel=None):
         return [ServerTool("tools", ToolSpec(name="say", parameters={"type": "object"}))]
 
-    def call_all(self, calls, cancel=None, own=None):
+    def call_all(self, calls, job, cancel=None):
         self.on_call()
         if cancel is not None and cancel.is_set():
             raise concurrent.futures.CancelledError()

@@ -1,4 +1,4 @@
-"""Sealed content (app/sealing.py): it opens only for the same office
+"""Sealed content (identity/sealing.py): it opens only for the same office
 secret, kind and person, and not at all once changed; the office secret is
 generated once into the data directory, private to its owner."""
 from __future__ import annotations
@@ -7,7 +7,7 @@ import stat
 
 import pytest
 
-from app.sealing import PREFIX, SealedContentInvalid, Sealer, office_secret
+from identity.sealing import PREFIX, SealedContentInvalid, Sealer, office_secret
 
 SEALER = Sealer(b"office secret")
 

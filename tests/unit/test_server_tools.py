@@ -9,15 +9,15 @@ import json
 import mcp_types
 import pytest
 
-from app.auth import load_keys
 from app.streaming import ndjson, sse, whole_reply
+from catalog.echo import EchoSettings
 from dialects import ollama_writer, openai_writer, simple_chat
+from identity.keys import load_keys
 from protocol.contract import Job, Message, ToolChoice, ToolSpec
 from protocol.events import DoneEvent, ServerToolEvent, TextEvent, ToolCallEvent, decode_event, encode_event
-from catalog.echo import EchoSettings
 from telemetry.metrics import count_tool_call, tool_calls
 from workers.backends.echo import EchoBackend
-from workers.mcp.toolbox import limited, result_text
+from workers.toolbox import limited, result_text
 from workers.model_output import NativeCall
 from workers.toolcalls.emulation import ReplyFilter, plan_tools
 
@@ -117,12 +117,16 @@ def test_the_event_travels():
 
 # --- results for the model -----------------------------------------------------------------
 def test_result_text_names_what_is_not_text():
+    """As the pool sends a result (the SDK's CallToolResult, dumped by alias)."""
+    def wire(result: mcp_types.CallToolResult) -> dict:
+        return result.model_dump(mode="json", by_alias=True, exclude_none=True)
     result = mcp_types.CallToolResult(content=[
         mcp_types.TextContent(type="text", text="line"),
-        mcp_types.ImageContent(type="image", data="AAAA", mime_type="image/png")])
-    assert result_text(result) == "line\n[image omitted: image/png]"
+        mcp_types.ImageContent(type="image", data="AAAA", mime_type="image/png"),
+        mcp_types.ResourceLink(type="resource_link", uri="file:///a.txt", name="a")])
+    assert result_text(wire(result)) == "line\n[image omitted: image/png]\n[resource: file:///a.txt]"
     structured = mcp_types.CallToolResult(content=[], structured_content={"a": 1})
-    assert result_text(structured) == '{"a": 1}'
+    assert result_text(wire(structured)) == '{"a": 1}'
 
 
 def test_limited():

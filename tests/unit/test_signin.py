@@ -1,4 +1,4 @@
-"""Sign-in's own logic (app/oidc.py, app/signin.py) without a provider:
+"""Sign-in's own logic (identity/provider.py, identity/signin.py) without a provider:
 how a provider's claims name a person and an admin, what asking about a
 person again does with each answer (a scripted provider: the real one is
 tests/integration/test_signin.py's), and the routes when sign-in is off."""
@@ -7,13 +7,15 @@ from __future__ import annotations
 import fakeredis
 import pytest
 
-from app import create_app, own_keys
-from app.auth import SignInPolicy, digest, read_signin_policy
-from app.identity import Identity, NoLongerKnown, ProviderUnavailable, SignInFailed
-from app.oidc import Provider
+from app import create_app
+
 from app.routes.signin import THROTTLES
-from app.sealing import Sealer
-from app.signin import SignIn
+from identity import own_keys
+from identity.keys import SignInPolicy, digest, read_signin_policy
+from identity.people import Identity, NoLongerKnown, ProviderUnavailable, SignInFailed
+from identity.provider import Provider
+from identity.sealing import Sealer
+from identity.signin import SignIn
 from ledger import audit
 from protocol import keys
 from settings import load_settings

@@ -1,6 +1,6 @@
-"""The keys and logins sign-in gives people (app/own_keys.py,
-app/device_login.py) on a real Redis, and the keys file's sign-in policy
-that decides what those keys may do (app/auth.py)."""
+"""The keys and logins sign-in gives people (identity/own_keys.py,
+identity/device_login.py) on a real Redis, and the keys file's sign-in policy
+that decides what those keys may do (identity/keys.py)."""
 from __future__ import annotations
 
 import json
@@ -8,8 +8,8 @@ import time
 
 import pytest
 
-from app import device_login, own_keys
-from app.auth import ApiKey, KeyRing, SignInPolicy, digest, load_keys, read_signin_policy
+from identity import device_login, own_keys
+from identity.keys import ApiKey, KeyRing, SignInPolicy, digest, load_keys, read_signin_policy
 from protocol import keys
 
 POLICY_TOML = '''

@@ -9,8 +9,8 @@ import uuid
 
 import pytest
 
-from app.auth import load_keys
 from catalog.registry import Registry, parse_entry
+from identity.keys import load_keys
 from jobqueue import affinity, fairqueue
 from jobqueue.fairqueue import Asker, Placement, Ticketing
 from protocol import keys
@@ -33,7 +33,7 @@ def queue(redis, web, person, model, pool="local", limit=16, serial=True, ticket
 
 
 def slots(redis, sent, parallel: int = 1) -> Slots:
-    own = Slots(redis, "w1", registry(parallel), lambda *ticket: sent.append(ticket[:3]))
+    own = Slots(redis, "w1", registry(parallel), lambda *woken: sent.append(woken))
     own.start_tracking({"local"})
     return own
 
@@ -111,13 +111,13 @@ def test_a_job_skipped_elsewhere_for_its_persons_limit_gets_a_ticket_when_a_slot
     queue(clean_redis, web, "alice", "echo", pool="upstream", limit=1, serial=False)
     assert fairqueue.take(clean_redis, "upstream", "w2").job is None  # alice is at her limit
     own.finish("local", running)
-    assert sent == [("upstream", "upstream", "")]
+    assert sent == [("upstream", "", "")]
 
 
 @pytest.mark.parametrize("model", ["echo", "smol"], ids=["untracked-in-one-round-trip", "one-at-a-time-tracked"])
 def test_a_slot_that_finishes_takes_the_next_job(clean_redis, web, model):
     sent = []
-    own = Slots(clean_redis, "w1", Registry({model: registry().get(model)}), lambda *ticket: sent.append(ticket[:3]))
+    own = Slots(clean_redis, "w1", Registry({model: registry().get(model)}), lambda *woken: sent.append(woken))
     own.start_tracking({"local"})
     queue(clean_redis, web, "alice", model, serial=model == "smol")
     queue(clean_redis, web, "bob", model, serial=model == "smol")

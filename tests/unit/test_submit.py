@@ -1,19 +1,20 @@
-"""jobqueue.submit on a real Redis with the web process's Tickets: admitted,
+"""jobqueue.submit on a real Redis with the web process's Wakeups: admitted,
 queued, and a ticket sent beside the queueing while the queue's jobs need
 one, else after it only when none on its way will wake a slot; a ticket that
 overtook its job is sent again; one that cannot be sent withdraws the job.
-And Celery's message for a ticket."""
+And Celery's message for a wake-up (jobqueue/wakeups.py)."""
 from __future__ import annotations
 
 import json
 import time
 import uuid
 
+import gevent
 import pytest
 
 import jobqueue
-from app.tickets import Tickets
 from jobqueue import fairqueue
+from jobqueue.wakeups import Wakeups
 from protocol import keys
 from protocol.contract import Job, Message
 from protocol.errors import SwitchboardError
@@ -30,9 +31,9 @@ def _submit(redis, job, person: str, pool: str, tickets) -> None:
     jobqueue.submit(redis, job, jobqueue.Asker(person, 4), LIMITS, jobqueue.Placement(pool), tickets)
 
 
-def _recording(sent: list) -> Tickets:
-    """The web process's Tickets, publishing into `sent`."""
-    return Tickets(lambda batch: sent.extend((queue, job_id) for queue, _, job_id in batch))
+def _recording(sent: list) -> Wakeups:
+    """The web process's Wakeups, publishing into `sent`."""
+    return Wakeups(gevent.spawn, lambda batch: sent.extend((queue, job_id) for queue, _, job_id in batch))
 
 
 def test_tickets_go_beside_the_queueing_while_jobs_need_them_else_only_when_needed(clean_redis, web):
@@ -57,12 +58,12 @@ def test_a_ticket_that_overtook_its_job_is_sent_again(clean_redis, web):
     another."""
     pool, job = f"p-{uuid.uuid4().hex[:6]}", _job(web)
 
-    class Overtaken(Tickets):
+    class Overtaken(Wakeups):
         def beside(self, queue, pool, job_id):
             assert jobqueue.take(clean_redis, pool, "w", want=job_id, ticket_from=queue).job is None
             return lambda: None
     sent = []
-    tickets = Overtaken(lambda batch: sent.extend(job_id for _, _, job_id in batch))
+    tickets = Overtaken(gevent.spawn, lambda batch: sent.extend(job_id for _, _, job_id in batch))
     _submit(clean_redis, job, "alice", pool, tickets)
     assert sent == [job.id] and clean_redis.zcard(keys.tickets_key(pool)) == 1
     assert jobqueue.take(clean_redis, pool, "w", want=job.id, ticket_from=pool).job.id == job.id
@@ -74,7 +75,7 @@ def test_a_ticket_that_cannot_be_sent_withdraws_the_job(clean_redis, web):
     def broker_down(batch):
         raise ConnectionError("broker down")
     with pytest.raises(SwitchboardError, match="the job queue is unavailable: broker down") as refused:
-        _submit(clean_redis, job, "alice", pool, Tickets(broker_down))
+        _submit(clean_redis, job, "alice", pool, Wakeups(gevent.spawn, broker_down))
     assert (refused.value.status, refused.value.retry_after) == (503, 1)  # retryable, as a client reads it
     assert fairqueue.depth(clean_redis, pool) == 0 and clean_redis.zcard(keys.queued_key(pool)) == 0
     assert clean_redis.zcard(keys.tickets_key(pool)) == 0
@@ -90,7 +91,7 @@ def test_a_job_a_worker_took_while_its_ticket_failed_is_not_refused(clean_redis,
     def taken_then_broker_down(batch):
         taken.append(jobqueue.take(clean_redis, pool, "w", want=job.id))
         raise ConnectionError("broker down")
-    _submit(clean_redis, job, "alice", pool, Tickets(taken_then_broker_down))
+    _submit(clean_redis, job, "alice", pool, Wakeups(gevent.spawn, taken_then_broker_down))
     assert taken[0].job.id == job.id and clean_redis.zcard(keys.tickets_key(pool)) == 0
     assert clean_redis.zscore(keys.active_key("alice"), taken[0].lease) is not None  # its slot still held
 
@@ -106,7 +107,7 @@ def test_tickets_sent_while_a_batch_is_on_its_way_go_in_the_next_one():
         if len(batches) == 1:
             tickets.send("local", "local", "job-2")
             tickets.send("local", "local", "job-3")
-    tickets = Tickets(publish)
+    tickets = Wakeups(gevent.spawn, publish)
     tickets.send("local", "local", "job-1")
     assert batches == [[("local", "local", "job-1")], [("local", "local", "job-2"), ("local", "local", "job-3")]]
 
@@ -119,7 +120,7 @@ def test_a_batch_that_fails_fails_its_sender_and_the_next_ticket_still_goes():
             sent.append("failed")
             raise ConnectionError("broker down")
         sent.append(batch)
-    tickets = Tickets(publish)
+    tickets = Wakeups(gevent.spawn, publish)
     with pytest.raises(ConnectionError):
         tickets.send("local", "local", "job-1")
     tickets.send("local", "local", "job-2")
@@ -144,13 +145,13 @@ def broker_queue():
 
 
 def test_a_ticket_through_celery_is_a_take_task_for_the_queue(broker_queue):
-    """queue_config.send_tickets: Celery's own message for the take task, on
+    """jobqueue.wakeups.send_batch: Celery's own message for the take task, on
     the named queue (a list kombu pushes), the ticket as its argument."""
     from protocol.queue import TAKE_TASK
-    from queue_config import send_tickets
+    from jobqueue.wakeups import send_batch
     broker, queue = broker_queue
-    send_tickets([(queue, "local", "job-1"), (queue, "local", "job-2")])  # a batch
-    send_tickets([(queue, "local", "job-3")])  # one alone
+    send_batch([(queue, "local", "job-1"), (queue, "local", "job-2")])  # a batch
+    send_batch([(queue, "local", "job-3")])  # one alone
     messages = _celery_messages(broker, queue)
     assert [m["task"] for m in messages] == [TAKE_TASK] * 3
     assert sorted(m["ticket"]["job"] for m in messages) == ["job-1", "job-2", "job-3"]
@@ -158,18 +159,18 @@ def test_a_ticket_through_celery_is_a_take_task_for_the_queue(broker_queue):
 
 
 def test_a_held_producer_goes_back_to_the_pool_after_a_failure(broker_queue, monkeypatch):
-    import queue_config
+    from jobqueue import wakeups
     broker, queue = broker_queue
-    held, publish = queue_config.HeldProducer(), queue_config._publish
-    held.send_tickets([(queue, "local", "job-1")])
+    held, publish = wakeups.HeldProducer(), wakeups._publish
+    held.send([(queue, "local", "job-1")])
 
     def broken(*args):
         raise ConnectionError("broker down")
-    monkeypatch.setattr(queue_config, "_publish", broken)
+    monkeypatch.setattr(wakeups, "_publish", broken)
     with pytest.raises(ConnectionError):
-        held.send_tickets([(queue, "local", "job-2")])
+        held.send([(queue, "local", "job-2")])
     assert held._producer is None
-    monkeypatch.setattr(queue_config, "_publish", publish)
-    held.send_tickets([(queue, "local", "job-3")])
+    monkeypatch.setattr(wakeups, "_publish", publish)
+    held.send([(queue, "local", "job-3")])
     assert held._producer is not None  # taken anew from the pool
     assert [m["ticket"]["job"] for m in _celery_messages(broker, queue)] == ["job-3", "job-1"]

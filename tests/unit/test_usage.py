@@ -7,7 +7,7 @@ from datetime import datetime, timezone
 
 import pytest
 
-from app.auth import digest, read_keys_file
+from identity.keys import digest, read_keys_file
 from ledger import counting, usage
 from protocol import keys
 from protocol.events import Usage

@@ -146,8 +146,10 @@ class HttpRelay:
         self._ids = itertools.count(1)
 
     async def call_tool(self, session: Negotiated, params: dict, header_map: dict, progress: Progress) -> dict:
-        """The server's result; MCPError for its JSON-RPC error; RelayFailed,
-        OSError or h11's errors when it gave none."""
+        """The server's result; MCPError for its JSON-RPC error (and, as the
+        SDK's session says it, CONNECTION_CLOSED when the server dropped the
+        connection before answering); RelayFailed when it gave no answer;
+        OSError or h11's errors when the request could not be sent."""
         request_id = f"switchboard-{next(self._ids)}"
         headers, body = self.request(session, request_id, "tools/call", params, header_map)
         connection = await self._send(headers, body)
@@ -158,6 +160,9 @@ class HttpRelay:
             if not session.modern:
                 self._tell_cancelled(session, request_id)
             raise
+        except (OSError, h11.ProtocolError) as error:
+            connection.close()
+            raise MCPError(mcp_types.CONNECTION_CLOSED, "the connection closed during the call") from error
         except BaseException:
             connection.close()
             raise

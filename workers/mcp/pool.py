@@ -38,7 +38,7 @@ from catalog.mcp import McpServer
 from catalog.registry import load_registry
 from protocol import keys
 from protocol.connection import RedisTarget, async_redis_client
-from protocol.gateway import CALL_TIMEOUT, SERVER_UNAVAILABLE, Call, Reply
+from protocol.gateway import CALL_TIMEOUT, POOL_HEARD_SECONDS, SERVER_UNAVAILABLE, Call, Reply
 from settings import load_settings
 from workers.mcp.connection import ServerConnection
 from workers.mcp.upstream_calls import answer
@@ -46,7 +46,6 @@ from workers.mcp.upstream_calls import answer
 log = logging.getLogger("switchboard.mcp_pool")
 
 MAX_CALLS = 256
-PRESENCE_SECONDS = 5  # a pool process unheard of for this long is gone
 
 
 class Health:
@@ -198,9 +197,9 @@ class McpPool:
                 "servers": {name: health.view() for name, health in self.health.items()}}
         try:
             async with self.redis.pipeline(transaction=False) as pipe:
-                pipe.set(keys.mcp_pool_key(self.pool_id), json.dumps(view), ex=PRESENCE_SECONDS)
+                pipe.set(keys.mcp_pool_key(self.pool_id), json.dumps(view), ex=int(POOL_HEARD_SECONDS))
                 pipe.zadd(keys.MCP_POOLS, {self.pool_id: time.time()})
-                pipe.zremrangebyscore(keys.MCP_POOLS, "-inf", time.time() - PRESENCE_SECONDS)
+                pipe.zremrangebyscore(keys.MCP_POOLS, "-inf", time.time() - POOL_HEARD_SECONDS)
                 await pipe.execute()
         except RedisError:
             pass

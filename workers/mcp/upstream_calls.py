@@ -4,7 +4,8 @@ client gets, or a JSON-RPC error; never an exception past `answer`.
 
 Listings are answered whole (every page fetched here), so the web process
 can filter and name them once; a tools listing comes from the connection's
-own cache (refreshed when the server says its tools changed).
+own cache (refreshed when the server says its tools changed; while the
+server is down, its last listing, so that a call says why it fails).
 """
 from __future__ import annotations
 
@@ -70,8 +71,6 @@ async def _call_tool(connection: ServerConnection, client: Client, params: dict,
 async def perform(connection: ServerConnection, client: Client, method: str, params: dict,
                   progress: Progress) -> dict:
     """The server's answer to one method (raises what the SDK raises)."""
-    if method == "tools/list":
-        return {"tools": [dumped(tool) for tool in await connection.tools()]}
     if method == "tools/call":
         return await _call_tool(connection, client, params, progress)
     if method == "resources/list":
@@ -94,6 +93,8 @@ async def answer(connection: ServerConnection, call: Call, timeout: float, progr
     server = connection.server.name
     try:
         async with asyncio.timeout(timeout):
+            if call.method == "tools/list":  # (the last listing while the server is down: its calls say why)
+                return Reply("result", {"tools": [dumped(tool) for tool in await connection.tools()]})
             client = await connection.client()
             return Reply("result", await perform(connection, client, call.method, call.params, progress))
     except ServerUnavailable as error:
@@ -106,7 +107,7 @@ async def answer(connection: ServerConnection, call: Call, timeout: float, progr
     except MCPError as error:
         if error.code == mcp_types.CONNECTION_CLOSED:
             connection.broken()
-            return Reply.error(SERVER_UNAVAILABLE, f'the MCP server "{server}" closed the connection')
+            return Reply.error(SERVER_UNAVAILABLE, f'the MCP server "{server}" closed the connection during the call')
         return Reply.error(error.code, error.message)
     except Exception as error:  # noqa: BLE001 - whatever the SDK or transport raised: the client is told
         log.warning("MCP gateway call %s %s failed: %s", server, call.method, type(error).__name__)
