@@ -214,10 +214,12 @@ def run_durability(sizes: Sizes, log=print) -> dict:
                                             log)}
 
 
-def run_mcp_gateway(sizes: Sizes, log=print) -> dict:
-    """15. A tool call through the MCP gateway against the same call made directly on the server."""
-    log("15. MCP gateway: a tool call through /mcp against the same call on the server")
-    return mcp_gateway.measure(sizes.mcp_levels, sizes.mcp_seconds, sizes.mcp_rounds, log)
+def run_mcp_gateway(sizes: Sizes, log=print, before: Path | None = None) -> dict:
+    """15. A tool call through the MCP gateway, and a model's server-side call, against the same call made
+    directly on the server (and, with `before`, an older tree's)."""
+    log("15. MCP tools: a call through /mcp and server-side against the same call on the server"
+        + (", and before" if before else ""))
+    return mcp_gateway.measure(sizes.mcp_levels, sizes.mcp_seconds, sizes.mcp_rounds, log, before)
 
 
 def run_sharing(sizes: Sizes, log=print) -> dict:
@@ -321,13 +323,15 @@ def main() -> None:
                              "older tree too; not part of the full run: about 15 minutes on 2 cores, 25 with "
                              "--before) and merge it into OUT/benchmarks.json")
     parser.add_argument("--mcp-gateway", action="store_true",
-                        help="run only section 15 (a tool call through the MCP gateway against the same call on the "
-                             "server; not part of the full run) and merge it into OUT/benchmarks.json")
+                        help="run only section 15 (a tool call through the MCP gateway, and a model's server-side "
+                             "call, against the same call on the server; not part of the full run) and merge it into "
+                             "OUT/benchmarks.json")
     parser.add_argument("--configs", type=_configs, default=None,
                         help="with --scale: web+worker process counts, e.g. 1+1,2+2,4+4,8+4 (default 1+1,2+2)")
     parser.add_argument("--slots", type=int, default=None, help="with --scale: greenlets per upstream worker")
     parser.add_argument("--before", type=Path,
-                        help="with --scale, --tracing, --work-shares or --agent-sessions(-local): an older source "
+                        help="with --scale, --tracing, --work-shares, --agent-sessions(-local) or --mcp-gateway: an "
+                             "older source "
                              "tree "
                              "(a git worktree) measured side by side")
     args = parser.parse_args()
@@ -345,7 +349,7 @@ def main() -> None:
         results = _last_report(args.out)
         section, runner = ONE_SECTION[alone]
         results[section] = runner(sizes, log, args.before) if alone in ("tracing", "work-shares", "agent-sessions",
-                                                                        "agent-sessions-local") \
+                                                                        "agent-sessions-local", "mcp-gateway") \
             else runner(sizes, log)
         results[section]["environment"] = environment(" ".join(["python scripts/bench.py", *sys.argv[1:]]))
     elif args.deployments:

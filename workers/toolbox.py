@@ -6,9 +6,10 @@ Each call is a `protocol.gateway.Call` on the pool's list, as a gateway
 call is: admitted against the person's rates in the same round trip
 (jobqueue.admit_tool_call; without a slot, which the job holds), carrying
 the person's own credentials (the variables' names) and its job's trace;
-its reply comes back on a channel of this worker's. A round's calls run
-at once. The listing a job is offered is asked of the pool too (its
-sessions' cached listings); it is counted by the job's own admission.
+its reply comes back on a channel of this worker's (one subscription per
+worker process, for every call). A round's calls run at once. The listing
+a job is offered is asked of the pool too (its sessions' cached listings,
+kept here for LISTING_SECONDS); it is counted by the job's own admission.
 
 Nothing a call can do reaches past this module as an exception, except the
 job's own cancellation (concurrent.futures.CancelledError; its calls are
@@ -19,6 +20,8 @@ from __future__ import annotations
 
 import json
 import logging
+import queue
+import threading
 import time
 import uuid
 from concurrent.futures import CancelledError
@@ -41,6 +44,7 @@ log = logging.getLogger(__name__)
 REPLY_GRACE_SECONDS = 5.0  # beyond a server's own timeouts, for the pool to answer
 POLL_SECONDS = 0.2  # how often a wait looks at its job's cancellation
 POOL_PATIENCE_SECONDS = 2.0  # a pool process starting (or just restarted) is waited for this long
+LISTING_SECONDS = 2.0  # a server's tool listing, as a person sees it, is asked of the pool again after this long
 
 
 @dataclass(frozen=True)
@@ -91,23 +95,101 @@ def limited(text: str, limit: int) -> tuple[str, bool]:
     return f"{text[:limit]}\n[result truncated: the first {limit} of {len(text)} characters]", True
 
 
+class _Replies:
+    """This worker process's one subscription to its replies (every reply
+    channel under its id, one pattern), read by a thread of its own that
+    hands each reply to the call waiting for it: a call costs no subscribe,
+    unsubscribe or connection of its own. Started on first use (after any
+    fork); a lost subscription is made again, and a reply published
+    meanwhile is lost (its call times out)."""
+
+    def __init__(self, redis: Redis, worker_id: str):
+        self._redis, self._pattern = redis, keys.reply_pattern(worker_id)
+        self._waiting: dict[str, queue.Queue] = {}
+        self._lock = threading.Lock()
+        self._ready = threading.Event()
+
+    def expect(self, call_ids: list[str]) -> queue.Queue:
+        """Where the calls' replies will be put, as (call id, data), from now on."""
+        self._start()
+        replies: queue.Queue = queue.Queue()
+        self._waiting.update((call_id, replies) for call_id in call_ids)
+        return replies
+
+    def forget(self, call_ids: list[str]) -> None:
+        for call_id in call_ids:
+            self._waiting.pop(call_id, None)
+
+    def _start(self) -> None:
+        with self._lock:
+            if not self._ready.is_set():
+                threading.Thread(target=self._listen_forever, name="tool-replies", daemon=True).start()
+                self._ready.wait(10)
+
+    def _listen_forever(self) -> None:
+        while True:
+            pubsub = self._redis.pubsub()
+            try:
+                pubsub.psubscribe(self._pattern)
+                while True:
+                    message = pubsub.get_message(timeout=1.0)
+                    if message is not None and message["type"] == "psubscribe":
+                        self._ready.set()  # (confirmed: every reply from now on reaches it)
+                    elif message is not None and message["type"] == "pmessage":
+                        self._hand(message)
+            except RedisError as error:
+                log.warning("server-side tools: the replies' subscription failed (%s); subscribing again",
+                            type(error).__name__)
+                time.sleep(POLL_SECONDS)
+            finally:
+                pubsub.close()
+
+    def _hand(self, message: dict) -> None:
+        call_id = keys.job_of_channel(_text(message["channel"]))
+        waiting = self._waiting.get(call_id)
+        if waiting is not None:
+            waiting.put((call_id, message["data"]))
+
+
 class Toolbox:
     def __init__(self, redis: Redis, servers: dict[str, McpServer], worker_id: str):
         self._redis, self._servers, self._worker_id = redis, servers, worker_id
+        self._replies = _Replies(redis, worker_id)
+        self._listings: dict[tuple, tuple[float, Reply]] = {}  # (server, whose session) -> (when, its listing)
 
     def offered(self, server_names: list[str], job: Job, cancel: Cancel | None = None) -> list[ServerTool]:
         """The tools of these servers, in order, as the job's person sees
         them; a name offered by two servers goes to the one listed first.
-        A server that cannot be listed offers none."""
+        A server that cannot be listed offers none. A listing is kept for
+        LISTING_SECONDS (the pool's own follows the server's changes)."""
         names = [name for name in server_names if name in self._servers]
-        replies = self._ask([(name, "tools/list", {}) for name in names], job, cancel) if names else []
+        listings = self._listed(names, job, cancel)
         tools: dict[str, ServerTool] = {}
-        for server, (reply, _) in zip(names, replies):
+        for server in names:
+            reply = listings[server]
             for tool in reply.body.get("tools", []) if reply.kind == "result" else []:
                 tools.setdefault(tool["name"], ServerTool(server, ToolSpec(
                     name=tool["name"], description=tool.get("description") or "",
                     parameters=tool.get("inputSchema") or {})))
         return list(tools.values())
+
+    def _listed(self, names: list[str], job: Job, cancel: Cancel | None) -> dict[str, Reply]:
+        now, whose = time.monotonic(), {name: self._whose(name, job) for name in names}
+        kept = {name: self._listings.get(whose[name]) for name in names}
+        listings = {name: held[1] for name, held in kept.items() if held and now - held[0] < LISTING_SECONDS}
+        missing = [name for name in names if name not in listings]
+        for name, (reply, _) in zip(missing, self._ask([(n, "tools/list", {}) for n in missing], job, cancel)
+                                    if missing else []):
+            listings[name] = reply
+            if reply.kind == "result":
+                self._listings[whose[name]] = (now, reply)
+        return listings
+
+    def _whose(self, server: str, job: Job) -> tuple:
+        """Whose session with the server a listing comes from (as the pool keeps them: workers/mcp/pool.py)."""
+        own = job.tool_credentials.get(server, {})
+        personal = self._servers[server].per_person or (own and self._servers[server].transport == "http")
+        return server, job.usage_of if personal else "", tuple(sorted(own.items()))
 
     def call_all(self, calls: list[tuple[ServerTool, dict]], job: Job, cancel: Cancel | None = None
                  ) -> list[ToolResult]:
@@ -136,15 +218,15 @@ class Toolbox:
         started = time.monotonic()
         if not self._pool_alive(cancel):
             return [(Reply.error(SERVER_UNAVAILABLE, NO_POOL), 0.0)] * len(asked)
-        pubsub = self._redis.pubsub(ignore_subscribe_messages=True)
+        calls = [self._call(server, method, params, job) for server, method, params in asked]
+        ids = [call.id for call in calls]
+        arriving = self._replies.expect(ids)
         try:
-            calls = [self._call(server, method, params, job) for server, method, params in asked]
-            pubsub.subscribe(*(call.reply_channel for call in calls))
             replies = {call.id: refusal for call in calls
                        if (refusal := self._queue(call, job, metered)) is not None}
-            return self._replies(pubsub, calls, replies, started, cancel)
+            return self._replies_of(arriving, calls, replies, started, cancel)
         finally:
-            pubsub.close()
+            self._replies.forget(ids)
 
     def _call(self, server: str, method: str, params: dict, job: Job) -> Call:
         entry, call_id = self._servers[server], uuid.uuid4().hex
@@ -165,9 +247,9 @@ class Toolbox:
             return Reply("error", {"code": -32000, "message": message, "refused": True}), 0.0
         return None
 
-    def _replies(self, pubsub, calls: list[Call], replies: dict, started: float, cancel: Cancel | None
-                 ) -> list[tuple[Reply, float]]:
-        waiting = {call.reply_channel: call for call in calls if call.id not in replies}
+    def _replies_of(self, arriving: queue.Queue, calls: list[Call], replies: dict, started: float,
+                    cancel: Cancel | None) -> list[tuple[Reply, float]]:
+        waiting = {call.id: call for call in calls if call.id not in replies}
         deadline = started + max((c.deadline - time.time() for c in waiting.values()), default=0) + REPLY_GRACE_SECONDS
         while waiting:
             if cancel is not None and cancel.is_set():
@@ -176,14 +258,16 @@ class Toolbox:
             if time.monotonic() > deadline:
                 self._cancel(list(waiting.values()))
                 late = Reply.error(CALL_TIMEOUT, "the MCP pool did not answer in time; the call was cancelled")
-                replies |= {call.id: (late, time.monotonic() - started) for call in waiting.values()}
+                replies |= {call_id: (late, time.monotonic() - started) for call_id in waiting}
                 break
-            message = pubsub.get_message(timeout=POLL_SECONDS)
-            call = waiting.get(_text(message["channel"])) if message is not None else None
-            reply = Reply.from_json(message["data"]) if call is not None else None
-            if reply is not None and reply.kind != "progress":
-                replies[call.id] = (reply, time.monotonic() - started)
-                del waiting[call.reply_channel]
+            try:
+                call_id, data = arriving.get(timeout=POLL_SECONDS)
+            except queue.Empty:
+                continue
+            reply = Reply.from_json(data)
+            if reply.kind != "progress" and call_id in waiting:
+                replies[call_id] = (reply, time.monotonic() - started)
+                del waiting[call_id]
         return [replies[call.id] for call in calls]
 
     def _pool_alive(self, cancel: Cancel | None) -> bool:

@@ -301,7 +301,8 @@ def markdown(results: dict, chart_name: str) -> str:
     if results.get("durability"):
         lines += ["", "## 10. Redis persistence and failover", ""] + _durability_lines(results["durability"])
     if results.get("mcp_gateway"):
-        lines += ["", "## 15. The MCP gateway: a tool call through /mcp against the same call on the server", ""] + \
+        lines += ["", "## 15. The MCP gateway and server-side tools: a tool call against the same call on the "
+                  "server", ""] + \
             mcp_gateway.lines(results["mcp_gateway"])
     if results.get("codex_transport"):
         lines += ["", "## 11. Codex's transports: HTTP and the Responses WebSocket", ""] + _codex_transport_lines(

@@ -92,13 +92,16 @@ def test_the_scaling_benchmark_runs_side_by_side_and_adds_its_section(tmp_path):
 @pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_the_mcp_gateway_benchmark_adds_its_section(tmp_path):
-    """`--mcp-gateway --tiny`: both ways at one and 16 callers, every call answered, merged into the report."""
+    """`--mcp-gateway --tiny`: every way (direct, through the gateway, server-side and the chat without a call) at
+    one and 16 callers, every call answered, merged into the report, with both targets checked."""
     (tmp_path / "benchmarks.json").write_text((ROOT / "docs" / "benchmarks.json").read_text())
     run = subprocess.run([sys.executable, "scripts/bench.py", "--mcp-gateway", "--tiny", "--out", str(tmp_path)],
                          cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     section = json.loads((tmp_path / "benchmarks.json").read_text())["mcp_gateway"]
     assert [row["callers"] for row in section["rows"]] == [1, 16]
-    assert all(reading["n"] > 0 for row in section["rows"] for way in ("direct", "gateway") for reading in row[way])
-    assert "## 15. The MCP gateway" in (tmp_path / "benchmarks.md").read_text()
+    assert all(reading["n"] > 0 for row in section["rows"] for way in ("direct", "gateway", "server_side", "chat")
+               for reading in row[way])
+    assert "## 15. The MCP gateway and server-side tools" in (tmp_path / "benchmarks.md").read_text()
     assert "tool call through the MCP gateway at one caller" in run.stdout
+    assert "tool call server-side at one caller" in run.stdout

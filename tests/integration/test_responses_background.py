@@ -85,7 +85,9 @@ def test_a_stream_waits_on_its_log_on_a_connection_of_its_own(base_url, redis_cl
     waiting reader never holds one of the pool every request shares; the
     connection is closed when the stream ends."""
     queued = client_for(base_url).responses.create(model="echo:slow", input=SHORT_SLOW, background=True)
-    replays = lambda: [c for c in redis_client.client_list() if c["name"] == "switchboard-web-replay"]  # noqa: E731
+    database = str(redis_client.connection_pool.connection_kwargs.get("db", 0))  # (another test process's are not)
+    replays = lambda: [c for c in redis_client.client_list() if c["name"] == "switchboard-web-replay"  # noqa: E731
+                       and c["db"] == database]
     with httpx.stream("GET", f"{base_url}/v1/responses/{queued.id}", params={"stream": "true"}, timeout=60) as got:
         lines = got.iter_lines()
         assert next(lines).startswith("event: response.created")
