@@ -45,6 +45,7 @@ REPLY_GRACE_SECONDS = 5.0  # beyond a server's own timeouts, for the pool to ans
 POLL_SECONDS = 0.2  # how often a wait looks at its job's cancellation
 POOL_PATIENCE_SECONDS = 2.0  # a pool process starting (or just restarted) is waited for this long
 LISTING_SECONDS = 2.0  # a server's tool listing, as a person sees it, is asked of the pool again after this long
+MOST_LISTINGS = 1000  # listings kept before the expired ones are dropped
 
 
 @dataclass(frozen=True)
@@ -108,6 +109,8 @@ class _Replies:
         self._waiting: dict[str, queue.Queue] = {}
         self._lock = threading.Lock()
         self._ready = threading.Event()
+        self._listener: threading.Thread | None = None
+        self._stopping = threading.Event()
 
     def expect(self, call_ids: list[str]) -> queue.Queue:
         """Where the calls' replies will be put, as (call id, data), from now on."""
@@ -121,23 +124,29 @@ class _Replies:
             self._waiting.pop(call_id, None)
 
     def _start(self) -> None:
+        """One listener per process; a call waits for its subscription's confirmation (Redis away: a while)."""
         with self._lock:
-            if not self._ready.is_set():
-                threading.Thread(target=self._listen_forever, name="tool-replies", daemon=True).start()
-                self._ready.wait(10)
+            if self._listener is None:
+                self._listener = threading.Thread(target=self._listen_forever, name="tool-replies", daemon=True)
+                self._listener.start()
+        self._ready.wait(10)
+
+    def stop(self) -> None:
+        """The listener ends within a second (a worker's never does: it lives as long as its process)."""
+        self._stopping.set()
 
     def _listen_forever(self) -> None:
-        while True:
+        while not self._stopping.is_set():
             pubsub = self._redis.pubsub()
             try:
                 pubsub.psubscribe(self._pattern)
-                while True:
+                while not self._stopping.is_set():
                     message = pubsub.get_message(timeout=1.0)
                     if message is not None and message["type"] == "psubscribe":
                         self._ready.set()  # (confirmed: every reply from now on reaches it)
                     elif message is not None and message["type"] == "pmessage":
                         self._hand(message)
-            except RedisError as error:
+            except (RedisError, OSError, ValueError) as error:  # (ValueError: its socket closed under it)
                 log.warning("server-side tools: the replies' subscription failed (%s); subscribing again",
                             type(error).__name__)
                 time.sleep(POLL_SECONDS)
@@ -182,14 +191,22 @@ class Toolbox:
                                     if missing else []):
             listings[name] = reply
             if reply.kind == "result":
-                self._listings[whose[name]] = (now, reply)
+                self._keep(whose[name], now, reply)
         return listings
+
+    def _keep(self, whose: tuple, now: float, listing: Reply) -> None:
+        if len(self._listings) >= MOST_LISTINGS:  # (people come and go: the expired ones go first)
+            self._listings = {k: held for k, held in self._listings.items() if now - held[0] < LISTING_SECONDS}
+        self._listings[whose] = (now, listing)
 
     def _whose(self, server: str, job: Job) -> tuple:
         """Whose session with the server a listing comes from (as the pool keeps them: workers/mcp/pool.py)."""
         own = job.tool_credentials.get(server, {})
         personal = self._servers[server].per_person or (own and self._servers[server].transport == "http")
         return server, job.usage_of if personal else "", tuple(sorted(own.items()))
+
+    def close(self) -> None:
+        self._replies.stop()
 
     def call_all(self, calls: list[tuple[ServerTool, dict]], job: Job, cancel: Cancel | None = None
                  ) -> list[ToolResult]:
