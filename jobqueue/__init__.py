@@ -18,11 +18,12 @@ fairqueue.py (the order workers take jobs in: fair shares across people,
 each job charged its work: charges.py; completions first, one-at-a-time
 models handed to an idle worker, the tickets counted on their way),
 wakeups.py (the one module that knows Celery: its messages wake worker
-slots), affinity.py (which worker holds a prompt's prefix in its cache), records.py
-(a job's state, heartbeat and abort mark), states.py, endings.py (what a
-job's end leaves in the records), deployments.py (which server of an
-upstream model a request goes to, and each server's health: its verbs are
-exported below), and lua/ (one script per transition). The processes import
+slots), affinity.py (which worker holds a prompt's prefix in its cache),
+records.py (a job's state, heartbeat and abort mark), states.py,
+endings.py (what a job's end, or a tool call's, leaves in the records),
+deployments.py (which server of an upstream model a request goes to, and
+each server's health: its verbs are exported below), and lua/ (one script
+per transition). The processes import
 this package only (import-linter's job-owner contract). Only redis-py, the
 protocol package, the records (ledger/) and telemetry are imported here,
 and Celery's app (queue_config) by wakeups.py alone.
@@ -249,6 +250,8 @@ def unserved_pools(pools: list[str], consumed: set[str]) -> list[str]:
     """The pools no live worker consumes a queue of (`consumed`: the queues
     the workers announce)."""
     return sorted(pool for pool in pools if pool not in consumed and completion_queue(pool) not in consumed)
+
+
 estimate_charge = charges.estimate  # what a job will cost its person's share (set it as job.charge)
 wake_held = deployments.wake_held  # pools whose jobs held for full deployments may run: wake them
 
