@@ -11,11 +11,13 @@ import time
 from concurrent.futures import CancelledError
 
 import pytest
+import redis
 
 from catalog.mcp import McpServer
 from protocol import keys
 from protocol.contract import Job, Message, ToolSpec
 from protocol.gateway import CALL_TIMEOUT, Call, Reply
+from tests.conftest import clear_switchboard_keys
 from workers.cancel import Cancel
 from workers.toolbox import ServerTool, Toolbox
 
@@ -68,19 +70,31 @@ class ScriptedPool:
 
 
 @pytest.fixture
-def toolbox(clean_redis):
+def own_redis(redis_url):
+    """A database of these tests' own: the suite's MCP stack runs a real pool process on the suite's database,
+    which would take the calls from the list (its channels are the suite's: pub/sub is server-wide)."""
+    base, _, database = redis_url.rpartition("/")
+    client = redis.Redis.from_url(f"{base}/{9 if int(database or 0) != 9 else 8}")
+    clear_switchboard_keys(client)
+    yield client
+    clear_switchboard_keys(client)
+    client.close()
+
+
+@pytest.fixture
+def toolbox(own_redis):
     """A worker's toolbox; its replies' listener stopped after the test."""
-    made = Toolbox(clean_redis, SERVERS, "w-test")
+    made = Toolbox(own_redis, SERVERS, "w-test")
     yield made
     made.close()
 
 
 @pytest.fixture
-def pool(clean_redis):
+def pool(own_redis):
     started = []
 
     def start(answer) -> ScriptedPool:
-        started.append(ScriptedPool(clean_redis, answer))
+        started.append(ScriptedPool(own_redis, answer))
         return started[-1]
     yield start
     for scripted in started:
