@@ -83,6 +83,13 @@ class McpServer(BaseModel):
         return self.headers | {header: secret_from_env(variable) or ""
                                for header, variable in (self.headers_env | (own or {})).items()}
 
+    def session_of(self, person: str, own: dict[str, str]) -> tuple[str, dict[str, str]]:
+        """Whose session with this server a call of `person` takes, and the
+        credentials of their own it carries: theirs for a per-person server
+        or a remote one they have credentials for, else the shared one ("")."""
+        own = own if self.transport == "http" else {}
+        return (person if self.per_person or own else ""), own
+
     def offers(self, tool_name: str) -> bool:
         return self.tools is None or tool_name in self.tools
 

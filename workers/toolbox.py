@@ -201,9 +201,8 @@ class Toolbox:
 
     def _whose(self, server: str, job: Job) -> tuple:
         """Whose session with the server a listing comes from (as the pool keeps them: workers/mcp/pool.py)."""
-        own = job.tool_credentials.get(server, {})
-        personal = self._servers[server].per_person or (own and self._servers[server].transport == "http")
-        return server, job.usage_of if personal else "", tuple(sorted(own.items()))
+        person, own = self._servers[server].session_of(job.usage_of, job.tool_credentials.get(server, {}))
+        return server, person, tuple(sorted(own.items()))
 
     def close(self) -> None:
         self._replies.stop()

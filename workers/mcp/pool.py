@@ -80,9 +80,7 @@ class McpPool:
     # --- sessions -------------------------------------------------------------------
     def connection(self, call: Call) -> ServerConnection:
         """This call's session with its server (made on first use)."""
-        server = self.servers[call.server]
-        own = call.own_headers_env if server.transport == "http" else {}
-        return self._session(call.server, call.person if server.per_person or own else "", own)
+        return self._session(call.server, *self.servers[call.server].session_of(call.person, call.own_headers_env))
 
     def _session(self, name: str, person: str, own: dict) -> ServerConnection:
         """The session with server `name` for `person` ("": shared) with their own credentials `own`."""
