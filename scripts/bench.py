@@ -27,6 +27,7 @@ import os
 import platform
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -38,7 +39,7 @@ from scripts.benchkit import (abort, agent_sessions, celery_floor, codex_transpo
 from scripts.benchkit.report import chart, markdown  # noqa: E402
 from scripts.benchkit.stack import BenchStack, redis_connection_bound  # noqa: E402
 from scripts.benchkit.targets import check_all  # noqa: E402
-from scripts.children import stop_on_signals  # noqa: E402
+from scripts.children import stop_all, stop_on_signals  # noqa: E402
 
 
 @dataclass(frozen=True)
@@ -120,8 +121,43 @@ def environment(command: str) -> dict:
             "cores": os.cpu_count(), "python": platform.python_version()}
 
 
-def run(sizes: Sizes, command: str, log=print) -> dict:
-    results = {"environment": environment(command), "sizes": sizes.__dict__}
+def run(sizes: Sizes, command: str, log=print, lanes: int = 1) -> dict:
+    """Every section of the full run. With `lanes` above one, sections that
+    start stacks of their own run that many at a time (the smoke test: the
+    timings then mean nothing, the run's checks still do)."""
+    parts = {"shared": lambda: run_on_one_stack(sizes, log),
+             "local_batching": lambda: run_local_batching(sizes, log), "sharing": lambda: run_sharing(sizes, log),
+             "deployments": lambda: deployments.measure(sizes.deploy_seconds, sizes.deploy_clients, log,
+                                                        sizes.deploy_rounds),
+             "durability": lambda: run_durability(sizes, log), "codex_transport": lambda: run_codex_transport(sizes, log),
+             "tracing": lambda: run_tracing(sizes, log), "work_shares": lambda: run_work_shares(sizes, log),
+             "agent_sessions": lambda: run_agent_sessions(sizes, log)}
+    found = ({name: part() for name, part in parts.items()} if lanes == 1 else
+             side_by_side(parts, lanes, first=("shared", "agent_sessions", "sharing", "durability")))
+    return {"environment": environment(command), "sizes": sizes.__dict__} | found.pop("shared") | found
+
+
+def side_by_side(parts: dict, lanes: int, first: tuple[str, ...] = ()) -> dict:
+    """Run `parts` (name -> callable) `lanes` at a time, the names in `first`
+    (the longest) started first; the first failure stops what every part
+    started and is raised."""
+    order = [name for name in first if name in parts] + [name for name in parts if name not in first]
+    pool = ThreadPoolExecutor(lanes, thread_name_prefix="section")
+    futures = {pool.submit(parts[name]): name for name in order}
+    try:
+        for done in as_completed(futures):
+            done.result()
+    except BaseException:
+        pool.shutdown(wait=False, cancel_futures=True)
+        stop_all()  # the running parts' processes: they fail at once, and their threads end
+        raise
+    pool.shutdown()
+    return {name: future.result() for future, name in futures.items()}
+
+
+def run_on_one_stack(sizes: Sizes, log=print) -> dict:
+    """Sections 1 to 6, on the one stack they share (LiteLLM's proxy and llama-cpp-python's server beside)."""
+    results: dict = {}
     with BenchStack(sizes.upstream_tokens, sizes.upstream_rate) as endpoints:
         log("1. gateway overhead")
         rows = asyncio.run(overhead.measure(endpoints, sizes.upstream_tokens, sizes.levels, sizes.per_level,
@@ -150,14 +186,6 @@ def run(sizes: Sizes, command: str, log=print) -> dict:
                             "queued": abort.queued_aborts(endpoints, sizes.aborts)}
         log("6. queue latency")
         results["queue_latency"] = asyncio.run(abort.queue_latency(endpoints, sizes.probes, sizes.background))
-    results["local_batching"] = run_local_batching(sizes, log)
-    results["sharing"] = run_sharing(sizes, log)
-    results["deployments"] = deployments.measure(sizes.deploy_seconds, sizes.deploy_clients, log, sizes.deploy_rounds)
-    results["durability"] = run_durability(sizes, log)
-    results["codex_transport"] = run_codex_transport(sizes, log)
-    results["tracing"] = run_tracing(sizes, log)
-    results["work_shares"] = run_work_shares(sizes, log)
-    results["agent_sessions"] = run_agent_sessions(sizes, log)
     return results
 
 
@@ -290,6 +318,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="smaller sizes (about 18 minutes on 2 cores)")
     parser.add_argument("--tiny", action="store_true", help="the smallest sizes (the smoke test)")
+    parser.add_argument("--lanes", type=int, default=1,
+                        help="run the sections with stacks of their own this many at a time (the smoke test; "
+                             "timings are then not comparable)")
     parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parents[1] / "docs")
     parser.add_argument("--notes", type=Path, help="a Markdown file appended to the report (profiles, findings)")
     parser.add_argument("--render", action="store_true", help="only rewrite the report from OUT/benchmarks.json")
@@ -340,7 +371,8 @@ def main() -> None:
         return
     sizes = TINY if args.tiny else QUICK if args.quick else Sizes()
     started = time.monotonic()
-    command = "python scripts/bench.py" + (" --quick" if args.quick else " --tiny" if args.tiny else "")
+    command = "python scripts/bench.py" + (" --quick" if args.quick else " --tiny" if args.tiny else "") + (
+        f" --lanes {args.lanes}" if args.lanes > 1 else "")
 
     def log(message: str) -> None:
         print(f"[{time.monotonic() - started:6.1f} s] {message}", flush=True)
@@ -361,7 +393,7 @@ def main() -> None:
         results["scale"] = scale.run(_scale_sizes(args), args.before, log)
         results["scale"]["environment"] = environment(" ".join(["python scripts/bench.py", *sys.argv[1:]]))
     else:
-        results = run(sizes, command, log=log)
+        results = run(sizes, command, log=log, lanes=args.lanes)
         previous = args.out / "benchmarks.json"
         kept = json.loads(previous.read_text()) if previous.exists() else {}
         for section in RUN_APART:  # not part of the full run: kept from the last report
