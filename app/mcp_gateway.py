@@ -27,7 +27,7 @@ from app.services import Services
 from catalog.mcp import Grants
 from dialects.mcp import LISTINGS, Names, RpcError
 from protocol import keys
-from protocol.gateway import CALL_TIMEOUT, NO_POOL, SERVER_UNAVAILABLE, Call, Reply, cancel, pool_heard
+from protocol.gateway import CALL_TIMEOUT, NO_POOL, SERVER_UNAVAILABLE, Call, Reply, cancel, pool_answers
 
 log = logging.getLogger(__name__)
 
@@ -128,17 +128,6 @@ class Sessions:
         return found.decode() if found else None
 
 
-def pool_alive(redis, patience: float = 2.0) -> bool:
-    """Whether an MCP pool process was heard of lately; one that is starting
-    (or whose presence Redis lost a moment ago) is waited for a little."""
-    deadline = time.monotonic() + patience
-    while not pool_heard(redis):
-        if time.monotonic() > deadline:
-            return False
-        gevent.sleep(0.2)
-    return True
-
-
 @dataclass
 class Hooks:
     """What a request hears of its calls to the pool."""
@@ -162,7 +151,7 @@ class Caller:
         """An MCP pool process is alive (seen within the last second by this web process, or now)."""
         if time.monotonic() - self.shared.mcp_pool_heard_at < 1.0:
             return
-        if not pool_alive(self.shared.redis):
+        if not pool_answers(self.shared.redis, gevent.sleep):
             raise RpcError(SERVER_UNAVAILABLE, NO_POOL)
         self.shared.mcp_pool_heard_at = time.monotonic()
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Callable, Literal
 
 from redis import Redis
 
@@ -53,6 +53,19 @@ NO_POOL = "no MCP pool process is running (the Procfile's `mcp`: python -m worke
 def pool_heard(redis: Redis) -> bool:
     """Whether an MCP pool process announced itself lately."""
     return redis.zcount(keys.MCP_POOLS, time.time() - POOL_HEARD_SECONDS, "+inf") > 0
+
+
+def pool_answers(redis: Redis, pause: Callable[[float], object], patience: float = 2.0) -> bool:
+    """Whether an MCP pool process was heard of lately; one starting (or whose
+    presence Redis lost a moment ago) is waited for `patience` seconds, with
+    `pause` between looks (a web process's greenlet sleeps; a worker's wait
+    raises once its job is cancelled)."""
+    deadline = time.monotonic() + patience
+    while not pool_heard(redis):
+        if time.monotonic() > deadline:
+            return False
+        pause(0.2)
+    return True
 
 
 def cancel(redis: Redis, call_id: str) -> None:

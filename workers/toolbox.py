@@ -35,7 +35,7 @@ from catalog.mcp import McpServer
 from protocol import keys
 from protocol.contract import Job, ToolSpec
 from protocol.gateway import (
-    CALL_TIMEOUT, NO_POOL, SERVER_UNAVAILABLE, Call, Reply, cancel, error_outcome, pool_heard,
+    CALL_TIMEOUT, NO_POOL, SERVER_UNAVAILABLE, Call, Reply, cancel, error_outcome, pool_answers,
 )
 from workers.cancel import Cancel
 
@@ -287,15 +287,12 @@ class Toolbox:
         return [replies[call.id] for call in calls]
 
     def _pool_alive(self, cancel: Cancel | None) -> bool:
-        waited_until = time.monotonic() + POOL_PATIENCE_SECONDS
-        while not pool_heard(self._redis):
-            if time.monotonic() > waited_until:
-                return False
-            if cancel is not None and cancel.wait(POLL_SECONDS):
-                raise CancelledError()
+        def pause(seconds: float) -> None:
             if cancel is None:
-                time.sleep(POLL_SECONDS)
-        return True
+                time.sleep(seconds)
+            elif cancel.wait(seconds):
+                raise CancelledError()
+        return pool_answers(self._redis, pause, POOL_PATIENCE_SECONDS)
 
     def _cancel(self, calls: list[Call]) -> None:
         for call in calls:
