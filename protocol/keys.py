@@ -74,15 +74,17 @@ def abort_channel(prefix: str | None = None) -> str:
     return f"{prefix or _channels}:abort"
 
 
-def reply_channel(web_id: str, job_id: str) -> str:
-    """Where a worker publishes a job's events: a channel under the web
-    process relaying it, which listens to all of them with one pattern
-    subscription (no subscribe and unsubscribe per job)."""
-    return f"{_channels}:web:{web_id}:job:{job_id}:events"
+def reply_channel(listener: str, job_id: str) -> str:
+    """Where a job's events (or a tool call's replies) are published: a
+    channel under the process waiting for them (the web process relaying a
+    job; the worker whose model made the call), which listens to all of them
+    with one pattern subscription (no subscribe and unsubscribe per job).
+    ("web" in the name is its first listener's, kept for rolling deploys.)"""
+    return f"{_channels}:web:{listener}:job:{job_id}:events"
 
 
-def reply_pattern(web_id: str) -> str:
-    return f"{_channels}:web:{web_id}:job:*:events"
+def reply_pattern(listener: str) -> str:
+    return f"{_channels}:web:{listener}:job:*:events"
 
 
 def job_of_channel(channel: str) -> str:
