@@ -79,7 +79,7 @@ def reply_channel(listener: str, job_id: str) -> str:
     channel under the process waiting for them (the web process relaying a
     job; the worker whose model made the call), which listens to all of them
     with one pattern subscription (no subscribe and unsubscribe per job).
-    ("web" in the name is its first listener's, kept for rolling deploys.)"""
+    (Its text still says "web", its first listener: not worth renaming what operators watch.)"""
     return f"{_channels}:web:{listener}:job:{job_id}:events"
 
 
