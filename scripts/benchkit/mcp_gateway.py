@@ -49,26 +49,40 @@ REGISTRY = ('[mcp_servers.tools]\nurl = "{url}"\n\n[models."echo"]\nbackend = "e
 SAY = '<invoke name="say">\n<parameter name="text">hi</parameter>\n</invoke>'
 
 
+class _Window:
+    """The measured window: it opens once every caller has warmed up (however long that takes on a busy
+    machine), and lasts `seconds`."""
+
+    def __init__(self, callers: int, seconds: float):
+        self.waiting, self.seconds, self.go, self.deadline = callers, seconds, asyncio.Event(), 0.0
+
+    async def ready(self) -> None:
+        self.waiting -= 1
+        if self.waiting == 0:
+            self.deadline = time.monotonic() + self.seconds
+            self.go.set()
+        await self.go.wait()
+
+    def open(self) -> bool:
+        return time.monotonic() < self.deadline
+
+
 async def _calls(url: str, callers: int, warmup: int, seconds: float) -> list[float]:
     """Every call's latency (ms), `callers` sessions calling for `seconds` after `warmup` calls each."""
-    async def one(latencies: list[float], deadline_box: list[float]) -> None:
+    async def one() -> None:
         http = httpx2.AsyncClient(timeout=60)
         async with Client(streamable_http_client(url, http_client=http), mode="2026-07-28") as client:
             for _ in range(warmup):
                 await client.call_tool("say", {"text": "hi"})
-            await started.wait()
-            while time.monotonic() < deadline_box[0]:
+            await window.ready()
+            while window.open():
                 begun = time.perf_counter()
                 await client.call_tool("say", {"text": "hi"})
                 latencies.append((time.perf_counter() - begun) * 1000)
 
     latencies: list[float] = []
-    started, deadline = asyncio.Event(), [0.0]
-    tasks = [asyncio.create_task(one(latencies, deadline)) for _ in range(callers)]
-    await asyncio.sleep(0.5 + 0.05 * callers)  # (the sessions open and warm up)
-    deadline[0] = time.monotonic() + seconds
-    started.set()
-    await asyncio.gather(*tasks)
+    window = _Window(callers, seconds)
+    await asyncio.gather(*(one() for _ in range(callers)))
     return latencies
 
 
@@ -80,23 +94,19 @@ async def _chats(base: str, model: str, callers: int, warmup: int, seconds: floa
     """Every chat's latency (ms): `callers` clients posting back to back for `seconds` after `warmup` each."""
     body = {"model": model, "messages": [{"role": "user", "content": SAY}]}
 
-    async def one(client: httpx.AsyncClient, latencies: list[float]) -> None:
+    async def one(client: httpx.AsyncClient) -> None:
         for _ in range(warmup):
             (await client.post(f"{base}/v1/chat/completions", json=body)).raise_for_status()
-        await started.wait()
-        while time.monotonic() < deadline[0]:
+        await window.ready()
+        while window.open():
             begun = time.perf_counter()
             (await client.post(f"{base}/v1/chat/completions", json=body)).raise_for_status()
             latencies.append((time.perf_counter() - begun) * 1000)
 
     latencies: list[float] = []
-    started, deadline = asyncio.Event(), [0.0]
+    window = _Window(callers, seconds)
     async with httpx.AsyncClient(timeout=60, limits=httpx.Limits(max_connections=callers + 4)) as client:
-        tasks = [asyncio.create_task(one(client, latencies)) for _ in range(callers)]
-        await asyncio.sleep(0.5 + 0.05 * callers)  # (the warm-up)
-        deadline[0] = time.monotonic() + seconds
-        started.set()
-        await asyncio.gather(*tasks)
+        await asyncio.gather(*(one(client) for _ in range(callers)))
     return latencies
 
 
