@@ -20,7 +20,7 @@ from app.errors import install_fallback_errors
 from app.pathkey import PathKeyMiddleware
 from app.presence import WebLease
 from app.relay import Relay
-from app.routes import admin, anthropic, gemini, mcp, ollama, openai, ops, responses, signin, simple_chat
+from app.routes import admin, anthropic, gemini, mcp, oauth, ollama, openai, ops, responses, signin, simple_chat
 from app.routes.signin import install_signin
 from app.services import Services
 from catalog.registry import load_registry
@@ -56,10 +56,10 @@ def create_app(overrides: dict | None = None) -> Flask:
     audit_changes(shared)
     install_request_log(app, settings.log_prompts)  # first: a refused request is logged too
     install_boundary(app, settings)  # then who may reach the server at all (Host, Origin, the client's address)
-    install_auth(app, keys, install_signin(app, shared))
+    install_auth(app, keys, install_signin(app, shared), oauth.challenge)
     install_fallback_errors(app)
     for blueprint in (ollama.bp, openai.bp, anthropic.bp, responses.bp, gemini.bp, simple_chat.bp, mcp.bp, ops.bp,
-                      admin.bp, signin.bp):
+                      admin.bp, signin.bp, oauth.bp):
         app.register_blueprint(blueprint)
     app.wsgi_app = PathKeyMiddleware(app.wsgi_app)
     return app

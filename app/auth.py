@@ -51,15 +51,30 @@ def _takes_query_key() -> bool:
 
 
 # The pages a browser's sign-in session opens (the console, a person's own page): nothing else takes one.
-SESSION_BLUEPRINTS = frozenset({"admin", "signin"})
+SESSION_BLUEPRINTS = frozenset({"admin", "signin", "oauth"})
 SessionCheck = Callable[[], "ApiKey | Response | None"]
 
 
-def install_auth(app: Flask, keys: KeyRing, session: SessionCheck | None = None) -> None:
+class Challenged(SwitchboardError):
+    """A 401 that tells an OAuth client where to get a token (RFC 6750 §3, RFC 9728 §5.1)."""
+
+    def __init__(self, message: str, challenge: str):
+        super().__init__(message, 401)
+        self.challenge = challenge
+
+    @property
+    def headers(self) -> dict[str, str]:
+        return {"WWW-Authenticate": self.challenge}
+
+
+def install_auth(app: Flask, keys: KeyRing, session: SessionCheck | None = None,
+                 challenge: Callable[[], str | None] = lambda: None) -> None:
     """Before any work is done, a request to a non-public route must present
-    a valid key (401 in its API's shape otherwise). With sign-in on, a
-    console page without a key may come with a session instead (`session`
-    finds its key, or answers itself: a page is sent to sign in)."""
+    a valid key (401 in its API's shape otherwise, with `challenge`'s
+    WWW-Authenticate where it gives one). With sign-in on, a console page
+    without a key may come with a session instead (`session` finds its key,
+    or answers itself: a page is sent to sign in). A key bound to a resource
+    (an MCP agent's token) is taken on that path only."""
     @app.before_request
     def require_key():
         if not _is_public(current_app):
@@ -76,5 +91,15 @@ def install_auth(app: Flask, keys: KeyRing, session: SessionCheck | None = None)
                     return None
                 if found is not None:
                     return found
-            g.api_key = keys.identify(presented, request.remote_addr)
+            try:
+                g.api_key = keys.identify(presented, request.remote_addr)
+            except SwitchboardError as refused:
+                raise _challenged(refused, challenge()) from None
+            bound = g.api_key.resource
+            if bound and request.path != bound and not request.path.startswith(bound + "/"):
+                raise SwitchboardError(f"this token is an MCP agent's: it is taken on {bound} only", 401)
         return None
+
+
+def _challenged(refused: SwitchboardError, challenge: str | None) -> SwitchboardError:
+    return Challenged(refused.message, challenge) if challenge and refused.status == 401 else refused

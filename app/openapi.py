@@ -99,7 +99,15 @@ ROUTES: list[tuple[str, str, type[BaseModel] | None, str]] = [
     ("post", "/auth/device", None, "RFC 8628 device authorization (scripts/admin.py login)"),
     ("get", "/login/device", None, "Approve a command-line login (?user_code=), signed in"),
     ("post", "/login/device", None, "The answer to a command-line login (user_code, decision)"),
-    ("post", "/auth/token", None, "RFC 8628 / 6749 token endpoint: a short-lived key for a device code or login"),
+    ("post", "/auth/token", None, "RFC 6749 token endpoint: a short-lived key for a device code, a login, or an "
+                                  "MCP agent's code or refresh token"),
+    # The MCP gateway's authorization server for agents (app/routes/oauth.py; 404 while sign-in is off).
+    ("get", "/.well-known/oauth-protected-resource/mcp", None, "RFC 9728 metadata of the MCP gateway"),
+    ("get", "/.well-known/oauth-protected-resource/mcp/{server}", None, "RFC 9728 metadata of one server's endpoint"),
+    ("get", "/.well-known/oauth-authorization-server", None, "RFC 8414 metadata of this authorization server"),
+    ("post", "/oauth/register", None, "RFC 7591 registration of a public MCP client (loopback or https redirects)"),
+    ("get", "/oauth/authorize", None, "An agent's authorization request (PKCE S256): the consent page, signed in"),
+    ("post", "/oauth/authorize", None, "The person's answer (ask, decision): back to the agent with a code"),
 ]
 _RESPONSES = {"200": {"description": "OK"}, "400": {"description": "Invalid request (the message names the field)"},
               "401": {"description": "Missing or wrong API key"}, "403": {"description": "No access"},

@@ -36,6 +36,24 @@ answered already): run the login again.</p>{% endif %}
 {% endif %}</body></html>"""
 
 
+CONSENT = _HEAD + """<h1 id="title">Let an agent use the MCP gateway as you</h1>
+<p>Signed in as <strong id="person">{{ person }}</strong>.</p>
+<p>The agent <strong id="client">{{ ask.client_name }}</strong> asks to call this server's MCP tools
+({{ ask.resource }}) as you, with your rights and on your rates, until you revoke it on your page.
+It will be sent back to <code id="redirect">{{ host }}</code>.
+Approve it only if you just added this server to an agent.</p>
+<form method="post" action="/oauth/authorize"><input type="hidden" name="ask" value="{{ ask_id }}">
+<button id="approve" name="decision" value="approve">Approve</button>
+<button id="deny" name="decision" value="deny">Deny</button></form></body></html>"""
+
+
+def consent(person: str, ask, ask_id: str, host: str) -> Response:
+    return Response(render_template_string(CONSENT, title="An agent asks", person=person, ask=ask, ask_id=ask_id,
+                                           host=host),
+                    content_type="text/html; charset=utf-8", headers={"Cache-Control": "no-store",
+                                                                      "X-Frame-Options": "DENY"})
+
+
 def message(title: str, text: str, status: int = 200, links: tuple[tuple[str, str], ...] = ()) -> Response:
     body = render_template_string(MESSAGE, title=title, text=text, links=links, refusal=status >= 400)
     return Response(body, status=status, content_type="text/html; charset=utf-8", headers={"Cache-Control": "no-store"})

@@ -80,6 +80,7 @@ class ApiKey:
     log_bodies: bool = False  # its request bodies and replies go into the request log
     from_file: bool = False  # (else from SWITCHBOARD_API_KEYS: kept when the file is read again)
     key_id: str = ""  # which of a person's minted keys it is (identity/own_keys.py); "" for the file's and env's
+    resource: str = ""  # the path (and those below it) that alone takes it: an MCP agent's token, "/mcp"
 
     # A minted key's models are those it asked for AND its policy's: both sets of patterns must match.
     within: tuple[str, ...] | None = None

@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import secrets
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from redis import Redis
 
@@ -28,7 +28,8 @@ from protocol import keys
 
 KEY_PREFIX = "sb-"
 LIST_SECONDS = 366 * 86400  # a person's list of keys outlives each of them (its members are pruned as they end)
-SOURCES = ("console", "login")  # made in the console by the person; handed to a command-line login's helper
+# made in the console by the person; handed to a command-line login's helper; to an agent (identity/mcp_oauth.py)
+SOURCES = ("console", "login", "mcp")
 
 
 @dataclass(frozen=True)
@@ -38,6 +39,7 @@ class Wanted:
     seconds: int
     models: tuple[str, ...] | None = None  # None: all their policy allows
     source: str = "console"  # one of SOURCES
+    resource: str = ""  # a path only it is taken on (the MCP gateway's, "/mcp"); "" for every route
 
 
 @dataclass(frozen=True)
@@ -50,7 +52,7 @@ def mint(redis: Redis, person: str, groups: tuple[str, ...], wanted: Wanted) -> 
     key, now, seconds = KEY_PREFIX + secrets.token_urlsafe(32), time.time(), wanted.seconds
     record = {"id": "k-" + secrets.token_hex(5), "person": person, "label": wanted.label, "source": wanted.source,
               "groups": json.dumps(list(groups)), "models": json.dumps(list(wanted.models) if wanted.models else None),
-              "created": now, "expires": now + seconds}
+              "created": now, "expires": now + seconds, "resource": wanted.resource}
     found = digest(key)
     with redis.pipeline(transaction=False) as pipe:
         pipe.hset(keys.own_key_key(found), mapping=record)
@@ -81,7 +83,8 @@ def key_of(redis: Redis, policy: SignInPolicy, key_digest: str) -> ApiKey | None
     if groups is None:
         return None
     models = json.loads(record.get("models") or "null")
-    return policy.key_of(record["person"], groups, tuple(models) if models else None, record["id"])
+    return replace(policy.key_of(record["person"], groups, tuple(models) if models else None, record["id"]),
+                   resource=record.get("resource", ""))
 
 
 def of_person(redis: Redis, person: str) -> list[dict]:

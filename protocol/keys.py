@@ -210,6 +210,9 @@ cli_logins_key = Key("signin:person:{}:logins")  # a person's command-line login
 device_code_key = Key("signin:device:{}")  # a device login waiting for its person (by its device code's digest)
 device_user_code_key = Key("signin:device-user:{}")  # its user code -> the device code's digest
 device_approved_key = Key("signin:person:{}:approved")  # a person's approved device codes not yet collected
+mcp_client_key = Key("signin:mcp-client:{}")  # an agent registered with the MCP gateway's authorization server
+mcp_ask_key = Key("signin:mcp-ask:{}")  # an authorization request waiting on its consent page
+mcp_code_key = Key("signin:mcp-code:{}")  # an authorization code (by its digest), until taken or a minute old
 signin_throttle_key = Key("signin:throttle:{}:{}")  # what, by whom: a count over its window (public routes' bound)
 
 # --- the fair queue (jobqueue/fairqueue.py) ---------------------------------------------

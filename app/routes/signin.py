@@ -30,7 +30,7 @@ from app.boundary import same_site_without_origin
 from app.errors import ApiError, register_error_handlers
 from app.services import services
 from dialects.openai_writer import error_body
-from identity import device_login, own_keys
+from identity import device_login, mcp_oauth, own_keys
 from identity.keys import signed_in_name
 from identity.people import ProviderUnavailable, SignInFailed
 from identity.signin import FLOW_COOKIE, FLOW_SECONDS, RECHECK_LOOP_SECONDS, SESSION_COOKIE, NameTaken, Session, SignIn
@@ -57,7 +57,7 @@ def public_root() -> str:
 # browser would read as one), printable ASCII without whitespace or backslashes: browsers drop tabs and
 # newlines and read `\` as `/`, so `/\t/evil.example` or `/\\evil.example` would leave for another origin.
 NEXT_PAGE = re.compile(r"/(?![/\\])[\x21-\x7e]{0,400}")
-PAGES = ("/me", "/admin", "/login/device")
+PAGES = ("/me", "/admin", "/login/device", "/oauth/authorize")
 
 
 def _safe_next(value: str | None) -> str:
@@ -78,7 +78,8 @@ def _cookie(response: Response, name: str, value: str, seconds: int, path: str =
 # How many of these one address (or one person) may start in THROTTLE_SECONDS: the public routes' bound
 # (each start keeps a record in Redis for minutes), far above what a person or their agents do.
 THROTTLE_SECONDS = 600
-THROTTLES = {"sign-ins": 60, "device logins": 60, "keys from a login": 120, "user code guesses": 20}
+THROTTLES = {"sign-ins": 60, "device logins": 60, "keys from a login": 120, "user code guesses": 20,
+             "agent registrations": 60}
 MOST_CONSOLE_KEYS = 100  # a person's keys minted on /me at once
 
 
@@ -269,12 +270,15 @@ def token():
             approved = device_login.poll(shared.redis, _form("device_code"))
             _check_standing(approved["person"])
             login = device_login.new_login(shared.redis, approved, settings.signin_login_days)
+        elif grant == "authorization_code" or (grant == "refresh_token" and request.form.get(
+                "refresh_token", "").startswith(mcp_oauth.REFRESH_PREFIX)):
+            return _agent_token(grant)
         elif grant == "refresh_token":
             login = device_login.use(shared.redis, _form("refresh_token"), settings.signin_login_days)
             _check_standing(login.person)
         else:
             raise device_login.Refused("unsupported_grant_type", f"grant_type: {grant[:80]!r} is not one this server "
-                                       f"answers ({DEVICE_GRANT}, refresh_token)")
+                                       f"answers ({DEVICE_GRANT}, authorization_code, refresh_token)")
         _throttle("keys from a login", login.person)
     except device_login.Refused as refused:
         return _oauth_json({"error": refused.error, "error_description": refused.description}, 400)
@@ -287,6 +291,30 @@ def token():
     answer = {"access_token": minted.key, "token_type": "Bearer", "expires_in": settings.signin_token_seconds,
               "expires_at": minted.record["expires"], "person": login.person}
     return _oauth_json(answer | ({"refresh_token": login.token} if login.token else {}))
+
+
+def _agent_token(grant: str) -> Response:
+    """An MCP agent's token (identity/mcp_oauth.py): a key only its resource takes, and the next refresh token."""
+    signin, shared = _signin(), services()
+    form, days = request.form.to_dict(), shared.settings.signin_login_days
+
+    def may_hold(person: str) -> bool:
+        return own_keys.standing(shared.redis, person) is not None
+    try:
+        got = mcp_oauth.new_grant(shared.redis, mcp_oauth.take_code(shared.redis, form), days, may_hold) \
+            if grant == "authorization_code" else mcp_oauth.refresh(shared.redis, form, days, may_hold)
+        _throttle("keys from a login", got.person)
+    except device_login.Refused as refused:
+        return _oauth_json({"error": refused.error, "error_description": refused.description}, 400)
+    except ApiError as refused:
+        return _oauth_json({"error": "slow_down", "error_description": refused.message}, refused.status)
+    seconds = shared.settings.signin_token_seconds
+    minted = own_keys.mint(shared.redis, got.person, got.groups, own_keys.Wanted(
+        f"MCP: {got.client_name}"[:100], seconds, None, "mcp", urlsplit(got.resource).path))
+    signin.audit(f"{got.person} (an MCP agent)", request.remote_addr or "", "key minted", got.person,
+                 {k: minted.record[k] for k in ("id", "label", "source", "expires")} | {"client_id": got.client_id})
+    return _oauth_json({"access_token": minted.key, "token_type": "Bearer", "expires_in": seconds,
+                        "refresh_token": got.refresh_token, "scope": "mcp"})
 
 
 def _check_standing(person: str) -> None:

@@ -1,0 +1,185 @@
+"""An agent adds the MCP gateway with no key (issue 72, part 1): the official
+`mcp` SDK's OAuth client provider against /mcp on a Switchboard signing in
+with a real OpenID provider (node-oidc-provider), its calls run by the MCP
+stack's real pool. Discovery (RFC 9728, RFC 8414), registration (RFC 7591),
+the person's sign-in and consent, a tool call, a refresh once the access
+token ends, and refusal after the person's credentials are revoked."""
+from __future__ import annotations
+
+import asyncio
+from urllib.parse import parse_qs, urlsplit
+
+import httpx
+import httpx2
+import pytest
+from mcp import Client
+from mcp.client.auth import OAuthClientProvider
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.auth import AuthorizationCodeResult, OAuthClientMetadata
+
+from scripts.embedded_redis import free_port
+from scripts.processes import stack_env, start_web
+from tests.integration.mcp_stack import ERIN_TOKEN, TOOLS_TOKEN
+from tests.integration.signin_stack import (
+    ADMIN_GROUP, CLIENT_ID, CLIENT_SECRET, Browsing, start_provider, write_people,
+)
+from tests.integration.waits import wait_until
+
+TOKEN_SECONDS = 5  # an agent's access token: short, so that the test sees it end and the SDK refresh it
+REDIRECT = "http://127.0.0.1:9/callback"  # the agent's loopback listener (never reached: the test reads the redirect)
+TIME_CALL = ("time__get_current_time", {"timezone": "UTC"})
+
+
+@pytest.fixture(scope="module")
+def oauth_office(mcp_stack, redis_url, tmp_path_factory):
+    """A web process with sign-in on and the MCP stack's registry (its pool runs the calls)."""
+    folder = tmp_path_factory.mktemp("mcp-oauth")
+    people, keys_file = folder / "people.json", folder / "keys.toml"
+    write_people(people)
+    keys_file.write_text('[signin]\nmodels = ["echo"]\nmcp_servers = ["time"]\n')
+    port, provider_port = free_port(), free_port()
+    base = f"http://127.0.0.1:{port}"
+    provider = start_provider(provider_port, people, [f"{base}/login/callback"])
+    env = stack_env(redis_url, SWITCHBOARD_MODELS=str(mcp_stack[1] / "models.toml"),
+                    SWITCHBOARD_KEYS_FILE=str(keys_file), SWITCHBOARD_OIDC_ISSUER=f"http://127.0.0.1:{provider_port}",
+                    SWITCHBOARD_OIDC_CLIENT_ID=CLIENT_ID, SWITCHBOARD_OIDC_CLIENT_SECRET=CLIENT_SECRET,
+                    SWITCHBOARD_OIDC_ADMIN_GROUPS=ADMIN_GROUP,
+                    SWITCHBOARD_OIDC_SCOPES="openid profile email offline_access groups",
+                    SWITCHBOARD_SIGNIN_TOKEN_SECONDS=str(TOKEN_SECONDS), TEST_TOOLS_TOKEN=TOOLS_TOKEN,
+                    ERIN_TOOLS_TOKEN=ERIN_TOKEN)
+    try:
+        web, _ = start_web(env, port=port)
+    except BaseException:
+        provider.stop()
+        raise
+    yield {"base": base}
+    web.stop()
+    provider.stop()
+
+
+class Memory:
+    """The agent's token storage (the SDK's TokenStorage)."""
+
+    def __init__(self):
+        self.tokens = self.client = None
+
+    async def get_tokens(self):
+        return self.tokens
+
+    async def set_tokens(self, tokens):
+        self.tokens = tokens
+
+    async def get_client_info(self):
+        return self.client
+
+    async def set_client_info(self, client):
+        self.client = client
+
+
+class Agent:
+    """An agent with the SDK's OAuth client provider; its person's browser (signed in, or not) answers the
+    consent page as `decision` says, and the agent reads the code from where its browser was sent back."""
+
+    def __init__(self, base: str, person: Browsing, decision: str = "approve"):
+        self.base, self.person, self.decision = base, person, decision
+        self.storage, self.consents, self._url = Memory(), [], ""
+        self.provider = OAuthClientProvider(
+            f"{base}/mcp", OAuthClientMetadata(redirect_uris=[REDIRECT], client_name="an SDK agent",
+                                               grant_types=["authorization_code", "refresh_token"],
+                                               response_types=["code"], token_endpoint_auth_method="none"),
+            self.storage, redirect_handler=self._open, callback_handler=self._answered)
+
+    async def _open(self, url: str) -> None:
+        self._url = url
+
+    async def _answered(self) -> AuthorizationCodeResult:
+        parts = urlsplit(self._url)
+        assert f"{parts.scheme}://{parts.netloc}" == self.base, self._url
+        page = self.person.request("GET", f"{parts.path}?{parts.query}")
+        assert page.status_code == 200 and "an SDK agent" in page.text, page.text[:500]
+        ask = page.text.split('name="ask" value="', 1)[1].split('"', 1)[0]
+        answer = self.person.request("POST", "/oauth/authorize", data={"ask": ask, "decision": self.decision})
+        assert answer.status_code == 302, answer.text[:500]
+        back = answer.headers["location"]
+        self.consents.append(back)
+        assert back.startswith(REDIRECT + "?"), back
+        found = {k: v[0] for k, v in parse_qs(urlsplit(back).query).items()}
+        return AuthorizationCodeResult(code=found.get("code", ""), state=found.get("state"), iss=found.get("iss"))
+
+    def call(self, name: str, arguments: dict) -> str:
+        async def run():
+            http = httpx2.AsyncClient(auth=self.provider, timeout=60)
+            async with Client(streamable_http_client(f"{self.base}/mcp", http_client=http)) as client:
+                result = await client.call_tool(name, arguments)
+                return "\n".join(part.text for part in result.content)
+        return asyncio.run(run())
+
+
+def _ping(base: str, token: str) -> httpx.Response:
+    return httpx.post(f"{base}/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "ping"}, timeout=30,
+                      headers={"Authorization": f"Bearer {token}", "Accept": "application/json, text/event-stream",
+                               "MCP-Protocol-Version": "2025-11-25"})
+
+
+def test_the_sdks_oauth_client_signs_in_calls_refreshes_and_is_refused_after_revoke(oauth_office, clean_redis):
+    base = oauth_office["base"]
+    bob = Browsing(base, "bob")
+    agent = Agent(base, bob)
+
+    # no key at all: discovery, registration, bob's sign-in and consent, then the call
+    assert "UTC" in agent.call(*TIME_CALL)
+    assert len(agent.consents) == 1 and agent.storage.client.client_id.startswith("sbc-")
+    first = agent.storage.tokens
+    assert first.refresh_token and first.expires_in == TOKEN_SECONDS
+
+    # the access token is the gateway's only: the chat API refuses it
+    chat = httpx.post(f"{base}/v1/chat/completions", headers={"Authorization": f"Bearer {first.access_token}"},
+                      json={"model": "echo", "messages": [{"role": "user", "content": "hi"}]}, timeout=30)
+    assert chat.status_code == 401 and "/mcp" in chat.text, chat.text
+
+    # once it ends, the SDK refreshes it (no second consent) and the old refresh token is spent
+    wait_until(lambda: _ping(base, first.access_token).status_code == 401, timeout=TOKEN_SECONDS + 30)
+    assert "UTC" in agent.call(*TIME_CALL)
+    second = agent.storage.tokens
+    assert len(agent.consents) == 1 and second.access_token != first.access_token
+    assert second.refresh_token != first.refresh_token
+    reused = httpx.post(f"{base}/auth/token", data={"grant_type": "refresh_token", "refresh_token": first.refresh_token,
+                                                    "client_id": agent.storage.client.client_id}, timeout=30)
+    assert reused.status_code == 400 and reused.json()["error"] == "invalid_grant", reused.text
+
+    # an admin revokes everything bob holds: the agent's access and refresh tokens end with the rest
+    alice = Browsing(base, "alice")
+    assert alice.request("POST", "/admin/people/bob/revoke").status_code == 200
+    assert _ping(base, second.access_token).status_code == 401
+    refreshed = httpx.post(f"{base}/auth/token", data={"grant_type": "refresh_token",
+                                                       "refresh_token": second.refresh_token,
+                                                       "client_id": agent.storage.client.client_id}, timeout=30)
+    assert refreshed.status_code == 400 and refreshed.json()["error"] == "invalid_grant", refreshed.text
+
+
+def test_a_request_without_a_credential_is_told_where_to_get_one(oauth_office, clean_redis):
+    base = oauth_office["base"]
+    for path in ("/mcp", "/mcp/time"):
+        answer = httpx.post(f"{base}{path}", json={"jsonrpc": "2.0", "id": 1, "method": "ping"}, timeout=30)
+        assert answer.status_code == 401
+        challenge = answer.headers["www-authenticate"]
+        assert challenge.startswith("Bearer ") and \
+            f'resource_metadata="{base}/.well-known/oauth-protected-resource{path}"' in challenge, challenge
+        metadata = httpx.get(f"{base}/.well-known/oauth-protected-resource{path}", timeout=30).json()
+        assert metadata["resource"] == f"{base}{path}" and metadata["authorization_servers"] == [base]
+    server = httpx.get(f"{base}/.well-known/oauth-authorization-server", timeout=30).json()
+    assert server["issuer"] == base and server["code_challenge_methods_supported"] == ["S256"]
+    assert {"authorization_code", "refresh_token"} <= set(server["grant_types_supported"])
+    assert server["registration_endpoint"] == f"{base}/oauth/register"
+    assert httpx.get(f"{base}/.well-known/oauth-protected-resource/mcp/nosuch", timeout=30).status_code == 404
+    # the chat API's 401 sends no OAuth client there
+    chat = httpx.post(f"{base}/v1/chat/completions", json={"model": "echo", "messages": []}, timeout=30)
+    assert chat.status_code == 401 and "www-authenticate" not in chat.headers
+
+
+def test_a_person_who_denies_gives_the_agent_nothing(oauth_office, clean_redis):
+    base = oauth_office["base"]
+    agent = Agent(base, Browsing(base, "carol"), decision="deny")
+    with pytest.raises(Exception):
+        agent.call(*TIME_CALL)
+    assert "error=access_denied" in agent.consents[0] and agent.storage.tokens is None

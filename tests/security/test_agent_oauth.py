@@ -1,0 +1,106 @@
+"""Issue 72's authorization server for MCP agents, attacked over HTTP: a
+code only ever reaches the agent's registered redirect, only with its
+person's consent given on our own page, and an agent's token opens the MCP
+gateway only; no code or token reaches a log or a record."""
+from __future__ import annotations
+
+import secrets
+from urllib.parse import urlencode
+
+import httpx
+import pytest
+
+from identity.mcp_oauth import challenge_of
+from protocol.keys import AUDIT_LOG, REQUEST_LOG
+from tests.integration.signin_stack import Browsing
+from tests.integration.test_mcp_oauth import REDIRECT, oauth_office  # noqa: F401 (the fixture)
+
+
+def register(base: str, uris=(REDIRECT,)) -> str:
+    answer = httpx.post(f"{base}/oauth/register", json={"redirect_uris": list(uris), "client_name": "agent"},
+                        timeout=30)
+    assert answer.status_code == 201, answer.text
+    return answer.json()["client_id"]
+
+
+def authorize_query(base: str, client_id: str, verifier: str, **changes) -> str:
+    return "/oauth/authorize?" + urlencode({
+        "response_type": "code", "client_id": client_id, "redirect_uri": REDIRECT, "state": "st",
+        "code_challenge": challenge_of(verifier), "code_challenge_method": "S256", "resource": f"{base}/mcp"} | changes)
+
+
+def consent(person: Browsing, query: str) -> str:
+    page = person.request("GET", query)
+    assert page.status_code == 200, page.text[:300]
+    return page.text.split('name="ask" value="', 1)[1].split('"', 1)[0]
+
+
+@pytest.mark.parametrize("redirect", ["https://evil.example/cb", "http://evil.example/cb",
+                                      "http://127.0.0.1:9/other", "http://127.0.0.1:9@evil.example/callback"])
+def test_a_redirect_the_client_did_not_register_is_never_sent_a_code_or_an_error(oauth_office, clean_redis,
+                                                                                  redirect):
+    base = oauth_office["base"]
+    bob, client_id = Browsing(base, "bob"), register(base)
+    page = bob.request("GET", authorize_query(base, client_id, secrets.token_urlsafe(40), redirect_uri=redirect))
+    assert page.status_code == 400 and "location" not in page.headers and "redirect_uri" in page.text
+
+
+def test_a_forged_client_or_no_pkce_gets_no_consent_page(oauth_office, clean_redis):
+    base = oauth_office["base"]
+    bob, client_id, verifier = Browsing(base, "bob"), register(base), secrets.token_urlsafe(40)
+    forged = bob.request("GET", authorize_query(base, "sbc-forged", verifier))
+    assert forged.status_code == 400 and 'name="ask"' not in forged.text
+    for changes in ({"code_challenge_method": "plain"}, {"code_challenge": ""}, {"resource": "https://evil.example/mcp"}):
+        back = bob.request("GET", authorize_query(base, client_id, verifier, **changes))
+        assert back.status_code == 302 and back.headers["location"].startswith(REDIRECT + "?error="), back.headers
+        assert "code=" not in back.headers["location"]
+
+
+def test_signed_out_a_browser_is_sent_to_sign_in_first(oauth_office, clean_redis):
+    base, client_id = oauth_office["base"], register(oauth_office["base"])
+    query = authorize_query(base, client_id, secrets.token_urlsafe(40))
+    answer = httpx.get(base + query, headers={"Accept": "text/html"}, timeout=30)
+    assert answer.status_code == 302 and answer.headers["location"].startswith("/login?next=/oauth/authorize"), \
+        answer.headers
+    assert httpx.get(base + query, timeout=30).status_code == 401  # (not a browser: refused, nothing asked)
+
+
+def test_consent_is_given_on_our_page_by_its_person_only(oauth_office, clean_redis):
+    base = oauth_office["base"]
+    bob, carol, client_id = Browsing(base, "bob"), Browsing(base, "carol"), register(base)
+    ask = consent(bob, authorize_query(base, client_id, secrets.token_urlsafe(40)))
+    for origin in ("https://evil.example", "null"):  # another site's form posting bob's answer
+        forged = bob.request("POST", "/oauth/authorize", data={"ask": ask, "decision": "approve"},
+                             headers={"Origin": origin})
+        assert forged.status_code == 403 and "location" not in forged.headers
+    stolen = carol.request("POST", "/oauth/authorize", data={"ask": ask, "decision": "approve"})
+    assert stolen.status_code == 404 and "location" not in stolen.headers  # carol cannot answer bob's
+    again = bob.request("POST", "/oauth/authorize", data={"ask": ask, "decision": "approve"})
+    assert again.status_code == 404  # (carol's try spent it)
+
+
+def test_an_agents_token_opens_the_mcp_gateway_only_and_nothing_secret_is_recorded(oauth_office, clean_redis,
+                                                                                    redis_client):
+    base = oauth_office["base"]
+    bob, client_id, verifier = Browsing(base, "bob"), register(base), secrets.token_urlsafe(40)
+    ask = consent(bob, authorize_query(base, client_id, verifier))
+    back = bob.request("POST", "/oauth/authorize", data={"ask": ask, "decision": "approve"}).headers["location"]
+    code = back.split("code=", 1)[1].split("&", 1)[0]
+    token = httpx.post(f"{base}/auth/token", data={"grant_type": "authorization_code", "code": code,
+                                                   "client_id": client_id, "redirect_uri": REDIRECT,
+                                                   "code_verifier": verifier}, timeout=30).json()
+    bearer = {"Authorization": f"Bearer {token['access_token']}"}
+    for method, path in (("GET", "/v1/models"), ("GET", "/api/tags"), ("GET", "/me.json"), ("GET", "/admin/status"),
+                         ("POST", "/v1/chat/completions"), ("POST", "/api/chat"), ("POST", "/v1/messages"),
+                         ("GET", "/v1beta/models")):
+        answer = httpx.request(method, base + path, headers=bearer, json={}, timeout=30)
+        assert answer.status_code == 401, (path, answer.status_code, answer.text[:200])
+    ping = httpx.post(f"{base}/mcp", headers=bearer | {"Accept": "application/json, text/event-stream",
+                                                       "MCP-Protocol-Version": "2025-11-25"},
+                      json={"jsonrpc": "2.0", "id": 1, "method": "ping"}, timeout=30)
+    assert ping.status_code == 400 and "Mcp-Session-Id" in ping.text, ping.text  # past the key: the protocol's turn
+    records = b"".join(value for stream in (REQUEST_LOG, AUDIT_LOG)
+                       for _, entry in redis_client.xrange(stream) for value in entry.values())
+    stored = b"".join(redis_client.dump(key) or b"" for key in redis_client.scan_iter(match="switchboard:*"))
+    for secret in (code, token["access_token"], token["refresh_token"], verifier):
+        assert secret.encode() not in records and secret.encode() not in stored, secret[:6]
