@@ -17,6 +17,7 @@ from mcp.client.auth import OAuthClientProvider
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.auth import AuthorizationCodeResult, OAuthClientMetadata
 
+from protocol.keys import signin_suspended_key
 from scripts.embedded_redis import free_port
 from scripts.processes import stack_env, start_web
 from tests.integration.mcp_stack import ERIN_TOKEN, TOOLS_TOKEN
@@ -45,14 +46,15 @@ def oauth_office(mcp_stack, redis_url, tmp_path_factory):
                     SWITCHBOARD_OIDC_CLIENT_ID=CLIENT_ID, SWITCHBOARD_OIDC_CLIENT_SECRET=CLIENT_SECRET,
                     SWITCHBOARD_OIDC_ADMIN_GROUPS=ADMIN_GROUP,
                     SWITCHBOARD_OIDC_SCOPES="openid profile email offline_access groups",
-                    SWITCHBOARD_SIGNIN_TOKEN_SECONDS=str(TOKEN_SECONDS), TEST_TOOLS_TOKEN=TOOLS_TOKEN,
+                    SWITCHBOARD_SIGNIN_TOKEN_SECONDS=str(TOKEN_SECONDS), SWITCHBOARD_SIGNIN_RECHECK_SECONDS="2",
+                    TEST_TOOLS_TOKEN=TOOLS_TOKEN,
                     ERIN_TOOLS_TOKEN=ERIN_TOKEN)
     try:
         web, _ = start_web(env, port=port)
     except BaseException:
         provider.stop()
         raise
-    yield {"base": base}
+    yield {"base": base, "people": people}
     web.stop()
     provider.stop()
 
@@ -183,3 +185,20 @@ def test_a_person_who_denies_gives_the_agent_nothing(oauth_office, clean_redis):
     with pytest.raises(Exception):
         agent.call(*TIME_CALL)
     assert "error=access_denied" in agent.consents[0] and agent.storage.tokens is None
+
+
+def test_a_person_the_provider_stops_answering_for_loses_their_agents_tokens(oauth_office, clean_redis,
+                                                                             redis_client):
+    base, people = oauth_office["base"], oauth_office["people"]
+    agent = Agent(base, Browsing(base, "carol"))
+    assert "UTC" in agent.call(*TIME_CALL)
+    tokens, client_id = agent.storage.tokens, agent.storage.client.client_id
+    write_people(people, disabled=("carol",))
+    try:  # the recheck (every 2 s here) suspends her: her agent's access token is refused, and its refresh
+        wait_until(lambda: redis_client.exists(signin_suspended_key("carol")), timeout=60, what="her suspension")
+        assert _ping(base, tokens.access_token).status_code == 401
+        refreshed = httpx.post(f"{base}/auth/token", data={"grant_type": "refresh_token", "client_id": client_id,
+                                                           "refresh_token": tokens.refresh_token}, timeout=30)
+        assert refreshed.status_code == 400 and refreshed.json()["error"] == "invalid_grant", refreshed.text
+    finally:
+        write_people(people)
