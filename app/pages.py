@@ -38,7 +38,7 @@ answered already): run the login again.</p>{% endif %}
 
 CONSENT = _HEAD + """<h1 id="title">Let an agent use the MCP gateway as you</h1>
 <p>Signed in as <strong id="person">{{ person }}</strong>.</p>
-<p>The agent <strong id="client">{{ ask.client_name }}</strong> asks to call this server's MCP tools
+<p>An agent calling itself <strong id="client">{{ ask.client_name }}</strong> asks to call this server's MCP tools
 ({{ ask.resource }}) as you, with your rights and on your rates, until you revoke it on your page.
 It will be sent back to <code id="redirect">{{ host }}</code>.
 Approve it only if you just added this server to an agent.</p>

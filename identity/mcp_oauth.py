@@ -136,9 +136,10 @@ def client(redis: Redis, client_id: str) -> dict | None:
 
 
 def check_ask(redis: Redis, args: dict, resources: tuple[str, ...]) -> Ask:
-    """An authorization request (its query), or Refused: Unredirectable when
+    """An authorization request (its query), or why not: Unredirectable when
     the client or its redirect URI is in doubt, an error shown on our page,
-    never sent to a URI we cannot trust (RFC 6749 §4.1.2.1)."""
+    never sent to a URI we cannot trust (RFC 6749 §4.1.2.1); else SentBack,
+    for the client at its checked redirect URI."""
     registered = client(redis, args.get("client_id", ""))
     if registered is None:
         raise Unredirectable("invalid_client", "client_id: no client of that id is registered here (or it was "
@@ -148,19 +149,28 @@ def check_ask(redis: Redis, args: dict, resources: tuple[str, ...]) -> Ask:
     if not any(_same_redirect(uri, redirect_uri) for uri in registered["redirect_uris"]):
         raise Unredirectable("invalid_request", "redirect_uri: not one the client registered")
     if args.get("response_type") != "code":
-        raise Refused("unsupported_response_type", "response_type: only code")
+        raise SentBack("unsupported_response_type", "response_type: only code", redirect_uri)
     if args.get("code_challenge_method") != "S256" or not _CHALLENGE.fullmatch(args.get("code_challenge", "")):
-        raise Refused("invalid_request", "PKCE is required: code_challenge (S256) and code_challenge_method=S256")
+        raise SentBack("invalid_request", "PKCE is required: code_challenge (S256) and code_challenge_method=S256",
+                       redirect_uri)
     resource = args.get("resource") or resources[0]
     if resource not in resources:
-        raise Refused("invalid_target", f"resource: this server is the authorization server of "
-                      f"{', '.join(resources)} only")
+        raise SentBack("invalid_target", f"resource: this server is the authorization server of "
+                       f"{', '.join(resources)} only", redirect_uri)
     return Ask(registered["client_id"], registered.get("client_name") or registered["client_id"], redirect_uri,
                args.get("state", "")[:500], args["code_challenge"], resource, args.get("scope", "")[:200])
 
 
 class Unredirectable(Refused):
     """An authorization request's error that must not be sent to its redirect URI."""
+
+
+class SentBack(Refused):
+    """An authorization request's error for its client, at the redirect URI it registered (checked)."""
+
+    def __init__(self, error: str, description: str, redirect_uri: str = ""):
+        super().__init__(error, description)
+        self.redirect_uri = redirect_uri
 
 
 def hold_ask(redis: Redis, ask: Ask, person: str) -> str:

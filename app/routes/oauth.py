@@ -109,8 +109,8 @@ def authorize():
         ask = mcp_oauth.check_ask(shared.redis, request.args.to_dict(), resources())
     except mcp_oauth.Unredirectable as refused:
         return pages.message("The agent's request is refused", refused.description, 400)
-    except mcp_oauth.Refused as refused:
-        return _back(request.args.get("redirect_uri", ""), request.args.get("state", ""),
+    except mcp_oauth.SentBack as refused:
+        return _back(refused.redirect_uri, request.args.get("state", "")[:500],
                      {"error": refused.error, "error_description": refused.description})
     ask_id = mcp_oauth.hold_ask(shared.redis, ask, session.person)
     return pages.consent(session.person, ask, ask_id, urlsplit(ask.redirect_uri).netloc)

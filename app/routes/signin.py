@@ -56,7 +56,7 @@ def public_root() -> str:
 # Where a sign-in may go back to: a page of Switchboard's own. Its path only (no scheme, host or anything a
 # browser would read as one), printable ASCII without whitespace or backslashes: browsers drop tabs and
 # newlines and read `\` as `/`, so `/\t/evil.example` or `/\\evil.example` would leave for another origin.
-NEXT_PAGE = re.compile(r"/(?![/\\])[\x21-\x7e]{0,400}")
+NEXT_PAGE = re.compile(r"/(?![/\\])[\x21-\x7e]{0,2000}")  # (an agent's authorization request: a long query)
 PAGES = ("/me", "/admin", "/login/device", "/oauth/authorize")
 
 
@@ -341,7 +341,7 @@ def _oauth_json(body: dict, status: int = 200) -> Response:
 
 def sign_in_first() -> Response:
     """A page asked for without a session: to the provider, and back here after."""
-    return redirect(f"/login?next={quote(request.full_path.rstrip('?'), safe='/?=&')}")
+    return redirect(f"/login?next={quote(request.full_path.rstrip('?'), safe='/?=')}")  # (its own & quoted)
 
 
 # --- wiring (create_app) ---------------------------------------------------------------------------------

@@ -22,7 +22,7 @@ from scripts.embedded_redis import free_port
 from scripts.processes import stack_env, start_web
 from tests.integration.mcp_stack import ERIN_TOKEN, TOOLS_TOKEN
 from tests.integration.signin_stack import (
-    ADMIN_GROUP, CLIENT_ID, CLIENT_SECRET, Browsing, start_provider, write_people,
+    ADMIN_GROUP, CLIENT_ID, CLIENT_SECRET, Browsing, start_provider, through_provider, write_people,
 )
 from tests.integration.waits import wait_until
 
@@ -82,7 +82,8 @@ class Agent:
     """An agent with the SDK's OAuth client provider; its person's browser (signed in, or not) answers the
     consent page as `decision` says, and the agent reads the code from where its browser was sent back."""
 
-    def __init__(self, base: str, person: Browsing, decision: str = "approve"):
+    def __init__(self, base: str, person: Browsing | str, decision: str = "approve"):
+        """`person`: signed in already, or the name of one whose browser signs in when the agent sends it."""
         self.base, self.person, self.decision = base, person, decision
         self.storage, self.consents, self._url = Memory(), [], ""
         self.provider = OAuthClientProvider(
@@ -97,6 +98,8 @@ class Agent:
     async def _answered(self) -> AuthorizationCodeResult:
         parts = urlsplit(self._url)
         assert f"{parts.scheme}://{parts.netloc}" == self.base, self._url
+        if isinstance(self.person, str):
+            self.person = self._signed_in_on_the_way(self.person, f"{parts.path}?{parts.query}")
         page = self.person.request("GET", f"{parts.path}?{parts.query}")
         assert page.status_code == 200 and "an SDK agent" in page.text, page.text[:500]
         ask = page.text.split('name="ask" value="', 1)[1].split('"', 1)[0]
@@ -107,6 +110,18 @@ class Agent:
         assert back.startswith(REDIRECT + "?"), back
         found = {k: v[0] for k, v in parse_qs(urlsplit(back).query).items()}
         return AuthorizationCodeResult(code=found.get("code", ""), state=found.get("state"), iss=found.get("iss"))
+
+    def _signed_in_on_the_way(self, person: str, asked: str) -> Browsing:
+        """A browser with no session opens the request: sent to sign in at the provider, and back to it."""
+        browser = Browsing.__new__(Browsing)
+        browser.base, browser.person, browser.client = self.base, person, httpx.Client(timeout=30)
+        first = browser.client.get(self.base + asked, headers={"Accept": "text/html"})
+        assert first.status_code == 302 and first.headers["location"].startswith("/login?next="), first.headers
+        callback, binding = through_provider(browser.client, self.base, person, first.headers["location"])
+        answer = browser.client.get(callback, headers={"Cookie": f"switchboard_signin={binding}"})
+        assert answer.status_code == 302 and answer.headers.get("location") == asked, (answer.status_code, answer.headers.get("location"), asked, answer.text[:300])
+        browser.session = answer.cookies.get("switchboard_session")
+        return browser
 
     def call(self, name: str, arguments: dict) -> str:
         async def run():
@@ -190,7 +205,7 @@ def test_a_person_who_denies_gives_the_agent_nothing(oauth_office, clean_redis):
 def test_a_person_the_provider_stops_answering_for_loses_their_agents_tokens(oauth_office, clean_redis,
                                                                              redis_client):
     base, people = oauth_office["base"], oauth_office["people"]
-    agent = Agent(base, Browsing(base, "carol"))
+    agent = Agent(base, "carol")  # (not signed in: the agent's request sends her to sign in first)
     assert "UTC" in agent.call(*TIME_CALL)
     tokens, client_id = agent.storage.tokens, agent.storage.client.client_id
     write_people(people, disabled=("carol",))

@@ -86,7 +86,8 @@ def test_an_ask_needs_a_known_client_pkce_s256_and_our_resource(redis):
                            ({"resource": "https://other.example/mcp"}, "invalid_target")):
         with pytest.raises(Refused) as refused:
             mcp_oauth.check_ask(redis, ask_args(client, verifier, **changes), RESOURCES)
-        assert refused.value.error == error and not isinstance(refused.value, mcp_oauth.Unredirectable)
+        assert refused.value.error == error and isinstance(refused.value, mcp_oauth.SentBack)
+        assert refused.value.redirect_uri == client["redirect_uris"][0]
 
 
 def test_a_code_is_taken_once_by_its_client_with_its_verifier(redis):
