@@ -6,6 +6,11 @@ office's provider and consent, and trades the code (PKCE, S256 only; the
 
 - A client is public (no secret; PKCE proves the code's requester) and its
   redirect URIs are a loopback address (any port, RFC 8252 §7.3) or https.
+  It registers (RFC 7591), or its client_id is the https URL of its client
+  metadata document (the OAuth Client ID Metadata Document draft, which the
+  MCP spec prefers), fetched here: https only, no redirect, at most 5 KB, and
+  never from a host on the office's own networks unless the operator names
+  it (`Documents`).
 - A code lives 60 s, is taken once, and is bound to its client, redirect
   URI, PKCE challenge, resource and person.
 - The refresh token is a login of identity/device_login.py, bound to the
@@ -23,9 +28,11 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
+import ipaddress
 import json
 import re
 import secrets
+import socket
 import time
 from dataclasses import dataclass
 from typing import Callable
@@ -97,6 +104,15 @@ def _same_redirect(registered: str, given: str) -> bool:
 
 def register(redis: Redis, metadata: object) -> dict:
     """A public client registered from its metadata (RFC 7591); what the registration answers."""
+    checked = _checked(metadata)
+    client_id, now = CLIENT_PREFIX + secrets.token_urlsafe(16), int(time.time())
+    record = {"client_id": client_id} | checked | {"client_id_issued_at": now}
+    redis.set(keys.mcp_client_key(client_id), json.dumps(record), ex=CLIENT_DAYS * 86400)
+    return record
+
+
+def _checked(metadata: object) -> dict:
+    """A public client's metadata as this server keeps it, or BadClient."""
     if not isinstance(metadata, dict):
         raise BadClient("invalid_client_metadata", "the body must be a JSON object of client metadata")
     uris = metadata.get("redirect_uris")
@@ -118,14 +134,85 @@ def register(redis: Redis, metadata: object) -> dict:
     name = metadata.get("client_name", "")
     if not isinstance(name, str) or len(name) > 100:
         raise BadClient("invalid_client_metadata", "client_name: a string of at most 100 characters")
-    client_id, now = CLIENT_PREFIX + secrets.token_urlsafe(16), int(time.time())
-    record = {"client_id": client_id, "client_name": name, "redirect_uris": uris, "grant_types": grants,
-              "response_types": ["code"], "token_endpoint_auth_method": "none", "client_id_issued_at": now}
-    redis.set(keys.mcp_client_key(client_id), json.dumps(record), ex=CLIENT_DAYS * 86400)
+    return {"client_name": name, "redirect_uris": uris, "grant_types": grants, "response_types": ["code"],
+            "token_endpoint_auth_method": "none"}
+
+
+# --- client metadata documents: a client_id that is the URL of the client's own metadata ---------------------
+DOCUMENT_BYTES = 5 * 1024
+DOCUMENT_SECONDS = 3600  # a fetched document is used this long before it is fetched again
+
+
+class Documents:
+    """Fetches client metadata documents, refusing what would make this server reach where it should not:
+    anything but https, a redirect, a large answer, or a host on a private, loopback or link-local address
+    (unless it is one of `office_hosts`, the operator's)."""
+
+    def __init__(self, office_hosts: tuple[str, ...] = (), timeout: float = 5.0):
+        self.office_hosts, self.timeout = tuple(host.lower() for host in office_hosts), timeout
+
+    def fetch(self, url: str) -> dict:
+        parts = urlsplit(url)
+        if parts.scheme != "https" or not parts.hostname or parts.path in ("", "/") or parts.fragment or \
+                "@" in parts.netloc or len(url) > 500:
+            raise Unredirectable("invalid_client", "client_id: a client metadata document's URL is https, with a "
+                                 "path, no fragment and no user")
+        if parts.hostname.lower() not in self.office_hosts:
+            self._check_public(parts.hostname, parts.port or 443)
+        import httpx  # (the web process loads it only when an agent names a document)
+        try:
+            with httpx.Client(timeout=self.timeout, follow_redirects=False, trust_env=True) as http, \
+                    http.stream("GET", url, headers={"Accept": "application/json"}) as answer:
+                body = b""
+                for chunk in answer.iter_bytes():
+                    body += chunk
+                    if len(body) > DOCUMENT_BYTES:
+                        raise Unredirectable("invalid_client", "client_id: the client metadata document is larger "
+                                             f"than {DOCUMENT_BYTES} bytes")
+        except httpx.HTTPError as error:
+            raise Unredirectable("invalid_client", f"client_id: the client metadata document could not be fetched "
+                                 f"({type(error).__name__})") from None
+        if answer.status_code != 200:
+            raise Unredirectable("invalid_client", f"client_id: the client metadata document's URL answered "
+                                 f"{answer.status_code} (redirects are not followed)")
+        try:
+            return json.loads(body)
+        except ValueError:
+            raise Unredirectable("invalid_client", "client_id: the client metadata document is not JSON") from None
+
+    @staticmethod
+    def _check_public(host: str, port: int) -> None:
+        """Every address the name has is on the internet (a name resolved again at the fetch could differ:
+        the operator's network, not this check, is the bound against a rebinding name)."""
+        try:
+            found = {info[4][0] for info in socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)}
+        except OSError:
+            raise Unredirectable("invalid_client", f"client_id: the host {host[:100]} is not found") from None
+        if not found or not all(ipaddress.ip_address(address.split("%")[0]).is_global for address in found):
+            raise Unredirectable("invalid_client", f"client_id: {host[:100]} is on this office's own networks; "
+                                 "the operator may name it in SWITCHBOARD_AGENT_METADATA_HOSTS")
+
+
+def _document_client(redis: Redis, url: str, documents: Documents) -> dict:
+    kept = redis.get(keys.mcp_client_key("url:" + digest(url)))
+    if kept is not None:
+        return json.loads(kept)
+    document = documents.fetch(url)
+    if not isinstance(document, dict) or document.get("client_id") != url:
+        raise Unredirectable("invalid_client", "client_id: the client metadata document names another client_id")
+    try:
+        record = {"client_id": url} | _checked(document)
+    except BadClient as bad:
+        raise Unredirectable("invalid_client", f"the client metadata document: {bad.description}") from None
+    redis.set(keys.mcp_client_key("url:" + digest(url)), json.dumps(record), ex=DOCUMENT_SECONDS)
     return record
 
 
-def client(redis: Redis, client_id: str) -> dict | None:
+def client(redis: Redis, client_id: str, documents: Documents | None = None) -> dict | None:
+    """A registered client, or one whose client_id is its metadata document's URL (fetched with `documents`:
+    Unredirectable if it is not usable)."""
+    if client_id.startswith("https://") and documents is not None:
+        return _document_client(redis, client_id, documents)
     if not client_id.startswith(CLIENT_PREFIX) or len(client_id) > 60:
         return None
     found = redis.get(keys.mcp_client_key(client_id))
@@ -135,12 +222,12 @@ def client(redis: Redis, client_id: str) -> dict | None:
     return json.loads(found)
 
 
-def check_ask(redis: Redis, args: dict, resources: tuple[str, ...]) -> Ask:
+def check_ask(redis: Redis, args: dict, resources: tuple[str, ...], documents: Documents | None = None) -> Ask:
     """An authorization request (its query), or why not: Unredirectable when
     the client or its redirect URI is in doubt, an error shown on our page,
     never sent to a URI we cannot trust (RFC 6749 §4.1.2.1); else SentBack,
     for the client at its checked redirect URI."""
-    registered = client(redis, args.get("client_id", ""))
+    registered = client(redis, args.get("client_id", ""), documents)
     if registered is None:
         raise Unredirectable("invalid_client", "client_id: no client of that id is registered here (or it was "
                               "forgotten after a long time unused): let the agent register again")

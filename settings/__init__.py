@@ -150,6 +150,9 @@ class Settings(BaseSettings):
     signin_recheck_seconds: int = _env("SWITCHBOARD_SIGNIN_RECHECK_SECONDS", 300, ge=1)
     signin_key_days: int = _env("SWITCHBOARD_SIGNIN_KEY_DAYS", 90, ge=1)
     signin_login_days: int = _env("SWITCHBOARD_SIGNIN_LOGIN_DAYS", 30, ge=1)
+    # Hosts on the office's own networks (a name or an address, comma-separated) whose MCP agents' client
+    # metadata documents (a client_id that is an https URL) may be fetched; a host on the internet always may.
+    agent_metadata_hosts: str = _env("SWITCHBOARD_AGENT_METADATA_HOSTS", "")
 
     @model_validator(mode="after")
     def _oidc_whole(self) -> "Settings":

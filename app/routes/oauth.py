@@ -7,7 +7,8 @@ with sign-in on:
   `WWW-Authenticate: Bearer resource_metadata="..."` pointing there.
 - `GET /.well-known/oauth-authorization-server`: this server's metadata
   (RFC 8414): authorization code with PKCE (S256), refresh tokens,
-  resource indicators, dynamic registration of public clients.
+  resource indicators, public clients registered (RFC 7591) or known by
+  their client metadata document's URL.
 - `POST /oauth/register` (RFC 7591); `GET /oauth/authorize`: signed in (the
   office's provider, as the console), the consent page naming the agent;
   `POST /oauth/authorize`: the person's answer, back to the agent's
@@ -79,7 +80,7 @@ def server_metadata():
         "grant_types_supported": ["authorization_code", "refresh_token",
                                   "urn:ietf:params:oauth:grant-type:device_code"],
         "code_challenge_methods_supported": ["S256"], "token_endpoint_auth_methods_supported": ["none"],
-        "authorization_response_iss_parameter_supported": True})
+        "client_id_metadata_document_supported": True, "authorization_response_iss_parameter_supported": True})
 
 
 def _metadata(body: dict) -> Response:
@@ -106,7 +107,7 @@ def authorize():
     """Signed in (else the auth hook sent the browser to sign in first): the consent page."""
     session, shared = g.session, services()
     try:
-        ask = mcp_oauth.check_ask(shared.redis, request.args.to_dict(), resources())
+        ask = mcp_oauth.check_ask(shared.redis, request.args.to_dict(), resources(), _documents())
     except mcp_oauth.Unredirectable as refused:
         return pages.message("The agent's request is refused", refused.description, 400)
     except mcp_oauth.SentBack as refused:
@@ -131,6 +132,11 @@ def decide():
     signin.audit(f"{session.person} (signed in)", request.remote_addr or "", "agent approved", session.person,
                  {"client": ask.client_name, "client_id": ask.client_id, "resource": ask.resource})
     return _back(ask.redirect_uri, ask.state, {"code": code})
+
+
+def _documents() -> mcp_oauth.Documents:
+    hosts = services().settings.agent_metadata_hosts
+    return mcp_oauth.Documents(tuple(host.strip() for host in hosts.split(",") if host.strip()))
 
 
 def _back(redirect_uri: str, state: str, answer: dict) -> Response:

@@ -7,6 +7,7 @@ token ends, and refusal after the person's credentials are revoked."""
 from __future__ import annotations
 
 import asyncio
+import json
 from urllib.parse import parse_qs, urlsplit
 
 import httpx
@@ -20,6 +21,7 @@ from mcp.shared.auth import AuthorizationCodeResult, OAuthClientMetadata
 from protocol.keys import signin_suspended_key
 from scripts.embedded_redis import free_port
 from scripts.processes import stack_env, start_web
+from scripts.redis_servers import make_certificates
 from tests.integration.mcp_stack import ERIN_TOKEN, TOOLS_TOKEN
 from tests.integration.signin_stack import (
     ADMIN_GROUP, CLIENT_ID, CLIENT_SECRET, Browsing, start_provider, through_provider, write_people,
@@ -31,10 +33,51 @@ REDIRECT = "http://127.0.0.1:9/callback"  # the agent's loopback listener (never
 TIME_CALL = ("time__get_current_time", {"timezone": "UTC"})
 
 
+class DocumentServer:
+    """Agents' client metadata documents over https (a CA of the test's own, which the web process trusts):
+    `documents` maps a path to the JSON answered there (or to (status, headers, body))."""
+
+    def __init__(self, certificates):
+        import ssl
+        import threading
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+        self.documents: dict = {}
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self):
+                found = server.documents.get(self.path)
+                status, headers, body = found if isinstance(found, tuple) else (
+                    (200, {"Content-Type": "application/json"}, json.dumps(found).encode()) if found is not None
+                    else (404, {}, b""))
+                self.send_response(status)
+                for name, value in headers.items():
+                    self.send_header(name, value)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args):
+                pass
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(certificates.cert, certificates.key)
+        self.httpd.socket = context.wrap_socket(self.httpd.socket, server_side=True)
+        self.url = f"https://127.0.0.1:{self.httpd.server_address[1]}"
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
 @pytest.fixture(scope="module")
 def oauth_office(mcp_stack, redis_url, tmp_path_factory):
-    """A web process with sign-in on and the MCP stack's registry (its pool runs the calls)."""
+    """A web process with sign-in on and the MCP stack's registry (its pool runs the calls), and a server of
+    agents' client metadata documents on loopback, which the operator named (SWITCHBOARD_AGENT_METADATA_HOSTS)."""
     folder = tmp_path_factory.mktemp("mcp-oauth")
+    certificates = make_certificates(folder / "tls")
+    documents = DocumentServer(certificates)
     people, keys_file = folder / "people.json", folder / "keys.toml"
     write_people(people)
     keys_file.write_text('[signin]\nmodels = ["echo"]\nmcp_servers = ["time"]\n')
@@ -47,16 +90,19 @@ def oauth_office(mcp_stack, redis_url, tmp_path_factory):
                     SWITCHBOARD_OIDC_ADMIN_GROUPS=ADMIN_GROUP,
                     SWITCHBOARD_OIDC_SCOPES="openid profile email offline_access groups",
                     SWITCHBOARD_SIGNIN_TOKEN_SECONDS=str(TOKEN_SECONDS), SWITCHBOARD_SIGNIN_RECHECK_SECONDS="2",
+                    SWITCHBOARD_AGENT_METADATA_HOSTS="127.0.0.1", SSL_CERT_FILE=str(certificates.ca),
                     TEST_TOOLS_TOKEN=TOOLS_TOKEN,
                     ERIN_TOOLS_TOKEN=ERIN_TOKEN)
     try:
         web, _ = start_web(env, port=port)
     except BaseException:
         provider.stop()
+        documents.close()
         raise
-    yield {"base": base, "people": people}
+    yield {"base": base, "people": people, "documents": documents}
     web.stop()
     provider.stop()
+    documents.close()
 
 
 class Memory:
@@ -82,15 +128,16 @@ class Agent:
     """An agent with the SDK's OAuth client provider; its person's browser (signed in, or not) answers the
     consent page as `decision` says, and the agent reads the code from where its browser was sent back."""
 
-    def __init__(self, base: str, person: Browsing | str, decision: str = "approve"):
-        """`person`: signed in already, or the name of one whose browser signs in when the agent sends it."""
+    def __init__(self, base: str, person: Browsing | str, decision: str = "approve", document: str | None = None):
+        """`person`: signed in already, or the name of one whose browser signs in when the agent sends it;
+        `document`: the URL of the agent's client metadata document (its client_id), else it registers."""
         self.base, self.person, self.decision = base, person, decision
         self.storage, self.consents, self._url = Memory(), [], ""
         self.provider = OAuthClientProvider(
             f"{base}/mcp", OAuthClientMetadata(redirect_uris=[REDIRECT], client_name="an SDK agent",
                                                grant_types=["authorization_code", "refresh_token"],
                                                response_types=["code"], token_endpoint_auth_method="none"),
-            self.storage, redirect_handler=self._open, callback_handler=self._answered)
+            self.storage, redirect_handler=self._open, callback_handler=self._answered, client_metadata_url=document)
 
     async def _open(self, url: str) -> None:
         self._url = url
@@ -217,3 +264,15 @@ def test_a_person_the_provider_stops_answering_for_loses_their_agents_tokens(oau
         assert refreshed.status_code == 400 and refreshed.json()["error"] == "invalid_grant", refreshed.text
     finally:
         write_people(people)
+
+
+def test_an_agent_known_by_its_client_metadata_document_needs_no_registration(oauth_office, clean_redis):
+    base, documents = oauth_office["base"], oauth_office["documents"]
+    url = f"{documents.url}/agents/sdk.json"
+    documents.documents["/agents/sdk.json"] = {
+        "client_id": url, "client_name": "an SDK agent", "redirect_uris": [REDIRECT],
+        "grant_types": ["authorization_code", "refresh_token"], "response_types": ["code"],
+        "token_endpoint_auth_method": "none"}
+    agent = Agent(base, Browsing(base, "bob"), document=url)
+    assert "UTC" in agent.call(*TIME_CALL)
+    assert agent.storage.client.client_id == url and len(agent.consents) == 1

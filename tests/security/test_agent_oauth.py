@@ -4,6 +4,7 @@ person's consent given on our own page, and an agent's token opens the MCP
 gateway only; no code or token reaches a log or a record."""
 from __future__ import annotations
 
+import json
 import secrets
 from urllib.parse import urlencode
 
@@ -104,3 +105,48 @@ def test_an_agents_token_opens_the_mcp_gateway_only_and_nothing_secret_is_record
     stored = b"".join(redis_client.dump(key) or b"" for key in redis_client.scan_iter(match="switchboard:*"))
     for secret in (code, token["access_token"], token["refresh_token"], verifier):
         assert secret.encode() not in records and secret.encode() not in stored, secret[:6]
+
+
+def _document(url: str, **changes) -> dict:
+    return {"client_id": url, "client_name": "agent", "redirect_uris": [REDIRECT],
+            "token_endpoint_auth_method": "none"} | changes
+
+
+@pytest.mark.parametrize("attack", ["elsewhere", "http", "office-host", "redirect", "large", "other-id",
+                                    "secret-client", "foreign-redirect", "not-json"])
+def test_a_client_metadata_document_is_fetched_only_where_and_as_it_should_be(oauth_office, clean_redis, attack):
+    """What an agent's client_id URL may make this server fetch, and what a document may say."""
+    base, documents = oauth_office["base"], oauth_office["documents"]
+    bob, verifier, path = Browsing(base, "bob"), secrets.token_urlsafe(40), f"/agents/{attack}.json"
+    url = documents.url + path
+    documents.documents[path] = {
+        "redirect": (302, {"Location": f"{documents.url}/agents/fine.json"}, b""),
+        "large": (200, {"Content-Type": "application/json"}, json.dumps(_document(url, pad="x" * 6000)).encode()),
+        "other-id": _document(f"{documents.url}/agents/someone-else.json"),
+        "secret-client": _document(url, token_endpoint_auth_method="client_secret_basic"),
+        "foreign-redirect": _document(url, redirect_uris=["http://evil.example/cb"]),  # (plain http off the machine)
+        "not-json": (200, {"Content-Type": "application/json"}, b"<html>"),
+    }.get(attack, _document(url))
+    documents.documents["/agents/fine.json"] = _document(f"{documents.url}/agents/fine.json")
+    client_id = {"elsewhere": url.replace("127.0.0.1", "127.0.0.2"),  # loopback, but not the host the operator named
+                 "http": url.replace("https://", "http://"),
+                 "office-host": url.replace("127.0.0.1", "localhost")}.get(attack, url)
+    redirect = "http://evil.example/cb" if attack == "foreign-redirect" else REDIRECT
+    page = bob.request("GET", authorize_query(base, client_id, verifier, redirect_uri=redirect))
+    assert page.status_code == 400 and "location" not in page.headers and 'name="ask"' not in page.text, \
+        (attack, page.status_code, page.text[:300])
+
+
+@pytest.mark.parametrize("addresses", [["10.0.0.5"], ["169.254.169.254"], ["127.0.0.1"], ["::1"], ["fd00::1"],
+                                       ["192.168.1.20"], ["93.184.216.34", "10.0.0.5"], []])
+def test_a_document_on_the_offices_own_networks_is_never_fetched(monkeypatch, addresses):
+    """A client_id URL whose name resolves to any address that is not on the internet (the cloud's metadata
+    service, the office's intranet, this machine) is refused before any connection is made."""
+    import socket as sockets
+
+    from identity import mcp_oauth
+    monkeypatch.setattr(sockets, "getaddrinfo", lambda host, port, **_: [
+        (sockets.AF_INET6 if ":" in a else sockets.AF_INET, sockets.SOCK_STREAM, 6, "", (a, port)) for a in addresses])
+    monkeypatch.setattr("httpx.Client", lambda *a, **k: pytest.fail("a connection was attempted"))
+    with pytest.raises(mcp_oauth.Unredirectable):
+        mcp_oauth.Documents(office_hosts=("tools.office",)).fetch("https://agent.example/client.json")
