@@ -7,6 +7,8 @@ token ends, and refusal after the person's credentials are revoked."""
 from __future__ import annotations
 
 import asyncio
+import os
+import subprocess
 import json
 from urllib.parse import parse_qs, urlsplit
 
@@ -26,6 +28,7 @@ from tests.integration.mcp_stack import ERIN_TOKEN, TOOLS_TOKEN
 from tests.integration.signin_stack import (
     ADMIN_GROUP, CLIENT_ID, CLIENT_SECRET, Browsing, start_provider, through_provider, write_people,
 )
+from tests.integration.test_codex import PINNED
 from tests.integration.waits import wait_until
 
 TOKEN_SECONDS = 5  # an agent's access token: short, so that the test sees it end and the SDK refresh it
@@ -276,3 +279,47 @@ def test_an_agent_known_by_its_client_metadata_document_needs_no_registration(oa
     agent = Agent(base, Browsing(base, "bob"), document=url)
     assert "UTC" in agent.call(*TIME_CALL)
     assert agent.storage.client.client_id == url and len(agent.consents) == 1
+
+
+def test_codex_logs_in_to_the_gateway_and_calls_a_tool_headless(oauth_office, clean_redis, tmp_path):
+    """`codex mcp login office --no-browser`: Codex prints the authorization URL, the person's browser signs in
+    and consents, and Codex is given the URL its browser was sent back to; then `codex exec` calls the tool."""
+    base = oauth_office["base"]
+    bob = Browsing(base, "bob")
+    key = bob.request("POST", "/me/keys", json={"label": "codex's model calls", "days": 1}).json()["key"]
+    home = tmp_path / "codex-home"
+    home.mkdir()
+    config = f'\n[mcp_servers.office]\nurl = "{base}/mcp"\n'
+    env = {"PATH": os.environ["PATH"], "HOME": str(home), "CODEX_HOME": str(home), "SWITCHBOARD_KEY": key}
+    (home / "config.toml").write_text(
+        f'model = "echo"\nmodel_provider = "switchboard"\nmcp_oauth_credentials_store = "file"\n\n'
+        f'[model_providers.switchboard]\nname = "Switchboard"\nbase_url = "{base}/v1"\nwire_api = "responses"\n'
+        f'env_key = "SWITCHBOARD_KEY"\n{config}')
+    # (its client metadata document is on chatgpt.com, which this machine cannot reach: it registers instead)
+    login = subprocess.Popen(["node", str(PINNED), "mcp", "login", "office", "--no-browser",
+                              "--oauth-client-registration", "dcr"], env=env, cwd=tmp_path,
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        seen = ""
+        while "/oauth/authorize?" not in seen:
+            line = login.stdout.readline()
+            assert line, seen
+            seen += line
+        url = next(word for word in seen.split() if "/oauth/authorize?" in word)
+        parts = urlsplit(url)
+        page = bob.request("GET", f"{parts.path}?{parts.query}")
+        assert page.status_code == 200, (url, page.text.split("id=\"message\"", 1)[-1][:400])
+        ask = page.text.split('name="ask" value="', 1)[1].split('"', 1)[0]
+        back = bob.request("POST", "/oauth/authorize", data={"ask": ask, "decision": "approve"}).headers["location"]
+        login.stdin.write(back + "\n")
+        login.stdin.flush()
+        rest, _ = login.communicate(timeout=60)
+    finally:
+        if login.poll() is None:
+            login.kill()
+    assert login.returncode == 0, seen + rest
+    run = subprocess.run(["node", str(PINNED), "exec", "--skip-git-repo-check",
+                          '<invoke name="time__get_current_time"><parameter name="timezone">UTC</parameter></invoke>'],
+                         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+    assert run.returncode == 0 and '"datetime"' in run.stdout, run.stdout + run.stderr  # mcp-server-time's result
+    assert "bearer" not in (home / "config.toml").read_text().lower()  # (no key of the gateway's anywhere)
