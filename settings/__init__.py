@@ -150,8 +150,11 @@ class Settings(BaseSettings):
     signin_recheck_seconds: int = _env("SWITCHBOARD_SIGNIN_RECHECK_SECONDS", 300, ge=1)
     signin_key_days: int = _env("SWITCHBOARD_SIGNIN_KEY_DAYS", 90, ge=1)
     signin_login_days: int = _env("SWITCHBOARD_SIGNIN_LOGIN_DAYS", 30, ge=1)
-    # Hosts on the office's own networks (a name or an address, comma-separated) whose MCP agents' client
-    # metadata documents (a client_id that is an https URL) may be fetched; a host on the internet always may.
+    # Whether MCP agents may name their client metadata document (a client_id that is an https URL: Claude
+    # Code's and Codex's are on their makers' sites) rather than register: off for a server that cannot reach
+    # the internet, whose agents then register. Hosts on the office's own networks (a name or an address,
+    # comma-separated) whose documents may be fetched; a host on the internet always may.
+    agent_metadata_documents: bool = _env("SWITCHBOARD_AGENT_METADATA_DOCUMENTS", True)
     agent_metadata_hosts: str = _env("SWITCHBOARD_AGENT_METADATA_HOSTS", "")
 
     @model_validator(mode="after")

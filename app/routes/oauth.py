@@ -80,7 +80,8 @@ def server_metadata():
         "grant_types_supported": ["authorization_code", "refresh_token",
                                   "urn:ietf:params:oauth:grant-type:device_code"],
         "code_challenge_methods_supported": ["S256"], "token_endpoint_auth_methods_supported": ["none"],
-        "client_id_metadata_document_supported": True, "authorization_response_iss_parameter_supported": True})
+        "client_id_metadata_document_supported": services().settings.agent_metadata_documents,
+        "authorization_response_iss_parameter_supported": True})
 
 
 def _metadata(body: dict) -> Response:
@@ -134,9 +135,11 @@ def decide():
     return _back(ask.redirect_uri, ask.state, {"code": code})
 
 
-def _documents() -> mcp_oauth.Documents:
-    hosts = services().settings.agent_metadata_hosts
-    return mcp_oauth.Documents(tuple(host.strip() for host in hosts.split(",") if host.strip()))
+def _documents() -> mcp_oauth.Documents | None:
+    settings = services().settings
+    if not settings.agent_metadata_documents:
+        return None
+    return mcp_oauth.Documents(tuple(host.strip() for host in settings.agent_metadata_hosts.split(",") if host.strip()))
 
 
 def _back(redirect_uri: str, state: str, answer: dict) -> Response:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import os
 import subprocess
+import time
 import json
 from urllib.parse import parse_qs, urlsplit
 
@@ -22,12 +23,13 @@ from mcp.shared.auth import AuthorizationCodeResult, OAuthClientMetadata
 
 from protocol.keys import signin_suspended_key
 from scripts.embedded_redis import free_port
-from scripts.processes import stack_env, start_web
+from scripts.processes import ready_together, stack_env, start_web, stop_together
 from scripts.redis_servers import make_certificates
 from tests.integration.mcp_stack import ERIN_TOKEN, TOOLS_TOKEN
 from tests.integration.signin_stack import (
     ADMIN_GROUP, CLIENT_ID, CLIENT_SECRET, Browsing, start_provider, through_provider, write_people,
 )
+from tests.integration.test_claude_code import CLAUDE, claude
 from tests.integration.test_codex import PINNED
 from tests.integration.waits import wait_until
 
@@ -84,9 +86,9 @@ def oauth_office(mcp_stack, redis_url, tmp_path_factory):
     people, keys_file = folder / "people.json", folder / "keys.toml"
     write_people(people)
     keys_file.write_text('[signin]\nmodels = ["echo"]\nmcp_servers = ["time"]\n')
-    port, provider_port = free_port(), free_port()
-    base = f"http://127.0.0.1:{port}"
-    provider = start_provider(provider_port, people, [f"{base}/login/callback"])
+    port, closed_port, provider_port = free_port(), free_port(), free_port()
+    base, closed = f"http://127.0.0.1:{port}", f"http://127.0.0.1:{closed_port}"
+    provider = start_provider(provider_port, people, [f"{base}/login/callback", f"{closed}/login/callback"])
     env = stack_env(redis_url, SWITCHBOARD_MODELS=str(mcp_stack[1] / "models.toml"),
                     SWITCHBOARD_KEYS_FILE=str(keys_file), SWITCHBOARD_OIDC_ISSUER=f"http://127.0.0.1:{provider_port}",
                     SWITCHBOARD_OIDC_CLIENT_ID=CLIENT_ID, SWITCHBOARD_OIDC_CLIENT_SECRET=CLIENT_SECRET,
@@ -96,15 +98,18 @@ def oauth_office(mcp_stack, redis_url, tmp_path_factory):
                     SWITCHBOARD_AGENT_METADATA_HOSTS="127.0.0.1", SSL_CERT_FILE=str(certificates.ca),
                     TEST_TOOLS_TOKEN=TOOLS_TOKEN,
                     ERIN_TOOLS_TOKEN=ERIN_TOKEN)
-    try:
-        web, _ = start_web(env, port=port)
+    webs = []
+    try:  # (and one that cannot reach the internet, so fetches no agent's document: its agents register)
+        webs.append(start_web(env, port=port, wait=False)[0])
+        webs.append(start_web(env | {"SWITCHBOARD_AGENT_METADATA_DOCUMENTS": "false"}, port=closed_port,
+                              wait=False)[0])
+        ready_together(webs)
     except BaseException:
-        provider.stop()
+        stop_together([*webs, provider])
         documents.close()
         raise
-    yield {"base": base, "people": people, "documents": documents}
-    web.stop()
-    provider.stop()
+    yield {"base": base, "closed": closed, "people": people, "documents": documents}
+    stop_together([*webs, provider])
     documents.close()
 
 
@@ -281,6 +286,74 @@ def test_an_agent_known_by_its_client_metadata_document_needs_no_registration(oa
     assert agent.storage.client.client_id == url and len(agent.consents) == 1
 
 
+def logged_in(login: subprocess.Popen, person: Browsing) -> None:
+    """An agent's `mcp login ... --no-browser`: the URL it prints opened by the person's browser, consented to,
+    and the URL their browser was sent back to pasted into it; it ends well."""
+    try:
+        seen = ""
+        while "/oauth/authorize?" not in seen:
+            line = login.stdout.readline()
+            assert line, seen
+            seen += line
+        url = next(word for word in seen.split() if "/oauth/authorize?" in word)
+        parts = urlsplit(url)
+        page = person.request("GET", f"{parts.path}?{parts.query}")
+        assert page.status_code == 200, (url, page.text.split('id="message"', 1)[-1][:400])
+        ask = page.text.split('name="ask" value="', 1)[1].split('"', 1)[0]
+        back = person.request("POST", "/oauth/authorize", data={"ask": ask, "decision": "approve"})
+        login.stdin.write(back.headers["location"] + "\n")
+        login.stdin.flush()
+        rest, _ = login.communicate(timeout=60)
+    finally:
+        if login.poll() is None:
+            login.kill()
+    assert login.returncode == 0, seen + rest
+
+
+def logged_in_on_a_terminal(argv: list[str], env: dict, cwd, person: Browsing) -> None:
+    """As logged_in, for an agent that asks for the pasted URL only on a terminal: a pseudo-terminal (wide, so
+    that nothing wraps the URL), read and written as a person at it would."""
+    import fcntl
+    import pty
+    import re
+    import select
+    import struct
+    import termios
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 50, 2000, 0, 0))
+    login = subprocess.Popen(argv, env=env | {"TERM": "xterm"}, cwd=cwd, stdin=slave, stdout=slave, stderr=slave,
+                             start_new_session=True)
+    os.close(slave)
+    seen, answered, deadline = "", False, time.monotonic() + 90
+
+    def read() -> str:
+        ready, _, _ = select.select([master], [], [], 0.5)
+        try:
+            return os.read(master, 65536).decode(errors="replace") if ready else ""
+        except OSError:  # (the terminal's other end closed: the agent ended)
+            return ""
+    try:
+        while login.poll() is None and time.monotonic() < deadline:
+            seen += read()
+            plain = re.sub(r"\x1b\][^\x07\x1b]*(\x07|\x1b\\)|\x1b\[[0-9;?]*[A-Za-z]", "", seen)  # (links, colours)
+            found = re.search(r"https?://[^\s\x00-\x1f\x7f]+/oauth/authorize\?[^\s\x00-\x1f\x7f]+", plain)
+            if found and not answered:
+                parts = urlsplit(found.group(0))
+                page = person.request("GET", f"{parts.path}?{parts.query}")
+                assert page.status_code == 200, (found.group(0), page.text.split('id="message"', 1)[-1][:400])
+                ask = page.text.split('name="ask" value="', 1)[1].split('"', 1)[0]
+                back = person.request("POST", "/oauth/authorize", data={"ask": ask, "decision": "approve"})
+                os.write(master, (back.headers["location"] + "\r").encode())
+                answered = True
+        seen += read()
+    finally:
+        if login.poll() is None:
+            login.kill()
+        login.wait()
+        os.close(master)
+    assert answered and login.returncode == 0, seen[-3000:]
+
+
 def test_codex_logs_in_to_the_gateway_and_calls_a_tool_headless(oauth_office, clean_redis, tmp_path):
     """`codex mcp login office --no-browser`: Codex prints the authorization URL, the person's browser signs in
     and consents, and Codex is given the URL its browser was sent back to; then `codex exec` calls the tool."""
@@ -297,29 +370,43 @@ def test_codex_logs_in_to_the_gateway_and_calls_a_tool_headless(oauth_office, cl
         f'env_key = "SWITCHBOARD_KEY"\n{config}')
     # (its client metadata document is on chatgpt.com, which this machine cannot reach: it registers instead)
     login = subprocess.Popen(["node", str(PINNED), "mcp", "login", "office", "--no-browser",
-                              "--oauth-client-registration", "dcr"], env=env, cwd=tmp_path,
-                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    try:
-        seen = ""
-        while "/oauth/authorize?" not in seen:
-            line = login.stdout.readline()
-            assert line, seen
-            seen += line
-        url = next(word for word in seen.split() if "/oauth/authorize?" in word)
-        parts = urlsplit(url)
-        page = bob.request("GET", f"{parts.path}?{parts.query}")
-        assert page.status_code == 200, (url, page.text.split("id=\"message\"", 1)[-1][:400])
-        ask = page.text.split('name="ask" value="', 1)[1].split('"', 1)[0]
-        back = bob.request("POST", "/oauth/authorize", data={"ask": ask, "decision": "approve"}).headers["location"]
-        login.stdin.write(back + "\n")
-        login.stdin.flush()
-        rest, _ = login.communicate(timeout=60)
-    finally:
-        if login.poll() is None:
-            login.kill()
-    assert login.returncode == 0, seen + rest
+                              "--oauth-client-registration", "dcr"], env=env, cwd=tmp_path, stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    logged_in(login, bob)
     run = subprocess.run(["node", str(PINNED), "exec", "--skip-git-repo-check",
                           '<invoke name="time__get_current_time"><parameter name="timezone">UTC</parameter></invoke>'],
                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
     assert run.returncode == 0 and '"datetime"' in run.stdout, run.stdout + run.stderr  # mcp-server-time's result
     assert "bearer" not in (home / "config.toml").read_text().lower()  # (no key of the gateway's anywhere)
+
+
+def test_claude_code_logs_in_to_the_gateway_and_calls_a_tool_headless(oauth_office, clean_redis, tmp_path):
+    """`claude mcp add --transport http office <url>` with no key, then `claude mcp login office --no-browser`
+    (the same paste-back as Codex's), then `claude -p` calls the tool with the token it holds. Its client
+    metadata document is on claude.ai, which this machine cannot reach: on the server that fetches none
+    (SWITCHBOARD_AGENT_METADATA_DOCUMENTS=false) it registers."""
+    base = oauth_office["closed"]
+    bob = Browsing(base, "bob")
+    key = bob.request("POST", "/me/keys", json={"label": "claude's model calls", "days": 1}).json()["key"]
+    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path / "home"), "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+           "DISABLE_AUTOUPDATER": "1"}
+    added = subprocess.run([str(CLAUDE), "mcp", "add", "--transport", "http", "--scope", "user", "office",
+                            f"{base}/mcp"], env=env, capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert added.returncode == 0, added.stdout + added.stderr
+    logged_in_on_a_terminal([str(CLAUDE), "mcp", "login", "office", "--no-browser"], env, tmp_path, bob)
+    tool = "mcp__office__time__get_current_time"
+    answer = claude(base, f'<invoke name="{tool}"><parameter name="timezone">UTC</parameter></invoke>', tmp_path,
+                    "--allowedTools", tool, key=key, ENABLE_TOOL_SEARCH="false")
+    assert '"datetime"' in answer, answer  # mcp-server-time's result
+
+
+def test_a_server_that_fetches_no_documents_does_not_offer_them(oauth_office, clean_redis):
+    closed, documents = oauth_office["closed"], oauth_office["documents"]
+    assert httpx.get(f"{closed}/.well-known/oauth-authorization-server", timeout=30).json()[
+        "client_id_metadata_document_supported"] is False
+    url = f"{documents.url}/agents/sdk.json"
+    documents.documents["/agents/sdk.json"] = {"client_id": url, "client_name": "an SDK agent",
+                                               "redirect_uris": [REDIRECT], "token_endpoint_auth_method": "none"}
+    agent = Agent(closed, Browsing(closed, "bob"), document=url)  # it offers one; the server has it register
+    assert "UTC" in agent.call(*TIME_CALL)
+    assert agent.storage.client.client_id.startswith("sbc-")
