@@ -20,12 +20,12 @@ from __future__ import annotations
 
 from urllib.parse import urlencode, urlsplit
 
-from flask import Blueprint, Response, g, jsonify, redirect, request
+from flask import Blueprint, Response, jsonify, redirect, request
 
 from app import pages
 from app.auth import public
 from app.errors import ApiError, register_error_handlers
-from app.routes.signin import NO_REFRESH_TOKEN, _oauth_json, _signin, _throttle, public_root
+from app.routes.signin import NO_REFRESH_TOKEN, _oauth_json, _session, _signin, _throttle, public_root
 from app.services import services
 from dialects.openai_writer import error_body
 from identity import mcp_oauth
@@ -106,7 +106,8 @@ def register():
 @bp.get("/oauth/authorize")
 def authorize():
     """Signed in (else the auth hook sent the browser to sign in first): the consent page."""
-    session, shared = g.session, services()
+    _signin()
+    session, shared = _session(), services()
     try:
         ask = mcp_oauth.check_ask(shared.redis, request.args.to_dict(), resources(), _documents())
     except mcp_oauth.Unredirectable as refused:
@@ -120,7 +121,7 @@ def authorize():
 
 @bp.post("/oauth/authorize")
 def decide():
-    session, signin, shared = g.session, _signin(), services()
+    signin, session, shared = _signin(), _session(), services()
     ask = mcp_oauth.take_ask(shared.redis, request.form.get("ask", ""), session.person)
     if ask is None:
         return pages.message("Nothing waits", "This request was answered already or waited too long: add the "

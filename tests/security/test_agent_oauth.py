@@ -150,3 +150,13 @@ def test_a_document_on_the_offices_own_networks_is_never_fetched(monkeypatch, ad
     monkeypatch.setattr("httpx.Client", lambda *a, **k: pytest.fail("a connection was attempted"))
     with pytest.raises(mcp_oauth.Unredirectable):
         mcp_oauth.Documents(office_hosts=("tools.office",)).fetch("https://agent.example/client.json")
+
+
+def test_with_sign_in_off_there_is_no_authorization_server(stack, clean_redis):
+    """The session's stack signs nobody in: none of it answers, and nothing errs."""
+    for method, path in (("GET", "/.well-known/oauth-authorization-server"), ("POST", "/oauth/register"),
+                         ("GET", "/.well-known/oauth-protected-resource/mcp"), ("GET", "/oauth/authorize"),
+                         ("POST", "/oauth/authorize")):
+        answer = httpx.request(method, stack + path, json={}, timeout=30, headers={"Accept": "text/html"})
+        assert answer.status_code == 404, (path, answer.status_code, answer.text[:200])
+    assert "www-authenticate" not in httpx.post(f"{stack}/mcp", json={}, timeout=30).headers
