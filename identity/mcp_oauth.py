@@ -330,6 +330,15 @@ def new_grant(redis: Redis, authorized: dict, days: int, may_hold: Callable[[str
                                authorized["client_name"], authorized["resource"], ""), days)
 
 
+def holder(redis: Redis, form: dict) -> str | None:
+    """Whose refresh token this is, looked at without spending it (None: no such token)."""
+    token = form.get("refresh_token", "")
+    if not token.startswith(REFRESH_PREFIX) or len(token) > 200:
+        return None
+    found = redis.hget(keys.cli_login_key(digest(token)), "person")
+    return found.decode() if found else None
+
+
 def refresh(redis: Redis, form: dict, days: int, may_hold: Callable[[str], bool]) -> Grant:
     """A refresh token traded for the next (the old one ends: a stolen one used after its agent's next
     refresh is refused, and so is the agent's, which signs in again), or Refused(invalid_grant)."""

@@ -301,6 +301,9 @@ def _agent_token(grant: str) -> Response:
     def may_hold(person: str) -> bool:
         return own_keys.standing(shared.redis, person) is not None
     try:
+        holder = mcp_oauth.holder(shared.redis, form) if grant == "refresh_token" else None
+        if holder is not None:  # (over the bound: refused before the refresh token is spent, so it still works)
+            _throttle("keys from a login", holder, count=False)
         got = mcp_oauth.new_grant(shared.redis, mcp_oauth.take_code(shared.redis, form), days, may_hold) \
             if grant == "authorization_code" else mcp_oauth.refresh(shared.redis, form, days, may_hold)
         _throttle("keys from a login", got.person)

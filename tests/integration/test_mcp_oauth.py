@@ -21,7 +21,7 @@ from mcp.client.auth import OAuthClientProvider
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.auth import AuthorizationCodeResult, OAuthClientMetadata
 
-from protocol.keys import signin_suspended_key
+from protocol.keys import signin_suspended_key, signin_throttle_key
 from scripts.embedded_redis import free_port
 from scripts.processes import ready_together, stack_env, start_web, stop_together
 from scripts.redis_servers import make_certificates
@@ -410,3 +410,18 @@ def test_a_server_that_fetches_no_documents_does_not_offer_them(oauth_office, cl
     agent = Agent(closed, Browsing(closed, "bob"), document=url)  # it offers one; the server has it register
     assert "UTC" in agent.call(*TIME_CALL)
     assert agent.storage.client.client_id.startswith("sbc-")
+
+
+def test_an_agent_over_its_persons_bound_keeps_its_refresh_token(oauth_office, clean_redis, redis_client):
+    """A refresh refused for too many keys from one person (429) spends nothing: it works once the window ends."""
+    base = oauth_office["base"]
+    agent = Agent(base, Browsing(base, "bob"))
+    assert "UTC" in agent.call(*TIME_CALL)
+    form = {"grant_type": "refresh_token", "refresh_token": agent.storage.tokens.refresh_token,
+            "client_id": agent.storage.client.client_id}
+    redis_client.set(signin_throttle_key("keys from a login", "bob"), 10_000, ex=600)  # (the bound reached)
+    refused = httpx.post(f"{base}/auth/token", data=form, timeout=30)
+    assert refused.status_code == 429 and refused.json()["error"] == "slow_down", refused.text
+    redis_client.delete(signin_throttle_key("keys from a login", "bob"))  # (the window ended)
+    refreshed = httpx.post(f"{base}/auth/token", data=form, timeout=30)
+    assert refreshed.status_code == 200 and refreshed.json()["refresh_token"] != form["refresh_token"], refreshed.text

@@ -147,6 +147,19 @@ def test_a_refresh_token_rotates_is_bound_to_its_client_and_ends_with_the_person
     assert not redis.exists(keys.cli_logins_key("bob"))
 
 
+def test_a_refresh_tokens_holder_is_looked_at_without_spending_it(redis):
+    client, verifier = registered(redis), secrets.token_urlsafe(40)
+    grant = mcp_oauth.new_grant(redis, mcp_oauth.take_code(redis, {
+        "code": code_for(redis, client, verifier), "client_id": client["client_id"], "code_verifier": verifier}), 30,
+        lambda person: True)
+    form = {"refresh_token": grant.refresh_token, "client_id": client["client_id"]}
+    assert mcp_oauth.holder(redis, form) == mcp_oauth.holder(redis, form) == "bob"
+    assert mcp_oauth.refresh(redis, form, 30, lambda person: True).person == "bob"  # (still unspent)
+    assert mcp_oauth.holder(redis, form) is None  # spent now
+    for token in ("", "sbl-x", "sbr-" + "x" * 300, "sbr-unknown"):
+        assert mcp_oauth.holder(redis, {"refresh_token": token}) is None
+
+
 def test_a_consent_page_answers_only_its_person_once(redis):
     client = registered(redis)
     ask = mcp_oauth.check_ask(redis, ask_args(client, secrets.token_urlsafe(40)), RESOURCES)
