@@ -23,6 +23,16 @@ unless `per_person = true` (one process per person, for servers that keep a
 person's state); a remote server's `headers_env` may be given per person in
 the keys file (`[keys.alice.mcp_headers_env.tickets]`), so each person's calls
 carry their own token.
+
+    [mcp_servers.wiki]                     # tools that act as the person: each connects their own account
+    url = "https://wiki.example/mcp"
+    auth = "oauth"                         # OAuth 2.1 as MCP specifies it: discovered, registered, per person
+    oauth_client_id = "switchboard"        # optional: a client the operator registered there
+    oauth_client_secret_env = "WIKI_OAUTH_SECRET"
+    oauth_scopes = ["read", "write"]       # optional (default: what the server's metadata names)
+
+A person connects such a server once on /me; until they do, a call of theirs
+is answered with the URL to connect it, never with anyone else's token.
 """
 from __future__ import annotations
 
@@ -53,6 +63,12 @@ class McpServer(BaseModel):
     tools: list[str] | None = None
     # A stdio server started once per person who calls it (else one per process, shared).
     per_person: bool = False
+    # "oauth": a remote server whose tools act as the person calling: each person connects their own
+    # account on it (OAuth, identity/mcp_accounts.py), and calls carry their token, never a shared one.
+    auth: Literal["oauth"] | None = None
+    oauth_client_id: str | None = None  # a client the operator registered at its authorization server
+    oauth_client_secret_env: str | None = None  # the environment variable holding that client's secret
+    oauth_scopes: list[str] = Field(default_factory=list)  # asked for (default: what the server names)
 
     @model_validator(mode="after")
     def _one_transport(self) -> "McpServer":
@@ -66,6 +82,16 @@ class McpServer(BaseModel):
             raise ValueError('"headers" and "headers_env" belong to a remote server ("url")')
         if self.per_person and self.command is None:
             raise ValueError('"per_person" belongs to a stdio server ("command")')
+        if self.auth is None and (self.oauth_client_id or self.oauth_client_secret_env or self.oauth_scopes):
+            raise ValueError('"oauth_client_id", "oauth_client_secret_env" and "oauth_scopes" belong to a server '
+                             'with auth = "oauth"')
+        if self.auth == "oauth" and self.url is None:
+            raise ValueError('auth = "oauth" belongs to a remote server ("url")')
+        if self.auth == "oauth" and any(h.lower() == "authorization" for h in (*self.headers, *self.headers_env)):
+            raise ValueError('a server with auth = "oauth" carries each person\'s own token: it takes no '
+                             "Authorization header of the operator's")
+        if self.oauth_client_secret_env and not self.oauth_client_id:
+            raise ValueError('"oauth_client_secret_env" needs "oauth_client_id"')
         return self
 
     @property
@@ -73,7 +99,8 @@ class McpServer(BaseModel):
         return "stdio" if self.command is not None else "http"
 
     def check_environment(self) -> None:
-        missing = [variable for variable in self.headers_env.values() if secret_from_env(variable) is None]
+        missing = [variable for variable in (*self.headers_env.values(), self.oauth_client_secret_env)
+                   if variable and secret_from_env(variable) is None]
         if missing:
             raise ValueError(f"headers_env: the environment variable {missing[0]} is not set")
 
@@ -85,10 +112,11 @@ class McpServer(BaseModel):
 
     def session_of(self, person: str, own: dict[str, str]) -> tuple[str, dict[str, str]]:
         """Whose session with this server a call of `person` takes, and the
-        credentials of their own it carries: theirs for a per-person server
-        or a remote one they have credentials for, else the shared one ("")."""
+        credentials of their own it carries: theirs for a per-person server,
+        an OAuth one or a remote one they have credentials for, else the
+        shared one ("")."""
         own = own if self.transport == "http" else {}
-        return (person if self.per_person or own else ""), own
+        return (person if self.per_person or own or self.auth == "oauth" else ""), own
 
     def offers(self, tool_name: str) -> bool:
         return self.tools is None or tool_name in self.tools

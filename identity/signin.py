@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from redis import Redis
 from redis.exceptions import RedisError
 
-from identity import device_login, own_keys
+from identity import device_login, mcp_accounts, own_keys
 from identity.keys import ApiKey, digest, signed_in_name
 from identity.people import Identity, NoLongerKnown, ProviderUnavailable, SignInFailed
 from identity.sealing import SealedContentInvalid, Sealer
@@ -192,22 +192,25 @@ class SignIn:
         return sorted(found, key=lambda p: p["person"])
 
     def revoke_everything(self, person: str, who: str, where: str) -> dict:
-        """Every key, login and session of theirs, ended now."""
-        ended = {"keys": own_keys.revoke_all(self.redis, person), "logins": device_login.end_all(self.redis, person),
-                 "sessions": self._end_sessions(person)}
+        """Every key, login and session of theirs, ended now, and their accounts on MCP servers forgotten."""
+        ended = self._end_everything(person)
         self.audit(who, where, "everything revoked", person, ended)
         return ended
 
     def forget(self, person: str, who: str, where: str) -> dict:
         """Everything they hold ended, and their name released from the provider's account it was bound to."""
-        ended = {"keys": own_keys.revoke_all(self.redis, person), "logins": device_login.end_all(self.redis, person),
-                 "sessions": self._end_sessions(person)}
+        ended = self._end_everything(person)
         with self.redis.pipeline(transaction=False) as pipe:
             pipe.delete(keys.signin_person_key(person), keys.signin_suspended_key(person))
             pipe.zrem(keys.SIGNIN_RECHECKS, person)
             pipe.execute()
         self.audit(who, where, "person forgotten", person, ended)
         return ended
+
+    def _end_everything(self, person: str) -> dict:
+        return {"keys": own_keys.revoke_all(self.redis, person), "logins": device_login.end_all(self.redis, person),
+                "sessions": self._end_sessions(person),
+                "mcp_accounts": mcp_accounts.drop_all(self.redis, signed_in_name(person))}
 
     def _end_sessions(self, person: str) -> int:
         sessions = [s.decode() for s in self.redis.smembers(keys.signin_sessions_key(person))]
@@ -300,8 +303,9 @@ class SignIn:
             pipe.execute()
         own_keys.suspend(self.redis, person, True)
         self._end_sessions(person)
+        accounts = mcp_accounts.drop_all(self.redis, signed_in_name(person))
         self.audit(f"the identity provider ({self.provider.issuer})", socket.gethostname(), "person suspended",
-                   person, {"why": f"the provider no longer answers for them: {why}"[:300]})
+                   person, {"why": f"the provider no longer answers for them: {why}"[:300], "mcp_accounts": accounts})
 
     # --- the audit log -----------------------------------------------------------------------
     def audit(self, who: str, where: str, action: str, target: str, details: dict) -> None:

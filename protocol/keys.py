@@ -213,6 +213,13 @@ device_approved_key = Key("signin:person:{}:approved")  # a person's approved de
 mcp_client_key = Key("signin:mcp-client:{}")  # an agent registered with the MCP gateway's authorization server
 mcp_ask_key = Key("signin:mcp-ask:{}")  # an authorization request waiting on its consent page
 mcp_code_key = Key("signin:mcp-code:{}")  # an authorization code (by its digest), until taken or a minute old
+# A person's own account on an OAuth-protected MCP server (identity/mcp_accounts.py): its tokens, sealed.
+mcp_account_key = Key("signin:mcp-account:{}:{}")  # server, person: tokens (sealed), when connected, expiry
+mcp_account_lock_key = Key("signin:mcp-account:{}:{}:refreshing")  # held by the pool process refreshing them
+mcp_accounts_key = Key("signin:mcp-accounts:{}")  # a server's connected people (zset, scored by last renewal)
+mcp_person_accounts_key = Key("signin:person:{}:mcp")  # the servers a person connected (set)
+mcp_connect_key = Key("signin:mcp-connect:{}")  # a connection under way, by its state (sealed to its person)
+mcp_upstream_client_key = Key("signin:mcp-upstream:{}")  # our client at a server's authorization server (sealed)
 signin_throttle_key = Key("signin:throttle:{}:{}")  # what, by whom: a count over its window (public routes' bound)
 
 # --- the fair queue (jobqueue/fairqueue.py) ---------------------------------------------
