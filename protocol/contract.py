@@ -181,6 +181,7 @@ class Job(Strict):
     # it on the worker's machine (never a value); their requests and tool calls per minute (empty: uncounted).
     tool_credentials: dict[str, dict[str, str]] = Field(default_factory=dict)
     tool_rates: list[int] = Field(default_factory=list)
+    tool_root: str = ""  # the server's public URL as the person reached it (a tool result's link to connect)
     web_id: str = ""  # the web process holding the job: workers abort it when that process is gone
     reply_channel: str = ""  # where its events go (protocol.keys.reply_channel)
     enqueued_at: float = 0.0

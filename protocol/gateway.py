@@ -15,7 +15,9 @@ on its server. A web process cancels a call by publishing its id on
 `keys.mcp_cancel_channel()`.
 
 Nothing secret travels here: a person's own credentials are named by the
-environment variables that hold them (on the pool's machine), never sent.
+environment variables that hold them (on the pool's machine), never sent;
+their tokens on an OAuth server (identity/mcp_accounts.py) are read, sealed,
+by the pool itself.
 """
 from __future__ import annotations
 
@@ -37,9 +39,25 @@ UPSTREAM_METHODS = frozenset({
 SERVER_UNAVAILABLE = -32002  # the upstream server cannot be reached (or no pool process took the call)
 CALL_TIMEOUT = -32001  # the upstream server did not answer within its timeout_seconds (the SDK's REQUEST_TIMEOUT)
 
+# The person has not connected their own account on a server whose tools act as them (auth = "oauth"): the
+# 2025-11-25 spec's URLElicitationRequiredError, its URL where they connect it.
+NOT_CONNECTED = -32042
+
+
+def connect_url(root: str, server: str) -> str:
+    """Where a person connects their account on the server (`root`: the public URL they reached us at)."""
+    return f"{root}/me/mcp/{server}/connect"
+
+
+def not_connected(server: str, root: str) -> str:
+    return (f'the MCP server "{server}" acts as you, with your own account there, which you have not connected: '
+            f"open {connect_url(root, server)} to connect it, then try again")
+
+
 # The outcome a call's JSON-RPC error is recorded as (jobqueue.tool_call_ended), whoever made the call;
 # invalid params (-32602) from a server: it has no such tool.
-_OUTCOMES = {CALL_TIMEOUT: "timeout", SERVER_UNAVAILABLE: "unavailable", -32602: "unknown"}
+_OUTCOMES = {CALL_TIMEOUT: "timeout", SERVER_UNAVAILABLE: "unavailable", -32602: "unknown",
+             NOT_CONNECTED: "not_connected"}
 
 
 def error_outcome(code: int) -> str:

@@ -35,7 +35,8 @@ from catalog.mcp import McpServer
 from protocol import keys
 from protocol.contract import Job, ToolSpec
 from protocol.gateway import (
-    CALL_TIMEOUT, NO_POOL, SERVER_UNAVAILABLE, Call, Reply, cancel, error_outcome, pool_answers,
+    CALL_TIMEOUT, NO_POOL, NOT_CONNECTED, SERVER_UNAVAILABLE, Call, Reply, cancel, error_outcome, not_connected,
+    pool_answers,
 )
 from workers.cancel import Cancel
 
@@ -212,16 +213,18 @@ class Toolbox:
         """Run the calls at once; results in the calls' order."""
         asked = [(tool.server, "tools/call", {"name": tool.spec.name, "arguments": arguments})
                  for tool, arguments in calls]
-        return [self._result(tool, reply, seconds) for (tool, _), (reply, seconds)
+        return [self._result(tool, reply, seconds, job.tool_root) for (tool, _), (reply, seconds)
                 in zip(calls, self._ask(asked, job, cancel, metered=True))]
 
-    def _result(self, tool: ServerTool, reply: Reply, seconds: float) -> ToolResult:
+    def _result(self, tool: ServerTool, reply: Reply, seconds: float, root: str = "") -> ToolResult:
         server = self._servers[tool.server]
         if reply.kind == "result":
             text, outcome = result_text(reply.body), "error" if reply.body.get("isError") else "ok"
         else:
             code, message = int(reply.body.get("code", SERVER_UNAVAILABLE)), str(reply.body.get("message", ""))
             outcome = "refused" if reply.body.get("refused") else error_outcome(code)
+            if code == NOT_CONNECTED:  # (the model tells its person where to connect)
+                message = not_connected(tool.server, root)
             text = f'Error: the tool "{tool.spec.name}" did not answer within {server.timeout_seconds:g} s and ' \
                    "was cancelled." if code == CALL_TIMEOUT else f"Error: {message.rstrip('.')}."
         shown, truncated = limited(text, server.max_result_chars)

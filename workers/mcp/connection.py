@@ -54,8 +54,9 @@ def _reason(error: BaseException) -> str:
 
 
 class ServerConnection:
-    def __init__(self, server: McpServer):
-        self.server = server
+    def __init__(self, server: McpServer, own_headers: dict[str, str] | None = None):
+        """`own_headers`: a person's own (their token on an OAuth server), over the server's; never logged."""
+        self.server, self._own_headers = server, own_headers or {}
         self._client: Client | None = None
         self._ready: asyncio.Future | None = None
         self._closing: asyncio.Event | None = None
@@ -68,16 +69,19 @@ class ServerConnection:
         self._session_id: str | None = None  # the session era's, as the server gave it to the SDK
         self._header_maps: dict[str, dict] = {}  # tool -> its arguments that travel as Mcp-Param-* headers
         # A remote server's tool calls go on the relay (http_relay.py) unless a proxy stands between.
-        self.relay = HttpRelay(server.url, server.request_headers(), server.connect_timeout_seconds) \
+        self.relay = HttpRelay(server.url, self.headers(), server.connect_timeout_seconds) \
             if server.transport == "http" and reaches_directly(server.url) else None
 
     # --- the session ------------------------------------------------------------
+    def headers(self) -> dict[str, str]:
+        return self.server.request_headers() | self._own_headers
+
     def _transport(self):
         if self.server.transport == "stdio":
             return StdioServerParameters(command=self.server.command, args=self.server.args,
                                          env=self.server.env or None, cwd=self.server.cwd)
         self._session_id = None
-        http = httpx2.AsyncClient(headers=self.server.request_headers(),
+        http = httpx2.AsyncClient(headers=self.headers(),
                                   timeout=httpx2.Timeout(self.server.connect_timeout_seconds,
                                                          read=self.server.timeout_seconds + 5),
                                   event_hooks={"response": [self._saw_response]})

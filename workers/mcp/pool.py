@@ -36,9 +36,13 @@ from redis.exceptions import RedisError
 
 from catalog.mcp import McpServer
 from catalog.registry import load_registry
+from identity import mcp_accounts
+from identity.sealing import Sealer, office_secret
 from protocol import keys
-from protocol.connection import RedisTarget, async_redis_client
-from protocol.gateway import CALL_TIMEOUT, POOL_HEARD_SECONDS, SERVER_UNAVAILABLE, Call, Reply
+from protocol.connection import RedisTarget, async_redis_client, redis_client
+from protocol.gateway import (
+    CALL_TIMEOUT, NOT_CONNECTED, POOL_HEARD_SECONDS, SERVER_UNAVAILABLE, Call, Reply, not_connected,
+)
 from settings import load_settings
 from workers.mcp.connection import ServerConnection
 from workers.mcp.upstream_calls import answer
@@ -68,11 +72,24 @@ class Health:
                 "last_used": self.last_used, "failing": self.failing}
 
 
+class Accounts:
+    """People's tokens on the OAuth servers (identity/mcp_accounts.py), read sealed from Redis at each call (a
+    token dropped on suspension is not used again) and refreshed here, off the loop, when they end soon."""
+
+    def __init__(self, redis, sealer: Sealer):
+        self.redis, self.sealer = redis, sealer
+
+    async def token(self, server: McpServer, person: str) -> str:
+        return await asyncio.to_thread(mcp_accounts.access_token, self.redis, self.sealer, server, person)
+
+
 class McpPool:
-    def __init__(self, redis: aioredis.Redis, servers: dict[str, McpServer]):
-        self.redis, self.servers = redis, servers
+    def __init__(self, redis: aioredis.Redis, servers: dict[str, McpServer], accounts: Accounts | None = None):
+        self.redis, self.servers, self.accounts = redis, servers, accounts
         self.pool_id = f"{socket.gethostname()}:{os.getpid()}"
         self._connections: dict[tuple, ServerConnection] = {}
+        self._tokens: dict[tuple, str] = {}  # (server, person) -> the token their session was made with
+        self._known_tools: dict[str, dict] = {}  # an OAuth server's last listing (shown to people not connected)
         self._running: dict[str, asyncio.Task] = {}
         self._room = asyncio.Semaphore(MAX_CALLS)
         self.health = {name: Health() for name in servers}
@@ -94,12 +111,31 @@ class McpPool:
             self._connections[key] = ServerConnection(server)
         return self._connections[key]
 
+    async def connection_of(self, call: Call) -> ServerConnection:
+        """As `connection`; an OAuth server's session is the person's, with their token (a new session once
+        it was refreshed: the old one is closed when its calls have had their time). NotConnected if they
+        have no account there."""
+        server = self.servers[call.server]
+        if server.auth != "oauth":
+            return self.connection(call)
+        if self.accounts is None:
+            raise mcp_accounts.NotConnected(server.name)
+        token, whose = await self.accounts.token(server, call.person), (call.server, call.person)
+        key = (call.server, call.person, ())
+        if self._tokens.get(whose) != token:
+            old = self._connections.pop(key, None)
+            if old is not None:
+                asyncio.get_running_loop().call_later(server.timeout_seconds + 5, old.close)
+            self._connections[key] = ServerConnection(server, {"Authorization": f"Bearer {token}"})
+            self._tokens[whose] = token
+        return self._connections[key]
+
     async def warm(self) -> None:
         """Connect to every shared server and list its tools, side by side
         (each within its connect timeout): the first client's listing then
         waits for none of them, and a server that is down is known to be."""
         await asyncio.gather(*(self._session(name, "", {}).tools() for name, server in self.servers.items()
-                               if not server.per_person))
+                               if not server.per_person and server.auth is None))
 
     # --- one call -------------------------------------------------------------------
     async def _run(self, call: Call) -> None:
@@ -109,7 +145,16 @@ class McpPool:
         elif left <= 0:
             reply = Reply.error(SERVER_UNAVAILABLE, "the call waited for a free MCP pool process past its deadline")
         else:
-            connection = self.connection(call)
+            try:
+                connection = await self.connection_of(call)
+            except mcp_accounts.NotConnected:
+                await self._publish(call, self._unconnected(call))
+                return
+            except Exception as error:  # noqa: BLE001 - Redis or the sealed record: the call fails, the pool lives
+                log.warning('MCP pool: no token for a call to "%s" (%s)', call.server, type(error).__name__)
+                await self._publish(call, Reply.error(SERVER_UNAVAILABLE, f'the MCP server "{call.server}": your '
+                                                      "account there could not be read now"))
+                return
             timeout = min(connection.server.timeout_seconds, left)
             in_order = asyncio.Lock()  # (each notification's publish waits for the one before: FIFO)
 
@@ -122,6 +167,8 @@ class McpPool:
 
             reply = await answer(connection, call, timeout, progress)
             self.health[call.server].saw(reply)
+            if call.method == "tools/list" and reply.kind == "result" and connection.server.auth == "oauth":
+                self._known_tools[call.server] = reply.body
             # The SDK hands each progress notification to a task of its own, which may not have published
             # when the result comes: the result goes after them (a reply after the result is never heard).
             await asyncio.sleep(0)
@@ -129,6 +176,15 @@ class McpPool:
                 await self._publish(call, reply)
             return
         await self._publish(call, reply)
+
+    def _unconnected(self, call: Call) -> Reply:
+        """A person with no account on an OAuth server: its tools as last listed (so an agent sees them, and
+        calling one says where to connect), anything else the error carrying where to connect (its caller
+        makes the link whole)."""
+        if call.method == "tools/list" and call.server in self._known_tools:
+            return Reply("result", self._known_tools[call.server])
+        return Reply("error", {"code": NOT_CONNECTED, "message": not_connected(call.server, ""),
+                               "server": call.server})
 
     async def _publish(self, call: Call, reply: Reply) -> bool:
         """Whether anyone heard it."""
@@ -240,7 +296,11 @@ def main() -> None:
 
 
 async def _serve(settings, servers: dict[str, McpServer]) -> None:
-    pool = McpPool(async_redis_client(RedisTarget.of(settings), "switchboard-mcp-pool", 16), servers)
+    accounts = None
+    if any(server.auth == "oauth" for server in servers.values()):
+        secret = office_secret(settings.secret.get_secret_value() if settings.secret else None, settings.data_dir)
+        accounts = Accounts(redis_client(RedisTarget.of(settings), "switchboard-mcp-accounts"), Sealer(secret))
+    pool = McpPool(async_redis_client(RedisTarget.of(settings), "switchboard-mcp-pool", 16), servers, accounts)
     serving = asyncio.current_task()
     for stop in (signal.SIGTERM, signal.SIGINT):
         asyncio.get_running_loop().add_signal_handler(stop, serving.cancel)
