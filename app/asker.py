@@ -11,6 +11,7 @@ from flask import request
 
 import jobqueue
 from app.auth import current_key
+from app.boundary import public_root
 from app.errors import ApiError
 from app.services import Services
 from catalog.deployments import Deployments
@@ -81,6 +82,9 @@ def fit_terms(shared: Services, job: Job, entry: ModelEntry) -> None:
     it is background work (the model the operator marks as agents' small one)."""
     job.server_tools = server_tools(entry)
     job.tool_credentials, job.tool_rates = tool_terms(shared, entry) if job.server_tools else ({}, [])
+    if any(shared.registry.servers[name].auth == "oauth" for name in entry.mcp_servers
+           if name in shared.registry.servers) and job.server_tools:
+        job.tool_root = public_root(shared.settings)
     job.background = job.background or entry.background
 
 

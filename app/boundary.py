@@ -111,6 +111,11 @@ class Boundary:
                                 "operator adds its origin to SWITCHBOARD_ALLOWED_ORIGINS")
 
 
+def public_root(settings) -> str:
+    """This server's URL as people reach it (SWITCHBOARD_PUBLIC_URL, else the request's), without its last /."""
+    return (settings.public_url or request.url_root).rstrip("/")
+
+
 def same_site_without_origin(origin: str) -> bool:
     """A browser's POST from one of our own pages: under `Referrer-Policy: no-referrer` it says `Origin: null`
     (the Fetch standard), and its `Sec-Fetch-Site`, which no page can set, says where it came from."""

@@ -27,7 +27,10 @@ from app.services import Services
 from catalog.mcp import Grants
 from dialects.mcp import LISTINGS, Names, RpcError
 from protocol import keys
-from protocol.gateway import CALL_TIMEOUT, NO_POOL, SERVER_UNAVAILABLE, Call, Reply, cancel, pool_answers
+from protocol.gateway import (
+    CALL_TIMEOUT, NO_POOL, NOT_CONNECTED, SERVER_UNAVAILABLE, Call, Reply, cancel, connect_url, not_connected,
+    pool_answers,
+)
 
 log = logging.getLogger(__name__)
 
@@ -76,12 +79,12 @@ class Sessions:
     def __init__(self, redis):
         self.redis = redis
 
-    def open(self, person: str, endpoint: str, version: str, client: dict) -> str:
+    def open(self, person: str, endpoint: str, version: str, client: dict, url_elicitation: bool = False) -> str:
         """A new session; a person holds at most MOST_SESSIONS (opening one more ends their oldest: a client
         that never says DELETE costs its own person a session, never the server its memory)."""
         session_id, now = secrets.token_urlsafe(24), time.time()
         fields = {"person": person, "endpoint": endpoint, "version": version, "created": now,
-                  "client": json.dumps(client)[:500]}
+                  "client": json.dumps(client)[:500], "url_elicitation": int(url_elicitation)}
         held = keys.mcp_sessions_key(person)
         with self.redis.pipeline(transaction=False) as pipe:
             pipe.hset(keys.mcp_session_key(session_id), mapping=fields)
@@ -143,9 +146,10 @@ class Caller:
     """Calls to the MCP pool from one request."""
 
     def __init__(self, shared: Services, person: str, own_headers_env: Callable[[str], dict], environ: dict | None,
-                 traceparent: str = ""):
+                 traceparent: str = "", root: str = ""):
+        """`root`: this server's URL as the client reached it (where a person connects an account)."""
         self.shared, self.person, self.own_headers_env = shared, person, own_headers_env
-        self.environ, self.traceparent = environ, traceparent
+        self.environ, self.traceparent, self.root = environ, traceparent, root
 
     def _check_pool(self) -> None:
         """An MCP pool process is alive (seen within the last second by this web process, or now)."""
@@ -181,6 +185,11 @@ class Caller:
             if on_start is not None:
                 on_start(call_id)
             return self._await(call_id, subscription, time.monotonic() + wait, on_progress)
+        except RpcError as error:
+            if error.code == NOT_CONNECTED:  # (the pool knows no URL of ours: the link is made whole here)
+                raise RpcError(NOT_CONNECTED, not_connected(server, self.root),
+                               {"server": server, "url": connect_url(self.root, server)}) from None
+            raise
         finally:
             if watch is not None:
                 watch.stop()

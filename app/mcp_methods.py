@@ -23,7 +23,7 @@ from app.services import Services
 from dialects import mcp
 from dialects.mcp import INVALID_PARAMS, METHOD_NOT_FOUND, Message, RpcError
 from protocol import keys
-from protocol.gateway import error_outcome
+from protocol.gateway import NOT_CONNECTED, error_outcome
 from telemetry import tracing
 
 INSTRUCTIONS = ("Switchboard's MCP gateway: the office's MCP servers this key may use. On /mcp their tools and "
@@ -44,6 +44,7 @@ class Methods:
     noted: dict = field(default_factory=dict)  # what the request log keeps of the request
     pending: Callable[[], None] | None = None  # a tool call's records, to write when the answer is sent
     holding: str | None = None  # the slot (lease member) an admitted tool call holds until its records
+    url_elicitation: bool = False  # the client declared the 2025-11-25 URL elicitation capability
 
     def answer(self, message: Message) -> dict:
         handler = _HANDLERS.get(message.method or "")
@@ -51,7 +52,21 @@ class Methods:
             raise RpcError(METHOD_NOT_FOUND, f'Method not found: "{message.method}"')
         if message.method in METERED:
             self.meter()
-        return handler(self, message)
+        try:
+            return handler(self, message)
+        except RpcError as error:
+            if error.code != NOT_CONNECTED:
+                raise
+            raise self._connect_first(error) from None
+
+    def _connect_first(self, error: RpcError) -> RpcError:
+        """A person who has not connected their account on an OAuth server: a URL elicitation (the spec's
+        URLElicitationRequiredError) for a client that declared it takes them, else an error saying where."""
+        if not self.url_elicitation:
+            return RpcError(-32000, error.message, {"url": error.data["url"]})
+        return RpcError(NOT_CONNECTED, "This request requires more information.", {"elicitations": [{
+            "mode": "url", "elicitationId": uuid.uuid4().hex, "url": error.data["url"],
+            "message": f'Connect your account on "{error.data["server"]}" to use its tools through Switchboard.'}]})
 
     def meter(self) -> None:
         """A method that reaches the servers or leaves state, counted against the person's rates as a call is."""
@@ -81,7 +96,14 @@ class Methods:
                 outcome = "denied"
                 raise RpcError(INVALID_PARAMS, f'Unknown tool: "{message.params["name"]}" is not among the tools '
                                                "this key may use here")
-            result = self._call(server, mcp.upstream_params(message, tool))
+            try:
+                result = self._call(server, mcp.upstream_params(message, tool))
+            except RpcError as error:
+                if error.code != NOT_CONNECTED or self.url_elicitation:
+                    raise
+                outcome = "not_connected"  # (a result the agent's model reads: it tells its person where to go)
+                result = {"content": [{"type": "text", "text": f"Error: {error.message}."}], "isError": True}
+                return result
             outcome = "error" if result.get("isError") else "ok"
             return result
         except RpcError as error:

@@ -19,7 +19,7 @@ import gevent
 import gevent.queue
 from flask import Blueprint, Response, g, jsonify, request
 
-from app import asker
+from app import asker, boundary
 from app.auth import current_key
 from app.errors import register_error_handlers
 from app.mcp_gateway import Caller, ClientLeft, Endpoint, Sessions
@@ -111,6 +111,12 @@ def delete(server: str | None = None):
     return Response(status=204)
 
 
+def _takes_url_elicitation(capabilities) -> bool:
+    """A client's capabilities declare URL-mode elicitation (2025-11-25: `elicitation: {url: {}}`)."""
+    elicitation = capabilities.get("elicitation") if isinstance(capabilities, dict) else None
+    return isinstance(elicitation, dict) and isinstance(elicitation.get("url"), dict)
+
+
 class Exchange:
     """One POSTed message and its answer."""
 
@@ -120,6 +126,7 @@ class Exchange:
         self.person = asker.person(self.shared.keys.enabled)
         self.sessions = Sessions(self.shared.redis)
         self.session_id: str | None = None
+        self.url_elicitation = False
         self.methods: Methods | None = None
         self.started = time.perf_counter()
         route = request.url_rule.rule if request.url_rule is not None else request.path
@@ -187,7 +194,9 @@ class Exchange:
         params = self.message.params
         result = mcp.initialize_result(params.get("protocolVersion"), INSTRUCTIONS)
         client = params.get("clientInfo") if isinstance(params.get("clientInfo"), dict) else {}
-        session_id = self.sessions.open(self.person, self.endpoint_name, result["protocolVersion"], client)
+        capabilities = params.get("capabilities") if isinstance(params.get("capabilities"), dict) else {}
+        session_id = self.sessions.open(self.person, self.endpoint_name, result["protocolVersion"], client,
+                                        _takes_url_elicitation(capabilities))
         g.log_fields = g.get("log_fields", {}) | {"mcp_client": str(client.get("name", ""))[:100]}
         return _rpc(mcp.response(self.message, result), headers={SESSION_HEADER: session_id})
 
@@ -196,19 +205,23 @@ class Exchange:
         if not session_id:
             raise _HttpError(400, "Bad Request: no Mcp-Session-Id (send initialize first, or use the 2026-07-28 "
                                   "protocol, which needs none)")
-        if self.sessions.find(session_id, self.person, self.endpoint_name) is None:
+        session = self.sessions.find(session_id, self.person, self.endpoint_name)
+        if session is None:
             raise _HttpError(404, "Not Found: no such session (it ended, or belongs to another key): initialize "
                                   "again")
-        self.session_id = session_id
+        self.session_id, self.url_elicitation = session_id, session.get("url_elicitation") == "1"
 
     def _methods(self) -> Methods:
         key, settings = current_key(), self.shared.settings
-        caller = Caller(self.shared, self.person, key.own_headers_env, request.environ)
+        caller = Caller(self.shared, self.person, key.own_headers_env, request.environ,
+                        root=boundary.public_root(settings))
+        if self.era == "stateless":
+            self.url_elicitation = _takes_url_elicitation(self.message.meta.get(mcp.CLIENT_CAPABILITIES_META))
         methods = Methods(self.shared, self.endpoint, caller, self.person,
                           (key.requests_per_minute or settings.requests_per_minute,
                            key.tool_calls_per_minute or settings.tool_calls_per_minute),
                           log_bodies=settings.request_log_bodies or key.log_bodies, span=self.span,
-                          session=self.session_id)
+                          session=self.session_id, url_elicitation=self.url_elicitation)
         self.methods = methods
         if self.session_id is not None:
             request_id = self.message.id
