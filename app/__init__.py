@@ -20,7 +20,9 @@ from app.errors import install_fallback_errors
 from app.pathkey import PathKeyMiddleware
 from app.presence import WebLease
 from app.relay import Relay
-from app.routes import admin, anthropic, gemini, mcp, oauth, ollama, openai, ops, responses, signin, simple_chat
+from app.routes import (
+    admin, anthropic, gemini, mcp, mcp_accounts, oauth, ollama, openai, ops, responses, signin, simple_chat,
+)
 from app.routes.signin import install_signin
 from app.services import Services
 from catalog.registry import load_registry
@@ -59,7 +61,7 @@ def create_app(overrides: dict | None = None) -> Flask:
     install_auth(app, keys, install_signin(app, shared), oauth.challenge)
     install_fallback_errors(app)
     for blueprint in (ollama.bp, openai.bp, anthropic.bp, responses.bp, gemini.bp, simple_chat.bp, mcp.bp, ops.bp,
-                      admin.bp, signin.bp, oauth.bp):
+                      admin.bp, signin.bp, oauth.bp, mcp_accounts.bp):
         app.register_blueprint(blueprint)
     app.wsgi_app = PathKeyMiddleware(app.wsgi_app)
     return app

@@ -51,7 +51,7 @@ def _takes_query_key() -> bool:
 
 
 # The pages a browser's sign-in session opens (the console, a person's own page): nothing else takes one.
-SESSION_BLUEPRINTS = frozenset({"admin", "signin", "oauth"})
+SESSION_BLUEPRINTS = frozenset({"admin", "signin", "oauth", "mcp_accounts"})
 SessionCheck = Callable[[], "ApiKey | Response | None"]
 
 

@@ -14,6 +14,7 @@ from redis import Redis
 
 from catalog.deployments import Deployments
 from catalog.registry import Registry
+from identity import mcp_accounts
 import jobqueue
 from ledger import tool_use, usage
 from protocol import keys
@@ -61,10 +62,11 @@ def queues(redis: Redis, registry: Registry) -> list[dict]:
 
 def mcp_servers(redis: Redis, registry: Registry) -> dict:
     """The MCP gateway: each registry server's health as the live MCP pool
-    processes saw it (calls, failures, the last failure), and who used which
-    tools today."""
+    processes saw it (calls, failures, the last failure), who connected their
+    own account on each OAuth server, and who used which tools today."""
     pool_keys = [keys.mcp_pool_key(pool.decode()) for pool in redis.zrange(keys.MCP_POOLS, 0, -1)]
     pools = [json.loads(view) for view in (redis.mget(pool_keys) if pool_keys else []) if view]
+    accounts = mcp_accounts.people_of(redis, [name for name, s in registry.servers.items() if s.auth == "oauth"])
     servers = []
     for name, server in registry.servers.items():
         seen = [pool["servers"].get(name, {}) for pool in pools]
@@ -72,7 +74,8 @@ def mcp_servers(redis: Redis, registry: Registry) -> dict:
         last = max(seen, key=lambda s: s.get("last_used", 0), default={})
         state = "no pool" if not pools else "failing" if last.get("failing") else "ok" if calls else "unused"
         servers.append({"name": name, "transport": server.transport, "per_person": server.per_person,
-                        "state": state, "calls": calls, "failures": failures, "last_error": last.get("last_error", "")})
+                        "state": state, "calls": calls, "failures": failures, "last_error": last.get("last_error", ""),
+                        "auth": server.auth, "connected": accounts.get(name)})
     return {"pools": len(pools), "servers": servers, "tools_today": tool_use.of_day(redis, usage.today())}
 
 

@@ -108,6 +108,10 @@ ROUTES: list[tuple[str, str, type[BaseModel] | None, str]] = [
     ("post", "/oauth/register", None, "RFC 7591 registration of a public MCP client (loopback or https redirects)"),
     ("get", "/oauth/authorize", None, "An agent's authorization request (PKCE S256): the consent page, signed in"),
     ("post", "/oauth/authorize", None, "The person's answer (ask, decision): back to the agent with a code"),
+    # A person's own accounts on OAuth MCP servers (app/routes/mcp_accounts.py), signed in.
+    ("get", "/me/mcp/{name}/connect", None, "Connect your own account on an OAuth MCP server: to its sign-in"),
+    ("get", "/me/mcp/callback", None, "Its answer (code, state): your tokens kept, sealed; back to /me"),
+    ("post", "/me/mcp/{name}/disconnect", None, "Forget your tokens on the server (revoked there if it can)"),
 ]
 _RESPONSES = {"200": {"description": "OK"}, "400": {"description": "Invalid request (the message names the field)"},
               "401": {"description": "Missing or wrong API key"}, "403": {"description": "No access"},

@@ -24,13 +24,13 @@ import gevent
 from flask import Blueprint, Response, g, jsonify, redirect, request
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from app import pages
+from app import boundary, pages
 from app.auth import SessionCheck, public
 from app.boundary import same_site_without_origin
 from app.errors import ApiError, register_error_handlers
 from app.services import services
 from dialects.openai_writer import error_body
-from identity import device_login, mcp_oauth, own_keys
+from identity import device_login, mcp_accounts, mcp_oauth, own_keys
 from identity.keys import signed_in_name
 from identity.people import ProviderUnavailable, SignInFailed
 from identity.signin import FLOW_COOKIE, FLOW_SECONDS, RECHECK_LOOP_SECONDS, SESSION_COOKIE, NameTaken, Session, SignIn
@@ -50,7 +50,7 @@ def _signin() -> SignIn:
 
 
 def public_root() -> str:
-    return (services().settings.public_url or request.url_root).rstrip("/")
+    return boundary.public_root(services().settings)
 
 
 # Where a sign-in may go back to: a page of Switchboard's own. Its path only (no scheme, host or anything a
@@ -79,7 +79,7 @@ def _cookie(response: Response, name: str, value: str, seconds: int, path: str =
 # (each start keeps a record in Redis for minutes), far above what a person or their agents do.
 THROTTLE_SECONDS = 600
 THROTTLES = {"sign-ins": 60, "device logins": 60, "keys from a login": 120, "user code guesses": 20,
-             "agent registrations": 60}
+             "agent registrations": 60, "account connections": 60}
 MOST_CONSOLE_KEYS = 100  # a person's keys minted on /me at once
 
 
@@ -163,7 +163,18 @@ def me():
                     "usage": [{"model": model} | counts for model, counts in sorted(today.items())],
                     "keys": own_keys.of_person(shared.redis, session.person),
                     "logins": device_login.of_person(shared.redis, session.person),
+                    "mcp_accounts": _accounts(session),
                     "most_days": shared.settings.signin_key_days})
+
+
+def _accounts(session: Session) -> list[dict]:
+    """The MCP servers that act as the person (auth = "oauth") they may use, and whether they connected each."""
+    shared = services()
+    grants, connected = shared.keys.policy.template(session.groups).grants, \
+        mcp_accounts.of_person(shared.redis, signed_in_name(session.person))
+    return [{"server": name, "connected": connected.get(name), "connect": f"/me/mcp/{name}/connect"}
+            for name, server in shared.registry.servers.items() if server.auth == "oauth" and
+            grants.may_use_server(name)]
 
 
 NO_REFRESH_TOKEN = ("the identity provider gave no refresh token at your sign-in, so the server could not ask it "
