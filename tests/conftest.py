@@ -15,6 +15,7 @@ from scripts.embedded_redis import DEFAULT_LOCAL, EmbeddedRedis, answers, free_p
 from scripts.processes import stack_env, start_stack, stop_together
 from tests.integration.browser import chromium
 from tests.integration.mcp_stack import start_mcp_stack, start_tool_server
+from tests.integration.oauth_office import oauth_office as start_oauth_office, wiki as start_wiki
 
 TEST_DB_ON_SHARED_REDIS = 13
 
@@ -131,13 +132,29 @@ def tool_server(tmp_path_factory):
 @pytest.fixture(scope="session")
 def mcp_stack(redis_url, tool_server, tmp_path_factory):
     """A Switchboard whose registry has MCP servers (server-side tools and
-    the MCP gateway): its base URL, folder, the killable server's port and
-    its processes (the web process last)."""
+    the MCP gateway): its base URL, folder, the killable server's port,
+    its processes (the web process last) and the port of the OAuth server
+    its registry names ("wiki", started by the tests that connect it)."""
     folder = tmp_path_factory.mktemp("mcp-stack")
-    killable_port = free_port()
-    processes, base = start_mcp_stack(redis_url, folder, tool_server[0], killable_port)
-    yield base, folder, killable_port, processes
+    killable_port, wiki_port = free_port(), free_port()
+    processes, base = start_mcp_stack(redis_url, folder, tool_server[0], killable_port, wiki_port)
+    yield base, folder, killable_port, processes, wiki_port
     stop_together(processes[::-1])
+
+
+@pytest.fixture(scope="session")
+def oauth_office(mcp_stack, redis_url, tmp_path_factory):
+    """Web processes with sign-in on, on the MCP stack's registry (tests/integration/oauth_office.py): once for
+    the agents' OAuth tests, people's own accounts and their security tests."""
+    with start_oauth_office(mcp_stack, redis_url, tmp_path_factory.mktemp("mcp-oauth")) as office:
+        yield office
+
+
+@pytest.fixture(scope="session")
+def wiki(mcp_stack, tmp_path_factory):
+    """The OAuth-protected MCP server the MCP stack's registry names, and its authorization server."""
+    with start_wiki(mcp_stack, tmp_path_factory.mktemp("wiki")) as started:
+        yield started
 
 
 @pytest.fixture(scope="session")

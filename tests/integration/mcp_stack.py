@@ -47,7 +47,7 @@ def git_repository(folder: Path) -> Path:
     return folder
 
 
-def registry_text(tools_port: int, killable_port: int, closed_port: int, repository: Path) -> str:
+def registry_text(tools_port: int, killable_port: int, closed_port: int, repository: Path, wiki_port: int) -> str:
     tools = f"http://127.0.0.1:{tools_port}/mcp"
     tools_2025 = f"http://127.0.0.1:{tools_port}/session-era/mcp"  # the same server, as a 2025 one answers
     return f'''
@@ -88,6 +88,15 @@ url = "http://127.0.0.1:{killable_port}/mcp"
 [mcp_servers.down]
 url = "http://127.0.0.1:{closed_port}/mcp"
 connect_timeout_seconds = 2
+
+[mcp_servers.wiki]
+url = "http://127.0.0.1:{wiki_port}/mcp"
+auth = "oauth"
+
+[models."echo:wiki"]
+backend = "echo"
+pool = "mcp-local"
+mcp_servers = ["wiki"]
 
 [models."echo"]
 backend = "echo"
@@ -131,9 +140,13 @@ def keys_text(bob: bool = True) -> str:
             '[keys.erin.mcp_headers_env.tools]\nX-Tools-Token = "ERIN_TOOLS_TOKEN"\n')
 
 
-def start_mcp_stack(redis_url: str, folder: Path, tools_port: int, killable_port: int) -> tuple[list[Process], str]:
+def start_mcp_stack(redis_url: str, folder: Path, tools_port: int, killable_port: int,
+                    wiki_port: int) -> tuple[list[Process], str]:
+    """(`wiki_port`: where the OAuth-protected server of tests/mcp_servers/oauth_server.py is started by the
+    tests of people's own accounts: tests/integration/test_mcp_accounts.py)"""
     registry, keys = folder / "models.toml", folder / "keys.toml"
-    registry.write_text(registry_text(tools_port, killable_port, free_port(), git_repository(folder / "repo")))
+    registry.write_text(registry_text(tools_port, killable_port, free_port(), git_repository(folder / "repo"),
+                                      wiki_port))
     keys.write_text(keys_text())
     env = stack_env(redis_url, SWITCHBOARD_MODELS=str(registry), SWITCHBOARD_KEYS_FILE=str(keys),
                     SWITCHBOARD_CONVERSATION_LOG_DIR=str(folder / "conversations"),

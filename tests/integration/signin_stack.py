@@ -35,11 +35,14 @@ def client(redirect_uris: list[str], client_id: str = CLIENT_ID, refresh: bool =
             "response_types": ["code"]}
 
 
-def start_provider(port: int, people: Path, redirect_uris: list[str], clients: list[dict] | None = None) -> Process:
+def start_provider(port: int, people: Path, redirect_uris: list[str], clients: list[dict] | None = None,
+                   resource: dict | None = None) -> Process:
+    """`resource`: it is also the authorization server of an MCP server (oidc_provider.mjs's RESOURCE_JSON)."""
     assert NODE.exists(), f"{NODE} is missing: run `make install-dev`"
     clients = clients or [client(redirect_uris)]
     provider = Process("oidc-provider", [str(NODE), str(AGENTS / "oidc_provider.mjs"), str(port), str(people),
-                                         json.dumps(clients)], {"PATH": "/usr/bin:/bin"}, AGENTS)
+                                         json.dumps(clients), *([json.dumps(resource)] if resource else [])],
+                       {"PATH": "/usr/bin:/bin"}, AGENTS)
     wait_http_ready(provider, f"http://127.0.0.1:{port}/.well-known/openid-configuration")
     return provider
 
@@ -84,14 +87,21 @@ def through_provider(client, base: str, person: str, start: str = "/login?next=/
     browser. (Our cookies are Secure: a browser sends them to 127.0.0.1,
     httpx over http only when given them.)"""
     first = client.get(base + start)
-    binding, url = first.cookies.get("switchboard_signin", ""), str(first.headers["location"])
+    return signed_in_at_provider(client, str(first.headers["location"]), base, person), \
+        first.cookies.get("switchboard_signin", "")
+
+
+def signed_in_at_provider(client, url: str, base: str, person: str) -> str:
+    """From `url` at a provider, through its login form as `person`, to where it sends the browser back
+    under `base` (not opened)."""
     for _ in range(20):
         if url.startswith(base):
-            return url, binding
+            return url
         response = client.get(url)
         if response.status_code == 200 and 'name="login"' in response.text:
             action = response.text.split('action="', 1)[1].split('"', 1)[0]
             response = client.post(action, data={"prompt": "login", "login": person, "password": "any"})
+        assert "location" in response.headers, (response.status_code, response.text[:500])
         url = str(response.url.join(response.headers["location"]))
     raise AssertionError(f"the provider did not send {person} back to {base}")
 

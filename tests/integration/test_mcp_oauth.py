@@ -10,7 +10,6 @@ import asyncio
 import os
 import subprocess
 import time
-import json
 from urllib.parse import parse_qs, urlsplit
 
 import httpx
@@ -22,95 +21,14 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.auth import AuthorizationCodeResult, OAuthClientMetadata
 
 from protocol.keys import signin_suspended_key, signin_throttle_key
-from scripts.embedded_redis import free_port
-from scripts.processes import ready_together, stack_env, start_web, stop_together
-from scripts.redis_servers import make_certificates
-from tests.integration.mcp_stack import ERIN_TOKEN, TOOLS_TOKEN
-from tests.integration.signin_stack import (
-    ADMIN_GROUP, CLIENT_ID, CLIENT_SECRET, Browsing, start_provider, through_provider, write_people,
-)
+from tests.integration.oauth_office import TOKEN_SECONDS
+from tests.integration.signin_stack import Browsing, through_provider, write_people
 from tests.integration.test_claude_code import CLAUDE, claude
 from tests.integration.test_codex import PINNED
 from tests.integration.waits import wait_until
 
-TOKEN_SECONDS = 5  # an agent's access token: short, so that the test sees it end and the SDK refresh it
 REDIRECT = "http://127.0.0.1:9/callback"  # the agent's loopback listener (never reached: the test reads the redirect)
 TIME_CALL = ("time__get_current_time", {"timezone": "UTC"})
-
-
-class DocumentServer:
-    """Agents' client metadata documents over https (a CA of the test's own, which the web process trusts):
-    `documents` maps a path to the JSON answered there (or to (status, headers, body))."""
-
-    def __init__(self, certificates):
-        import ssl
-        import threading
-        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-        self.documents: dict = {}
-        server = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self):
-                found = server.documents.get(self.path)
-                status, headers, body = found if isinstance(found, tuple) else (
-                    (200, {"Content-Type": "application/json"}, json.dumps(found).encode()) if found is not None
-                    else (404, {}, b""))
-                self.send_response(status)
-                for name, value in headers.items():
-                    self.send_header(name, value)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, *args):
-                pass
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-        context.load_cert_chain(certificates.cert, certificates.key)
-        self.httpd.socket = context.wrap_socket(self.httpd.socket, server_side=True)
-        self.url = f"https://127.0.0.1:{self.httpd.server_address[1]}"
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-
-    def close(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
-
-
-@pytest.fixture(scope="module")
-def oauth_office(mcp_stack, redis_url, tmp_path_factory):
-    """A web process with sign-in on and the MCP stack's registry (its pool runs the calls), and a server of
-    agents' client metadata documents on loopback, which the operator named (SWITCHBOARD_AGENT_METADATA_HOSTS)."""
-    folder = tmp_path_factory.mktemp("mcp-oauth")
-    certificates = make_certificates(folder / "tls")
-    documents = DocumentServer(certificates)
-    people, keys_file = folder / "people.json", folder / "keys.toml"
-    write_people(people)
-    keys_file.write_text('[signin]\nmodels = ["echo"]\nmcp_servers = ["time"]\n')
-    port, closed_port, provider_port = free_port(), free_port(), free_port()
-    base, closed = f"http://127.0.0.1:{port}", f"http://127.0.0.1:{closed_port}"
-    provider = start_provider(provider_port, people, [f"{base}/login/callback", f"{closed}/login/callback"])
-    env = stack_env(redis_url, SWITCHBOARD_MODELS=str(mcp_stack[1] / "models.toml"),
-                    SWITCHBOARD_KEYS_FILE=str(keys_file), SWITCHBOARD_OIDC_ISSUER=f"http://127.0.0.1:{provider_port}",
-                    SWITCHBOARD_OIDC_CLIENT_ID=CLIENT_ID, SWITCHBOARD_OIDC_CLIENT_SECRET=CLIENT_SECRET,
-                    SWITCHBOARD_OIDC_ADMIN_GROUPS=ADMIN_GROUP,
-                    SWITCHBOARD_OIDC_SCOPES="openid profile email offline_access groups",
-                    SWITCHBOARD_SIGNIN_TOKEN_SECONDS=str(TOKEN_SECONDS), SWITCHBOARD_SIGNIN_RECHECK_SECONDS="2",
-                    SWITCHBOARD_AGENT_METADATA_HOSTS="127.0.0.1", SSL_CERT_FILE=str(certificates.ca),
-                    TEST_TOOLS_TOKEN=TOOLS_TOKEN,
-                    ERIN_TOOLS_TOKEN=ERIN_TOKEN)
-    webs = []
-    try:  # (and one that cannot reach the internet, so fetches no agent's document: its agents register)
-        webs.append(start_web(env, port=port, wait=False)[0])
-        webs.append(start_web(env | {"SWITCHBOARD_AGENT_METADATA_DOCUMENTS": "false"}, port=closed_port,
-                              wait=False)[0])
-        ready_together(webs)
-    except BaseException:
-        stop_together([*webs, provider])
-        documents.close()
-        raise
-    yield {"base": base, "closed": closed, "people": people, "documents": documents}
-    stop_together([*webs, provider])
-    documents.close()
 
 
 class Memory:

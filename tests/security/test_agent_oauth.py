@@ -14,7 +14,7 @@ import pytest
 from identity.mcp_oauth import challenge_of
 from protocol.keys import AUDIT_LOG, REQUEST_LOG
 from tests.integration.signin_stack import Browsing
-from tests.integration.test_mcp_oauth import REDIRECT, oauth_office  # noqa: F401 (the fixture)
+from tests.integration.test_mcp_oauth import REDIRECT
 
 
 def register(base: str, uris=(REDIRECT,)) -> str:
