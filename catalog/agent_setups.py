@@ -367,3 +367,29 @@ def pick_small_model(registry, models: tuple[Model, ...], default: str) -> str:
     """The registry's background model the key may use, else the default."""
     names = {m.name for m in models}
     return next((e.name for e in registry.entries() if e.background and e.name in names), default)
+
+
+# --- the MCP gateway, as each agent adds it ------------------------------------------------
+GATEWAY_NAME = "office"  # what the agent calls the gateway (its tools: mcp__office__..., mcp_office_...)
+
+
+def mcp_gateway(client: str, server: str, sign_in: bool) -> str:
+    """How the agent adds the MCP gateway (`server`: its URL): with no key where it signs in itself (OAuth) and
+    the server has sign-in on, else with a key (the placeholder)."""
+    url = f"{server}/mcp"
+    if client == "claude-code":
+        if sign_in:
+            return (f"claude mcp add --transport http {GATEWAY_NAME} {url}\n"
+                    f"claude mcp login {GATEWAY_NAME}   # your browser opens: sign in and approve\n")
+        return (f"claude mcp add --transport http {GATEWAY_NAME} {url} "
+                f"--header \"Authorization: Bearer {PLACEHOLDER_KEY}\"\n")
+    if client == "codex":
+        table = f'# ~/.codex/config.toml\n[mcp_servers.{GATEWAY_NAME}]\nurl = "{url}"\n'
+        if sign_in:
+            return table + f"\n# then, once:\ncodex mcp login {GATEWAY_NAME}   # your browser opens\n"
+        return table + f'bearer_token_env_var = "{KEY_VARIABLE}"   # export {KEY_VARIABLE}=<your key>\n'
+    headers = {"Authorization": f"Bearer {PLACEHOLDER_KEY}"}
+    if client == "gemini-cli":  # (its OAuth asks in its own window; run headless, it leaves such a server out)
+        return "# ~/.gemini/settings.json\n" + _json({"mcpServers": {GATEWAY_NAME: {"httpUrl": url, "headers": headers}}})
+    return (f"# its MCP settings: a streamable HTTP server named {GATEWAY_NAME}\nurl: {url}\n"
+            f"header: Authorization: Bearer {PLACEHOLDER_KEY}\n")

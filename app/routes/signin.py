@@ -24,7 +24,7 @@ import gevent
 from flask import Blueprint, Response, g, jsonify, redirect, request
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from app import boundary, pages
+from app import boundary, pages, person_page
 from app.auth import SessionCheck, public
 from app.boundary import same_site_without_origin
 from app.errors import ApiError, register_error_handlers
@@ -158,23 +158,18 @@ def me_page():
 @bp.get("/me.json")
 def me():
     session, shared = _session(), services()
-    today = usage.usage(shared.redis).get(signed_in_name(session.person), {})
+    holder, template = signed_in_name(session.person), shared.keys.policy.template(session.groups)
+    today = usage.usage(shared.redis).get(holder, {})
+    connected = mcp_accounts.of_person(shared.redis, holder)
+    accounts = [{"server": name, "connected": connected.get(name), "connect": f"/me/mcp/{name}/connect"}
+                for name, server in shared.registry.servers.items()
+                if server.auth == "oauth" and template.grants.may_use_server(name)]
     return jsonify({"person": session.person, "admin": session.admin, "groups": list(session.groups),
                     "usage": [{"model": model} | counts for model, counts in sorted(today.items())],
                     "keys": own_keys.of_person(shared.redis, session.person),
                     "logins": device_login.of_person(shared.redis, session.person),
-                    "mcp_accounts": _accounts(session),
-                    "most_days": shared.settings.signin_key_days})
-
-
-def _accounts(session: Session) -> list[dict]:
-    """The MCP servers that act as the person (auth = "oauth") they may use, and whether they connected each."""
-    shared = services()
-    grants, connected = shared.keys.policy.template(session.groups).grants, \
-        mcp_accounts.of_person(shared.redis, signed_in_name(session.person))
-    return [{"server": name, "connected": connected.get(name), "connect": f"/me/mcp/{name}/connect"}
-            for name, server in shared.registry.servers.items() if server.auth == "oauth" and
-            grants.may_use_server(name)]
+                    "mcp_accounts": accounts, "most_days": shared.settings.signin_key_days}
+                   | person_page.offered(shared, template, holder, public_root(), connected))
 
 
 NO_REFRESH_TOKEN = ("the identity provider gave no refresh token at your sign-in, so the server could not ask it "

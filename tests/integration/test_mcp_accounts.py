@@ -164,3 +164,45 @@ def _everything_in(redis_client) -> str:
                  "stream": lambda: redis_client.xrange(key)}.get(kind, lambda: b"")()
         found.append(repr(value))
     return "\n".join(found)
+
+
+def test_a_persons_page_says_what_they_have_and_connects_in_the_browser(wiki, oauth_office, browser, clean_redis):
+    """In chromium: bob's page lists his models with their windows, the MCP servers and tools he may call, and
+    each agent's set-up; he connects the wiki there (its sign-in in the same browser), then disconnects it."""
+    from selenium.webdriver.common.by import By
+
+    from tests.integration.test_signin import shown_text, sign_in_in_browser
+
+    base = oauth_office["base"]
+    browser.execute_cdp_cmd("Network.clearBrowserCookies", {})
+    sign_in_in_browser(browser, base, "bob", "/me")
+    wait_until(lambda: browser.find_elements(By.CSS_SELECTOR, "#models tr[data-model]"), what="bob's models")
+    models = {row.get_attribute("data-model"): row.text for row in
+              browser.find_elements(By.CSS_SELECTOR, "#models tr[data-model]")}
+    assert set(models) == {"echo", "echo:wiki"}, models  # (his policy's: not the stack's other echo models)
+    time_row = wait_until(lambda: shown_text(browser, '#mcp-servers tr[data-server="time"]'))
+    assert "get_current_time" in time_row and "convert_time" in time_row
+    assert "not connected" in shown_text(browser, '#mcp-servers tr[data-server="wiki"]')
+    assert set(shown_text(browser, "#mcp-servers tbody").split()) >= {"time", "wiki"}
+    assert "tools" not in [row.get_attribute("data-server") for row in
+                           browser.find_elements(By.CSS_SELECTOR, "#mcp-servers tr[data-server]")]
+    agents = {d.get_attribute("data-client"): d for d in browser.find_elements(By.CSS_SELECTOR, "#agents-list details")}
+    assert {"claude-code", "codex", "gemini-cli", "opencode", "aider"} <= set(agents)
+    agents["claude-code"].click()
+    claude = agents["claude-code"].text
+    assert f"claude mcp add --transport http office {base}/mcp" in claude and "claude mcp login office" in claude
+    assert "--sign-in" in claude and "~/.claude/settings.json" in claude and f'"ANTHROPIC_BASE_URL": "{base}"' in claude
+
+    # connect: to the wiki's sign-in and back, in the browser
+    browser.find_element(By.CSS_SELECTOR, '#mcp-servers tr[data-server="wiki"] a.connect').click()
+    wait_until(lambda: browser.find_elements(By.NAME, "login"), what="the wiki's login form")
+    assert browser.current_url.startswith(wiki["issuer"])
+    browser.find_element(By.NAME, "login").send_keys("bob")
+    browser.find_element(By.NAME, "password").send_keys("any")
+    browser.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
+    wait_until(lambda: "acts as you: connected" in shown_text(browser, '#mcp-servers tr[data-server="wiki"]'),
+               what="the wiki connected on bob's page")
+    assert browser.current_url == f"{base}/me#mcp"
+    browser.find_element(By.CSS_SELECTOR, '#mcp-servers tr[data-server="wiki"] button.disconnect').click()
+    wait_until(lambda: "not connected" in shown_text(browser, '#mcp-servers tr[data-server="wiki"]'),
+               what="the wiki disconnected")
