@@ -389,7 +389,8 @@ def mcp_gateway(client: str, server: str, sign_in: bool) -> str:
             return table + f"\n# then, once:\ncodex mcp login {GATEWAY_NAME}   # your browser opens\n"
         return table + f'bearer_token_env_var = "{KEY_VARIABLE}"   # export {KEY_VARIABLE}=<your key>\n'
     headers = {"Authorization": f"Bearer {PLACEHOLDER_KEY}"}
-    if client == "gemini-cli":  # (its OAuth asks in its own window; run headless, it leaves such a server out)
-        return "# ~/.gemini/settings.json\n" + _json({"mcpServers": {GATEWAY_NAME: {"httpUrl": url, "headers": headers}}})
+    if client == "gemini-cli":  # (it signs in at its first use: the browser opens, it listens on loopback)
+        server_entry = {"httpUrl": url, "oauth": {"enabled": True}} if sign_in else {"httpUrl": url, "headers": headers}
+        return "# ~/.gemini/settings.json\n" + _json({"mcpServers": {GATEWAY_NAME: server_entry}})
     return (f"# its MCP settings: a streamable HTTP server named {GATEWAY_NAME}\nurl: {url}\n"
             f"header: Authorization: Bearer {PLACEHOLDER_KEY}\n")

@@ -192,6 +192,8 @@ def test_a_persons_page_says_what_they_have_and_connects_in_the_browser(wiki, oa
     claude = agents["claude-code"].text
     assert f"claude mcp add --transport http office {base}/mcp" in claude and "claude mcp login office" in claude
     assert "--sign-in" in claude and "~/.claude/settings.json" in claude and f'"ANTHROPIC_BASE_URL": "{base}"' in claude
+    agents["gemini-cli"].click()
+    assert '"enabled": true' in agents["gemini-cli"].text and f'"httpUrl": "{base}/mcp"' in agents["gemini-cli"].text
 
     # connect: to the wiki's sign-in and back, in the browser
     browser.find_element(By.CSS_SELECTOR, '#mcp-servers tr[data-server="wiki"] a.connect').click()

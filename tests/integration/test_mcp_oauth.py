@@ -7,6 +7,7 @@ token ends, and refusal after the person's credentials are revoked."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import subprocess
 import time
@@ -343,3 +344,62 @@ def test_an_agent_over_its_persons_bound_keeps_its_refresh_token(oauth_office, c
     redis_client.delete(signin_throttle_key("keys from a login", "bob"))  # (the window ended)
     refreshed = httpx.post(f"{base}/auth/token", data=form, timeout=30)
     assert refreshed.status_code == 200 and refreshed.json()["refresh_token"] != form["refresh_token"], refreshed.text
+
+
+def test_gemini_cli_signs_in_to_the_gateway_headless_and_calls_a_tool(oauth_office, clean_redis, tmp_path):
+    """Gemini CLI (`gemini -p`, no key for /mcp, `oauth.enabled` on the server): the gateway's 401 starts its own
+    OAuth (discovery, registration, a loopback listener); it asks for consent on its input, hands the URL to the
+    desktop's browser opener, and waits for the browser to come back to its listener; then it calls the tool."""
+    import threading
+
+    from catalog import agent_setups
+    from tests.integration.test_gemini_cli import GEMINI
+    base = oauth_office["base"]
+    bob = Browsing(base, "bob")
+    key = bob.request("POST", "/me/keys", json={"label": "gemini's model calls", "days": 1}).json()["key"]
+    home = tmp_path / "home"
+    setup = agent_setups.Setup(server=base, models=(agent_setups.Model("echo", 131072, 8192),), model="echo",
+                               small_model="echo", key=key)
+    outputs = agent_setups.build("gemini-cli", setup)
+    (home / ".gemini").mkdir(parents=True)
+    settings = json.loads(outputs[0].text) | {"mcpServers": {"office": {"httpUrl": f"{base}/mcp",
+                                                                               "oauth": {"enabled": True}}}}
+    (home / ".gemini" / "settings.json").write_text(json.dumps(settings))
+    # the desktop's browser opener it calls (xdg-open): here it hands the URL to the person's browser, the test
+    opener, opened = tmp_path / "bin", tmp_path / "opened-url"
+    opener.mkdir()
+    (opener / "xdg-open").write_text(f'#!/bin/sh\nprintf %s "$1" > {opened}\n')
+    (opener / "xdg-open").chmod(0o755)
+    env = {"PATH": f'{opener}:{os.environ["PATH"]}', "HOME": str(home), "NO_COLOR": "1",
+           "GEMINI_CLI_TRUST_WORKSPACE": "true", **outputs[1].variables}
+    prompt = '<invoke name="mcp_office_time__get_current_time"><parameter name="timezone">UTC</parameter></invoke>'
+    run = subprocess.Popen([str(GEMINI), "-p", prompt, "--yolo"], cwd=tmp_path, env=env, stdin=subprocess.PIPE,
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    seen: list[str] = []
+    reader = threading.Thread(target=lambda: seen.extend(iter(lambda: run.stdout.read(1), "")), daemon=True)
+    reader.start()
+    try:
+        wait_until(lambda: "[Y/n]" in "".join(seen) or run.poll() is not None, timeout=90, what="its consent prompt")
+        assert run.poll() is None, "".join(seen)
+        run.stdin.write("y\n")
+        run.stdin.flush()
+        try:
+            wait_until(lambda: opened.exists() and opened.read_text().strip(), timeout=60,
+                       what="the authorization URL handed to the browser")
+        except AssertionError:
+            raise AssertionError("".join(seen)[-3000:]) from None
+        url = opened.read_text().strip()
+        parts = urlsplit(url)
+        page = bob.request("GET", f"{parts.path}?{parts.query}")
+        assert page.status_code == 200, page.text[-400:]
+        ask = page.text.split('name="ask" value="', 1)[1].split('"', 1)[0]
+        back = bob.request("POST", "/oauth/authorize", data={"ask": ask, "decision": "approve"})
+        assert httpx.get(back.headers["location"], timeout=30).status_code < 400  # its loopback listener
+        run.wait(timeout=120)
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.wait()
+    reader.join(timeout=10)
+    output = "".join(seen)
+    assert run.returncode == 0 and '"timezone": "UTC"' in output, output[-3000:]

@@ -138,3 +138,17 @@ def test_with_sign_in_the_agents_that_run_a_helper_get_it_and_no_key(capsys):
     for client in ("aider", "continue", "gemini-cli"):
         with pytest.raises(ValueError, match=f"{client} takes only a fixed key: mint one on {SERVER}/me"):
             connect.build(client, setup)
+
+
+@pytest.mark.parametrize("client", list(connect.CLIENTS))
+def test_each_agent_is_told_how_to_add_the_mcp_gateway(client):
+    from catalog.agent_setups import mcp_gateway
+    signed, keyed = mcp_gateway(client, "https://sb.office", True), mcp_gateway(client, "https://sb.office", False)
+    assert "https://sb.office/mcp" in signed and "https://sb.office/mcp" in keyed
+    assert connect.PLACEHOLDER_KEY in keyed or "SWITCHBOARD_KEY" in keyed  # (a key, where the agent takes one)
+    if client in ("claude-code", "codex", "gemini-cli"):  # (they sign in themselves: no key at all)
+        assert connect.PLACEHOLDER_KEY not in signed and "Bearer" not in signed
+    if client == "claude-code":
+        assert "claude mcp login office" in signed
+    if client == "codex":
+        assert "codex mcp login office" in signed
