@@ -169,9 +169,18 @@ def _everything_in(redis_client) -> str:
 def test_a_persons_page_says_what_they_have_and_connects_in_the_browser(wiki, oauth_office, browser, clean_redis):
     """In chromium: bob's page lists his models with their windows, the MCP servers and tools he may call, and
     each agent's set-up; he connects the wiki there (its sign-in in the same browser), then disconnects it."""
+    from selenium.common.exceptions import StaleElementReferenceException
     from selenium.webdriver.common.by import By
 
-    from tests.integration.test_signin import shown_text, sign_in_in_browser
+    from tests.integration.test_signin import sign_in_in_browser
+
+    def shown_text(browser, selector: str) -> str:
+        """The element's text now ("" while the page is drawing it again: its rows are replaced on each load)."""
+        try:
+            found = browser.find_elements(By.CSS_SELECTOR, selector)
+            return found[0].text if found else ""
+        except StaleElementReferenceException:
+            return ""
 
     base = oauth_office["base"]
     browser.execute_cdp_cmd("Network.clearBrowserCookies", {})
