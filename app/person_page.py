@@ -39,8 +39,9 @@ def _servers(shared: Services, template: ApiKey, holder: str, connected: dict[st
     found = []
     for name in names:
         server = shared.registry.servers[name]
-        tools = [tool.get("name", "") for tool in listings.get(name, []) if grants.may_use(name, tool.get("name", ""))]
-        found.append({"server": name, "tools": tools if name in listings else None, "acts_as_you": server.auth == "oauth",
+        tools = [t.get("name", "") for t in listings.get(name, []) if grants.may_use(name, t.get("name", ""))]
+        found.append({"server": name, "tools": tools if name in listings else None,
+                      "acts_as_you": server.auth == "oauth",
                       "connected": connected.get(name) if server.auth == "oauth" else None})
     return found
 

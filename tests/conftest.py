@@ -15,7 +15,7 @@ from scripts.embedded_redis import DEFAULT_LOCAL, EmbeddedRedis, answers, free_p
 from scripts.processes import stack_env, start_stack, stop_together
 from tests.integration.browser import chromium
 from tests.integration.mcp_stack import start_mcp_stack, start_tool_server
-from tests.integration.oauth_office import oauth_office as start_oauth_office, wiki as start_wiki
+from tests.integration.oauth_office import wiki as start_wiki
 
 TEST_DB_ON_SHARED_REDIS = 13
 
@@ -140,14 +140,6 @@ def mcp_stack(redis_url, tool_server, tmp_path_factory):
     processes, base = start_mcp_stack(redis_url, folder, tool_server[0], killable_port, wiki_port)
     yield base, folder, killable_port, processes, wiki_port
     stop_together(processes[::-1])
-
-
-@pytest.fixture(scope="session")
-def oauth_office(mcp_stack, redis_url, tmp_path_factory):
-    """Web processes with sign-in on, on the MCP stack's registry (tests/integration/oauth_office.py): once for
-    the agents' OAuth tests, people's own accounts and their security tests."""
-    with start_oauth_office(mcp_stack, redis_url, tmp_path_factory.mktemp("mcp-oauth")) as office:
-        yield office
 
 
 @pytest.fixture(scope="session")

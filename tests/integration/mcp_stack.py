@@ -143,7 +143,7 @@ def keys_text(bob: bool = True) -> str:
 def start_mcp_stack(redis_url: str, folder: Path, tools_port: int, killable_port: int,
                     wiki_port: int) -> tuple[list[Process], str]:
     """(`wiki_port`: where the OAuth-protected server of tests/mcp_servers/oauth_server.py is started by the
-    tests of people's own accounts: tests/integration/test_mcp_accounts.py)"""
+    tests of people's own accounts: tests/integration/mcp_oauth/test_accounts.py)"""
     registry, keys = folder / "models.toml", folder / "keys.toml"
     registry.write_text(registry_text(tools_port, killable_port, free_port(), git_repository(folder / "repo"),
                                       wiki_port))

@@ -1,6 +1,7 @@
-"""The MCP OAuth tests' office (tests/integration/test_mcp_oauth.py,
-test_mcp_accounts.py and tests/security/test_agent_oauth.py share it, once
-per session): web processes with sign-in on (a real provider) on the MCP
+"""The MCP OAuth tests' office (tests/integration/mcp_oauth/ and
+tests/security/mcp_oauth/, once per package: a sign-in office's web
+processes recheck the people in their Redis with their provider, so two
+offices on one Redis must not overlap in time): web processes with sign-in on (a real provider) on the MCP
 stack's registry, whose pool runs their calls, and a server of agents'
 client metadata documents on loopback; and "wiki", an OAuth-protected MCP
 server with an authorization server of its own (people's own accounts)."""
@@ -14,6 +15,7 @@ from scripts.embedded_redis import free_port
 from scripts.processes import Process, ready_together, stack_env, start_web, stop_together, wait_http_ready
 from scripts.redis_servers import make_certificates
 from tests.integration.mcp_stack import ERIN_TOKEN, TOOLS_TOKEN
+from tests.integration.otlp_receiver import OtlpReceiver
 from tests.integration.signin_stack import ADMIN_GROUP, CLIENT_ID, CLIENT_SECRET, start_provider, write_people
 
 TOKEN_SECONDS = 5  # an agent's access token: short, so that the test sees it end and the SDK refresh it
@@ -78,21 +80,25 @@ def oauth_office(mcp_stack, redis_url: str, folder):
                     SWITCHBOARD_AGENT_METADATA_HOSTS="127.0.0.1", SSL_CERT_FILE=str(certificates.ca),
                     TEST_TOOLS_TOKEN=TOOLS_TOKEN,
                     ERIN_TOOLS_TOKEN=ERIN_TOKEN)
-    webs = []
+    webs, traces = [], OtlpReceiver()  # (the first web's traces: no secret may be in them)
     try:  # (and one that cannot reach the internet, so fetches no agent's document: its agents register)
-        webs.append(start_web(env, port=port, wait=False)[0])
+        webs.append(start_web(env | {"OTEL_EXPORTER_OTLP_ENDPOINT": traces.url, "OTEL_BSP_SCHEDULE_DELAY": "100",
+                                     "OTEL_SERVICE_NAME": "office"}, port=port, wait=False)[0])
         webs.append(start_web(env | {"SWITCHBOARD_AGENT_METADATA_DOCUMENTS": "false"}, port=closed_port,
                               wait=False)[0])
         ready_together(webs)
     except BaseException:
         stop_together([*webs, provider])
         documents.close()
+        traces.close()
         raise
     try:
-        yield {"base": base, "closed": closed, "people": people, "documents": documents, "webs": webs}
+        yield {"base": base, "closed": closed, "people": people, "documents": documents, "webs": webs,
+               "traces": traces}
     finally:
         stop_together([*webs, provider])
         documents.close()
+        traces.close()
 
 
 WIKI_SECRET = "wiki-introspection-secret-44d1"

@@ -330,7 +330,8 @@ def test_revoking_everything_takes_effect_on_every_web_process_at_once(signin, b
     people = httpx.get(f"{first}/admin/people", headers=as_key(OPS_KEY)).json()["people"]
     assert {p["person"]: (p["keys"], p["logins"]) for p in people}["carol"] == (2, 1)
     revoked = httpx.post(f"{first}/admin/people/carol/revoke", headers=as_key(OPS_KEY))
-    assert revoked.json() == {"person": "carol", "keys": 2, "logins": 1, "sessions": 2}  # (the browser's, the test's)
+    assert revoked.json() == {"person": "carol", "keys": 2, "logins": 1, "sessions": 2,  # (the browser's, the test's)
+                              "mcp_accounts": 0}
     ended_at = time.monotonic()
     assert all(chat(base, key).status_code == 401 for base in (second, first) for key in (kept, helper_key))
     assert carol.request("GET", "/me.json", base=second).status_code == 401

@@ -1,7 +1,7 @@
 """identity/mcp_accounts.py: Switchboard as an OAuth MCP server's client,
 per person, against a scripted server and authorization server (httpx's
 MockTransport; fakeredis). The flow with real parts is
-tests/integration/test_mcp_accounts.py."""
+tests/integration/mcp_oauth/test_accounts.py."""
 from __future__ import annotations
 
 import base64

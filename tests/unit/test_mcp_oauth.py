@@ -1,6 +1,6 @@
 """identity/mcp_oauth.py: the MCP gateway's authorization server's rules,
 each attacked in several forms (fakeredis; the flow end to end over HTTP is
-tests/integration/test_mcp_oauth.py)."""
+tests/integration/mcp_oauth/test_agents.py)."""
 from __future__ import annotations
 
 import secrets

@@ -346,16 +346,23 @@ def test_an_agent_over_its_persons_bound_keeps_its_refresh_token(oauth_office, c
     assert refreshed.status_code == 200 and refreshed.json()["refresh_token"] != form["refresh_token"], refreshed.text
 
 
-def test_gemini_cli_signs_in_to_the_gateway_headless_and_calls_a_tool(oauth_office, clean_redis, tmp_path):
+def test_gemini_cli_signs_in_to_the_gateway_headless_and_calls_a_tool(oauth_office, clean_redis, browser, tmp_path):
     """Gemini CLI (`gemini -p`, no key for /mcp, `oauth.enabled` on the server): the gateway's 401 starts its own
     OAuth (discovery, registration, a loopback listener); it asks for consent on its input, hands the URL to the
-    desktop's browser opener, and waits for the browser to come back to its listener; then it calls the tool."""
+    desktop's browser opener, and waits for the browser to come back to its listener; then it calls the tool.
+    The person's browser is chromium: signed in, it shows the consent page, and its Approve sends it on to the
+    agent's listener."""
     import threading
+
+    from selenium.webdriver.common.by import By
 
     from catalog import agent_setups
     from tests.integration.test_gemini_cli import GEMINI
+    from tests.integration.test_signin import sign_in_in_browser
     base = oauth_office["base"]
     bob = Browsing(base, "bob")
+    browser.execute_cdp_cmd("Network.clearBrowserCookies", {})
+    sign_in_in_browser(browser, base, "bob", "/me")
     key = bob.request("POST", "/me/keys", json={"label": "gemini's model calls", "days": 1}).json()["key"]
     home = tmp_path / "home"
     setup = agent_setups.Setup(server=base, models=(agent_setups.Model("echo", 131072, 8192),), model="echo",
@@ -388,13 +395,12 @@ def test_gemini_cli_signs_in_to_the_gateway_headless_and_calls_a_tool(oauth_offi
                        what="the authorization URL handed to the browser")
         except AssertionError:
             raise AssertionError("".join(seen)[-3000:]) from None
-        url = opened.read_text().strip()
-        parts = urlsplit(url)
-        page = bob.request("GET", f"{parts.path}?{parts.query}")
-        assert page.status_code == 200, page.text[-400:]
-        ask = page.text.split('name="ask" value="', 1)[1].split('"', 1)[0]
-        back = bob.request("POST", "/oauth/authorize", data={"ask": ask, "decision": "approve"})
-        assert httpx.get(back.headers["location"], timeout=30).status_code < 400  # its loopback listener
+        browser.get(opened.read_text().strip())
+        approve = wait_until(lambda: browser.find_elements(By.ID, "approve"), what="the consent page")[0]
+        assert "gemini" in browser.page_source.lower(), browser.page_source[-1000:]  # (the agent, by its name)
+        approve.click()
+        wait_until(lambda: urlsplit(browser.current_url).hostname in ("localhost", "127.0.0.1") and
+                   urlsplit(browser.current_url).port != urlsplit(base).port, what="back at the agent's listener")
         run.wait(timeout=120)
     finally:
         if run.poll() is None:

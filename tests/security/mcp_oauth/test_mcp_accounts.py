@@ -10,7 +10,7 @@ import httpx
 from protocol import keys
 from tests.integration.mcp_stack import ALICE_KEY
 from tests.integration.signin_stack import Browsing, signed_in_at_provider
-from tests.integration.test_mcp_accounts import connect, minted_key, said, whoami
+from tests.integration.mcp_oauth.test_accounts import connect, minted_key, said, whoami
 
 
 def test_a_colleague_who_opens_a_persons_callback_gets_nothing(wiki, oauth_office, redis_client, clean_redis):

@@ -14,7 +14,7 @@ import pytest
 from identity.mcp_oauth import challenge_of
 from protocol.keys import AUDIT_LOG, REQUEST_LOG
 from tests.integration.signin_stack import Browsing
-from tests.integration.test_mcp_oauth import REDIRECT
+from tests.integration.mcp_oauth.test_agents import REDIRECT
 
 
 def register(base: str, uris=(REDIRECT,)) -> str:

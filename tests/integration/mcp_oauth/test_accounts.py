@@ -121,12 +121,14 @@ def test_two_people_connect_their_own_accounts_and_each_call_carries_its_callers
     assert any(e.get("action") == "mcp account disconnected" and e["target"] == "bob"
                for e in audit.latest(redis_client))
 
-    # no token of theirs is anywhere but at the wiki: answers, process logs, the request log, Redis unsealed
+    # no token of theirs is anywhere but at the wiki: answers, process logs, traces, the request log, Redis
     tokens = set().union(*seen_tokens(wiki["notes"]).values())
     assert len(tokens) >= 3
+    traces = oauth_office["traces"]
+    wait_until(lambda: any(s["name"] == "execute_tool whoami" for s in traces.snapshot()), what="the calls' spans")
     processes = [*oauth_office["webs"], *mcp_stack[3]]
     places = {"answers": json.dumps(answers), **{p.name + str(i): p.output() for i, p in enumerate(processes)},
-              "redis": _everything_in(redis_client)}
+              "redis": _everything_in(redis_client), "traces": b"".join(traces.bodies).decode(errors="replace")}
     for where, text in places.items():
         assert not any(token in text for token in tokens), f"a token is in {where}"
 
