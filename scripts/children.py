@@ -61,15 +61,20 @@ def starting() -> Iterator[None]:
             _exit_by_exception(_deferred.pop(), None)
 
 
+def begin_stop_all() -> None:
+    """Every child still running begins to stop at once; each `finally` (or stop) then waits for its own."""
+    for child in list(_running):
+        begin_stop = getattr(child, "begin_stop", None)
+        if begin_stop is not None:
+            begin_stop()
+
+
 def _exit_by_exception(signum: int, _frame) -> None:
     if _starting:
         _deferred.append(signum)
         return
     signal.signal(signum, signal.SIG_IGN)  # a second signal must not cut the clean-up short
-    for child in list(_running):  # all begin to stop at once; each `finally` then waits for its own
-        begin_stop = getattr(child, "begin_stop", None)
-        if begin_stop is not None:
-            begin_stop()
+    begin_stop_all()
     raise SystemExit(128 + signum)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from scripts.children import begin_stop_all
 from scripts.embedded_redis import free_port
 from scripts.processes import ROOT, ready_together, stack_env, start_web, stop_together
 from tests.integration.events_tap import EventsTap
@@ -40,6 +41,7 @@ def keyed_base(stack, redis_url, tmp_path_factory):
     web, base = start_web(stack_env(redis_url, SWITCHBOARD_API_KEYS=f"alice:{KEY},bob:{OTHER_KEY}",
                                     SWITCHBOARD_MODELS=str(registry)))
     yield base
+    begin_stop_all()  # (the session ends: every process begins to stop at once, tests/conftest.py)
     web.stop()
 
 
@@ -53,6 +55,7 @@ def socket_webs(stack, redis_url):
     started = {name: start_web(stack_env(redis_url, **extra), wait=False) for name, extra in settings.items()}
     ready_together([web for web, _ in started.values()])
     yield started
+    begin_stop_all()
     stop_together([web for web, _ in started.values()])
 
 
@@ -74,5 +77,6 @@ def upstreams(stack, redis_url, tmp_path_factory):
         raise
     yield {"base": base, "scripted": scripted, "llama": llama_url, "llama_process": llama, "web": web,
            "worker": worker}
+    begin_stop_all()
     stop_together([web, worker, llama])
     scripted.close()
