@@ -38,7 +38,9 @@ import json
 import logging
 import secrets
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Iterator
 from urllib.parse import urlencode, urlsplit
 
 from redis import Redis
@@ -72,11 +74,6 @@ class Refused(ConnectFailed):
     """The authorization server refused the grant (a code used or ended, a refresh token revoked)."""
 
 
-def connect_path(server: str) -> str:
-    """Where a person connects the server (relative to the public root)."""
-    return f"/me/mcp/{server}/connect"
-
-
 # --- what the server and its authorization server say ---------------------------------------------------
 @dataclass(frozen=True)
 class Discovered:
@@ -90,9 +87,15 @@ class Discovered:
     auth_methods: tuple[str, ...]
 
 
-def _http():
+@contextmanager
+def _client(http=None) -> Iterator:
+    """`http` as given (a test's), else a client of our own, closed after."""
+    if http is not None:
+        yield http
+        return
     import httpx  # (loaded only when a person connects a server, or a token is refreshed)
-    return httpx.Client(timeout=HTTP_TIMEOUT_SECONDS, follow_redirects=False, trust_env=True)
+    with httpx.Client(timeout=HTTP_TIMEOUT_SECONDS, follow_redirects=False, trust_env=True) as own:
+        yield own
 
 
 def _json(answer, what: str, ok: tuple[int, ...] = (200,)) -> dict:
@@ -137,15 +140,9 @@ def _authorization_metadata_urls(issuer: str) -> list[str]:
 
 def discover(server: McpServer, http=None) -> Discovered:
     """The server's resource and its authorization server's endpoints, or ConnectFailed."""
-    own = http is None
-    http = http or _http()
-    try:
-        metadata = None
-        for url in _resource_metadata_url(http, server.url):
-            answer = _get(http, url)
-            if answer is not None and answer.status_code == 200:
-                metadata = _json(answer, "the server's protected resource metadata")
-                break
+    with _client(http) as http:
+        metadata = _first_found(http, _resource_metadata_url(http, server.url),
+                                "the server's protected resource metadata")
         if metadata is None:
             raise ConnectFailed("the server publishes no protected resource metadata (RFC 9728): is it an OAuth "
                                 "server?")
@@ -156,12 +153,7 @@ def discover(server: McpServer, http=None) -> Discovered:
         if not isinstance(issuers, list) or not issuers or not isinstance(issuers[0], str):
             raise ConnectFailed("the server's metadata names no authorization server")
         issuer = issuers[0]
-        found = None
-        for url in _authorization_metadata_urls(issuer):
-            answer = _get(http, url)
-            if answer is not None and answer.status_code == 200:
-                found = _json(answer, "the authorization server's metadata")
-                break
+        found = _first_found(http, _authorization_metadata_urls(issuer), "the authorization server's metadata")
         if found is None:
             raise ConnectFailed(f"the authorization server {issuer[:100]} publishes no metadata")
         if found.get("issuer") not in (issuer, issuer.rstrip("/")):
@@ -177,16 +169,18 @@ def discover(server: McpServer, http=None) -> Discovered:
                           found.get("revocation_endpoint") if _http_url(found.get("revocation_endpoint")) else None,
                           tuple(s for s in scopes if isinstance(s, str)),
                           tuple(found.get("token_endpoint_auth_methods_supported") or ("client_secret_basic",)))
-    finally:
-        if own:
-            http.close()
 
 
-def _get(http, url: str):
-    try:
-        return http.get(url, headers={"Accept": "application/json"})
-    except Exception:  # noqa: BLE001 - the next place is tried
-        return None
+def _first_found(http, urls: list[str], what: str) -> dict | None:
+    """The first of the places that answers 200 (its JSON object, or ConnectFailed), else None."""
+    for url in urls:
+        try:
+            answer = http.get(url, headers={"Accept": "application/json"})
+        except Exception:  # noqa: BLE001 - the next place is tried
+            continue
+        if answer.status_code == 200:
+            return _json(answer, what)
+    return None
 
 
 def _http_url(value) -> bool:
@@ -246,15 +240,11 @@ def _register(server: McpServer, discovered: Discovered, redirect_uri: str, http
     metadata = {"client_name": CLIENT_NAME, "redirect_uris": [redirect_uri], "response_types": ["code"],
                 "grant_types": ["authorization_code", "refresh_token"], "token_endpoint_auth_method": method,
                 "application_type": "web"}  # (no "scope": a resource's scopes are asked for at authorization)
-    own = http is None
-    http = http or _http()
     try:
-        answer = http.post(discovered.registration_endpoint, json=metadata)
+        with _client(http) as client:
+            answer = client.post(discovered.registration_endpoint, json=metadata)
     except Exception as error:  # noqa: BLE001
         raise ConnectFailed(f"registering at the authorization server failed ({type(error).__name__})") from None
-    finally:
-        if own:
-            http.close()
     if answer.status_code not in (200, 201):
         said = _oauth_error(answer)
         raise ConnectFailed(f"the authorization server refused the registration ({said})")
@@ -342,16 +332,12 @@ def complete(redis: Redis, sealer: Sealer, servers: dict[str, McpServer], person
 
 def _token_request(found: Registration, form: dict, http=None) -> dict:
     form, basic = found.authenticate(form)
-    own = http is None
-    http = http or _http()
     try:
-        answer = http.post(found.discovered.token_endpoint, data=form, auth=basic,
-                           headers={"Accept": "application/json"})
+        with _client(http) as client:
+            answer = client.post(found.discovered.token_endpoint, data=form, auth=basic,
+                                 headers={"Accept": "application/json"})
     except Exception as error:  # noqa: BLE001
         raise ConnectFailed(f"the authorization server could not be reached ({type(error).__name__})") from None
-    finally:
-        if own:
-            http.close()
     if answer.status_code != 200:
         raise Refused(_oauth_error(answer)) if answer.status_code in (400, 401) else \
             ConnectFailed(f"the authorization server answered {answer.status_code}")
@@ -472,15 +458,11 @@ def revoke_at_server(redis: Redis, sealer: Sealer, server: str, person: str, htt
     if kept is None or found is None or not found.discovered.revocation_endpoint or not kept["refresh_token"]:
         return
     form, basic = found.authenticate({"token": kept["refresh_token"], "token_type_hint": "refresh_token"})
-    own = http is None
-    http = http or _http()
     try:
-        http.post(found.discovered.revocation_endpoint, data=form, auth=basic)
+        with _client(http) as client:
+            client.post(found.discovered.revocation_endpoint, data=form, auth=basic)
     except Exception as error:  # noqa: BLE001
         log.info('MCP server "%s": revoking a token failed (%s)', server, type(error).__name__)
-    finally:
-        if own:
-            http.close()
 
 
 # --- what is shown ------------------------------------------------------------------------------------------
