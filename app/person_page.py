@@ -12,37 +12,49 @@ from app.mcp_gateway import Caller
 from app.services import Services
 from catalog import agent_setups
 from dialects.mcp import RpcError
+from identity import mcp_accounts
 from identity.keys import ApiKey
+from protocol.gateway import connect_url, pool_heard
 
 log = logging.getLogger(__name__)
 
 
-def offered(shared: Services, template: ApiKey, holder: str, root: str, connected: dict[str, float]) -> dict:
+def acts_as_them(shared: Services, template: ApiKey, name: str) -> bool:
+    """Whether `name` is a server whose tools act as the person (auth = "oauth") and their policy gives them."""
+    server = shared.registry.servers.get(name)
+    return server is not None and server.auth == "oauth" and template.grants.may_use_server(name)
+
+
+def offered(shared: Services, template: ApiKey, holder: str, root: str) -> dict:
     """`template`: the person's limits (the sign-in policy for their groups); `holder`: the name their
-    requests carry; `connected`: the OAuth servers they connected."""
+    requests carry."""
     models = agent_setups.served_models(shared.registry, template.allows)
+    connected = mcp_accounts.of_person(shared.redis, holder)
+    servers = _servers(shared, template, holder, connected)
     return {"models": [{"name": m.name, "context": m.context, "output": m.output, "tools": m.tools,
                         "vision": m.vision, "thinking": m.thinking} for m in models],
-            "mcp_servers": _servers(shared, template, holder, connected),
+            "mcp_servers": servers,
+            "mcp_accounts": [{"server": s["server"], "connected": s["connected"],
+                              "connect": connect_url("", s["server"])} for s in servers if s["acts_as_you"]],
             "agents": _agents(shared, models, root)}
 
 
 def _servers(shared: Services, template: ApiKey, holder: str, connected: dict[str, float]) -> list[dict]:
     grants = template.grants
     names = tuple(name for name in shared.registry.servers if grants.may_use_server(name))
-    try:
-        listings = Caller(shared, holder, template.own_headers_env, None).gather(names, "tools/list") \
-            if names else {}
-    except RpcError as error:  # (no MCP pool: the servers are named, their tools unknown)
-        log.info("/me: the MCP servers' tools are unknown now (%s)", error.message)
-        listings = {}
+    listings = {}
+    # (no MCP pool heard of: the servers are named, their tools unknown; the page waits for none to start)
+    if names and pool_heard(shared.redis):
+        try:
+            listings = Caller(shared, holder, template.own_headers_env, None).gather(names, "tools/list")
+        except RpcError as error:
+            log.info("/me: the MCP servers' tools are unknown now (%s)", error.message)
     found = []
     for name in names:
-        server = shared.registry.servers[name]
         tools = [t.get("name", "") for t in listings.get(name, []) if grants.may_use(name, t.get("name", ""))]
-        found.append({"server": name, "tools": tools if name in listings else None,
-                      "acts_as_you": server.auth == "oauth",
-                      "connected": connected.get(name) if server.auth == "oauth" else None})
+        acts = acts_as_them(shared, template, name)
+        found.append({"server": name, "tools": tools if name in listings else None, "acts_as_you": acts,
+                      "connected": connected.get(name) if acts else None})
     return found
 
 

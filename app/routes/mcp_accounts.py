@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from flask import Blueprint, jsonify, redirect, request
 
-from app import pages
+from app import pages, person_page
 from app.errors import ApiError, register_error_handlers
 from app.routes.signin import _session, _signin, _throttle, public_root
 from app.services import services
@@ -32,11 +32,9 @@ register_error_handlers(bp, error_body)
 def _server(name: str):
     """The OAuth server `name`, if the person may use it (one answer for "no such server" and "not yours")."""
     session, shared = _session(), services()
-    server = shared.registry.servers.get(name[:100])
-    if server is None or server.auth != "oauth" or \
-            not shared.keys.policy.template(session.groups).grants.may_use_server(server.name):
+    if not person_page.acts_as_them(shared, shared.keys.policy.template(session.groups), name[:100]):
         return None
-    return server
+    return shared.registry.servers[name[:100]]
 
 
 @bp.get("/me/mcp/<name>/connect")

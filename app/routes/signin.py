@@ -30,7 +30,7 @@ from app.boundary import same_site_without_origin
 from app.errors import ApiError, register_error_handlers
 from app.services import services
 from dialects.openai_writer import error_body
-from identity import device_login, mcp_accounts, mcp_oauth, own_keys
+from identity import device_login, mcp_oauth, own_keys
 from identity.keys import signed_in_name
 from identity.people import ProviderUnavailable, SignInFailed
 from identity.signin import FLOW_COOKIE, FLOW_SECONDS, RECHECK_LOOP_SECONDS, SESSION_COOKIE, NameTaken, Session, SignIn
@@ -160,16 +160,12 @@ def me():
     session, shared = _session(), services()
     holder, template = signed_in_name(session.person), shared.keys.policy.template(session.groups)
     today = usage.usage(shared.redis).get(holder, {})
-    connected = mcp_accounts.of_person(shared.redis, holder)
-    accounts = [{"server": name, "connected": connected.get(name), "connect": f"/me/mcp/{name}/connect"}
-                for name, server in shared.registry.servers.items()
-                if server.auth == "oauth" and template.grants.may_use_server(name)]
     return jsonify({"person": session.person, "admin": session.admin, "groups": list(session.groups),
                     "usage": [{"model": model} | counts for model, counts in sorted(today.items())],
                     "keys": own_keys.of_person(shared.redis, session.person),
                     "logins": device_login.of_person(shared.redis, session.person),
-                    "mcp_accounts": accounts, "most_days": shared.settings.signin_key_days}
-                   | person_page.offered(shared, template, holder, public_root(), connected))
+                    "most_days": shared.settings.signin_key_days}
+                   | person_page.offered(shared, template, holder, public_root()))
 
 
 NO_REFRESH_TOKEN = ("the identity provider gave no refresh token at your sign-in, so the server could not ask it "
