@@ -20,7 +20,7 @@ from catalog.registry import ModelEntry
 from dialects.hints import session_of
 from ledger import usage
 from protocol import keys
-from protocol.contract import Job
+from protocol.contract import GUARD_VERSION, Job
 
 
 def person(keys_enabled: bool) -> str:
@@ -86,6 +86,9 @@ def fit_terms(shared: Services, job: Job, entry: ModelEntry) -> None:
            if name in shared.registry.servers) and job.server_tools:
         job.tool_root = public_root(shared.settings)
     job.background = job.background or entry.background
+    job.guard = current_key().guard
+    if job.guard:
+        job.version = max(job.version, GUARD_VERSION)  # (an older worker would not know to guard it)
 
 
 def address(job: Job, web_id: str, person: str, max_wait_seconds: float) -> None:

@@ -16,7 +16,7 @@ from catalog.deployments import Deployments
 from catalog.registry import Registry
 from identity import mcp_accounts
 import jobqueue
-from ledger import tool_use, usage
+from ledger import guard_log, tool_use, usage
 from protocol import keys
 from protocol.presence import live_workers, loaded_models, streams_relayed
 
@@ -93,4 +93,5 @@ def snapshot(redis: Redis, registry: Registry) -> dict:
         "usage_today": {"day": usage.today(), "by_person": usage.totals_by_person(report)},
         "errors": usage.last_errors(redis),
         "mcp": mcp_servers(redis, registry),
+        "guard_today": guard_log.of_day(redis, usage.today()),
     }

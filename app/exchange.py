@@ -106,6 +106,8 @@ class Exchange:
                             "queue_ms": event.timings.queue_ns / 1e6 if event.timings.queue_ns else None}
         elif isinstance(event, ErrorEvent):
             self.record |= {"finish": "error", "error": event.message}  # (cut by the request log)
+        if isinstance(event, (DoneEvent, ErrorEvent)) and event.guard:
+            self.record["guard"] = event.guard
 
     def job_closed(self, job_id: str, finished: bool) -> None:
         """Its job ended (told again, by an idempotent close: ignored)."""

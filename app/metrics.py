@@ -13,7 +13,8 @@ from app.services import Services
 from protocol.keys import REJECTED, TOKENS, tool_seconds_key
 from protocol.presence import streams_relayed
 from telemetry.metrics import (
-    TOOL_SECONDS_BUCKETS, TTFT_BUCKETS, histogram, jobs_finished, prompt_cache_counts, tool_calls, ttft_histogram,
+    TOOL_SECONDS_BUCKETS, TTFT_BUCKETS, guard_findings, histogram, jobs_finished, prompt_cache_counts, tool_calls,
+    ttft_histogram,
 )
 import jobqueue
 from ledger import usage
@@ -40,6 +41,7 @@ class ClusterCollector:
                                 value=streams_relayed(redis))
         yield self._ttft(redis, [name for name in registry.names() if self._visible(name)])
         yield from _tool_calls(redis, self._tools)
+        yield _guard_findings(redis)
         yield from _deployments([d for d in deployment_states(redis, registry) if self._visible(d.model)])
         if self._people:
             yield _usage_today(redis)
@@ -90,6 +92,15 @@ def _tool_calls(redis, visible: Callable[[str, str], bool]):
         observed = histogram(redis, tool_seconds_key(server, tool), TOOL_SECONDS_BUCKETS)
         _add_histogram(seconds, [server, tool], observed, TOOL_SECONDS_BUCKETS)
     return calls, seconds
+
+
+def _guard_findings(redis) -> CounterMetricFamily:
+    family = CounterMetricFamily("switchboard_guard_findings", "Secrets the guard found in what went to models, by "
+                                 "kind and action (logged, redacted, blocked): each secret once, when first found; "
+                                 "each refused request's.", labels=["kind", "action"])
+    for labels, value in sorted(guard_findings(redis).items()):
+        family.add_metric(list(labels), value)
+    return family
 
 
 def _deployments(states: list):

@@ -32,7 +32,7 @@ FimFamily = Literal[tuple(FAMILIES)]  # type: ignore[valid-type]
 DEFAULT_REGISTRY = Path(__file__).resolve().parent.parent / "models.toml"
 _COMMON_KEYS = {"backend", "pool", "display_name", "tools", "system", "step_limit", "fim", "supersede", "background",
                 "mcp_servers", "embeddings", "vision", "thinking", "think_tags", "aliases", "fallbacks",
-                "fallback_after", "price", "max_output_tokens"}
+                "fallback_after", "price", "max_output_tokens", "guard"}
 # A reply's length clients are told to plan for when the registry names none:
 # half the context (the rest is the prompt's), at most this.
 DEFAULT_OUTPUT_LIMIT = 32768
@@ -90,6 +90,8 @@ class ModelEntry(BaseModel):
     # The longest reply clients are told to ask for (scripts/connect.py writes
     # it into their configs beside the context window); None: see output_limit.
     max_output_tokens: int | None = Field(default=None, ge=1)
+    # What the guard does with secrets in its requests (guard/policy.py); None: the server's default.
+    guard: Literal["off", "log", "redact", "block"] | None = None
     settings: BackendSettings
 
     def answers_to(self, name: str) -> bool:

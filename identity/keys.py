@@ -16,6 +16,8 @@ for one is app/auth.py. Sources: a TOML file
     daily_tokens = 200000                  # a daily token budget (UTC days); over it, 429 until midnight
     admin = true                           # may open the console (/admin) and read everyone's usage
     log_bodies = true                      # its prompts and replies are kept in the request log
+    guard = "block"                        # the guard's policy for its requests where stricter than the
+                                           # model's: "log", "redact" or "block" (guard/policy.py)
 
     [keys.alice.mcp_headers_env.tracker]   # its own credentials for a remote MCP server: header ->
     Authorization = "ALICE_TRACKER_AUTH"   # the server's environment variable holding the value
@@ -76,6 +78,7 @@ class ApiKey:
     # server -> (header, environment variable) pairs: its own credentials for remote MCP servers
     mcp_headers_env: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = ()
     daily_tokens: int | None = None  # a budget of prompt + completion tokens per UTC day
+    guard: str = ""  # the guard policy its requests get where stricter than their model's ("": the model's)
     admin: bool = False
     log_bodies: bool = False  # its request bodies and replies go into the request log
     from_file: bool = False  # (else from SWITCHBOARD_API_KEYS: kept when the file is read again)
@@ -104,7 +107,7 @@ ANONYMOUS = ApiKey("anonymous")
 SIGNED_IN = "signin:"
 KEY_NAME = NAME  # (identity/people.py: the names a person or a key may have)
 LIMIT_FIELDS = frozenset({"models", "max_concurrent", "requests_per_minute", "weight", "mcp_servers",
-                          "tool_calls_per_minute", "daily_tokens"})
+                          "tool_calls_per_minute", "daily_tokens", "guard"})
 KEY_FIELDS = LIMIT_FIELDS | {"sha256", "admin", "log_bodies", "mcp_headers_env"}
 
 
@@ -139,7 +142,8 @@ def public_view(keys: list[ApiKey]) -> dict:
                      "weight": k.weight, "daily_tokens": k.daily_tokens, "mcp_servers": list(k.mcp_servers),
                      "tool_calls_per_minute": k.tool_calls_per_minute,
                      "mcp_headers_env": {server: dict(pairs) for server, pairs in k.mcp_headers_env},
-                     "admin": k.admin, "log_bodies": k.log_bodies} for k in keys}
+                     "admin": k.admin, "log_bodies": k.log_bodies,
+                     **({"guard": k.guard} if k.guard else {})} for k in keys}
 
 
 class KeyRing:
@@ -286,7 +290,15 @@ def _limits(name: str, table: dict, default_grants: tuple[str, ...]) -> dict:
                 requests_per_minute=_positive(name, "requests_per_minute", table.get("requests_per_minute")),
                 weight=_weight(name, table.get("weight", 1.0)), mcp_servers=_grants(name, table, default_grants),
                 tool_calls_per_minute=_positive(name, "tool_calls_per_minute", table.get("tool_calls_per_minute")),
-                daily_tokens=_positive(name, "daily_tokens", table.get("daily_tokens")))
+                daily_tokens=_positive(name, "daily_tokens", table.get("daily_tokens")),
+                guard=_guard(name, table.get("guard", "")))
+
+
+def _guard(name: str, value) -> str:
+    if value not in ("", "log", "redact", "block"):
+        raise ValueError(f'keys file: {name}.guard must be "log", "redact" or "block" (a policy stricter than '
+                         f"its models'), not {str(value)[:40]!r}")
+    return value
 
 
 def _document(file: Path) -> dict:

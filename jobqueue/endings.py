@@ -5,6 +5,8 @@ transition that ends it (jobqueue.finish or jobqueue.withdraw):
   answer is counted in its person's usage once, and only if a web process
   heard it (ledger/lua/deliver_final.lua); the job's metrics and the status
   page's minute.
+  What the guard found in what went to its model goes into its records too
+  (ledger/guard_log.py).
 - lost: its worker died running it (counted as such; the request's error
   then by withdraw).
 - withdrawn: its request ended without its worker's answer (its client left,
@@ -24,11 +26,11 @@ from datetime import datetime, timezone
 
 from redis.client import Pipeline
 
-from ledger import counting, tool_use
+from ledger import counting, guard_log, tool_use
 from protocol.contract import Job
 from protocol.events import DoneEvent, ErrorEvent, Event, FinishReason
 from protocol.presence import publish_event
-from telemetry.metrics import count_job, count_prompt_cache, count_tool_call
+from telemetry.metrics import count_guard_findings, count_job, count_prompt_cache, count_tool_call
 
 # Outcomes of a call whose tool the caller may not name (not theirs, or none such): counted under "-".
 UNNAMED_OUTCOMES = ("denied", "refused", "unknown")
@@ -45,6 +47,7 @@ class Ending:
     waited: float | None = None  # seconds in the queue
     loaded: bool = False  # its model ran: /api/ps lists it
     record: dict = field(default_factory=dict)  # more for its state (error, finished_at)
+    guard: object | None = None  # what the guard found in what went to its model (workers' GuardReport)
 
 
 def finished(pipe: Pipeline, job: Job, ending: Ending) -> None:
@@ -58,6 +61,11 @@ def finished(pipe: Pipeline, job: Job, ending: Ending) -> None:
         else:
             publish_event(pipe, job.reply_channel, final)
     count_job(pipe, job.model, ending.reason, ending.tokens, ending.ttft)
+    if ending.guard is not None:
+        report = ending.guard
+        counted = report.kinds if report.action == "blocked" else dict(report.first_seen)
+        guard_log.record(pipe, job.usage_of, job.model, job.id, report.action, counted)
+        count_guard_findings(pipe, counted, report.action)
     if _answered(job, final):
         counting.record_minute(pipe, ending.ttft, ending.tokens, final.timings.eval_ns / 1e9, ending.waited)
     if isinstance(final, DoneEvent) and final.usage.cached_tokens is not None:

@@ -1,6 +1,7 @@
 """The request log: one record per model request (time, person, model asked
 and model that answered, dialect and route, status, finish reason, tokens,
-time in queue, to first token and in all, tool rounds, trace and session),
+time in queue, to first token and in all, tool rounds, trace and session,
+what the guard found: {"action": "redacted", "kinds": {kind: count}}),
 kept in Redis as a stream: its entry id is the request's end in milliseconds,
 so a time range is a range of ids. Trimmed by age (SWITCHBOARD_REQUEST_LOG_DAYS)
 and count (SWITCHBOARD_REQUEST_LOG_MAX) as it is written; the application
@@ -33,7 +34,8 @@ from protocol.keys import REQUEST_LOG, request_body_key
 
 FIELDS = ("request", "person", "model", "answered", "dialect", "route", "transport", "status", "finish",
           "tokens_in", "tokens_out", "cached", "queue_ms", "ttft_ms", "total_ms", "tool_rounds", "server_tools",
-          "tool_calls", "trace", "session", "error", "body", "priority", "server", "tool", "bytes_in", "bytes_out")
+          "tool_calls", "trace", "session", "error", "body", "priority", "server", "tool", "bytes_in",
+          "bytes_out", "guard")
 _BODY = FIELDS.index("body")
 TEXT_MOST = 200  # characters of a text a record keeps (a model name, a session id, a route)
 ERROR_MOST = 300  # of an error's text

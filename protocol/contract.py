@@ -30,13 +30,14 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 
-CONTRACT_VERSION = 3  # what this code speaks
+CONTRACT_VERSION = 4  # what this code speaks
 # The release this one must run beside during a rolling deploy (see above):
 # the main branch as it last landed. Moved on when this release has landed.
 PREVIOUS_RELEASE = "5d9abad"
 EMBED_VERSION = 2  # embedding jobs need a worker that knows them
 IMAGES_VERSION = 2  # so do images (an older worker would drop them unseen)
 COUNT_VERSION = 3  # so do token counts (an older worker would generate a reply)
+GUARD_VERSION = 4  # so does a key's own guard policy (an older worker would send its secrets)
 
 
 class Strict(BaseModel):
@@ -216,6 +217,9 @@ class Job(Strict):
     # The W3C trace context of the request's span in the web process (empty:
     # tracing is off there): the worker's spans continue its trace.
     traceparent: str = ""
+    # The guard policy its key asks for ("log", "redact", "block"; workers/secrets_guard.py), where stricter
+    # than its model's; empty: the model's.
+    guard: str = ""
 
     def prompt_characters(self) -> int:
         """How long its input is, in characters: what the model reads of it

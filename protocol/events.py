@@ -139,6 +139,8 @@ class DoneEvent(Strict):
     # the backend can tell (Anthropic's clients are told which one fired).
     stop_sequence: str | None = None
     rounds: int = 0  # model rounds it took (more than one: it ran server tools between them; 0: not told)
+    # What the guard found in what went to its model: {"action": "redacted", "kinds": {kind: count}} (no value)
+    guard: dict | None = None
 
 
 class ErrorEvent(Strict):
@@ -150,6 +152,7 @@ class ErrorEvent(Strict):
     # takes, in tokens (each dialect words this error its own way).
     prompt_tokens: int | None = None
     context_tokens: int | None = None
+    guard: dict | None = None  # a refusal's findings, as DoneEvent.guard
 
     @classmethod
     def of(cls, error: SwitchboardError) -> "ErrorEvent":

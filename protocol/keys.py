@@ -150,6 +150,7 @@ REJECTED = f"{PREFIX}:metrics:rejected"  # field reason
 PROMPT_CACHE = f"{PREFIX}:metrics:prompt_cache"  # field "model\x1fhit|miss"
 PROMPT_TOKENS = f"{PREFIX}:metrics:prompt_tokens"  # field "model\x1freused|evaluated"
 TOOL_CALLS = f"{PREFIX}:metrics:tool_calls"  # field "server\x1ftool\x1fstatus"
+GUARD_FINDINGS = f"{PREFIX}:metrics:guard_findings"  # field "kind\x1faction": secrets the guard found
 # Histograms count each observation in its own bucket (telemetry/metrics.py);
 # their keys end in `_buckets`, apart from the cumulative ones ("...:ttft:"),
 # which a reader must not mix in.
@@ -193,6 +194,14 @@ tool_rpm_key = Key("tool-rpm:{}")  # a person's gateway tool calls of the last m
 MCP_POOLS = f"{PREFIX}:mcp:pools"  # the live MCP pool processes (zset: pool id, scored by when last heard)
 mcp_pool_key = Key("mcp:pool:{}")  # an MCP pool process's servers' health (JSON), lapsing with it
 tool_use_key = Key("usage:{}:tools")  # a day's gateway tool calls: field "person\x1fserver\x1ftool"
+
+# --- the guard (workers/secrets_guard.py): secrets kept from hosted models ---------------
+# What a text (by its digest) was found to hold: its findings' kinds and spans, never a value.
+guard_scanned_key = Key("guard:scanned:{}")
+# A person's secrets their requests carried (placeholder -> the value sealed under the office secret):
+# put back into their replies, and replaced wherever they come again.
+guard_values_key = Key("guard:values:{}")
+guard_use_key = Key("usage:{}:guard")  # a day's findings: field "person\x1fmodel\x1fkind\x1faction"
 
 # --- sign-in (identity/signin.py, identity/own_keys.py, identity/device_login.py) ----------------------------
 # Every secret here is kept as its SHA-256 digest (a key, a session's cookie, a login's token, a device

@@ -118,6 +118,14 @@ class Settings(BaseSettings):
     # Worker side: caps on one job, whatever it asks for.
     max_job_seconds: float = _env("SWITCHBOARD_MAX_JOB_SECONDS", 600.0, gt=0)
     max_job_tokens: int = _env("SWITCHBOARD_MAX_JOB_TOKENS", 16384, ge=1)
+    # The guard (secrets kept from hosted models): the policy of a model the registry gives none ("auto":
+    # redact for upstreams outside the operator's networks, off for the rest); those networks (CIDRs,
+    # comma-separated; unset: SWITCHBOARD_TRUSTED_NETWORKS); the allow-list file (a value or `re:pattern`
+    # per line); how long a person's found values and the scanned texts' findings are remembered.
+    guard: Literal["auto", "off", "log", "redact", "block"] = _env("SWITCHBOARD_GUARD", "auto")
+    guard_networks: str | None = _env("SWITCHBOARD_GUARD_NETWORKS", None)
+    guard_allow_file: Path | None = _env("SWITCHBOARD_GUARD_ALLOW_FILE", None)
+    guard_memory_hours: float = _env("SWITCHBOARD_GUARD_MEMORY_HOURS", 24.0, gt=0)
     # How long /api/ps lists a model after a worker last ran it.
     loaded_marker_seconds: int = _env("SWITCHBOARD_LOADED_SECONDS", 300, ge=0)
     # Worker side: a job's streamed messages at most this far apart (its first

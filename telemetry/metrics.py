@@ -11,7 +11,8 @@ from redis.client import Pipeline
 
 from protocol.presence import batched
 from protocol.keys import (
-    JOBS_FINISHED, PROMPT_CACHE, PROMPT_TOKENS, REJECTED, TOKENS, TOOL_CALLS, tool_seconds_key, ttft_key,
+    GUARD_FINDINGS, JOBS_FINISHED, PROMPT_CACHE, PROMPT_TOKENS, REJECTED, TOKENS, TOOL_CALLS, tool_seconds_key,
+    ttft_key,
 )
 
 TTFT_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
@@ -97,3 +98,16 @@ def jobs_finished(redis: Redis) -> dict[tuple[str, str], int]:
 
 def ttft_histogram(redis: Redis, model: str) -> dict[str, float]:
     return histogram(redis, ttft_key(model), TTFT_BUCKETS)
+
+
+def count_guard_findings(redis: Redis | Pipeline, kinds: dict[str, int], action: str) -> None:
+    """Secrets the guard found (kind -> count) and what it did with them."""
+    with batched(redis) as pipe:
+        for kind, count in kinds.items():
+            pipe.hincrby(GUARD_FINDINGS, f"{kind}{SEPARATOR}{action}", count)
+
+
+def guard_findings(redis: Redis) -> dict[tuple[str, str], int]:
+    """(kind, action) -> count."""
+    return {tuple(field.decode().split(SEPARATOR, 1)): int(value)
+            for field, value in redis.hgetall(GUARD_FINDINGS).items()}

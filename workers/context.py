@@ -10,6 +10,7 @@ from workers.abort_watch import AbortWatch
 from workers.heartbeat import Heartbeat
 from workers.model_backends import ModelBackends
 from workers.publisher import STREAM_INTERVAL_SECONDS
+from workers.secrets_guard import Guards
 from workers.slots import Slots
 from workers.toolbox import Toolbox
 
@@ -23,6 +24,7 @@ class RunContext:
     heartbeat: Heartbeat
     slots: Slots | None = None
     toolbox: Toolbox | None = None  # server-side tools, run by the MCP pool
+    guards: Guards | None = None  # secrets kept from hosted models (None: nothing guarded)
     max_job_seconds: float = 600.0
     max_job_tokens: int = 16384
     loaded_marker_seconds: int = 300

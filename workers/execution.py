@@ -9,9 +9,11 @@ from dataclasses import dataclass
 
 from catalog.registry import ModelEntry
 from protocol.contract import Job
+from workers.model_output import TextGenerator
 from workers.backends.base import Backend
 from workers.cancel import Cancel
 from workers.context import RunContext
+from workers.secrets_guard import JobGuard
 
 
 @dataclass(frozen=True)
@@ -22,3 +24,12 @@ class Execution:
     backend: Backend
     aborted: Cancel
     started: int  # time.perf_counter_ns() when it started
+    guard: JobGuard | None = None  # what leaves for its model, scanned; its reply, restored
+
+    def outbound(self, job: Job) -> Job:
+        """`job` as its model may get it (the guard's scan: redacted, or refused)."""
+        return job if self.guard is None else self.guard.outbound(job)
+
+    def restored(self, pieces: TextGenerator) -> TextGenerator:
+        """The reply's pieces with the person's redacted values back."""
+        return pieces if self.guard is None else self.guard.restored(pieces)

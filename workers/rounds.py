@@ -28,6 +28,7 @@ log = logging.getLogger(__name__)
 
 class Rounds:
     def __init__(self, run: Execution):
+        self.execution = run
         self.ctx, self.entry, self.backend, self.aborted, self.started = (run.ctx, run.entry, run.backend,
                                                                            run.aborted, run.started)
         self.deadline = run.started + int(run.ctx.max_job_seconds * 1e9)
@@ -78,7 +79,8 @@ class Rounds:
 
     def _round(self, plan: ToolPlan, replies: Replies, publisher: EventPublisher) -> Outcome | None:
         """One model round, its events published; None if aborted."""
-        pieces = self.backend.generate(backend_job(self.server.job, self.ctx, plan, self.backend), self.aborted)
+        job = self.execution.outbound(backend_job(self.server.job, self.ctx, plan, self.backend))
+        pieces = self.execution.restored(self.backend.generate(job, self.aborted))
         try:
             outcome, first_token_at = self._relay(pieces, replies, publisher)
             if outcome is not None and not self.aborted.is_set():

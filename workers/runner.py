@@ -26,6 +26,7 @@ from workers.cancel import Cancel
 from workers.context import RunContext
 from workers.generate import generate
 from workers.job_trace import traced
+from workers.secrets_guard import JobGuard
 
 log = logging.getLogger(__name__)
 
@@ -66,25 +67,32 @@ def refusal(job: Job, ctx: RunContext) -> ErrorEvent | None:
 def _run(job: Job, ctx: RunContext, aborted: Cancel) -> Ending:
     started_wall = time.time()
     tail: list[Event] = []
+    guard = ctx.guards.for_job(job, ctx.backends.entry(job.model)) if ctx.guards is not None else None
     try:
-        done = generate(job, ctx, aborted, tail)
+        done = generate(job, ctx, aborted, tail, guard)
     except Exception as error:
         if not aborted.is_set():
-            return _failed(job, error, tail)
+            return _failed(job, error, tail, guard)
         done = DoneEvent(reason=FinishReason.ABORTED)  # e.g. an upstream read broken off by the abort itself
+    report = guard.report() if guard is not None else None
+    if report is not None:
+        done.guard = report.summary()
     first_token = (done.timings.load_ns + done.timings.prompt_eval_ns) / 1e9
     ttft = started_wall - job.enqueued_at + first_token if done.usage.completion_tokens else None
     done.timings.queue_ns = max(int((started_wall - job.enqueued_at) * 1e9), 0)
     return Ending(done.reason, final=None if done.reason == FinishReason.ABORTED else done, tail=tail,
                   tokens=done.usage.completion_tokens, ttft=ttft, waited=started_wall - job.enqueued_at, loaded=True,
-                  record={"finished_at": time.time()})
+                  record={"finished_at": time.time()}, guard=report)
 
 
-def _failed(job: Job, error: Exception, tail: list[Event]) -> Ending:
+def _failed(job: Job, error: Exception, tail: list[Event], guard: JobGuard | None = None) -> Ending:
     if not isinstance(error, SwitchboardError):
         log.exception("job %s on model %s failed", job.id, job.model)
         error = SwitchboardError("internal error while generating; see the worker log", 500)
-    return Ending(FinishReason.ERROR, final=ErrorEvent.of(error), tail=tail,
+    final, report = ErrorEvent.of(error), guard.report() if guard is not None else None
+    if report is not None:
+        final.guard = report.summary()
+    return Ending(FinishReason.ERROR, final=final, tail=tail, guard=report,
                   record={"error": error.message, "finished_at": time.time()})
 
 

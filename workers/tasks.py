@@ -25,6 +25,7 @@ from settings.collector import tune_garbage_collector
 from telemetry import tracing
 from workers.abort_watch import AbortWatch
 from workers.context import RunContext
+from workers.secrets_guard import Guards
 from workers.heartbeat import Heartbeat
 from workers.model_backends import ModelBackends
 from workers.runner import run_job
@@ -54,6 +55,7 @@ def _context(pid: int) -> RunContext:
         slots=Slots(redis, worker_id, registry, jobqueue.wake),
         aborts=AbortWatch(redis),
         toolbox=Toolbox(redis, registry.servers, worker_id),
+        guards=Guards.of(redis, settings),
         worker_id=worker_id,
         heartbeat=Heartbeat(redis, worker_id),
         max_job_seconds=settings.max_job_seconds,

@@ -18,7 +18,7 @@ def start_llama_server() -> tuple[Process, str]:
     return llama_server(smollm2_gguf(), LLAMA_KEY, ("--n_ctx", "2048", "--interrupt_requests", "False"))
 
 
-def registry_text(llama: str, scripted: str, switchboard: str, closed_port: int) -> str:
+def registry_text(llama: str, scripted: str, switchboard: str, closed_port: int, relay: str = "") -> str:
     fast = "retries = 0\n"
     entries = {
         "up-llama": f'backend = "openai"\nbase_url = "{llama}/v1"\nupstream_model = "smollm2"\n'
@@ -91,7 +91,25 @@ def registry_text(llama: str, scripted: str, switchboard: str, closed_port: int)
     for status in (401, 429, 503):
         entries[f"status-{status}"] = (f'backend = "openai"\nbase_url = "{scripted}/v1"\n'
                                        f'upstream_model = "status-{status}"\ncontext_length = 4096\n' + fast)
+    entries |= guarded(relay) if relay else {}
     return "".join(f'[models."{name}"]\n{body}\n' for name, body in entries.items())
+
+
+def guarded(relay: str) -> dict[str, str]:
+    """The guard's models: each upstream kind through the recording relay (to the session's echo), redacted;
+    one that refuses; one left to the default (the relay is on loopback: inside, so not guarded)."""
+    common = 'upstream_model = "echo"\ntools = "native"\ncontext_length = 131072\n'
+    return {
+        "guard-openai": f'backend = "openai"\nbase_url = "{relay}/v1"\n{common}guard = "redact"\n',
+        "guard-ollama": f'backend = "ollama"\nbase_url = "{relay}"\n{common}guard = "redact"\n',
+        "guard-anthropic": f'backend = "anthropic"\nbase_url = "{relay}"\n{common}guard = "redact"\n'
+                           'anthropic_version = "2023-06-01"\n',
+        "guard-gemini": f'backend = "gemini"\nbase_url = "{relay}"\n{common}guard = "redact"\n',
+        "guard-embed": f'backend = "openai"\nbase_url = "{relay}/v1"\nupstream_model = "echo"\n'
+                       'context_length = 131072\nembeddings = "only"\nguard = "redact"\n',
+        "guard-block": f'backend = "openai"\nbase_url = "{relay}/v1"\n{common}guard = "block"\n',
+        "guard-default": f'backend = "openai"\nbase_url = "{relay}/v1"\n{common}',
+    }
 
 
 def start_upstream_stack(redis_url: str, registry: Path):

@@ -240,7 +240,7 @@ def test_failures_become_an_error_event(error, message, status, sizes):
     """A prompt over the context keeps its sizes, for each dialect to word."""
     reason, events, state = run(ScriptedBackend(["a"], error=error))
     assert events[-1] == {"type": "error", "message": message, "status": status, "retry_after": None,
-                          "prompt_tokens": sizes[0], "context_tokens": sizes[1]}
+                          "prompt_tokens": sizes[0], "context_tokens": sizes[1], "guard": None}
     assert reason == "error" and state["reason"] == "error"
 
 
@@ -289,7 +289,8 @@ def test_a_model_this_workers_registry_lacks_is_answered_at_once_with_a_404():
     error = json.loads(pubsub.get_message()["data"])  # the web process answers with the 404's status
     assert error == {"type": "error", "status": 404, "retry_after": None, "message":
                      'model "m" is not served by any worker that took the job '
-                     "(worker w1 has no such model in its registry)", "prompt_tokens": None, "context_tokens": None}
+                     "(worker w1 has no such model in its registry)", "prompt_tokens": None, "context_tokens": None,
+                     "guard": None}
 
 
 # --- server-side tools: the rounds of one job ---------------------------------------------
