@@ -17,6 +17,9 @@ from scripts.processes import stack_env, start_stack, stop_together
 from tests.integration.browser import chromium
 from tests.integration.mcp_stack import start_mcp_stack, start_tool_server
 from tests.integration.oauth_office import wiki as start_wiki
+from tests.integration.recording_relay import RecordingRelay
+from tests.integration.scripted_upstream import ScriptedUpstream
+from tests.integration.upstream_stack import registry_text, start_llama_server, start_upstream_stack
 
 TEST_DB_ON_SHARED_REDIS = 13
 
@@ -163,3 +166,29 @@ def browser(tmp_path_factory):
     driver = chromium(tmp_path_factory.mktemp("chromium") / "profile")
     yield driver
     driver.quit()
+
+
+@pytest.fixture(scope="session")
+def upstreams(stack, redis_url, tmp_path_factory):
+    """A Switchboard (web + gevent worker) whose models are upstreams: a
+    real third-party OpenAI server (llama-cpp-python's), the session's own
+    Switchboard (Ollama, OpenAI and Anthropic protocols), scripted odd
+    upstreams of each protocol, and the guard's models behind a recording
+    relay. Shared by the upstream tests and the guard's security tests."""
+    scripted, relay = ScriptedUpstream(), RecordingRelay(stack)
+    llama, llama_url = start_llama_server()
+    registry = tmp_path_factory.mktemp("upstream") / "models.toml"
+    registry.write_text(registry_text(llama_url, scripted.url, stack, free_port(), relay.url))
+    try:
+        worker, web, base = start_upstream_stack(redis_url, registry)
+    except Exception:
+        llama.stop()
+        scripted.close()
+        relay.close()
+        raise
+    yield {"base": base, "scripted": scripted, "llama": llama_url, "llama_process": llama, "web": web,
+           "worker": worker, "relay": relay, "registry": registry}
+    begin_stop_all()
+    stop_together([web, worker, llama])
+    scripted.close()
+    relay.close()

@@ -6,12 +6,8 @@ from __future__ import annotations
 import pytest
 
 from scripts.children import begin_stop_all
-from scripts.embedded_redis import free_port
 from scripts.processes import ROOT, ready_together, stack_env, start_web, stop_together
 from tests.integration.events_tap import EventsTap
-from tests.integration.recording_relay import RecordingRelay
-from tests.integration.scripted_upstream import ScriptedUpstream
-from tests.integration.upstream_stack import registry_text, start_llama_server, start_upstream_stack
 
 KEY = "alice-anthropic-key"  # the keyed web process's keys: alice's...
 OTHER_KEY = "bob-other-key"  # ...and bob's
@@ -58,28 +54,3 @@ def socket_webs(stack, redis_url):
     yield started
     begin_stop_all()
     stop_together([web for web, _ in started.values()])
-
-
-@pytest.fixture(scope="session")
-def upstreams(stack, redis_url, tmp_path_factory):
-    """A Switchboard (web + gevent worker) whose models are upstreams: a
-    real third-party OpenAI server (llama-cpp-python's), the session's own
-    Switchboard (Ollama, OpenAI and Anthropic protocols), and scripted odd
-    upstreams of each protocol. Shared by the upstream tests."""
-    scripted, relay = ScriptedUpstream(), RecordingRelay(stack)
-    llama, llama_url = start_llama_server()
-    registry = tmp_path_factory.mktemp("upstream") / "models.toml"
-    registry.write_text(registry_text(llama_url, scripted.url, stack, free_port(), relay.url))
-    try:
-        worker, web, base = start_upstream_stack(redis_url, registry)
-    except Exception:
-        llama.stop()
-        scripted.close()
-        relay.close()
-        raise
-    yield {"base": base, "scripted": scripted, "llama": llama_url, "llama_process": llama, "web": web,
-           "worker": worker, "relay": relay}
-    begin_stop_all()
-    stop_together([web, worker, llama])
-    scripted.close()
-    relay.close()
