@@ -53,7 +53,8 @@ def scrub(job: Job, findings_of: Callable[[str], list[Finding]], key: bytes, kno
         if found:
             spans[text] = found
             result.found += [Found(f.kind, where) for f in found]
-            result.values |= {placeholder(key, f.kind, f.value(text)): f.value(text) for f in found}
+            result.values |= {placeholder(key, f.kind, canonical(f.value(text))): canonical(f.value(text))
+                              for f in found}
         return text
 
     map_texts(job, look)
@@ -66,7 +67,7 @@ def scrub(job: Job, findings_of: Callable[[str], list[Finding]], key: bytes, kno
 def _replaced(text: str, found, key: bytes, by_length: list[tuple[str, str]]) -> str:
     parts, at = [], 0
     for finding in found:
-        parts += [text[at:finding.start], placeholder(key, finding.kind, finding.value(text))]
+        parts += [text[at:finding.start], placeholder(key, finding.kind, canonical(finding.value(text)))]
         at = finding.end
     text = "".join(parts) + text[at:]
     for value, stand_in in by_length:
@@ -78,6 +79,19 @@ def _replaced(text: str, found, key: bytes, by_length: list[tuple[str, str]]) ->
         if escaped != value and escaped in text:
             text = text.replace(escaped, stand_in)
     return text
+
+
+def canonical(value: str) -> str:
+    """A value as it is, where it was found inside a JSON string (a tool call's arguments, a tool result a
+    client sent as JSON): its escapes undone, so that a private key read from a file and the same key in
+    the arguments of the call that writes it are one secret, one placeholder."""
+    if "\\" not in value:
+        return value
+    try:
+        decoded = json.loads(f'"{value}"')
+    except ValueError:
+        return value
+    return decoded if isinstance(decoded, str) else value
 
 
 def map_texts(job: Job, change: Callable[[str, str], str]) -> Job:

@@ -187,3 +187,14 @@ def test_values_sealed_in_redis_are_not_readable(guards):
     stored = b"".join(k + v for k, v in guards.redis.hgetall(guard_values_key("alice")).items())
     assert leaked(stored.decode()) == [] and all(v.encode() not in stored for v in VALUES)
     assert all(not leaked(v.decode()) for k in guards.redis.keys("*scanned*") for v in [guards.redis.get(k)])
+
+
+def test_a_secret_read_raw_and_written_as_json_is_one_placeholder(guards):
+    """Claude Code's next turn carries the key as the Bash tool showed it and in its Write call's JSON."""
+    write = ToolCall(id="w", name="Write", arguments=json.dumps({"file_path": "/a/.env", "content": ENV_FILE}))
+    job = conversation(Message(role="assistant", tool_calls=[write]), Message(role="tool", tool_call_id="w",
+                                                                            content="File created"))
+    _, sent = outbound(guards, job)
+    assert leaked(sent_text(sent)) == []
+    assert set(PLACEHOLDER.findall(sent.messages[3].tool_calls[0].arguments)) == set(
+        PLACEHOLDER.findall(sent.messages[2].content))
