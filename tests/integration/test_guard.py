@@ -22,6 +22,7 @@ import openai
 import pytest
 from google import genai
 from google.genai import types
+from websockets.sync.client import connect
 
 from guard.placeholders import PLACEHOLDER
 from ledger import request_log
@@ -277,3 +278,33 @@ def test_records_say_what_was_found_for_whom_never_a_value(up, redis_client):
     everything = json.dumps([rows, audit, console]) + metrics
     assert leaked(everything) == [] and DB_PASSWORD not in everything and PRIVATE_KEY[40:80] not in everything
     assert all(v not in everything for v in VALUES)
+
+
+def test_the_responses_websocket_sends_placeholders_and_the_next_turn_the_same(up):
+    """Codex's native transport: its second turn names the first by previous_response_id and sends only
+    what is new; the conversation rebuilt from the stored response carries the same placeholders."""
+    items = [{"type": "function_call", "call_id": "c1", "name": "read_file", "arguments": '{"path": ".env"}'},
+             {"type": "function_call_output", "call_id": "c1", "output": ENV_FILE}]
+    since = mark(up)
+    with connect(up["base"].replace("http://", "ws://", 1) + "/v1/responses") as ws:
+        first = ws_turn(ws, {"model": "guard-openai", "input": items})
+        assert first["response"]["status"] == "completed"
+        text = first["response"]["output"][0]["content"][0]["text"]
+        assert sorted(leaked(text)) == ALL
+        sent_first = relayed(up, since)
+        since = mark(up)
+        second = ws_turn(ws, {"model": "guard-openai", "previous_response_id": first["response"]["id"],
+                              "input": [{"role": "user", "content": "thanks"}]})
+        assert second["response"]["status"] == "completed"
+    sent_second = relayed(up, since)
+    assert leaked(sent_first) == [] and leaked(sent_second) == []
+    assert set(PLACEHOLDER.findall(sent_second)) == set(PLACEHOLDER.findall(sent_first)) and \
+        len(set(PLACEHOLDER.findall(sent_first))) == 4
+
+
+def ws_turn(ws, body: dict) -> dict:
+    ws.send(json.dumps({"type": "response.create"} | body))
+    while True:
+        event = json.loads(ws.recv(timeout=60))
+        if event["type"] in ("response.completed", "response.failed", "response.incomplete", "error"):
+            return event
