@@ -100,13 +100,16 @@ def find(text: str, allowed=lambda value: False) -> list[Finding]:
     own = [Finding(kind, m.start(), m.end()) for kind, pattern in _OWN for m in pattern.finditer(text)
            if _at_boundary(text, m.start()) and (kind != "private-key" or _a_key_body(m.group(3)))]
     spans: list[Finding] = []
+    gated: dict[re.Pattern, list[tuple[int, str]]] = {}  # a gate's lines, found once for every pattern behind it
     for kind, detector in _detectors():
         gate = _GATES.get(kind)
         for pattern in detector.denylist:
             if gate is None:
                 spans += [_whole(_matched(kind, match), text) for match in pattern.finditer(text)]
                 continue
-            for start, line in _lines(text, gate):
+            if gate not in gated:
+                gated[gate] = list(_lines(text, gate))
+            for start, line in gated[gate]:
                 spans += [_whole(_shifted(_matched(kind, match), start), text) for match in pattern.finditer(line)]
     spans = [f for f in spans if f is not None and _stands_alone(f, text) and _not_an_example(f.value(text))]
     spans += own + _assigned(text)

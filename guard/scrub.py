@@ -15,11 +15,11 @@ from __future__ import annotations
 import json
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, Iterator
 
 from guard.detect import Finding
 from guard.placeholders import placeholder
-from protocol.contract import Job, Message
+from protocol.contract import Job, Message, ToolCall
 
 # Names under which agents' file tools take the file (Claude Code's Read: file_path; others: path).
 _PATH_ARGUMENTS = ("file_path", "path", "filename", "file", "target_file")
@@ -43,39 +43,40 @@ class Scrubbed:
 
 
 def scrub(job: Job, findings_of: Callable[[str], list[Finding]], key: bytes, known: dict[str, str],
-          redact: bool) -> Scrubbed:
-    """What the job holds; with `redact`, the job with each secret replaced."""
+          redact: bool, remembered=lambda change, values: change) -> Scrubbed:
+    """What the job holds; with `redact`, the job with each secret replaced (`remembered(change, values)`:
+    the caller's memo of a text's redacted form, made with these values)."""
     result = Scrubbed(job, values=dict(known))
     spans: dict[str, list[Finding]] = {}
-
-    def look(where: str, text: str) -> str:
+    for place, text in texts_of(job):
         found = findings_of(text) if text else []
         if found:
             spans[text] = found
+            where = describe(job, place)
             result.found += [Found(f.kind, where) for f in found]
             result.values |= {placeholder(key, f.kind, canonical(f.value(text))): canonical(f.value(text))
                               for f in found}
-        return text
-
-    map_texts(job, look)
     if redact and result.values:
-        by_length = sorted(((v, p) for p, v in result.values.items()), key=lambda pair: -len(pair[0]))
-        result.job = map_texts(job, lambda where, text: _replaced(text, spans.get(text, ()), key, by_length))
+        by_length = sorted(((v, json.dumps(v, ensure_ascii=False)[1:-1], p) for p, v in result.values.items()
+                            if len(v) >= SHORTEST_VALUE), key=lambda each: -len(each[0]))
+        change = remembered(lambda text: _replaced(text, spans.get(text, ()), key, by_length),
+                            frozenset(result.values))
+        result.job = changed(job, change)
     return result
 
 
-def _replaced(text: str, found, key: bytes, by_length: list[tuple[str, str]]) -> str:
-    parts, at = [], 0
-    for finding in found:
-        parts += [text[at:finding.start], placeholder(key, finding.kind, canonical(finding.value(text)))]
-        at = finding.end
-    text = "".join(parts) + text[at:]
-    for value, stand_in in by_length:
-        if len(value) < SHORTEST_VALUE:
-            continue
+def _replaced(text: str, found, key: bytes, by_length: list[tuple[str, str, str]]) -> str:
+    """The text with its findings' spans, then every known value (raw or JSON-escaped), replaced; the text
+    itself (the same object) where nothing was."""
+    if found:
+        parts, at = [], 0
+        for finding in found:
+            parts += [text[at:finding.start], placeholder(key, finding.kind, canonical(finding.value(text)))]
+            at = finding.end
+        text = "".join(parts) + text[at:]
+    for value, escaped, stand_in in by_length:
         if value in text:
             text = text.replace(value, stand_in)
-        escaped = json.dumps(value, ensure_ascii=False)[1:-1]
         if escaped != value and escaped in text:
             text = text.replace(escaped, stand_in)
     return text
@@ -94,33 +95,69 @@ def canonical(value: str) -> str:
     return decoded if isinstance(decoded, str) else value
 
 
-def map_texts(job: Job, change: Callable[[str, str], str]) -> Job:
-    """The job with each text a hosted model would get passed through `change(where, text)`."""
-    update: dict = {}
-    if job.messages:
+def texts_of(job: Job) -> Iterator[tuple[tuple, str]]:
+    """Each text a hosted model would get, with its place in the job (for `describe`)."""
+    for i, message in enumerate(job.messages):
+        yield ("content", i), message.content
+        if message.thinking:
+            yield ("thinking", i), message.thinking
+        for j, call in enumerate(message.tool_calls):
+            yield ("arguments", i, j), call.arguments
+    if job.prompt is not None:
+        yield ("prompt",), job.prompt.prompt
+        yield ("suffix",), job.prompt.suffix
+        if job.prompt.system is not None:
+            yield ("system",), job.prompt.system
+    for i, text in enumerate(job.embed.inputs if job.embed is not None else ()):
+        yield ("input", i), text
+
+
+def describe(job: Job, place: tuple) -> str:
+    """Where a text is, as a refusal names it ("message 2 (tool result of Read, file /srv/app/.env)")."""
+    kind, *at = place
+    if kind == "content":
         calls = {c.id: c for m in job.messages for c in m.tool_calls}
-        update["messages"] = [_message(i, m, calls, change) for i, m in enumerate(job.messages)]
+        return f"message {at[0]} ({_role(job.messages[at[0]], calls)})"
+    if kind == "thinking":
+        return f"message {at[0]} (thinking)"
+    if kind == "arguments":
+        return f"message {at[0]} (arguments of its call to {job.messages[at[0]].tool_calls[at[1]].name})"
+    return f"input {at[0]}" if kind == "input" else {"system": "the system prompt"}.get(kind, f"the {kind}")
+
+
+def changed(job: Job, change: Callable[[str], str]) -> Job:
+    """The job with each text passed through `change` (which returns the text itself where nothing changes:
+    only what changed is copied)."""
+    update: dict = {}
+    messages = [_message(m, change) for m in job.messages]
+    if any(new is not old for new, old in zip(messages, job.messages)):
+        update["messages"] = messages
     if job.prompt is not None:
         spec = job.prompt
-        update["prompt"] = spec.model_copy(update={
-            "prompt": change("the prompt", spec.prompt), "suffix": change("the suffix", spec.suffix),
-            "system": None if spec.system is None else change("the system prompt", spec.system)})
+        update["prompt"] = spec.model_copy(update={"prompt": change(spec.prompt), "suffix": change(spec.suffix),
+                                                   "system": None if spec.system is None else change(spec.system)})
     if job.embed is not None:
-        update["embed"] = job.embed.model_copy(update={
-            "inputs": [change(f"input {i}", text) for i, text in enumerate(job.embed.inputs)]})
-    return job.model_copy(update=update)
+        update["embed"] = job.embed.model_copy(update={"inputs": [change(t) for t in job.embed.inputs]})
+    return job.model_copy(update=update) if update else job
 
 
-def _message(index: int, message: Message, calls: dict, change: Callable[[str, str], str]) -> Message:
-    where = f"message {index} ({_role(message, calls)})"
-    update = {"content": change(where, message.content)}
-    if message.thinking:
-        update["thinking"] = change(f"message {index} (thinking)", message.thinking)
-    if message.tool_calls:
-        update["tool_calls"] = [call.model_copy(update={"arguments": change(
-            f"message {index} (arguments of its call to {call.name})", call.arguments)})
-            for call in message.tool_calls]
-    return message.model_copy(update=update)
+def _message(message: Message, change: Callable[[str], str]) -> Message:
+    update = {}
+    content = change(message.content)
+    if content is not message.content:
+        update["content"] = content
+    thinking = change(message.thinking) if message.thinking else message.thinking
+    if thinking is not message.thinking:
+        update["thinking"] = thinking
+    calls = [_call(call, change) for call in message.tool_calls]
+    if any(new is not old for new, old in zip(calls, message.tool_calls)):
+        update["tool_calls"] = calls
+    return message.model_copy(update=update) if update else message
+
+
+def _call(call: ToolCall, change: Callable[[str], str]) -> ToolCall:
+    arguments = change(call.arguments)
+    return call if arguments is call.arguments else call.model_copy(update={"arguments": arguments})
 
 
 def _role(message: Message, calls: dict) -> str:

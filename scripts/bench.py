@@ -13,6 +13,7 @@ end; writes docs/benchmarks.md, docs/benchmarks.png and the raw numbers
     python scripts/bench.py --work-shares --before /tmp/old-tree  # section 13 only: shares by work and before
     python scripts/bench.py --agent-sessions --before /tmp/old-tree  # section 14 only: agents while one floods
     python scripts/bench.py --agent-sessions-local --before /tmp/old-tree  # 14b: the same on the local model
+    python scripts/bench.py --guard        # section 16 only: the guard's scan of a turn, and off against on
     python scripts/bench.py --scale --configs 1+1,2+2,4+4,8+4 --before /tmp/old-tree
 
 Needs `make install-dev` (it builds .venv with the bench tools and LiteLLM's .venv-litellm).
@@ -34,8 +35,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from scripts.benchkit import (abort, agent_sessions, celery_floor, codex_transport, deployments,  # noqa: E402
-                              durability, local_batching, local_model, mcp_gateway, overhead, profile, relay, scale,
-                              sharing, tracing, work_shares)
+                              durability, guard, local_batching, local_model, mcp_gateway, overhead, profile, relay,
+                              scale, sharing, tracing, work_shares)
 from scripts.benchkit.report import chart, markdown  # noqa: E402
 from scripts.benchkit.stack import BenchStack, redis_connection_bound  # noqa: E402
 from scripts.benchkit.targets import check_all  # noqa: E402
@@ -84,6 +85,9 @@ class Sizes:
     mcp_levels: tuple[int, ...] = (1, 16)  # section 15: MCP gateway callers
     mcp_seconds: float = 5.0
     mcp_rounds: int = 5
+    guard_runs: int = 40  # section 16: turns scanned each way
+    guard_requests: int = 60  # per stack and round (and 4x as many at 16 clients)
+    guard_rounds: int = 9
     tracing_requests: int = 60  # section 12: per stack and round (and 4x as many at 16 clients)
     tracing_rounds: int = 15
     work_seconds: float = 30.0  # section 13: per tree and round
@@ -109,7 +113,8 @@ TINY = Sizes(upstream_tokens=8, levels=(1, 4), route_levels=(1, 4), gemini_level
              file_chars=400,
              deploy_seconds=1.5, deploy_rounds=1, deploy_clients=8, durability_levels=(1, 4), durability_seconds=0.5,
              durability_rounds=2, failover_trials=1, failover_clients=2, failover_seconds=3.0, codex_turns=3,
-             codex_rounds=1, mcp_seconds=1.0, mcp_rounds=1, tracing_requests=5, tracing_rounds=1, work_seconds=3.0, work_rounds=1,
+             codex_rounds=1, mcp_seconds=1.0, mcp_rounds=1, guard_runs=3, guard_requests=5, guard_rounds=1,
+             tracing_requests=5, tracing_rounds=1, work_seconds=3.0, work_rounds=1,
              agents=agent_sessions.Shape(people=3, turns=3, subagents=2, sub_turns=2, side_lanes=1), agent_rounds=1,
              agents_local=agent_sessions.Shape(people=2, turns=2, subagents=1, sub_turns=1, side_lanes=1))
 
@@ -250,6 +255,11 @@ def run_mcp_gateway(sizes: Sizes, log=print, before: Path | None = None) -> dict
     return mcp_gateway.measure(sizes.mcp_levels, sizes.mcp_seconds, sizes.mcp_rounds, log, before)
 
 
+def run_guard(sizes: Sizes, log=print) -> dict:
+    """16. The guard: its scan of one agent's turn, and a stack with it off against one with it on."""
+    return guard.measure(sizes.guard_runs, sizes.guard_requests, sizes.guard_rounds, log)
+
+
 def run_sharing(sizes: Sizes, log=print) -> dict:
     """7. Sharing the server: each part on a small stack of its own."""
     log("7. sharing: fairness (fair, then FIFO)")
@@ -275,7 +285,7 @@ ONE_SECTION = {"local-batching": ("local_batching", run_local_batching), "sharin
                "work-shares": ("work_shares", run_work_shares),
                "agent-sessions": ("agent_sessions", run_agent_sessions),
                "agent-sessions-local": ("agent_sessions_local", run_agent_sessions_local),
-               "mcp-gateway": ("mcp_gateway", run_mcp_gateway)}
+               "mcp-gateway": ("mcp_gateway", run_mcp_gateway), "guard": ("guard", run_guard)}
 
 
 def _configs(text: str) -> tuple[tuple[int, int], ...]:
@@ -301,7 +311,7 @@ def write(results: dict, out: Path, notes: Path | None) -> None:
     (out / "benchmarks.md").write_text(markdown(results, "benchmarks.png"))
 
 
-RUN_APART = ("scale", "agent_sessions_local", "mcp_gateway")  # sections 8, 14b and 15: run by their flags
+RUN_APART = ("scale", "agent_sessions_local", "mcp_gateway", "guard")  # sections 8, 14b, 15, 16: by their flags
 
 
 def _last_report(out: Path) -> dict:
@@ -357,6 +367,9 @@ def main() -> None:
                         help="run only section 15 (a tool call through the MCP gateway, and a model's server-side "
                              "call, against the same call on the server; not part of the full run) and merge it into "
                              "OUT/benchmarks.json")
+    parser.add_argument("--guard", action="store_true",
+                        help="run only section 16 (the guard's scan of an agent's turn, and a stack with it off "
+                             "against one with it on; not part of the full run) and merge it into OUT/benchmarks.json")
     parser.add_argument("--configs", type=_configs, default=None,
                         help="with --scale: web+worker process counts, e.g. 1+1,2+2,4+4,8+4 (default 1+1,2+2)")
     parser.add_argument("--slots", type=int, default=None, help="with --scale: greenlets per upstream worker")

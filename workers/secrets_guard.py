@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections import Counter, OrderedDict
+from collections import Counter
 from dataclasses import dataclass, field
 from importlib.metadata import version
 from ipaddress import ip_network
@@ -30,14 +30,14 @@ from catalog.registry import ModelEntry
 from guard.detect import Finding, find
 from guard.placeholders import PREFIX, Restorer, person_key, restore
 from guard.policy import ACTIONS, Policy, allow_list, default_policy, strictest
-from guard.scrub import Scrubbed, map_texts, scrub
+from guard.scrub import Scrubbed, scrub, texts_of
 from identity.sealing import Sealer, office_secret
 from protocol.contract import Job
 from protocol.errors import InvalidRequest
 from protocol.keys import guard_scanned_key, guard_values_key
+from workers.guard_memory import TextMemory
 from workers.model_output import NativeCall, TextGenerator, Thinking
 
-REMEMBERED_TEXTS = 20_000  # scanned texts' findings a worker process keeps in memory (beside Redis)
 _SEALED_KIND = "guard value"
 
 
@@ -88,7 +88,7 @@ class Guards:
         self.sealer = Sealer(secret)
         # Findings depend on the detector and the allow-list: a change of either is a new digest space.
         self.tag = hashlib.sha256(b"guard 1\n" + version("detect-secrets").encode() + b"\n" + config.allow_tag).digest()
-        self.texts: OrderedDict[bytes, list[Finding]] = OrderedDict()
+        self.texts = TextMemory()
         self.keys: dict[str, bytes] = {}
 
     @classmethod
@@ -118,10 +118,6 @@ class Guards:
         hashed.update(b"\0" + text.encode(errors="surrogatepass"))
         return hashed.digest()
 
-    def remember(self, digest: bytes, found: list[Finding]) -> None:
-        self.texts[digest] = found
-        if len(self.texts) > REMEMBERED_TEXTS:
-            self.texts.popitem(last=False)
 
 
 def _base_urls(entry: ModelEntry) -> list[str]:
@@ -145,13 +141,10 @@ class JobGuard:
         """The job as its model may get it: unchanged (off, log), redacted; or SecretsInRequest (block)."""
         if self.policy == Policy.OFF:
             return job
-        guards, redact = self.guards, self.policy == Policy.REDACT
-        texts: dict[str, bytes] = {}
-        _collect(job, texts, guards, self.person)
-        known_sealed = self._read(texts, redact)
-        known = self._opened(known_sealed)
-        self.last = scrub(job, lambda text: guards.texts.get(texts[text], []), guards.person_key(self.person),
-                          known, redact)
+        guards, redact, person = self.guards, self.policy == Policy.REDACT, self.person
+        known = self._opened(self._read(job, redact))
+        self.last = scrub(job, lambda text: guards.texts.get(person, text).findings, guards.person_key(person),
+                          known, redact, lambda change, values: guards.texts.redacting(person, values, change))
         if self.policy == Policy.BLOCK and self.last.found:
             raise SecretsInRequest(_refusal(self.last, self.model))
         if redact:
@@ -160,28 +153,28 @@ class JobGuard:
             return self.last.job
         return job
 
-    def _read(self, texts: dict[str, bytes], redact: bool) -> dict:
-        """The findings of texts this process does not remember, from Redis or scanned now (and written), and
-        the person's sealed values: one round trip, and one more for what is new."""
-        guards = self.guards
-        missing = [(text, digest) for text, digest in texts.items() if digest not in guards.texts]
+    def _read(self, job: Job, redact: bool) -> dict:
+        """The findings of the job's texts this process does not remember, from Redis or scanned now (and
+        written), and the person's sealed values: one round trip, and one more for what is new."""
+        guards, person = self.guards, self.person
+        missing = {text: None for _, text in texts_of(job) if text and (person, text) not in guards.texts}
         if not missing and not redact:
             return {}
+        digests = [guards.digest(person, text) for text in missing]
         pipe = guards.redis.pipeline(transaction=False)
         if missing:
-            pipe.mget([guard_scanned_key(d.hex()) for _, d in missing])
+            pipe.mget([guard_scanned_key(d.hex()) for d in digests])
         if redact:
-            pipe.hgetall(guard_values_key(self.person))
-            pipe.expire(guard_values_key(self.person), guards.memory)
+            pipe.hgetall(guard_values_key(person))
+            pipe.expire(guard_values_key(person), guards.memory)
         replies = pipe.execute()
-        stored = replies[0] if missing else []
         writes = guards.redis.pipeline(transaction=False)
-        for (text, digest), raw in zip(missing, stored):
+        for text, digest, raw in zip(missing, digests, replies[0] if missing else ()):
             if raw is not None:
-                guards.remember(digest, [Finding(*f) for f in json.loads(raw)])
+                guards.texts.put(person, text, [Finding(*f) for f in json.loads(raw)])
                 continue
             found = find(text, guards.allowed)
-            guards.remember(digest, found)
+            guards.texts.put(person, text, found)
             self.first_seen.update(f.kind for f in found)
             writes.set(guard_scanned_key(digest.hex()), json.dumps([[f.kind, f.start, f.end] for f in found]),
                        ex=guards.memory)
@@ -220,15 +213,6 @@ class JobGuard:
         if self.policy == Policy.OFF or self.last is None or not self.last.found:
             return None
         return GuardReport(ACTIONS[self.policy], self.last.counts(), self.first_seen)
-
-
-def _collect(job: Job, texts: dict[str, bytes], guards: Guards, person: str) -> None:
-    """Each distinct text of the job, with its digest."""
-    def note(where: str, text: str) -> str:
-        if text and text not in texts:
-            texts[text] = guards.digest(person, text)
-        return text
-    map_texts(job, note)
 
 
 def _restored(pieces: TextGenerator, values: dict[str, str]) -> TextGenerator:

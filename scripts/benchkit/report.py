@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from scripts.benchkit import mcp_gateway, profile
+from scripts.benchkit import guard, mcp_gateway, profile
 from scripts.benchkit.scale_report import scale_lines
 from scripts.benchkit.targets import ABORT_P99_MS, ADDED_TTFT_P50_MS, RELAY_TOKENS_PER_SECOND, Check, check_all
 
@@ -318,6 +318,9 @@ def markdown(results: dict, chart_name: str) -> str:
     if results.get("agent_sessions_local"):
         lines += ["", "## 14b. Agent sessions on the local model while one person floods", ""] + _agent_session_lines(
             results["agent_sessions_local"])
+    if results.get("guard"):
+        lines += ["", "## 16. What the guard costs (secrets kept from hosted models)", ""] + guard.lines(
+            results["guard"])
     notes = results.get("notes")
     if notes:
         lines += ["", "## Notes", "", notes.strip()]

@@ -25,6 +25,9 @@ ARRIVAL_OF_ALONE = 1.5  # a prompt's time to first token beside three streams, o
 AOF_COST = 0.05  # requests/s lost to an append-only file (everysec) at 64 clients
 SERVED_AFTER_KILL_S = 10.0  # from a primary's SIGKILL to the first request served again
 TRACING_COST = 0.05  # tracing on against off, and off against the tree before it: time and CPU per request
+GUARD_SCANNED_MS = 2.0  # the guard's step on a 100 KB, 40-message turn whose earlier messages were scanned (p50)
+GUARD_UNSCANNED_MS = 20.0  # ... and on one nothing of which was (p50)
+GUARD_COST = 0.05  # the guard on against off, on the instant upstream: time at 1 and 16 clients (p50)
 EQUAL_SHARE = 0.20  # two people of equal weight: each one's share of a busy model's work within 20% of half
 FLOOD_TTFT_RATIO = 1.2  # the others' interactive first tokens while one person floods, against without the flood
 SESSION_CACHE_HIT = 0.95  # of what a session's turn had sent before, read from a cache (capacity allowing)
@@ -433,9 +436,30 @@ def _mcp_gateway(results: dict) -> list[Check]:
     return checks
 
 
+def _guard(results: dict) -> list[Check]:
+    """The guard's step on an agent's turn (scanned before or not), and its cost end to end."""
+    section = results.get("guard")
+    if not section:
+        return []
+    ways = section["scan"]["ways"]
+    checks = [Check(f"guard: a 100 KB turn {label}: at most {bound:g} ms added (p50)",
+                    f"{ways[way]['p50_ms']:.2f} ms", ways[way]["p50_ms"] <= bound)
+              for way, label, bound in (("earlier messages scanned", "whose earlier messages were scanned",
+                                         GUARD_SCANNED_MS),
+                                        ("nothing scanned before", "nothing of which was scanned", GUARD_UNSCANNED_MS))]
+    for workload, pairs in section["costs"].items():
+        checks += [Check(f"{workload}: guard on vs off, {label} < +{GUARD_COST:.0%}",
+                         f"{pairs['on vs off'][measure]['median']:+.1%} (median of "
+                         f"{len(pairs['on vs off'][measure]['rounds'])} rounds)",
+                         pairs["on vs off"][measure]["median"] < GUARD_COST)
+                   for measure, label in (("one_client_p50", "time at one client, p50"),
+                                          ("loaded_p50", "time at 16 clients, p50"))]
+    return checks
+
+
 def check_all(results: dict) -> list[Check]:
     scale = _scale(results["scale"]) if results.get("scale") else []
     return (_overhead(results) + _routes(results) + _local(results) + _batching(results) + _relay(results)
             + _abort(results) + _sharing(results) + _deployments(results) + _durability(results) + _tracing(results)
-            + _work_shares(results) + _agent_sessions(results) + _mcp_gateway(results)
+            + _work_shares(results) + _agent_sessions(results) + _mcp_gateway(results) + _guard(results)
             + _agent_sessions(results, "agent_sessions_local", " on the local model") + scale)

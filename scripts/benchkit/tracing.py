@@ -96,8 +96,8 @@ def _stack(exit: ExitStack, name: str, tree: Path, upstream: str, env: dict) -> 
     return {"name": name, "base": base, "processes": [web, worker]}
 
 
-async def _timed(client: httpx.AsyncClient, base: str, workload: str) -> float:
-    path, body = WORKLOADS[workload]
+async def _timed(client: httpx.AsyncClient, base: str, request: tuple[str, dict]) -> float:
+    path, body = request
     started = time.perf_counter()
     async with client.stream("POST", f"{base}{path}", json=body) as reply:
         async for _ in reply.aiter_raw():
@@ -128,34 +128,44 @@ def measure(requests: int, rounds: int, before: Path | None, log=print) -> dict:
     with ExitStack() as exit:
         exit.callback(sink.close)
         exit.callback(start_fake_upstream(upstream_port, tokens=32).stop)
-        upstream = f"http://127.0.0.1:{upstream_port}"
-        names = [name for name, _, _ in trees]
-        pairs = [(new, old) for new, old in PAIRS if new in names and old in names]
-        measured = {w: {f"{new} vs {old}": {name: {"one": [], "one_p50": [], "loaded": [], "loaded_p50": [],
-                                                   "cpu_ms": []} for name in (new, old)} for new, old in pairs}
-                    for w in WORKLOADS}
-        for round_ in range(rounds):
-            with ExitStack() as these:  # new processes every round: a process's own speed differs by a few %
-                stacks = {name: _stack(these, name, tree, upstream, env) for name, tree, env in trees}
-                ready_together([p for s in stacks.values() for p in s["processes"]])
-                for workload in WORKLOADS:
-                    asyncio.run(_interleaved(list(stacks.values()), 4, 40, workload, random.Random(0)))  # warm-up
-                    # (the pairs in a new order every round: a stack in several pairs has served more
-                    # requests by its later ones, and its partner there meets it warmer)
-                    for new, old in random.Random(round_).sample(pairs, len(pairs)):
-                        _round([stacks[new], stacks[old]], requests, measured[workload][f"{new} vs {old}"],
-                               workload, random.Random(round_))
-                for process in (p for s in stacks.values() for p in s["processes"]):
-                    process.begin_stop()  # all at once; leaving the block waits for each
-            log(f"tracing: round {round_ + 1} of {rounds}")
+        measured = compare(trees, PAIRS, WORKLOADS, f"http://127.0.0.1:{upstream_port}", (requests, rounds),
+                           lambda r: log(f"tracing: round {r} of {rounds}"))
     return {"requests": requests, "rounds": rounds, "before": commit_of(before) if before else None,
-            "exported_bytes": sink.bytes, "exports": sink.exports,
-            "workloads": {w: _summaries(by_pair) for w, by_pair in measured.items()},
+            "exported_bytes": sink.bytes, "exports": sink.exports, **measured}
+
+
+def compare(trees: list, pairs: tuple, workloads: dict, upstream: str, counts: tuple[int, int],
+            done=lambda round_: None) -> dict:
+    """Stacks (name, source tree, environment) on the upstream measured in `pairs`, each pair at the same
+    moments, every round on new processes: each stack's summary and each pair's costs, per workload.
+    `counts`: requests per client and pair, and rounds."""
+    requests, rounds = counts
+    names = [name for name, _, _ in trees]
+    pairs = [(new, old) for new, old in pairs if new in names and old in names]
+    measured = {w: {f"{new} vs {old}": {name: {"one": [], "one_p50": [], "loaded": [], "loaded_p50": [],
+                                               "cpu_ms": []} for name in (new, old)} for new, old in pairs}
+                for w in workloads}
+    for round_ in range(rounds):
+        with ExitStack() as these:  # new processes every round: a process's own speed differs by a few %
+            stacks = {name: _stack(these, name, tree, upstream, env) for name, tree, env in trees}
+            ready_together([p for s in stacks.values() for p in s["processes"]])
+            for workload in workloads:
+                request = workloads[workload]
+                asyncio.run(_interleaved(list(stacks.values()), 4, 40, request, random.Random(0)))  # warm-up
+                # (the pairs in a new order every round: a stack in several pairs has served more
+                # requests by its later ones, and its partner there meets it warmer)
+                for new, old in random.Random(round_).sample(pairs, len(pairs)):
+                    _round([stacks[new], stacks[old]], requests, measured[workload][f"{new} vs {old}"],
+                           request, random.Random(round_))
+            for process in (p for s in stacks.values() for p in s["processes"]):
+                process.begin_stop()  # all at once; leaving the block waits for each
+        done(round_ + 1)
+    return {"workloads": {w: _summaries(by_pair) for w, by_pair in measured.items()},
             "costs": {w: {pair: _costs(*pair.split(" vs "), by_stack) for pair, by_stack in by_pair.items()}
                       for w, by_pair in measured.items()}}
 
 
-async def _interleaved(stacks: list[dict], clients: int, each: int, workload: str, order: random.Random) -> dict:
+async def _interleaved(stacks: list[dict], clients: int, each: int, request: tuple, order: random.Random) -> dict:
     """`each` requests to every stack from `clients` lanes; a lane sends its
     requests to the stacks in turn, in a new random order every turn."""
     times: dict = {s["name"]: [] for s in stacks}
@@ -164,7 +174,7 @@ async def _interleaved(stacks: list[dict], clients: int, each: int, workload: st
     async def lane(client: httpx.AsyncClient, mine: list) -> None:
         for turn in mine:
             for stack in turn:
-                times[stack["name"]].append(await _timed(client, stack["base"], workload))
+                times[stack["name"]].append(await _timed(client, stack["base"], request))
     # (idle connections dropped before gunicorn's keep-alive of 2 s would close one under a new request)
     limits = httpx.Limits(max_connections=clients * len(stacks), keepalive_expiry=1.0)
     async with httpx.AsyncClient(timeout=60, limits=limits) as client:
@@ -172,12 +182,12 @@ async def _interleaved(stacks: list[dict], clients: int, each: int, workload: st
     return times
 
 
-def _round(stacks: list[dict], requests: int, into: dict, workload: str, order: random.Random) -> None:
+def _round(stacks: list[dict], requests: int, into: dict, request: tuple, order: random.Random) -> None:
     """One client, then 16, each taking turns over the two stacks; and each
     stack's CPU over both."""
     cpu = {s["name"]: _cpu(s) for s in stacks}
-    one = asyncio.run(_interleaved(stacks, 1, requests, workload, order))
-    loaded = asyncio.run(_interleaved(stacks, 16, requests * 4, workload, order))
+    one = asyncio.run(_interleaved(stacks, 1, requests, request, order))
+    loaded = asyncio.run(_interleaved(stacks, 16, requests * 4, request, order))
     for stack in stacks:
         name, mine = stack["name"], into[stack["name"]]
         mine["one"] += one[name]
