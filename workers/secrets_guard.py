@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import time
 from collections import Counter
 from dataclasses import dataclass, field
 from importlib.metadata import version
@@ -39,6 +40,10 @@ from workers.guard_memory import TextMemory
 from workers.model_output import NativeCall, TextGenerator, Thinking
 
 _SEALED_KIND = "guard value"
+# A person's values read from Redis serve their next turns in this process for this long, where every text of
+# the turn was scanned here (an agent's tool loop): a value another worker learned meanwhile waits for the next
+# read (it is found again wherever its detector sees it).
+VALUES_FRESH_SECONDS = 2.0
 
 
 class SecretsInRequest(InvalidRequest):
@@ -90,6 +95,8 @@ class Guards:
         self.tag = hashlib.sha256(b"guard 1\n" + version("detect-secrets").encode() + b"\n" + config.allow_tag).digest()
         self.texts = TextMemory()
         self.keys: dict[str, bytes] = {}
+        self.policies: dict[str, Policy | None] = {}  # each model's, as the registry and the default make it
+        self.values_read: dict[str, tuple[float, dict]] = {}  # person -> (when, their sealed values as read)
 
     @classmethod
     def of(cls, redis: Redis, settings) -> "Guards":
@@ -98,10 +105,11 @@ class Guards:
 
     def policy(self, entry: ModelEntry, job: Job) -> Policy:
         """The model's policy (the registry's, else the server's default), or the key's if stricter."""
-        model = Policy.named(entry.guard) if entry.guard else self.default
-        if model is None:
-            model = default_policy(_base_urls(entry), self.networks)
-        return strictest(model, Policy.named(job.guard) if job.guard else None)
+        if entry.name not in self.policies:
+            model = Policy.named(entry.guard) if entry.guard else self.default
+            self.policies[entry.name] = model if model is not None else default_policy(_base_urls(entry),
+                                                                                        self.networks)
+        return strictest(self.policies[entry.name], Policy.named(job.guard) if job.guard else None)
 
     def for_job(self, job: Job, entry: ModelEntry) -> "JobGuard":
         return JobGuard(self, job, self.policy(entry, job))
@@ -160,6 +168,9 @@ class JobGuard:
         missing = {text: None for _, text in texts_of(job) if text and (person, text) not in guards.texts}
         if not missing and not redact:
             return {}
+        read_at, sealed = guards.values_read.get(person, (0.0, {}))
+        if not missing and time.monotonic() - read_at < VALUES_FRESH_SECONDS:
+            return sealed  # an agent's next turn, all of it scanned here: its person's values as just read
         digests = [guards.digest(person, text) for text in missing]
         pipe = guards.redis.pipeline(transaction=False)
         if missing:
@@ -168,7 +179,7 @@ class JobGuard:
             pipe.hgetall(guard_values_key(person))
             pipe.expire(guard_values_key(person), guards.memory)
         replies = pipe.execute()
-        writes = guards.redis.pipeline(transaction=False)
+        writes = guards.redis.pipeline(transaction=False) if missing else None
         for text, digest, raw in zip(missing, digests, replies[0] if missing else ()):
             if raw is not None:
                 guards.texts.put(person, text, [Finding(*f) for f in json.loads(raw)])
@@ -178,8 +189,10 @@ class JobGuard:
             self.first_seen.update(f.kind for f in found)
             writes.set(guard_scanned_key(digest.hex()), json.dumps([[f.kind, f.start, f.end] for f in found]),
                        ex=guards.memory)
-        if len(writes):
+        if writes is not None and len(writes):
             writes.execute()
+        if redact:
+            guards.values_read[person] = (time.monotonic(), replies[-2])
         return replies[-2] if redact else {}
 
     def _opened(self, sealed: dict) -> dict[str, str]:
@@ -197,10 +210,14 @@ class JobGuard:
         if not new:
             return
         key, sealer = guard_values_key(self.person), self.guards.sealer
+        sealed = {p: sealer.seal(_SEALED_KIND, self.person, v) for p, v in new.items()}
         with self.guards.redis.pipeline(transaction=False) as pipe:
-            pipe.hset(key, mapping={p: sealer.seal(_SEALED_KIND, self.person, v) for p, v in new.items()})
+            pipe.hset(key, mapping=sealed)
             pipe.expire(key, self.guards.memory)
             pipe.execute()
+        read_at, known_sealed = self.guards.values_read.get(self.person, (0.0, {}))
+        self.guards.values_read[self.person] = (read_at, known_sealed | {p.encode(): v.encode()
+                                                                         for p, v in sealed.items()})
 
     def restored(self, pieces: TextGenerator) -> TextGenerator:
         """The reply's pieces with the person's placeholders replaced by their values (text and thinking as

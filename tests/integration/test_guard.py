@@ -243,9 +243,14 @@ def test_an_upstream_inside_the_operators_networks_is_untouched_by_default(up):
 
 
 def test_a_local_model_is_untouched_by_default(base_url, redis_client):
-    reply = openai_client(base_url).chat.completions.create(model="echo", messages=[
-        {"role": "user", "content": ENV_FILE}])
+    """echo answers with what it got: the values, not placeholders; the local model's request leaves nothing
+    of the guard behind either."""
+    client = openai_client(base_url)
+    reply = client.chat.completions.create(model="echo", messages=[{"role": "user", "content": ENV_FILE}])
     assert reply.choices[0].message.content == ENV_FILE
+    local = client.chat.completions.create(model="smollm2:135m", max_tokens=1, messages=[
+        {"role": "user", "content": ENV_FILE}])
+    assert local.choices[0].finish_reason in ("length", "stop")
     assert redis_client.keys("switchboard:guard:*") == [] and not redis_client.hgetall(
         "switchboard:metrics:guard_findings")
 

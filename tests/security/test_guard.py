@@ -16,21 +16,25 @@ import httpx
 import pytest
 
 from guard.placeholders import PLACEHOLDER
+from identity.keys import digest
 from ledger import request_log
 from scripts.processes import stack_env, start_web
 from tests.guard_secrets import AWS_KEY_ID, ENV_FILE, PRIVATE_KEY, VALUES, leaked
 from tests.integration.upstream_stack import LLAMA_KEY
 from tests.integration.waits import wait_until
 
-ALICE, BOB = "alice-guard-key-3e9d", "bob-guard-key-71ac"
+ALICE, BOB, CAROL = "alice-guard-key-3e9d", "bob-guard-key-71ac", "carol-guard-key-0b5f"  # carol's: guard = "block"
 WRITE_TOOL = {"type": "function", "function": {"name": "write_file", "parameters": {
     "type": "object", "properties": {"path": {"type": "string"}, "content": {"type": "string"}}}}}
 
 
 @pytest.fixture(scope="module")
-def keyed(upstreams, redis_url):
+def keyed(upstreams, redis_url, tmp_path_factory):
+    keys_file = tmp_path_factory.mktemp("guard-keys") / "keys.toml"
+    keys_file.write_text(f'[keys.alice]\nsha256 = "{digest(ALICE)}"\n\n[keys.bob]\nsha256 = "{digest(BOB)}"\n\n'
+                         f'[keys.carol]\nsha256 = "{digest(CAROL)}"\nguard = "block"\n')
     web, base = start_web(stack_env(redis_url, SWITCHBOARD_MODELS=str(upstreams["registry"]),
-                                    SWITCHBOARD_API_KEYS=f"alice:{ALICE},bob:{BOB}", TEST_UPSTREAM_KEY=LLAMA_KEY,
+                                    SWITCHBOARD_KEYS_FILE=str(keys_file), TEST_UPSTREAM_KEY=LLAMA_KEY,
                                     TEST_WRONG_KEY="not-the-key-5c1e"))
     yield {"base": base, "web": web, **{k: upstreams[k] for k in ("relay", "worker", "web")}, "up": upstreams}
     web.stop()
@@ -141,3 +145,16 @@ def _value_of(redis, key: bytes) -> str:
              "list": lambda: redis.lrange(key, 0, -1), "set": lambda: redis.smembers(key),
              "zset": lambda: redis.zrange(key, 0, -1), "stream": lambda: redis.xrange(key)}.get(kind, lambda: "")()
     return repr(value)
+
+
+@pytest.mark.parametrize("model", ["guard-openai", "guard-default"], ids=["a-redacting-model", "an-unguarded-model"])
+def test_a_key_that_asks_for_block_is_refused_where_its_model_would_redact_or_not_guard(keyed, clean_redis, model):
+    since = len(keyed["relay"].requests)
+    body = {"model": model, "messages": [{"role": "user", "content": ENV_FILE}]}
+    refused = httpx.post(f"{keyed['base']}/v1/chat/completions", json=body, timeout=60,
+                         headers={"Authorization": f"Bearer {CAROL}"})
+    assert refused.status_code == 400 and "aws-key" in refused.text and leaked(refused.text) == []
+    assert keyed["relay"].sent(since) == ""
+    allowed = httpx.post(f"{keyed['base']}/v1/chat/completions", json=body | {"messages": [
+        {"role": "user", "content": "nothing secret"}]}, timeout=60, headers={"Authorization": f"Bearer {CAROL}"})
+    assert allowed.status_code == 200, allowed.text

@@ -31,10 +31,12 @@ def test_default_registry_serves_smollm2_and_echo():
      'greater than or equal to 0'),
     ('[models."m"]\nbackend = "echo"\nprice = {in = 1}', 'models."m": price.input: Field required; price.output: '
      'Field required; price.in: Extra inputs are not permitted'),
+    ('[models."m"]\nbackend = "echo"\nguard = "hide"', 'models."m": guard: Input should be \'off\', \'log\', '
+     "'redact' or 'block'"),
     ('[model]\nx = 1', "unknown top-level keys ['model']"),
     ("", "no models defined"),
     ("[models", "cannot read model registry"),
-], ids=["backend", "key", "no-backend", "gguf", "value", "negative-price", "price-key", "top-level", "empty",
+], ids=["backend", "key", "no-backend", "gguf", "value", "negative-price", "price-key", "guard", "top-level", "empty",
         "syntax"])
 def test_bad_registry_refuses_to_load_naming_the_entry(tmp_path, text, message):
     with pytest.raises(RegistryError) as error:

@@ -26,7 +26,8 @@ HOSTED = parse_entry("hosted", {"backend": "openai", "base_url": "https://api.ex
 
 
 def entry(**extra):
-    return parse_entry("m", {"backend": "openai", "base_url": "https://api.example.com/v1", "upstream_model": "m",
+    """(A name of its own per policy: a worker remembers a model's policy by its name.)"""
+    return parse_entry(f"m-{extra.get('guard')}", {"backend": "openai", "base_url": "https://api.example.com/v1", "upstream_model": "m",
                              "context_length": 4096, **extra})
 
 
@@ -198,3 +199,25 @@ def test_a_secret_read_raw_and_written_as_json_is_one_placeholder(guards):
     assert leaked(sent_text(sent)) == []
     assert set(PLACEHOLDER.findall(sent.messages[3].tool_calls[0].arguments)) == set(
         PLACEHOLDER.findall(sent.messages[2].content))
+
+
+def test_a_turn_all_scanned_here_reads_its_persons_values_again_only_after_a_while(guards, monkeypatch):
+    """An agent's tool loop: its next turn, every text scanned by this process, needs no round trip for
+    the person's values; a value another worker learned meanwhile is read within VALUES_FRESH_SECONDS."""
+    clock = [1000.0]
+    monkeypatch.setattr(secrets_guard.time, "monotonic", lambda: clock[0])
+    outbound(guards, conversation())
+    elsewhere = Guards(guards.redis, b"office secret")  # another worker process
+    _, sent = outbound(elsewhere, Job(id="x", model="hosted", usage_of="alice", messages=[
+        Message(role="user", content="PGPASSWORD='Zq8Wv3Lx5Rt9Kp2N'")]))
+    assert "Zq8Wv3Lx5Rt9Kp2N" not in sent_text(sent)
+    prose = conversation(Message(role="user", content="it is Zq8Wv3Lx5Rt9Kp2N, isn't it?"))
+    outbound(guards, prose)  # (scans the new message here, reading the values: knows it)
+    reads = []
+    monkeypatch.setattr(guards.redis, "pipeline", lambda **kw: reads.append(1) or fakeredis.FakeRedis.pipeline(
+        elsewhere.redis, **kw))
+    _, again = outbound(guards, prose)
+    assert reads == [] and "Zq8Wv3Lx5Rt9Kp2N" not in sent_text(again)
+    clock[0] += secrets_guard.VALUES_FRESH_SECONDS + 0.1
+    outbound(guards, prose)
+    assert reads == [1]

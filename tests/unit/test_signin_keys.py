@@ -60,7 +60,9 @@ def signed_in(redis, person: str, groups: tuple[str, ...]) -> None:
     ('[signin.groups.ml]\nmax_concurrent = -1\n', "signin.groups.ml.max_concurrent must be a whole number"),
     ('[signin]\ngroups = 3\n', "signin.groups maps a group"),
     ('signin = 3\n', "signin is a table"),
-], ids=["weight", "a-groups-limit", "groups-not-a-table", "signin-not-a-table"])
+    ('[signin]\nguard = "off"\n', 'signin.guard must be "log", "redact" or "block"'),
+    ('[keys.a]\nsha256 = "00"\nguard = 1\n', 'keys.a.guard must be "log", "redact" or "block"'),
+], ids=["weight", "a-groups-limit", "groups-not-a-table", "signin-not-a-table", "signin-guard", "a-keys-guard"])
 def test_a_bad_policy_is_refused_naming_its_field(tmp_path, text, says):
     path = tmp_path / "keys.toml"
     path.write_text(text)
@@ -155,3 +157,11 @@ def test_a_denied_device_login_gives_nothing(clean_redis):
 def test_a_login_token_that_was_never_given_is_refused(clean_redis, token):
     with pytest.raises(device_login.Refused, match="log in again"):
         device_login.use(clean_redis, token, 30)
+
+
+def test_a_keys_guard_and_a_signin_policys_reach_its_keys(tmp_path):
+    path = tmp_path / "keys.toml"
+    path.write_text(f'[keys.a]\nsha256 = "{digest("k")}"\nguard = "block"\n\n[signin]\nguard = "redact"\n')
+    ring = load_keys(path, None)
+    assert ring.identify("k", "127.0.0.1").guard == "block"
+    assert read_signin_policy(path).key_of("bob", (), None, "k-1").guard == "redact"
