@@ -150,9 +150,10 @@ class JobGuard:
         if self.policy == Policy.OFF:
             return job
         guards, redact, person = self.guards, self.policy == Policy.REDACT, self.person
-        known = self._opened(self._read(job, redact))
-        self.last = scrub(job, lambda text: guards.texts.get(person, text).findings, guards.person_key(person),
-                          known, redact, lambda change, values: guards.texts.redacting(person, values, change))
+        found, sealed = self._read(job, redact)
+        known = self._opened(sealed)
+        self.last = scrub(job, found.__getitem__, guards.person_key(person), known, redact,
+                          lambda change, values: guards.texts.redacting(person, values, change))
         if self.policy == Policy.BLOCK and self.last.found:
             raise SecretsInRequest(_refusal(self.last, self.model))
         if redact:
@@ -161,16 +162,23 @@ class JobGuard:
             return self.last.job
         return job
 
-    def _read(self, job: Job, redact: bool) -> dict:
-        """The findings of the job's texts this process does not remember, from Redis or scanned now (and
-        written), and the person's sealed values: one round trip, and one more for what is new."""
+    def _read(self, job: Job, redact: bool) -> tuple[dict[str, list[Finding]], dict]:
+        """The findings of the job's texts (those this process does not remember from Redis, or scanned now
+        and written), and the person's sealed values: one round trip, and one more for what is new. (Taken
+        at once, before any round trip lets another job of this process forget them.)"""
         guards, person = self.guards, self.person
-        missing = {text: None for _, text in texts_of(job) if text and (person, text) not in guards.texts}
+        found: dict[str, list[Finding] | None] = {}
+        for _, text in texts_of(job):
+            if text and text not in found:
+                remembered = guards.texts.get(person, text)
+                found[text] = None if remembered is None else remembered.findings
+        missing = [text for text, findings in found.items() if findings is None]
+        found[""] = []
         if not missing and not redact:
-            return {}
+            return found, {}
         read_at, sealed = guards.values_read.get(person, (0.0, {}))
         if not missing and time.monotonic() - read_at < VALUES_FRESH_SECONDS:
-            return sealed  # an agent's next turn, all of it scanned here: its person's values as just read
+            return found, sealed  # an agent's next turn, all of it scanned here: its person's values as just read
         digests = [guards.digest(person, text) for text in missing]
         pipe = guards.redis.pipeline(transaction=False)
         if missing:
@@ -182,18 +190,18 @@ class JobGuard:
         writes = guards.redis.pipeline(transaction=False) if missing else None
         for text, digest, raw in zip(missing, digests, replies[0] if missing else ()):
             if raw is not None:
-                guards.texts.put(person, text, [Finding(*f) for f in json.loads(raw)])
-                continue
-            found = find(text, guards.allowed)
-            guards.texts.put(person, text, found)
-            self.first_seen.update(f.kind for f in found)
-            writes.set(guard_scanned_key(digest.hex()), json.dumps([[f.kind, f.start, f.end] for f in found]),
-                       ex=guards.memory)
+                found[text] = [Finding(*f) for f in json.loads(raw)]
+            else:
+                found[text] = find(text, guards.allowed)
+                self.first_seen.update(f.kind for f in found[text])
+                writes.set(guard_scanned_key(digest.hex()),
+                           json.dumps([[f.kind, f.start, f.end] for f in found[text]]), ex=guards.memory)
+            guards.texts.put(person, text, found[text])
         if writes is not None and len(writes):
             writes.execute()
         if redact:
             guards.values_read[person] = (time.monotonic(), replies[-2])
-        return replies[-2] if redact else {}
+        return found, replies[-2] if redact else {}
 
     def _opened(self, sealed: dict) -> dict[str, str]:
         opened = {}

@@ -1,9 +1,9 @@
 """The benchmark's smoke tests: `scripts/bench.py --tiny` starts its whole
 stack (its own Redis, Switchboard, the fake upstream, LiteLLM's proxy,
 llama-cpp-python's server), runs every section on a tiny size and writes
-the report; `--scale` and `--mcp-gateway` add their sections. Timings are
+the report; `--scale`, `--mcp-gateway` and `--guard` add their sections. Timings are
 not asserted (they are the benchmark's business); everything the benchmark
-checks for correctness is. The three commands run side by side, started
+checks for correctness is. Three commands run side by side, started
 together (each on stacks, ports and Redis servers of its own), and the whole
 run's sections three at a time: they wait on processes far more than they
 compute, and a smoke test's timings mean nothing."""
@@ -21,8 +21,9 @@ from scripts.processes import ROOT
 
 COMMANDS = {"every section": ["--tiny", "--lanes", "3"],
             "scale": ["--scale", "--tiny", "--before", str(ROOT)],  # this same tree as the older one
-            "mcp gateway": ["--mcp-gateway", "--tiny"]}
-SEEDED = ("scale", "mcp gateway")  # sections merged into the last report: they start from the committed one
+            "mcp gateway": ["--mcp-gateway", "--tiny"], "guard": ["--guard", "--tiny"]}
+SEEDED = ("scale", "mcp gateway", "guard")  # sections merged into the last report: they start from the committed one
+AFTER = ("guard",)  # started once the others ended: its stacks beside theirs would starve their tiny windows
 
 
 class Run:
@@ -66,14 +67,15 @@ class Run:
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
-    started = {name: Run(name, tmp_path_factory.mktemp(name.replace(" ", "-"))) for name in COMMANDS}
+    started = {name: Run(name, tmp_path_factory.mktemp(name.replace(" ", "-"))) for name in COMMANDS
+               if name not in AFTER}
     yield started
     for run in started.values():
         run.stop()
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(900)  # fourteen sections, three at a time, beside the two runs below: about 2 min on 2 idle cores
+@pytest.mark.timeout(900)  # fourteen sections, three at a time, beside the three runs below: about 2 min on 2 idle cores
 def test_the_benchmark_runs_every_section_and_writes_its_report(runs):
     run = runs["every section"]
     run.finished(timeout=840)
@@ -158,3 +160,25 @@ def test_the_mcp_gateway_benchmark_adds_its_section(runs):
     assert "## 15. The MCP gateway and server-side tools" in run.report()
     assert "tool call through the MCP gateway at one caller" in output
     assert "tool call server-side at one caller" in output
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_the_guard_benchmark_adds_its_section(runs, tmp_path):
+    """`--guard --tiny`: the scan of a Claude Code-sized turn each way, and the stacks with the guard off, off
+    again and on, each request answered (the bench asserts every status), merged into the report with its
+    targets checked."""
+    for other in runs.values():
+        other.process.wait(840)  # (their own tests say how they ended)
+    run = Run("guard", tmp_path)
+    try:
+        output = run.finished(timeout=300)
+    finally:
+        run.stop()
+    section = run.results()["guard"]
+    assert section["scan"]["characters"] > 90_000 and section["scan"]["messages"] == 41
+    assert set(section["scan"]["ways"]) == {"nothing scanned before", "earlier messages scanned",
+                                            "earlier messages scanned, another worker", "restoring a reply"}
+    assert all(set(rows) == {"off", "off, again", "on"} for rows in section["workloads"].values())
+    assert "## 16. What the guard costs" in run.report()
+    assert "guard: a 100 KB turn whose earlier messages were scanned" in output

@@ -18,6 +18,7 @@ from guard.policy import Policy, allow_list, default_policy
 from protocol.contract import EmbedSpec, Job, Message, PromptSpec, ToolCall
 from protocol.keys import guard_values_key
 from tests.guard_secrets import AWS_KEY_ID, DB_PASSWORD, ENV_FILE, PRIVATE_KEY, VALUES, leaked
+from workers.guard_memory import TextMemory
 from workers.model_output import NativeCall, Outcome, Thinking
 from workers.secrets_guard import GuardConfig, Guards, SecretsInRequest
 
@@ -221,3 +222,11 @@ def test_a_turn_all_scanned_here_reads_its_persons_values_again_only_after_a_whi
     clock[0] += secrets_guard.VALUES_FRESH_SECONDS + 0.1
     outbound(guards, prose)
     assert reads == [1]
+
+
+def test_a_worker_that_remembers_almost_nothing_still_redacts_everything(guards):
+    """(Its memory full: each text it puts in pushes the one before out, as other jobs' turns would.)"""
+    guards.texts = TextMemory(most=10)
+    for _ in range(2):
+        guard, sent = outbound(guards, conversation())
+        assert leaked(sent_text(sent)) == [] and sum(guard.report().kinds.values()) == 4
