@@ -2,7 +2,9 @@
 exchange (request body, reply text, tool calls, outcome) in a data folder,
 one file per day. An observer of the frame loop (app/streaming.py), written
 when the request closes. Secrets are redacted: headers are never written,
-and body fields that look like credentials are masked."""
+body fields that look like credentials are masked, and what the guard
+finds in any text (guard/detect.py: keys, private keys, passwords) is
+replaced by its kind, in the request, the reply and its tool calls."""
 from __future__ import annotations
 
 import json
@@ -19,7 +21,17 @@ def redact(value):
         return {k: "[redacted]" if any(s in k.lower() for s in _SECRET_FIELDS) else redact(v) for k, v in value.items()}
     if isinstance(value, list):
         return [redact(v) for v in value]
-    return value
+    return masked(value) if isinstance(value, str) else value
+
+
+def masked(text: str) -> str:
+    """The text with each secret the guard finds in it replaced by `[secret: <kind>]`."""
+    from guard.detect import find  # (loaded only where bodies are kept: the web process stays lean)
+    parts, at = [], 0
+    for finding in find(text):
+        parts += [text[at:finding.start], f"[secret: {finding.kind}]"]
+        at = finding.end
+    return "".join(parts) + text[at:] if parts else text
 
 
 class ConversationLog:
@@ -45,8 +57,8 @@ class ConversationLog:
             self._outcome = f"error: {event.message}"
 
     def close(self) -> None:
-        record = self._exchange | {"request": redact(self._exchange.get("request")), "reply": "".join(self._texts),
-                                   "tool_calls": self._calls,
+        record = self._exchange | {"request": redact(self._exchange.get("request")),
+                                   "reply": masked("".join(self._texts)), "tool_calls": redact(self._calls),
                                    "server_tools": self._server_tools, "outcome": self._outcome, "time": time.time()}
         self._folder.mkdir(parents=True, exist_ok=True)
         with open(self._folder / f"conversations-{time.strftime('%Y-%m-%d')}.jsonl", "a", encoding="utf-8") as file:

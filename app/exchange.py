@@ -17,7 +17,7 @@ from flask import g, request
 
 from app import asker
 from app.auth import current_key
-from app.conversation_log import redact
+from app.conversation_log import masked, redact
 from app.services import Services
 from dialects.hints import client_session
 from telemetry import tracing
@@ -132,7 +132,7 @@ class Exchange:
         self._end_span(record)
         if not self.ran and self.status < 400:
             return
-        body = None if self.body is None else self.body | {"reply": "".join(self._reply)}
+        body = None if self.body is None else self.body | {"reply": masked("".join(self._reply))}
         self.shared.records.add(record, body)
 
     def _end_span(self, record: dict) -> None:

@@ -1,9 +1,10 @@
 """What the guard found, for the operator: per UTC day a counter per person,
 model, kind and action (the console's "secrets kept from hosted models"),
-and an audit entry naming whose request, which model and how many of each kind. Written
-once per job, by its end (jobqueue.finish). Each secret counts once, when
-it is first found (agents resend it with every turn of the conversation);
-each refused request counts its findings. Never a value: kinds and counts.
+and an audit entry naming whose request, which model and how many of each
+kind. Written once per job, by its end (jobqueue.finish). Each secret
+counts once, when it is first found (agents resend it with every turn of
+the conversation); each refused request counts its findings. Never a
+value: kinds and counts.
 """
 from __future__ import annotations
 

@@ -1,7 +1,9 @@
 """The guard's promises, attacked (workers/secrets_guard.py): only a
 person's own secrets are ever restored into their own replies, however a
 colleague forges, relabels or smuggles a placeholder they saw; and no
-record, log, error or stored value holds a secret a request carried.
+record, log, error or stored value holds a secret a request carried (the
+request log's kept bodies and the conversation log included: this web
+process keeps both).
 
 Two people with keys (alice, bob) on a web process of their own beside the
 upstream stack's worker; its guarded models send to the recording relay,
@@ -33,10 +35,13 @@ def keyed(upstreams, redis_url, tmp_path_factory):
     keys_file = tmp_path_factory.mktemp("guard-keys") / "keys.toml"
     keys_file.write_text(f'[keys.alice]\nsha256 = "{digest(ALICE)}"\n\n[keys.bob]\nsha256 = "{digest(BOB)}"\n\n'
                          f'[keys.carol]\nsha256 = "{digest(CAROL)}"\nguard = "block"\n')
+    conversations = keys_file.parent / "conversations"
     web, base = start_web(stack_env(redis_url, SWITCHBOARD_MODELS=str(upstreams["registry"]),
                                     SWITCHBOARD_KEYS_FILE=str(keys_file), TEST_UPSTREAM_KEY=LLAMA_KEY,
-                                    TEST_WRONG_KEY="not-the-key-5c1e"))
-    yield {"base": base, "web": web, **{k: upstreams[k] for k in ("relay", "worker", "web")}, "up": upstreams}
+                                    TEST_WRONG_KEY="not-the-key-5c1e", SWITCHBOARD_REQUEST_LOG_BODIES="1",
+                                    SWITCHBOARD_CONVERSATION_LOG_DIR=str(conversations)))
+    yield {"base": base, "web": web, **{k: upstreams[k] for k in ("relay", "worker")}, "up": upstreams,
+           "conversations": conversations}
     web.stop()
 
 
@@ -130,7 +135,10 @@ def test_no_record_log_error_or_stored_value_holds_a_secret(keyed, clean_redis, 
     places = {"the refusal": refused.text, "metrics": httpx.get(f"{keyed['base']}/metrics",
                                                                  headers={"Authorization": f"Bearer {ALICE}"}).text}
     places |= {f"log of {name}": keyed[name].output() for name in ("web", "worker")}
-    places["keyed web's log"] = keyed["up"]["web"].output() + keyed["web"].output()
+    places["the upstream stack's web's log"] = keyed["up"]["web"].output()
+    logs = wait_until(lambda: list(keyed["conversations"].glob("*.jsonl")), what="the conversation log")
+    places["the conversation log"] = "".join(log.read_text() for log in logs)
+    assert "[secret: aws-key]" in places["the conversation log"]  # (what was there, said by its kind)
     for key in redis_client.scan_iter("switchboard:*"):
         places[key.decode()] = _value_of(redis_client, key)
     holding = {where: leaked(text) for where, text in places.items() if leaked(text) or AWS_KEY_ID in text}

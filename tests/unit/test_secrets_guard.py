@@ -230,3 +230,4 @@ def test_a_worker_that_remembers_almost_nothing_still_redacts_everything(guards)
     for _ in range(2):
         guard, sent = outbound(guards, conversation())
         assert leaked(sent_text(sent)) == [] and sum(guard.report().kinds.values()) == 4
+
