@@ -19,12 +19,13 @@ expression).
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from functools import cache
 
 from detect_secrets.filters import heuristic
 from detect_secrets.plugins import keyword
 from detect_secrets.plugins.base import RegexBasedDetector
+
+from guard.finding import Finding
 
 # detect-secrets' detectors by the kind a finding reports (its own class names, without "Detector").
 _KINDS = {
@@ -71,16 +72,6 @@ PUBLIC_VALUES = frozenset({
 })
 _ENV_NAME = re.compile(r"[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+")  # the NAME of an environment variable, not its value
 MIN_KEYWORD_VALUE = 6  # shorter values of secret-looking names are rarely secrets ("1234", "abc")
-
-
-@dataclass(frozen=True)
-class Finding:
-    kind: str
-    start: int
-    end: int
-
-    def value(self, text: str) -> str:
-        return text[self.start:self.end]
 
 
 @cache

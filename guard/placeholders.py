@@ -20,7 +20,7 @@ import hmac
 import re
 from typing import Callable
 
-from guard.detect import Finding
+from guard.finding import Finding
 
 PREFIX = "SB_SECRET_"
 PLACEHOLDER = re.compile(r"SB_SECRET_[A-Z0-9_]{1,40}_[0-9a-f]{12}\b")

@@ -17,7 +17,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Callable, Iterator
 
-from guard.detect import Finding
+from guard.finding import Finding
 from guard.placeholders import placeholder
 from protocol.contract import Job, Message, ToolCall
 

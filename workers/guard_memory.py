@@ -11,7 +11,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Callable
 
-from guard.detect import Finding
+from guard.finding import Finding
 
 MOST_CHARACTERS = 8_000_000  # about 8-32 MB of text, some hundreds of conversations' messages
 

@@ -28,7 +28,7 @@ from typing import Callable
 from redis import Redis
 
 from catalog.registry import ModelEntry
-from guard.detect import Finding, find
+from guard.finding import Finding
 from guard.placeholders import PREFIX, Restorer, person_key, restore
 from guard.policy import ACTIONS, Policy, allow_list, default_policy, strictest
 from guard.scrub import Scrubbed, scrub, texts_of
@@ -192,7 +192,7 @@ class JobGuard:
             if raw is not None:
                 found[text] = [Finding(*f) for f in json.loads(raw)]
             else:
-                found[text] = find(text, guards.allowed)
+                found[text] = _detect(text, guards.allowed)
                 self.first_seen.update(f.kind for f in found[text])
                 writes.set(guard_scanned_key(digest.hex()),
                            json.dumps([[f.kind, f.start, f.end] for f in found[text]]), ex=guards.memory)
@@ -238,6 +238,13 @@ class JobGuard:
         if self.policy == Policy.OFF or self.last is None or not self.last.found:
             return None
         return GuardReport(ACTIONS[self.policy], self.last.counts(), self.first_seen)
+
+
+def _detect(text: str, allowed: Callable[[str], bool]) -> list[Finding]:
+    """guard.detect.find, loaded on a worker's first scan: a worker whose models are all unguarded never
+    loads the detectors."""
+    from guard.detect import find
+    return find(text, allowed)
 
 
 def _restored(pieces: TextGenerator, values: dict[str, str]) -> TextGenerator:

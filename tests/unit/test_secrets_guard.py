@@ -6,6 +6,8 @@ places, what is remembered."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from ipaddress import ip_network
 
 import fakeredis
@@ -17,6 +19,7 @@ from guard.placeholders import PLACEHOLDER
 from guard.policy import Policy, allow_list, default_policy
 from protocol.contract import EmbedSpec, Job, Message, PromptSpec, ToolCall
 from protocol.keys import guard_values_key
+from scripts.processes import ROOT
 from tests.guard_secrets import AWS_KEY_ID, DB_PASSWORD, ENV_FILE, PRIVATE_KEY, VALUES, leaked
 from workers.guard_memory import TextMemory
 from workers.model_output import NativeCall, Outcome, Thinking
@@ -28,8 +31,8 @@ HOSTED = parse_entry("hosted", {"backend": "openai", "base_url": "https://api.ex
 
 def entry(**extra):
     """(A name of its own per policy: a worker remembers a model's policy by its name.)"""
-    return parse_entry(f"m-{extra.get('guard')}", {"backend": "openai", "base_url": "https://api.example.com/v1", "upstream_model": "m",
-                             "context_length": 4096, **extra})
+    return parse_entry(f"m-{extra.get('guard')}", {"backend": "openai", "base_url": "https://api.example.com/v1",
+                                                    "upstream_model": "m", "context_length": 4096, **extra})
 
 
 @pytest.fixture
@@ -167,8 +170,8 @@ def test_log_sends_it_as_it_came_and_counts_it(guards):
 
 def test_each_text_is_scanned_once_and_its_findings_counted_once(guards, monkeypatch):
     scanned = []
-    real = secrets_guard.find
-    monkeypatch.setattr(secrets_guard, "find", lambda text, allowed: scanned.append(text) or real(text, allowed))
+    real = secrets_guard._detect
+    monkeypatch.setattr(secrets_guard, "_detect", lambda text, allowed: scanned.append(text) or real(text, allowed))
     guard, _ = outbound(guards, conversation())
     assert len(scanned) == 3 and sum(guard.report().first_seen.values()) == 4
     guards.texts.clear()  # another worker process: the findings come from Redis
@@ -231,3 +234,14 @@ def test_a_worker_that_remembers_almost_nothing_still_redacts_everything(guards)
         guard, sent = outbound(guards, conversation())
         assert leaked(sent_text(sent)) == [] and sum(guard.report().kinds.values()) == 4
 
+
+
+def test_a_worker_whose_models_are_unguarded_never_loads_the_detectors():
+    """(detect-secrets is some 20 MB a process: `make run`'s local models need none of it.)"""
+    code = ("import sys, workers.tasks, workers.secrets_guard as g, fakeredis\n"
+            "from catalog.registry import parse_entry\nfrom protocol.contract import Job\n"
+            "job = Job(id='j', model='e', usage_of='a')\n"
+            "g.Guards(fakeredis.FakeRedis(), b's').for_job(job, parse_entry('e', {'backend': 'echo'})).outbound(job)\n"
+            "print('detect_secrets' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert done.stdout.strip() == "False", done.stderr[-2000:]
