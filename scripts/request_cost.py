@@ -38,9 +38,11 @@ BODY = {"model": "up", "messages": [{"role": "user", "content": "hello, how are 
 
 
 def commandstats(client: redis.Redis) -> dict[str, tuple[int, int]]:
-    """Command -> (calls, microseconds) so far."""
+    """Command -> (calls, microseconds) so far; and "round trips": the reads Redis processed (a pipeline's
+    commands arrive in one)."""
+    reads = int(client.info("stats")["total_reads_processed"])
     return {name.removeprefix("cmdstat_"): (int(v["calls"]), int(v["usec"]))
-            for name, v in client.info("commandstats").items()}
+            for name, v in client.info("commandstats").items()} | {"round trips": (reads, 0)}
 
 
 async def _closed_loop(port: int, clients: int, seconds: float, streamed: bool) -> list[float]:
@@ -75,10 +77,12 @@ def measure(port: int, pids: dict[str, int], client: redis.Redis, clients: int, 
     per_command = {name: {"calls": round((calls - before.get(name, (0, 0))[0]) / n, 2),
                           "usec": round((usec - before.get(name, (0, 0))[1]) / n, 1)}
                    for name, (calls, usec) in after.items() if calls > before.get(name, (0, 0))[0]}
+    trips = per_command.pop("round trips", {}).get("calls")
     return {"clients": clients, "streamed": streamed, "requests": n, "rps": round(n / elapsed, 1),
             "p50_ms": round(percentile(times, 0.5) * 1000, 2), "p99_ms": round(percentile(times, 0.99) * 1000, 2),
             "processes": {name: summarize(folder / f"{name}.txt", n) for name in pids},
             "redis_per_request": dict(sorted(per_command.items(), key=lambda kv: -kv[1]["usec"])),
+            "redis_round_trips_per_request": trips,
             "redis_calls_per_request": round(sum(c["calls"] for c in per_command.values()), 1),
             "redis_usec_per_request": round(sum(c["usec"] for c in per_command.values()), 1)}
 
