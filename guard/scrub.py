@@ -29,7 +29,7 @@ SHORTEST_VALUE = 8  # a known value shorter than this is replaced only where it 
 @dataclass(frozen=True)
 class Found:
     kind: str
-    where: str  # "message 3 (tool result of /srv/app/.env)": for a refusal, never the value
+    where: str  # "message 2 (tool result of Read, file /srv/app/.env)": for a refusal, never the value
 
 
 @dataclass
