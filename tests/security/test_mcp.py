@@ -125,6 +125,8 @@ METHODS = st.sampled_from(["initialize", "tools/list", "tools/call", "resources/
        version=st.sampled_from([None, "2026-07-28", "2025-11-25", "1999-01-01"]),
        session=st.one_of(st.none(), st.text(max_size=120)), key=st.sampled_from([ALICE_KEY, DAVE_KEY, "wrong"]))
 def test_the_gateway_answers_anything_without_a_5xx(gateway, method, params, version, session, key):
+    # (A header value reaches a server without its surrounding whitespace, which HTTP clients refuse to send.)
+    session = session.strip() if session else session
     headers = {"Authorization": f"Bearer {key}", "Accept": "application/json, text/event-stream",
                "Mcp-Method": method} | ({"MCP-Protocol-Version": version} if version else {}) | \
         ({"Mcp-Session-Id": session} if session and session.isascii() and session.isprintable() else {})
