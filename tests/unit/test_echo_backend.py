@@ -2,6 +2,7 @@ import pytest
 
 from catalog.echo import EchoSettings
 from protocol.contract import Job, Message, SamplingOptions
+from tests.unit.generators import drained
 from workers.backends.echo import EchoBackend, echo_tokens
 from workers.model_output import Prompted
 
@@ -9,13 +10,9 @@ from workers.model_output import Prompted
 def run(text, **options):
     backend = EchoBackend("echo", EchoSettings())
     job = Job(id="j", model="echo", messages=[Message(role="user", content=text)], options=SamplingOptions(**options))
-    gen, pieces = backend.generate(job), []
-    while True:
-        try:
-            pieces.append(next(gen))
-        except StopIteration as done:
-            assert pieces[0] == Prompted(done.value.prompt_tokens)  # its size first, as the outcome says
-            return pieces[1:], done.value
+    pieces, outcome = drained(backend.generate(job))
+    assert pieces[0] == Prompted(outcome.prompt_tokens)  # its size first, as the outcome says
+    return pieces[1:], outcome
 
 
 def texts(generation) -> str:

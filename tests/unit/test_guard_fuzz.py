@@ -14,7 +14,8 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from guard.placeholders import PLACEHOLDER, PREFIX
 from protocol.contract import Job, Message, ToolCall
 from tests.guard_secrets import ENV_FILE, leaked
-from tests.unit.test_secrets_guard import HOSTED, drained, pieces
+from tests.unit.generators import drained
+from tests.unit.test_secrets_guard import HOSTED, pieces
 from workers.model_output import NativeCall
 from workers.secrets_guard import Guards
 

@@ -15,6 +15,7 @@ from protocol.contract import Job, Message
 from protocol.events import FinishReason
 from protocol.errors import BackendError
 from tests.integration.waits import wait_until
+from tests.unit.generators import drained
 from workers.backends.routed import RoutedUpstream, affinity_of, server_failed, waits_for
 from workers.model_output import Outcome
 
@@ -56,12 +57,7 @@ def _router(redis, *servers) -> RoutedUpstream:
 
 
 def _run(router: RoutedUpstream, job: Job) -> tuple[list[str], Outcome]:
-    stream, pieces = router.generate(job), []
-    while True:
-        try:
-            pieces.append(next(stream))
-        except StopIteration as end:
-            return pieces, end.value
+    return drained(router.generate(job))
 
 
 JOB = Job(id="j", model="m", messages=[Message(role="user", content="hi")], usage_of="alice")

@@ -21,6 +21,7 @@ from protocol.contract import EmbedSpec, Job, Message, PromptSpec, ToolCall
 from protocol.keys import guard_values_key
 from scripts.processes import ROOT
 from tests.guard_secrets import AWS_KEY_ID, DB_PASSWORD, ENV_FILE, PRIVATE_KEY, VALUES, leaked
+from tests.unit.generators import drained
 from workers.guard_memory import TextMemory
 from workers.model_output import NativeCall, Outcome, Thinking
 from workers.secrets_guard import GuardConfig, Guards, SecretsInRequest
@@ -110,15 +111,6 @@ def test_every_text_a_model_would_get_is_scanned(guards):
 def pieces(*items):
     yield from items
     return Outcome("stop", 1, 1)
-
-
-def drained(generator) -> tuple[list, Outcome]:
-    got = []
-    while True:
-        try:
-            got.append(next(generator))
-        except StopIteration as end:
-            return got, end.value
 
 
 def test_the_reply_gets_the_values_back_even_cut_across_pieces(guards):

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 from catalog.upstream import UpstreamSettings
+from tests.unit.generators import drained
 from workers.backends.ollama_upstream import OllamaUpstreamBackend
 from workers.backends.openai_upstream import OpenAIUpstreamBackend
 from workers.model_output import Outcome, Thinking
@@ -25,12 +26,7 @@ class Arrivals:
 
 
 def run(relay) -> tuple[list, Outcome]:
-    pieces = []
-    while True:
-        try:
-            pieces.append(next(relay))
-        except StopIteration as finished:
-            return pieces, finished.value
+    return drained(relay)
 
 
 def sse(delta: dict, finish: str | None = None) -> list[str]:
