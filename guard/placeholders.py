@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import json
 import re
 from typing import Callable
 
@@ -36,17 +37,31 @@ def placeholder(key: bytes, kind: str, value: str) -> str:
     return f"{PREFIX}{kind.upper().replace('-', '_')}_{digits}"
 
 
-def redact(text: str, findings: list[Finding], key: bytes) -> tuple[str, dict[str, str]]:
-    """The text with each finding's value replaced; placeholder -> value for what was replaced."""
+def replace_findings(text: str, findings: list[Finding], key: bytes) -> tuple[str, dict[str, str]]:
+    """The text with each finding's value replaced; placeholder -> value for what was replaced (the value
+    as `canonical` takes it)."""
     parts, values, at = [], {}, 0
     for finding in findings:
-        value = finding.value(text)
+        value = canonical(finding.value(text))
         stand_in = placeholder(key, finding.kind, value)
         values[stand_in] = value
         parts += [text[at:finding.start], stand_in]
         at = finding.end
     parts.append(text[at:])
     return "".join(parts), values
+
+
+def canonical(value: str) -> str:
+    """A value as it is, where it was found inside a JSON string (a tool call's arguments, a tool result a
+    client sent as JSON): its escapes undone, so that a private key read from a file and the same key in
+    the arguments of the call that writes it are one secret, one placeholder."""
+    if "\\" not in value:
+        return value
+    try:
+        decoded = json.loads(f'"{value}"')
+    except ValueError:
+        return value
+    return decoded if isinstance(decoded, str) else value
 
 
 def restore(text: str, value_of: Callable[[str], str | None]) -> str:

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterator
 
 from guard.finding import Finding
-from guard.placeholders import placeholder
+from guard.placeholders import replace_findings
 from protocol.contract import Job, Message, ToolCall
 
 # Names under which agents' file tools take the file (Claude Code's Read: file_path; others: path).
@@ -47,52 +47,33 @@ def scrub(job: Job, findings_of: Callable[[str], list[Finding]], key: bytes, kno
     """What the job holds; with `redact`, the job with each secret replaced (`remembered(change, values)`:
     the caller's memo of a text's redacted form, made with these values)."""
     result = Scrubbed(job, values=dict(known))
-    spans: dict[str, list[Finding]] = {}
+    spliced: dict[str, str] = {}  # a text with findings, each replaced by its placeholder
     for place, text in texts_of(job):
         found = findings_of(text) if text else []
         if found:
-            spans[text] = found
             where = describe(job, place)
             result.found += [Found(f.kind, where) for f in found]
-            result.values |= {placeholder(key, f.kind, canonical(f.value(text))): canonical(f.value(text))
-                              for f in found}
+            spliced[text], values = replace_findings(text, found, key)
+            result.values |= values
     if redact and result.values:
         by_length = sorted(((v, json.dumps(v, ensure_ascii=False)[1:-1], p) for p, v in result.values.items()
                             if len(v) >= SHORTEST_VALUE), key=lambda each: -len(each[0]))
-        change = remembered(lambda text: _replaced(text, spans.get(text, ()), key, by_length),
-                            frozenset(result.values))
+        change = remembered(lambda text: _replaced(text, spliced.get(text), by_length), frozenset(result.values))
         result.job = changed(job, change)
     return result
 
 
-def _replaced(text: str, found, key: bytes, by_length: list[tuple[str, str, str]]) -> str:
-    """The text with its findings' spans, then every known value (raw or JSON-escaped), replaced; the text
-    itself (the same object) where nothing was."""
-    if found:
-        parts, at = [], 0
-        for finding in found:
-            parts += [text[at:finding.start], placeholder(key, finding.kind, canonical(finding.value(text)))]
-            at = finding.end
-        text = "".join(parts) + text[at:]
+def _replaced(text: str, spliced: str | None, by_length: list[tuple[str, str, str]]) -> str:
+    """The text with its findings (`spliced`, where it has any), then every known value (raw or
+    JSON-escaped), replaced; the text itself (the same object) where nothing was."""
+    if spliced is not None:
+        text = spliced
     for value, escaped, stand_in in by_length:
         if value in text:
             text = text.replace(value, stand_in)
         if escaped != value and escaped in text:
             text = text.replace(escaped, stand_in)
     return text
-
-
-def canonical(value: str) -> str:
-    """A value as it is, where it was found inside a JSON string (a tool call's arguments, a tool result a
-    client sent as JSON): its escapes undone, so that a private key read from a file and the same key in
-    the arguments of the call that writes it are one secret, one placeholder."""
-    if "\\" not in value:
-        return value
-    try:
-        decoded = json.loads(f'"{value}"')
-    except ValueError:
-        return value
-    return decoded if isinstance(decoded, str) else value
 
 
 def texts_of(job: Job) -> Iterator[tuple[tuple, str]]:

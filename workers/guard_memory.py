@@ -46,9 +46,6 @@ class TextMemory:
         self.entries.clear()
         self.held = 0
 
-    def __contains__(self, key: tuple[str, str]) -> bool:
-        return key in self.entries
-
     def redacting(self, person: str, values: object, change: Callable[[str], str]) -> Callable[[str], str]:
         """`change` (a text -> its redacted form), remembered per text for these known values."""
         def redacted(text: str) -> str:

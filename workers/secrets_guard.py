@@ -173,7 +173,6 @@ class JobGuard:
                 remembered = guards.texts.get(person, text)
                 found[text] = None if remembered is None else remembered.findings
         missing = [text for text, findings in found.items() if findings is None]
-        found[""] = []
         if not missing and not redact:
             return found, {}
         read_at, sealed = guards.values_read.get(person, (0.0, {}))

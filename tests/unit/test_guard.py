@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from guard.detect import find
-from guard.placeholders import PLACEHOLDER, Restorer, person_key, placeholder, redact, restore
+from guard.placeholders import PLACEHOLDER, Restorer, person_key, placeholder, replace_findings, restore
 
 AWS_ID, AWS_SECRET = "AKIAQ3EGRH5LZ6NR4TUV", "k9Zq2Lm4Np7Rs1Tv3Wx5Yz8Ab0Cd2Ef4Gh6Ij8KL"
 PEM = "-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEAx7YvQ2b9XzT0kLmN\nq2b9XzT0MIIEowIBAAKC\n-----END RSA PRIVATE KEY-----"
@@ -59,17 +59,17 @@ def test_the_operators_allow_list_is_left_alone():
 def test_a_secret_is_the_same_placeholder_in_every_turn_and_another_for_another_person():
     bob, carol = person_key(b"office", "bob"), person_key(b"office", "carol")
     text = f"use {AWS_ID} then {AWS_ID}"
-    redacted, values = redact(text, find(text), bob)
+    redacted, values = replace_findings(text, find(text), bob)
     [stand_in] = values
     assert redacted == f"use {stand_in} then {stand_in}" and AWS_ID not in redacted
     assert PLACEHOLDER.fullmatch(stand_in) and stand_in.startswith("SB_SECRET_AWS_KEY_")
-    assert redact(text, find(text), bob)[0] == redacted  # (the next turn: the same)
+    assert replace_findings(text, find(text), bob)[0] == redacted  # (the next turn: the same)
     assert placeholder(carol, "aws-key", AWS_ID) != stand_in
 
 
 def test_only_the_persons_own_values_come_back():
     bob = person_key(b"office", "bob")
-    _, values = redact(AWS_ID, find(AWS_ID), bob)
+    _, values = replace_findings(AWS_ID, find(AWS_ID), bob)
     [stand_in] = values
     forged = placeholder(person_key(b"office", "carol"), "aws-key", "carols-secret-value")
     text = f"write {stand_in} and {forged} and SB_SECRET_X_000000000000"
@@ -79,7 +79,7 @@ def test_only_the_persons_own_values_come_back():
 @pytest.mark.parametrize("cut", range(1, 60, 3))
 def test_a_placeholder_cut_across_chunks_comes_back_whole(cut):
     bob = person_key(b"office", "bob")
-    _, values = redact(AWS_ID, find(AWS_ID), bob)
+    _, values = replace_findings(AWS_ID, find(AWS_ID), bob)
     [stand_in] = values
     reply = f'{{"path": "~/.aws/credentials", "content": "key = {stand_in}\\n"}} and SB_SECRET_ more'
     restorer = Restorer(values.get)
