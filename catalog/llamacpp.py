@@ -28,9 +28,12 @@ def smollm2_gguf() -> Path:
 class LlamaCppSettings(BackendSettings):
     gguf: Path = Field(default_factory=smollm2_gguf)
     n_ctx: int = Field(default=4096, ge=16, description=(
-        "each sequence's context (a job's num_ctx can narrow it); the model allocates parallel times this"))
+        "each sequence's context (a job's num_ctx can narrow it); the model allocates parallel + spare times this"))
     parallel: int = Field(default=4, ge=1, le=64, description=(
         "jobs decoded together in one batch per token (llama.cpp's sequences, Ollama's OLLAMA_NUM_PARALLEL)"))
+    spare: int = Field(default=1, ge=0, le=8, description=(
+        "sequences beyond `parallel` kept for a person with nothing running on the copy: a colleague's turn "
+        "starts at once beside one person's `parallel` long jobs (each costs n_ctx of cache, as a sequence does)"))
     n_threads: int | None = Field(default=None, ge=1, description=(
         "threads decoding one person's token (default: physical cores, or one less, whichever decodes faster "
         "now: the worker times both)"))
@@ -55,7 +58,10 @@ class LlamaCppSettings(BackendSettings):
                                        "parallel": self.parallel})
 
     def jobs_at_once(self) -> int:
-        return self.parallel
+        return self.parallel + self.spare
+
+    def spare_places(self) -> int:
+        return self.spare
 
     def trained_context(self) -> int:
         return read_gguf_info(self.gguf).context_length

@@ -35,8 +35,13 @@ class BackendSettings(BaseModel):
 
     def jobs_at_once(self) -> int:
         """For a kind that runs a bounded number of jobs per worker process
-        (catalog.kinds, `serial`): how many."""
+        (catalog.kinds, `serial`): how many, its spare places among them."""
         return 1
+
+    def spare_places(self) -> int:
+        """Of jobs_at_once, how many are kept for a person with no job running
+        on the copy (fair_take.lua's copy_verdict)."""
+        return 0
 
     def check_environment(self) -> None:
         """Raise ValueError if what the settings name outside the registry

@@ -138,8 +138,9 @@ class Taken:
     taken_at: float = 0.0  # time.monotonic() before the take was sent (workers.abort_watch)
 
 
-# A worker's one-at-a-time models with a free sequence: (free, sequences, the busy ones' people and how many).
-Idle = dict[str, tuple[int, int, dict[str, int]]]
+# A worker's one-at-a-time models with a free sequence: (free, sequences, the busy ones' people and how many,
+# the spare ones among the sequences: kept for a person with none).
+Idle = dict[str, tuple[int, int, dict[str, int], int]]
 
 
 def take(redis: Redis, pool: str, worker_id: str, want: str = "", idle_serial: Idle | None = None,
@@ -152,8 +153,9 @@ def take(redis: Redis, pool: str, worker_id: str, want: str = "", idle_serial: I
     taken. `idle_serial`: the one-at-a-time models whose copy in this worker
     has a free sequence, with how many of how many and whose the busy ones
     are (None: the worker does not track them, and takes any job).
-    Background work not past its patience leaves one free, unless all are;
-    so does a person holding one while others are at work.
+    Background work not past its patience, and a person holding one, leave
+    the spare ones free (at least one, unless all are free, for background
+    work and for a person holding one while others are at work).
     `ticket_from`: the Celery queue of the ticket that woke the slot (its id
     is `want`): that ticket is no longer on its way."""
     taken_at = time.monotonic()

@@ -73,13 +73,17 @@ def stop_together(processes: list[Process]) -> None:
         process.stop()
 
 
+# A local worker's slots, as the Procfile starts it: the default model's 4 sequences and its spare one.
+WORKER_SLOTS = 5
+
+
 def stack_env(redis_url: str, **extra: str) -> dict:
     env = dict(os.environ, REDIS_URL=redis_url, PYTHONUNBUFFERED="1", **extra)
     env["PATH"] = os.pathsep.join([str(BIN), env.get("PATH", "")])
     return env
 
 
-def start_worker(env: dict, concurrency: int = 4, queues: str = "local-completion,local", pool: str = "threads",
+def start_worker(env: dict, concurrency: int = WORKER_SLOTS, queues: str = "local-completion,local", pool: str = "threads",
                  wait: bool = True, cwd: Path = ROOT) -> Process:
     """A Celery worker (of the source tree `cwd`); with wait=False, call
     wait_worker_ready before use."""
@@ -166,7 +170,7 @@ def ready_together(processes: list[Process]) -> None:
         raise
 
 
-def start_stack(env: dict, concurrency: int = 4, web_env: dict | None = None,
+def start_stack(env: dict, concurrency: int = WORKER_SLOTS, web_env: dict | None = None,
                 queues: str = "local-completion,local") -> tuple[Process, Process, str]:
     """A worker and a web process, started side by side."""
     worker = start_worker(env, concurrency=concurrency, queues=queues, wait=False)

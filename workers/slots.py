@@ -36,8 +36,9 @@ class Slots:
     def __init__(self, redis: Redis, worker_id: str, registry: Registry, wake: Wake):
         self._redis, self.worker_id, self._send = redis, worker_id, wake
         self._registry = registry
-        self._capacity = {e.name: e.settings.jobs_at_once() for e in registry.entries()
-                          if backend_kind(e.backend).serial}
+        bounded = [e for e in registry.entries() if backend_kind(e.backend).serial]
+        self._capacity = {e.name: e.settings.jobs_at_once() for e in bounded}
+        self._spare = {e.name: e.settings.spare_places() for e in bounded}  # (kept for a person running none)
         self._serial = sorted(self._capacity)
         # per bounded model, the people whose jobs run here and how many (its busy sequences)
         self._holders: dict[str, Counter[str]] = {model: Counter() for model in self._capacity}
@@ -58,6 +59,15 @@ class Slots:
         self.tracks_free = True
         self.refresh()
 
+    def check_threads(self, threads: int) -> None:
+        """Say so when the worker runs fewer jobs at once than a tracked
+        model has sequences: those beyond its threads (the spare ones
+        first) never run."""
+        short = {m: n for m, n in self._capacity.items() if m in self._serial and n > threads > 0}
+        for model, sequences in sorted(short.items()):
+            log.warning("%s has %d sequences (parallel + spare) but this worker runs %d jobs at once: "
+                        "start it with -c %d (WORKER_CONCURRENCY)", model, sequences, threads, sequences)
+
     def refresh(self) -> None:
         """With each heartbeat: this process's idle one-at-a-time models
         count as free, and jobs held for full deployments whose places a dead
@@ -76,10 +86,11 @@ class Slots:
         return sum(self._holders[model].values())
 
     def _room(self) -> jobqueue.Idle:
-        """The same, with their free sequences of how many, and whose the
-        busy ones are (background work, and a person holding one while others
-        are at work, leave one free for a turn: fair_take.lua)."""
-        return {m: (self._capacity[m] - self._running(m), self._capacity[m], dict(self._holders[m]))
+        """The same, with their free sequences of how many, whose the busy
+        ones are, and how many are spare (background work, and a person
+        holding one, leave the spare ones, and at least one while others are
+        at work, free for a turn: fair_take.lua)."""
+        return {m: (self._capacity[m] - self._running(m), self._capacity[m], dict(self._holders[m]), self._spare[m])
                 for m in self._idle()}
 
     def take(self, pool: str, want: str = "", ticket_from: str = "") -> Taken:

@@ -113,6 +113,7 @@ def _announce(sender=None, **_) -> None:
         ctx.heartbeat.counts_wakeups = True  # its slots run here: it knows when one is free
     ctx.heartbeat.queues = queues
     ctx.heartbeat.slots = int(getattr(getattr(sender, "controller", None), "concurrency", 0) or 0)
+    ctx.slots.check_threads(ctx.heartbeat.slots)
     ctx.heartbeat.start()
     _share_result_backend(sender.app)
     tune_garbage_collector(settings_from_environment().gc_threshold)  # started: what lives now, lives on

@@ -33,11 +33,11 @@ local want = A.want.job
 if KEYS[7] ~= '-' then redis.call('ZREM', KEYS[7], want) end
 local worker, now, tracks_free = A.worker, tonumber(A.now), A.idle_serial ~= cjson.null
 -- This worker's idle copies of one-at-a-time models (it knows; the free sets are for finding others).
--- (model -> {free sequences, sequences, {person -> sequences held}}: see verdict)
+-- (model -> {free sequences, sequences, {person -> sequences held}, spare sequences}: see copy_verdict)
 local idle_here = {}
 if tracks_free then
   for model, counts in pairs(A.idle_serial) do
-    idle_here[model] = {free = counts[1], of = counts[2], holders = counts[3] or {}}
+    idle_here[model] = {free = counts[1], of = counts[2], holders = counts[3] or {}, spare = counts[4] or 0}
   end
 end
 local FIELDS = {'person', 'limit', 'lease', 'model', 'serial', 'expires', 'web', 'reserved', 'payload', 'tag', 'ready',
@@ -167,16 +167,30 @@ local function affinity_verdict(job)
   return 'take'
 end
 
+-- The free sequences a job must leave on a copy: none for a person's interactive job while they hold none
+-- here; else its spare ones (kept for a person with nothing running: a colleague's turn starts at once
+-- beside one person's long jobs, however long they run), and at least one for background work and, by the
+-- room rule, for a person holding one while others are at work.
+local function sequences_to_leave(job, idle)
+  local holds, background = idle.holders[job.person] ~= nil, must_leave_room(job)
+  if not (holds or background) then return 0 end
+  if idle.spare > 0 or background then return math.max(idle.spare, 1) end
+  -- (the room rule reads Redis: only when it decides, at the last free sequence)
+  return (idle.free == 1 and leaves_the_last(A.pool, job.person, now, A.room.recent, true)) and 1 or 0
+end
+
 -- A model that runs one job at a time per worker: this worker's copy must be idle and not promised to
--- another job, and leave its last free sequence by the room rule (the counts read first); then the
--- affinity decides. A copy elsewhere may be reserved for it instead (background work waits).
+-- another job, and leave the sequences sequences_to_leave keeps (the counts read first; a copy all free
+-- takes anything: one of a single sequence runs background work when idle); then the affinity decides. A
+-- copy elsewhere may be reserved for it instead (background work waits).
 local function copy_verdict(job)
   local promised = redis.call('GET', key('reserved', job.model, worker))
-  local here = idle_here[job.model] and (not promised or promised == job.id)
-  local idle = idle_here[job.model] or {free = 0, of = 1, holders = {}}
+  local here = idle_here[job.model] ~= nil and (not promised or promised == job.id)
+  local idle = idle_here[job.model]
   local background = must_leave_room(job)
-  local roomy = idle.free >= 2 or idle.free == idle.of
-    or not (background or leaves_the_last(A.pool, job.person, now, A.room.recent, idle.holders[job.person] ~= nil))
+  -- (roomy, of a copy that is not idle here: the job may take any copy's free sequence, not only spare ones)
+  local leave = sequences_to_leave(job, idle or {free = 0, holders = {}, spare = 0})
+  local roomy = (idle and (idle.free == idle.of or idle.free > leave)) or (not idle and leave == 0)
   if here and roomy then
     return job.reserved == worker and 'take' or affinity_verdict(job)
   end

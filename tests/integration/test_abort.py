@@ -7,6 +7,7 @@ import time
 import pytest
 
 from jobqueue.records import job_state
+from scripts.processes import WORKER_SLOTS
 from tests.integration.http import DroppableStream
 from tests.integration.waits import queued, wait_until
 
@@ -48,7 +49,7 @@ def test_dropping_a_stream_stops_the_worker_within_a_token(base_url, redis_clien
 
 
 def test_a_queued_job_whose_client_left_never_starts(base_url, redis_client, tap):
-    blockers = [DroppableStream(base_url, "/api/chat", chat_body()) for _ in range(4)]  # the worker's 4 slots
+    blockers = [DroppableStream(base_url, "/api/chat", chat_body()) for _ in range(WORKER_SLOTS)]  # all its slots
     for blocker in blockers:
         assert blocker.read_line()
     waiting = DroppableStream(base_url, "/api/chat", chat_body(text="should never run"))

@@ -11,6 +11,7 @@ import pytest
 
 from jobqueue.records import job_state
 from protocol.keys import job_of_channel
+from scripts.processes import WORKER_SLOTS
 from tests.integration.events_tap import EventsTap
 from tests.integration.http import DroppableStream, post_raw
 from tests.integration.waits import queued, wait_until, waiting
@@ -182,7 +183,7 @@ LONG = " ".join(f"w{i}" for i in range(300))
 def test_completions_overtake_queued_chat(base_url, redis_client, redis_url):
     tap = EventsTap(redis_url)
     blockers = [DroppableStream(base_url, "/api/chat", {"model": "echo:slow", "messages": [
-        {"role": "user", "content": LONG}]}) for _ in range(4)]  # the worker's 4 slots
+        {"role": "user", "content": LONG}]}) for _ in range(WORKER_SLOTS)]  # all the worker's slots
     try:
         for blocker in blockers:
             assert blocker.read_line()

@@ -22,7 +22,7 @@ from wsproto import ConnectionType, WSConnection
 from wsproto.events import AcceptConnection, CloseConnection, Ping, Request, TextMessage
 
 from ledger.usage import usage
-from scripts.processes import stack_env, start_web
+from scripts.processes import WORKER_SLOTS, stack_env, start_web
 from tests.integration.conftest import KEY, OTHER_KEY
 from tests.integration.http import DroppableStream, post_raw
 from tests.integration.test_abort import LONG_TEXT, wait_for_state
@@ -233,12 +233,12 @@ def test_on_shutdown_an_idle_socket_closes_at_once_and_a_busy_one_after_its_turn
 
 
 def test_while_its_job_waits_in_the_queue_the_socket_gets_pings(socket_webs, base_url):
-    """The worker's four slots busy, a turn waits: after response.created
+    """The worker's slots all busy, a turn waits: after response.created
     and response.in_progress, a ping every keep-alive (0.3 s on "short"),
     then its events once a slot frees. Read with wsproto, frame by frame."""
     _, short = socket_webs["short"]
     blockers = [DroppableStream(base_url, "/api/chat", {"model": "echo:slow", "messages": [
-        {"role": "user", "content": LONG_TEXT}]}) for _ in range(4)]
+        {"role": "user", "content": LONG_TEXT}]}) for _ in range(WORKER_SLOTS)]
     for blocker in blockers:
         assert blocker.read_line()
     sock = socket.create_connection(("127.0.0.1", int(short.rsplit(":", 1)[1])), timeout=30)

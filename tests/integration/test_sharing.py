@@ -107,7 +107,7 @@ def test_waiting_jobs_are_shared_out_between_people(turns_env, one_slot, clean_r
 
 
 def test_with_keys_off_people_are_told_apart_by_address(stack, clean_redis, redis_url):
-    web, base = start_web(stack_env(redis_url, SWITCHBOARD_MAX_CONCURRENT="1"))  # the stack's worker: 4 slots
+    web, base = start_web(stack_env(redis_url, SWITCHBOARD_MAX_CONCURRENT="1"))  # the stack's worker: 5 slots
     body = {"model": "echo:slow", "messages": [{"role": "user", "content": " ".join(["hold"] * 200)}]}
     first = DroppableStream(base, "/api/chat", body)
     try:

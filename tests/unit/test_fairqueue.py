@@ -305,6 +305,26 @@ def test_a_person_holding_sequences_here_is_handed_to_a_worker_with_room_for_the
     assert fairqueue.take(clean_redis, POOL, "w2", want=job_id, idle_serial={"smol": (4, 4, {})}).job.id == job_id
 
 
+def test_the_spare_sequence_is_kept_for_a_person_with_nothing_running(clean_redis, web):
+    """A copy of four sequences and a spare: alice, alone, fills the four
+    (none leaves her the last), never the spare; bob, holding none, takes
+    it; once he holds it, his next leaves the last free one to others, and
+    background work leaves the spare too."""
+    for _ in range(2):
+        queue(clean_redis, web, "alice", model="smol", serial=True)
+    assert fairqueue.take(clean_redis, POOL, "w1", idle_serial={"smol": (2, 5, {"alice": 3}, 1)}).person == "alice"
+    assert fairqueue.take(clean_redis, POOL, "w1", idle_serial={"smol": (1, 5, {"alice": 4}, 1)}).job is None
+    for _ in range(2):
+        queue(clean_redis, web, "bob", model="smol", serial=True)
+    assert fairqueue.take(clean_redis, POOL, "w1", idle_serial={"smol": (1, 5, {"alice": 4}, 1)}).person == "bob"
+    assert fairqueue.take(clean_redis, POOL, "w1", idle_serial={"smol": (1, 5, {"bob": 1, "alice": 3}, 1)}).job is None
+    assert fairqueue.take(clean_redis, POOL, "w1", idle_serial={"smol": (1, 5, {"alice": 4}, 1)}).person == "bob"
+    queue(clean_redis, web, "carol", model="smol", serial=True, background=True)
+    assert fairqueue.take(clean_redis, POOL, "w1", idle_serial={"smol": (1, 5, {"alice": 4}, 1)}).job is None
+    assert fairqueue.take(clean_redis, POOL, "w1", idle_serial={"smol": (2, 5, {"alice": 3}, 1)}).person == "alice"
+    assert fairqueue.take(clean_redis, POOL, "w1", idle_serial={"smol": (2, 5, {"alice": 3}, 1)}).person == "carol"
+
+
 def test_a_running_slot_of_a_dead_web_process_is_freed(clean_redis, web):
     clean_redis.zadd(keys.active_key("alice"), {keys.lease_member("dead-web", "old"): 1.0})
     queue(clean_redis, web, "alice", limit=1)

@@ -18,8 +18,8 @@ from protocol.contract import Job, Message
 from workers.slots import Slots
 
 
-def registry(parallel: int = 1) -> Registry:
-    return Registry({"smol": parse_entry("smol", {"backend": "llamacpp", "parallel": parallel}),
+def registry(parallel: int = 1, spare: int = 0) -> Registry:
+    return Registry({"smol": parse_entry("smol", {"backend": "llamacpp", "parallel": parallel, "spare": spare}),
                      "echo": parse_entry("echo", {"backend": "echo"})})
 
 
@@ -32,8 +32,8 @@ def queue(redis, web, person, model, pool="local", limit=16, serial=True, ticket
     return job.id
 
 
-def slots(redis, sent, parallel: int = 1) -> Slots:
-    own = Slots(redis, "w1", registry(parallel), lambda *woken: sent.append(woken))
+def slots(redis, sent, parallel: int = 1, spare: int = 0) -> Slots:
+    own = Slots(redis, "w1", registry(parallel, spare), lambda *woken: sent.append(woken))
     own.start_tracking({"local"})
     return own
 
@@ -66,6 +66,39 @@ def test_a_model_decoding_several_jobs_at_once_takes_as_many_as_it_has_sequences
     own.finish("local", second)
     assert clean_redis.zscore(keys.FAIR_FREE_PREFIX + "smol", "w1") is not None
     assert own.take("local").person == "carol"
+
+
+def test_a_person_running_jobs_here_leaves_the_spare_sequence_to_a_colleague(clean_redis, web):
+    """Two sequences and a spare: alice's three long jobs, queued while she
+    is alone, fill the two; bob's turn takes the spare at once, and his next
+    when his first ends; one free sequence is always left to someone running
+    nothing, so her third job runs once two are free."""
+    own = slots(clean_redis, [], parallel=2, spare=1)
+    for _ in range(3):
+        queue(clean_redis, web, "alice", "smol")
+    longs = [own.take("local"), own.take("local")]
+    assert [t.person for t in longs] == ["alice", "alice"] and own.take("local").job is None
+    assert clean_redis.zscore(keys.FAIR_FREE_PREFIX + "smol", "w1") is not None  # the spare: free, for others
+    queue(clean_redis, web, "bob", "smol")
+    turn = own.take("local")
+    assert turn.person == "bob" and clean_redis.zscore(keys.FAIR_FREE_PREFIX + "smol", "w1") is None
+    queue(clean_redis, web, "bob", "smol")
+    own.finish("local", turn)
+    second = own.take("local")
+    assert second.person == "bob"  # alice holds two: the free one is the spare
+    own.finish("local", longs[0])
+    assert own.take("local").job is None  # one free: kept for someone running nothing
+    own.finish("local", second)
+    assert own.take("local").person == "alice"
+
+
+def test_a_worker_with_fewer_threads_than_sequences_says_so(clean_redis, caplog):
+    own = slots(clean_redis, [], parallel=4, spare=1)
+    own.check_threads(4)
+    assert "smol has 5 sequences (parallel + spare) but this worker runs 4 jobs at once" in caplog.text
+    caplog.clear()
+    own.check_threads(5)
+    assert caplog.text == ""
 
 
 def test_background_work_leaves_the_last_sequence_for_a_turn(clean_redis, web):

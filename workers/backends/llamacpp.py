@@ -1,6 +1,6 @@
 """`llamacpp`: a GGUF model run in the worker process by llama-cpp-python.
 
-The model is loaded once per process and serves up to `parallel` jobs at
+The model is loaded once per process and serves up to `parallel` + `spare` jobs at
 once, decoded together by its engine (workers/backends/llama_engine.py);
 each job reads its tokens one by one, so token counts are exact, and
 closing its generator frees its sequence at the engine's next step. A job's
@@ -82,7 +82,7 @@ class _Loaded:
         saved = SavedPrefixes(settings.prompt_cache_mb * 2**20) if settings.prompt_cache_mb else None
         threads = decode_threads(settings.n_threads)  # (unless configured, a lone token's also every core's)
         lone = (threads,) if settings.n_threads else (threads, physical_cores())
-        shape = Shape(settings.parallel, self.seq_ctx, settings.n_batch, threads,
+        shape = Shape(settings.jobs_at_once(), self.seq_ctx, settings.n_batch, threads,
                       batch_threads(settings.n_threads_batch), lone)
         self.engine = Engine(self.model, shape, saved)
 
