@@ -107,14 +107,16 @@ def push(redis: Redis | Pipeline, job: Job, asker: Asker, where: Placement, tick
               "deployments": where.deployments, "session": job.session}
     named = {"job_id": job.id, "person": asker.person, "weight": asker.weight, "cost": job.charge,
              "policy": where.policy, "behind": BACKGROUND_OFFSET if job.background else 0,
-             "member": member, "fields": {name: str(value) for name, value in fields.items()}, "now": time.time()}
+             "member": member, "fields": {name: str(value) for name, value in fields.items()}, "now": time.time(),
+             "reply": charges.reply_guess(job)}
     args = [json.dumps(named), job.model_dump_json()]
     script_keys = [keys.fair_ready_key(pool, job_class), keys.fair_job_key(job.id), keys.fair_state_key(pool),
                    keys.fair_waiting_key(pool),
                    keys.tickets_key(ticket_queue(pool, job_class)) if tickets != Ticketing.NONE else "-",
                    keys.queued_key(pool) if if_admitted else "-",
                    keys.early_ticket_key(job.id) if tickets == Ticketing.SENT else "-",
-                   keys.fair_background_since_key(pool) if job.background else "-"]
+                   keys.fair_background_since_key(pool) if job.background else "-",
+                   *charges.replies_keys(pool, job, asker.person)]
     return (queue_script if isinstance(redis, Pipeline) else _run)(redis, "fair_push", script_keys, args)
 
 
@@ -181,15 +183,18 @@ def _take_call(pool: str, worker_id: str, want: str, idle_serial: Idle | None,
 
 
 def _taken(result: list, taken_at: float) -> Taken:
-    found, payload, person, lease, job_id, forward_to, forward_job = result
+    found, payload, person, lease, job_id, forward_to, forward_job, *charged = result
     taken = Taken(None, _text(person), _text(lease), _text(forward_to), _text(forward_job), _text(job_id),
                   taken_at=taken_at)
     if found != b"job":
         return taken
     try:
-        return replace(taken, job=Job.model_validate_json(payload))
+        job = Job.model_validate_json(payload)
     except ValidationError as error:
         return replace(taken, malformed=str(error), reply_channel=_reply_channel(payload))
+    if charged and charged[0]:  # (what fair_push.lua charged it, its reply's length learned: charges.settle)
+        job.charge = float(charged[0])
+    return replace(taken, job=job)
 
 
 def _reply_channel(payload: bytes) -> str:

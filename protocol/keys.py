@@ -242,6 +242,9 @@ fair_background_since_key = Key("fq:{}:background_since")
 # per person who queued; the hash lapses a day after its last use).
 fair_state_key = Key("fq:{}:state")
 fair_waiting_key = Key("fq:{}:waiting")  # a pool's waiting jobs per person (for metrics)
+# How long the replies of a session, or of a person, ran on a pool, per model and kind of request
+# ("n:model|kind": how many, decayed; "s:...": their tokens: jobqueue/charges.py).
+fair_replies_key = Key("fq:{}:replies:{}")
 # Models with jobs waiting in the pool while all their deployments are full:
 # model -> its deployments (jobqueue.deployments.gate).
 held_for_deployments_key = Key("fq:{}:held")

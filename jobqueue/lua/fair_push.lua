@@ -5,10 +5,15 @@
 -- KEYS[6]: the pool's admitted jobs (zset; '-': queue it unchecked)
 -- KEYS[7]: the job's early-ticket mark, if its ticket was sent beside this call ('-': none was)
 -- KEYS[8]: the pool's background jobs by the time they were queued, for a background job ('-': it is not one)
+-- KEYS[9], KEYS[10]: how long replies ran (keys.fair_replies_key): its session's ('-': it has none), its
+-- person's (absent: its cost is charged as it is)
 -- ARGV[1]: the named arguments:
 --   job_id          the job's id
 --   person, weight  who asked, and their share (a job costs them cost/weight)
 --   cost            the job's estimated work, in thousands of tokens (jobqueue/charges.py; absent: 1)
+--   reply           with KEYS[9]: {base: its work but the reply's, bound: the reply's max_tokens (0: none is
+--                   made; null: unbounded), what: its model and kind, prior: a reply's tokens where none was
+--                   learned, smallest: the least a job costs, window: the replies a learned length weighs}
 --   behind          how far behind its tag it waits: BACKGROUND_OFFSET for background work, else 0
 --   policy          'fair' or 'fifo'
 --   member          the job's admission member (web process | job id)
@@ -20,11 +25,39 @@
 local A, payload = cjson.decode(ARGV[1]), ARGV[2]
 local ready, job, state, waiting, tickets, admitted = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local early, since = KEYS[7], KEYS[8] or '-'
+
+-- The mean length of the replies learned in `hash` for `what` (nil: none). Past `window` replies, both sums
+-- are scaled back to it: each reply then weighs (1 - 1/window) of the one after it, so a session that changed
+-- its ways is charged anew within a few replies.
+local function learned(hash, what, window)
+  local counted = redis.call('HMGET', hash, 'n:' .. what, 's:' .. what)
+  local n, tokens = tonumber(counted[1]), tonumber(counted[2]) or 0
+  if not n or n <= 0 then return nil end
+  if n > window then
+    redis.call('HSET', hash, 'n:' .. what, string.format('%.17g', window),
+               's:' .. what, string.format('%.17g', tokens * window / n))
+  end
+  return tokens / n
+end
+
+-- What the job is charged: its prompt as estimated, and its reply as long as the replies its session had of
+-- its model and kind, else its person's, else the prior; at most its max_tokens.
+local function charge()
+  local r = A.reply
+  if not r or not KEYS[10] then return A.cost or 1 end
+  local reply = 0
+  if r.bound ~= 0 then
+    reply = (KEYS[9] ~= '-' and learned(KEYS[9], r.what, r.window)) or learned(KEYS[10], r.what, r.window) or r.prior
+    if r.bound ~= cjson.null then reply = math.min(reply, r.bound) end
+  end
+  return math.max(r.base + reply / 1000, r.smallest)
+end
 -- Sent in one round trip with its admission: queued only if admission took it.
 if admitted ~= '-' and not redis.call('ZSCORE', admitted, A.member) then
   return false
 end
 local seq = redis.call('HINCRBY', state, 'seq', 1)
+local cost = charge()
 -- A tag is rounded to a grain of 2^-16 thousand tokens (a 65th of a token). Equal work reached by different
 -- estimates and debts differs in its last bits when summed in floating point, and a turn queued first went
 -- after every colleague's queued later with what should have been the same tag. Rounded, equal work is an
@@ -47,13 +80,13 @@ else
   local debt = tonumber(redis.call('HGET', state, 'debt:' .. A.person) or '0')
   if debt ~= 0 then redis.call('HDEL', state, 'debt:' .. A.person) end
   tag = on_grain(math.max(now_v, last + debt / A.weight))
-  redis.call('HSET', state, 'finish:' .. A.person, string.format('%.17g', tag + (A.cost or 1) / A.weight))
+  redis.call('HSET', state, 'finish:' .. A.person, string.format('%.17g', tag + cost / A.weight))
 end
 -- Equal tags are served in arrival order: the member starts with the sequence number.
 local member = string.format('%015d', seq) .. '|' .. A.job_id
 redis.call('ZADD', ready, tag + (A.behind or 0), member)
 local fields = {'payload', payload, 'person', A.person, 'member', member, 'ready', ready,
-                'tag', string.format('%.17g', tag)}
+                'tag', string.format('%.17g', tag), 'charge', string.format('%.17g', cost)}
 if since ~= '-' then  -- a background job: its patience runs from now (fair_take.lua)
   redis.call('ZADD', since, A.now, member)
   redis.call('EXPIRE', since, 86400)

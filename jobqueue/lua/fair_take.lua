@@ -22,7 +22,8 @@
 --   room         seconds a background job waits before it is served ahead of chat (patience), how far
 --                behind its tag it waits (offset), and how long ago a person was last served and still counts
 --                as at work between turns (recent: see deployments.lua's others_at_work)
--- Returns {found ('job' or 'none'), payload, person, lease, job id, worker to forward to, job to forward}.
+-- Returns {found ('job' or 'none'), payload, person, lease, job id, worker to forward to, job to forward,
+-- what the job was charged (fair_push.lua; '' if unknown)}.
 local K, A = cjson.decode(ARGV[1]), cjson.decode(ARGV[2])
 local function key(name, ...) return string.format(K[name], ...) end
 -- include: deployments.lua
@@ -41,7 +42,7 @@ if tracks_free then
   end
 end
 local FIELDS = {'person', 'limit', 'lease', 'model', 'serial', 'expires', 'web', 'reserved', 'payload', 'tag', 'ready',
-                'member', 'enqueued', 'affinity', 'deployments', 'since', 'session'}
+                'member', 'enqueued', 'affinity', 'deployments', 'since', 'session', 'charge'}
 local forward = nil
 
 local function read(job_id)
@@ -238,7 +239,7 @@ local function take(job)
     redis.call('DEL', key('reserved', job.model, worker))
   end
   local f = forward or {'', ''}
-  return {'job', job.payload, job.person, job.lease, job.id, f[1], f[2]}
+  return {'job', job.payload, job.person, job.lease, job.id, f[1], f[2], job.charge or ''}
 end
 
 -- Whether a job that is not background work waits (a completion, or chat ahead of the offset).

@@ -6,9 +6,12 @@ longer than guessed, a prompt read from a cache) is made good on the
 person's next job."""
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from jobqueue import charges, fairqueue
+from protocol import keys
 from protocol.contract import EmbedSpec, Job, Message, SamplingOptions
 from protocol.events import Usage
 from tests.unit.test_fairqueue import POOL, queue, take_all
@@ -72,6 +75,59 @@ def test_a_prompt_read_from_a_cache_is_given_back(clean_redis, web):
     for _ in range(8):
         queue(clean_redis, web, "bob")
     assert take_all(clean_redis) == ["bob"] * 5 + ["alice"] + ["bob"] * 3  # her tag 1.1, after Bob's 1.029
+
+
+def _learned(redis, web, person: str, session: str, tokens: int, times: int = 3) -> None:
+    """The session ran `times` replies of `tokens` tokens."""
+    for _ in range(times):
+        queue(redis, web, person, session=session)
+        _settled(redis, fairqueue.take(redis, POOL, "w"), Usage(prompt_tokens=2, completion_tokens=tokens))
+
+
+def test_a_short_turn_is_charged_as_short_as_its_sessions_replies_ran(clean_redis, web):
+    """Alice's agent writes 400-token replies, Bob's chat 4-token ones: each
+    is charged its own, not 256 tokens, so Bob's ten turns (40 tokens) all go
+    before Alice's second long job, and a guess that was right leaves no debt."""
+    _learned(clean_redis, web, "alice", "agent", 400)
+    _learned(clean_redis, web, "bob", "chat", 4)
+    for _ in range(2):
+        queue(clean_redis, web, "alice", session="agent")
+    for _ in range(10):
+        queue(clean_redis, web, "bob", session="chat")
+    order, charged = [], {}
+    while (taken := fairqueue.take(clean_redis, POOL, "w")).job is not None:
+        order.append(taken.person)
+        charged[taken.person] = taken.job.charge
+        _settled(clean_redis, taken, Usage(prompt_tokens=2, completion_tokens=400 if taken.person == "alice" else 4))
+    assert order[-1] == "alice" and sorted(order[:-1]) == ["alice"] + ["bob"] * 10
+    assert charged == {"alice": pytest.approx(0.4 + 0.00125), "bob": charges.SMALLEST}  # (no job is free)
+    debts = clean_redis.hgetall(keys.fair_state_key(POOL))
+    # (what is left is the prompt's guess: 2 tokens counted for "hello"'s 1.25, on each of Alice's two jobs)
+    assert all(abs(float(debts.get(f"debt:{p}".encode(), 0))) < 0.002 for p in ("alice", "bob"))
+
+
+def test_a_new_session_is_guessed_as_its_persons_others_and_a_newcomer_by_the_prior(clean_redis, web):
+    """Alice's new session is charged as her agent's replies ran; Carol,
+    new, at the prior (not at a colleague's habits); and no guess exceeds
+    the job's max_tokens."""
+    _learned(clean_redis, web, "alice", "agent", 400)
+    queue(clean_redis, web, "alice", session="another")
+    assert fairqueue.take(clean_redis, POOL, "w").job.charge == pytest.approx(0.4 + 0.00125)
+    queue(clean_redis, web, "carol")
+    assert fairqueue.take(clean_redis, POOL, "w").job.charge == pytest.approx(0.256 + 0.00125)
+    job = Job(id="capped", model="echo", messages=[Message(role="user", content="hello")], web_id=web,
+              expires_at=time.time() + 60, session="agent", options=SamplingOptions(max_tokens=16))
+    fairqueue.push(clean_redis, job, fairqueue.Asker("alice", 100), fairqueue.Placement(POOL))
+    assert fairqueue.take(clean_redis, POOL, "w").job.charge == pytest.approx(0.016 + 0.00125)
+
+
+def test_a_learned_length_follows_a_session_that_changed_its_ways(clean_redis, web):
+    """After 40 replies of 400 tokens, 40 of 4 bring the session's guess
+    under 10 tokens: older replies count for less."""
+    _learned(clean_redis, web, "alice", "agent", 400, times=40)
+    _learned(clean_redis, web, "alice", "agent", 4, times=40)
+    queue(clean_redis, web, "alice", session="agent")
+    assert fairqueue.take(clean_redis, POOL, "w").job.charge < 0.01 + 0.00125
 
 
 def test_counting_a_prompt_or_an_uncharged_job_leaves_no_debt(clean_redis):
