@@ -14,6 +14,7 @@ end; writes docs/benchmarks.md, docs/benchmarks.png and the raw numbers
     python scripts/bench.py --agent-sessions --before /tmp/old-tree  # section 14 only: agents while one floods
     python scripts/bench.py --agent-sessions-local --before /tmp/old-tree  # 14b: the same on the local model
     python scripts/bench.py --guard        # section 16 only: the guard's scan of a turn, and off against on
+    python scripts/bench.py --long-jobs --before /tmp/old-tree  # 17: short turns beside four long local jobs
     python scripts/bench.py --scale --configs 1+1,2+2,4+4,8+4 --before /tmp/old-tree
 
 Needs `make install-dev` (it builds .venv with the bench tools and LiteLLM's .venv-litellm).
@@ -35,8 +36,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from scripts.benchkit import (abort, agent_sessions, celery_floor, codex_transport, deployments,  # noqa: E402
-                              durability, guard, local_batching, local_model, mcp_gateway, overhead, profile, relay,
-                              scale, sharing, tracing, work_shares)
+                              durability, guard, local_batching, local_model, long_jobs, mcp_gateway, overhead,
+                              profile, relay, scale, sharing, tracing, work_shares)
 from scripts.benchkit.report import chart, markdown  # noqa: E402
 from scripts.benchkit.stack import BenchStack, redis_connection_bound  # noqa: E402
 from scripts.benchkit.targets import check_all  # noqa: E402
@@ -96,6 +97,7 @@ class Sizes:
     agent_rounds: int = 4
     agents_local: agent_sessions.Shape = agent_sessions.Shape(turns=6, subagents=4, sub_turns=4, side_lanes=1)
     agent_local_rounds: int = 3  # the others' turns without the flood: 105, enough for a p99
+    long_jobs: long_jobs.Sizes = long_jobs.Sizes()  # section 17: the long jobs' tokens, the turns' window
 
 
 QUICK = Sizes(levels=(1, 16, 64), per_level=20, rounds=2, local_tokens=32, local_rounds=3, batch_tokens=48,
@@ -105,7 +107,8 @@ QUICK = Sizes(levels=(1, 16, 64), per_level=20, rounds=2, local_tokens=32, local
               deploy_seconds=2.5, durability_levels=(1, 64), durability_seconds=2.0, durability_rounds=4,
               failover_trials=1, codex_rounds=2, tracing_requests=40, tracing_rounds=5, work_seconds=15.0,
               work_rounds=2, agents=agent_sessions.Shape(turns=10, sub_turns=5), agent_rounds=1,
-              agents_local=agent_sessions.Shape(turns=4, subagents=2, sub_turns=3, side_lanes=1), agent_local_rounds=1)
+              agents_local=agent_sessions.Shape(turns=4, subagents=2, sub_turns=3, side_lanes=1), agent_local_rounds=1,
+              long_jobs=long_jobs.Sizes(tokens=800, window=10.0))
 TINY = Sizes(upstream_tokens=8, levels=(1, 4), route_levels=(1, 4), gemini_levels=(1, 4), per_level=4, rounds=1, local_tokens=8,
              local_rounds=1, batch_tokens=8, batch_rounds=1, batch_people=(1, 4),
              relay_levels=(1, 4), relay_tokens=50, streams=20, stream_tokens=4, aborts=3, probes=3, background=5,
@@ -116,7 +119,8 @@ TINY = Sizes(upstream_tokens=8, levels=(1, 4), route_levels=(1, 4), gemini_level
              codex_rounds=1, mcp_seconds=1.0, mcp_rounds=1, guard_runs=3, guard_requests=5, guard_rounds=1,
              tracing_requests=5, tracing_rounds=1, work_seconds=3.0, work_rounds=1,
              agents=agent_sessions.Shape(people=3, turns=3, subagents=2, sub_turns=2, side_lanes=1), agent_rounds=1,
-             agents_local=agent_sessions.Shape(people=2, turns=2, subagents=1, sub_turns=1, side_lanes=1))
+             agents_local=agent_sessions.Shape(people=2, turns=2, subagents=1, sub_turns=1, side_lanes=1),
+             long_jobs=long_jobs.Sizes(tokens=60, window=1.0))
 
 
 def environment(command: str) -> dict:
@@ -260,6 +264,11 @@ def run_guard(sizes: Sizes, log=print) -> dict:
     return guard.measure(sizes.guard_runs, sizes.guard_requests, sizes.guard_rounds, log)
 
 
+def run_long_jobs(sizes: Sizes, log=print, before: Path | None = None) -> dict:
+    """17. Short turns beside one person's four long jobs on the local model (and, with `before`, an older tree)."""
+    return long_jobs.measure(sizes.long_jobs, before, log)
+
+
 def run_sharing(sizes: Sizes, log=print) -> dict:
     """7. Sharing the server: each part on a small stack of its own."""
     log("7. sharing: fairness (fair, then FIFO)")
@@ -285,7 +294,8 @@ ONE_SECTION = {"local-batching": ("local_batching", run_local_batching), "sharin
                "work-shares": ("work_shares", run_work_shares),
                "agent-sessions": ("agent_sessions", run_agent_sessions),
                "agent-sessions-local": ("agent_sessions_local", run_agent_sessions_local),
-               "mcp-gateway": ("mcp_gateway", run_mcp_gateway), "guard": ("guard", run_guard)}
+               "mcp-gateway": ("mcp_gateway", run_mcp_gateway), "guard": ("guard", run_guard),
+               "long-jobs": ("long_jobs", run_long_jobs)}
 
 
 def _configs(text: str) -> tuple[tuple[int, int], ...]:
@@ -311,7 +321,7 @@ def write(results: dict, out: Path, notes: Path | None) -> None:
     (out / "benchmarks.md").write_text(markdown(results, "benchmarks.png"))
 
 
-RUN_APART = ("scale", "agent_sessions_local", "mcp_gateway", "guard")  # sections 8, 14b, 15, 16: by their flags
+RUN_APART = ("scale", "agent_sessions_local", "mcp_gateway", "guard", "long_jobs")  # 8, 14b, 15-17: by their flags
 
 
 def _last_report(out: Path) -> dict:
@@ -370,11 +380,15 @@ def main() -> None:
     parser.add_argument("--guard", action="store_true",
                         help="run only section 16 (the guard's scan of an agent's turn, and a stack with it off "
                              "against one with it on; not part of the full run) and merge it into OUT/benchmarks.json")
+    parser.add_argument("--long-jobs", action="store_true",
+                        help="run only section 17 (another person's short turns beside one person's four long jobs on "
+                             "the local model; not part of the full run) and merge it into OUT/benchmarks.json")
     parser.add_argument("--configs", type=_configs, default=None,
                         help="with --scale: web+worker process counts, e.g. 1+1,2+2,4+4,8+4 (default 1+1,2+2)")
     parser.add_argument("--slots", type=int, default=None, help="with --scale: greenlets per upstream worker")
     parser.add_argument("--before", type=Path,
-                        help="with --scale, --tracing, --work-shares, --agent-sessions(-local) or --mcp-gateway: an "
+                        help="with --scale, --tracing, --work-shares, --agent-sessions(-local), --mcp-gateway or "
+                             "--long-jobs: an "
                              "older source "
                              "tree "
                              "(a git worktree) measured side by side")
@@ -394,7 +408,8 @@ def main() -> None:
         results = _last_report(args.out)
         section, runner = ONE_SECTION[alone]
         results[section] = runner(sizes, log, args.before) if alone in ("tracing", "work-shares", "agent-sessions",
-                                                                        "agent-sessions-local", "mcp-gateway") \
+                                                                        "agent-sessions-local", "mcp-gateway",
+                                                                        "long-jobs") \
             else runner(sizes, log)
         results[section]["environment"] = environment(" ".join(["python scripts/bench.py", *sys.argv[1:]]))
     elif args.deployments:

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from scripts.benchkit import guard, mcp_gateway, profile
+from scripts.benchkit import guard, long_jobs, mcp_gateway, profile
 from scripts.benchkit.scale_report import scale_lines
 from scripts.benchkit.targets import ABORT_P99_MS, ADDED_TTFT_P50_MS, RELAY_TOKENS_PER_SECOND, Check, check_all
 
@@ -321,6 +321,9 @@ def markdown(results: dict, chart_name: str) -> str:
     if results.get("guard"):
         lines += ["", "## 16. What the guard costs (secrets kept from hosted models)", ""] + guard.lines(
             results["guard"])
+    if results.get("long_jobs"):
+        lines += ["", "## 17. Short turns beside a colleague's four long jobs (the local model)", ""] + long_jobs.lines(
+            results["long_jobs"])
     notes = results.get("notes")
     if notes:
         lines += ["", "## Notes", "", notes.strip()]

@@ -31,6 +31,9 @@ GUARD_COST = 0.05  # the guard on against off, on the instant upstream: time at 
 EQUAL_SHARE = 0.20  # two people of equal weight: each one's share of a busy model's work within 20% of half
 FLOOD_TTFT_RATIO = 1.2  # the others' interactive first tokens while one person floods, against without the flood
 SESSION_CACHE_HIT = 0.95  # of what a session's turn had sent before, read from a cache (capacity allowing)
+SHORT_TURNS_BESIDE_LONG = 8  # another person's short turns done in 19 s beside one person's four long local jobs
+LONG_ALONE_OF_BEFORE = 0.95  # the four long jobs' own tokens/s alone, of the tree before's: unchanged (noise)
+LONG_BESIDE_OF_ALONE = 0.80  # ... and beside the short turns, of their rate alone
 
 
 MIN_ANCHOR_ROUNDS = 3  # an anchor is the median of at least this many rounds
@@ -457,9 +460,30 @@ def _guard(results: dict) -> list[Check]:
     return checks
 
 
+def _long_jobs(results: dict) -> list[Check]:
+    """Short turns beside a colleague's long jobs on the local model, and what the long jobs keep."""
+    section = results.get("long_jobs")
+    now = section["trees"].get("now") if section else None
+    if now is None:
+        return []
+    checks = [Check(f"short turns beside four long local jobs: at least {SHORT_TURNS_BESIDE_LONG} in "
+                    f"{section['window_s']:g} s", f"{now['turns']}", now["turns"] >= SHORT_TURNS_BESIDE_LONG),
+              Check(f"the long jobs beside the turns: at least {LONG_BESIDE_OF_ALONE:.0%} of their tokens/s alone",
+                    f"{now['beside_tokens_per_s'] / now['alone_tokens_per_s']:.0%}",
+                    now["beside_tokens_per_s"] >= LONG_BESIDE_OF_ALONE * now["alone_tokens_per_s"])]
+    before = section["trees"].get("before")
+    if before:
+        share = now["alone_tokens_per_s"] / before["alone_tokens_per_s"]
+        checks.append(Check(f"the long jobs alone: at least {LONG_ALONE_OF_BEFORE:.0%} of the tree before's tokens/s",
+                            f"{share:.0%} ({now['alone_tokens_per_s']:.1f} against {before['alone_tokens_per_s']:.1f})",
+                            share >= LONG_ALONE_OF_BEFORE))
+    return checks
+
+
 def check_all(results: dict) -> list[Check]:
     scale = _scale(results["scale"]) if results.get("scale") else []
     return (_overhead(results) + _routes(results) + _local(results) + _batching(results) + _relay(results)
             + _abort(results) + _sharing(results) + _deployments(results) + _durability(results) + _tracing(results)
             + _work_shares(results) + _agent_sessions(results) + _mcp_gateway(results) + _guard(results)
+            + _long_jobs(results)
             + _agent_sessions(results, "agent_sessions_local", " on the local model") + scale)

@@ -1,0 +1,131 @@
+"""17. Short turns beside a colleague's long jobs on the local model (issue 74).
+
+On the local model (SmolLM2-135M, four sequences, and in this tree a spare
+one) as `make run` serves it, on a stack of its own per tree:
+
+a. Alone: one person's four long jobs (a story SmolLM2 runs greedily to its
+   max_tokens), started together; their tokens/s together.
+b. Beside turns: the same four, and once all four run, another person's
+   short turns (four tokens each, one after another, from another address)
+   for WINDOW seconds: how many ended in the window, their p50 and p99, and
+   the long jobs' tokens/s.
+
+With `before`, an older tree measured the same way, on a stack of its own
+started with its own Procfile's worker slots.
+"""
+from __future__ import annotations
+
+import json
+import re
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+
+from scripts.benchkit.sharing import _Stack
+from scripts.benchkit.stats import percentile
+from scripts.processes import ROOT, commit_of
+
+REGISTRY = '[models."smollm2:135m"]\nbackend = "llamacpp"\nn_ctx = 8192\n'
+WINDOW = 19.0  # seconds of short turns (the issue's measure)
+
+
+@dataclass(frozen=True)
+class Sizes:
+    tokens: int = 1500  # each long job's reply (about 45 s of four on 2 cores)
+    window: float = WINDOW
+
+
+def _story(tokens: int) -> dict:
+    return {"model": "smollm2:135m", "prompt": "Write a very long story about a dragon.",
+            "options": {"temperature": 0, "repeat_penalty": 1.0, "num_predict": tokens}}
+
+
+def _long_job(base: str, tokens: int, started: threading.Event, out: list) -> None:
+    """One long job, streamed: its tokens and seconds, from its first line."""
+    with httpx.stream("POST", f"{base}/api/generate", json=_story(tokens), timeout=600) as reply:
+        first = None
+        for line in reply.iter_lines():
+            first = first or time.monotonic()
+            started.set()
+            final = json.loads(line)
+        out.append((final.get("eval_count", 0), time.monotonic() - first))
+
+
+def _longs(base: str, tokens: int) -> tuple[list[threading.Thread], list[threading.Event], list]:
+    out: list = []
+    events = [threading.Event() for _ in range(4)]
+    threads = [threading.Thread(target=_long_job, args=(base, tokens, e, out)) for e in events]
+    for thread in threads:
+        thread.start()
+    return threads, events, out
+
+
+def _rate(threads: list[threading.Thread], out: list, began: float) -> float:
+    for thread in threads:
+        thread.join()
+    return sum(tokens for tokens, _ in out) / (time.monotonic() - began)
+
+
+def _turns(base: str, window: float) -> list[float]:
+    """Another person's short turns, one after another, for `window` seconds: each one's seconds."""
+    times, deadline = [], time.monotonic() + window
+    with httpx.Client(transport=httpx.HTTPTransport(local_address="127.0.0.2"), timeout=600) as other:
+        while time.monotonic() < deadline:
+            began = time.monotonic()
+            reply = other.post(f"{base}/api/chat", json={
+                "model": "smollm2:135m", "stream": False, "options": {"num_predict": 4},
+                "messages": [{"role": "user", "content": f"Say hello to number {len(times)}."}]})
+            reply.raise_for_status()
+            if time.monotonic() <= deadline:
+                times.append(time.monotonic() - began)
+    return times
+
+
+def _slots(tree: Path) -> int:
+    """The local worker's slots as the tree's Procfile starts it."""
+    found = re.search(r"WORKER_CONCURRENCY:-(\d+)", (tree / "Procfile").read_text())
+    return int(found.group(1)) if found else 4
+
+
+def _measure_tree(tree: Path, sizes: Sizes) -> dict:
+    with _Stack(REGISTRY, [(_slots(tree), "local-completion,local", "threads")], tree=tree) as stack:
+        base = f"http://127.0.0.1:{stack.port}"
+        threads, events, out = _longs(base, sizes.tokens)
+        for event in events:
+            event.wait(600)
+        alone = _rate(threads, out, time.monotonic())
+        threads, events, out = _longs(base, sizes.tokens)
+        for event in events:
+            event.wait(600)
+        began = time.monotonic()
+        turns = _turns(base, sizes.window)
+        beside = _rate(threads, out, began)
+    return {"commit": commit_of(tree), "slots": _slots(tree), "alone_tokens_per_s": round(alone, 1),
+            "beside_tokens_per_s": round(beside, 1), "turns": len(turns),
+            "turn_p50_s": round(percentile(turns, 0.5), 3) if turns else None,
+            "turn_p99_s": round(percentile(turns, 0.99), 3) if turns else None}
+
+
+def measure(sizes: Sizes, before: Path | None = None, log=print) -> dict:
+    result = {"tokens": sizes.tokens, "window_s": sizes.window, "trees": {}}
+    for name, tree in (("now", ROOT), ("before", before)):
+        if tree is not None:
+            log(f"17. long jobs: {name} ({tree})")
+            result["trees"][name] = _measure_tree(tree, sizes)
+    return result
+
+
+def lines(section: dict) -> list[str]:
+    found = [f"One person's four long jobs ({section['tokens']} tokens each) on the local model, alone and with "
+             f"another person's short turns (4 tokens, one after another) for {section['window_s']:g} s once "
+             "all four run; a stack of each tree's own, its worker's slots as its Procfile says:", "",
+             "| tree | slots | long jobs alone, tokens/s | beside the turns, tokens/s | short turns in the window "
+             "| turn p50 / p99 |", "|---|---|---|---|---|---|"]
+    for name, tree in section["trees"].items():
+        p50 = f"{tree['turn_p50_s']:.2f} / {tree['turn_p99_s']:.2f} s" if tree["turns"] else "none ended"
+        found.append(f"| {name} ({tree['commit']}) | {tree['slots']} | {tree['alone_tokens_per_s']:.1f} | "
+                     f"{tree['beside_tokens_per_s']:.1f} | {tree['turns']} | {p50} |")
+    return found
