@@ -15,6 +15,7 @@ end; writes docs/benchmarks.md, docs/benchmarks.png and the raw numbers
     python scripts/bench.py --agent-sessions-local --before /tmp/old-tree  # 14b: the same on the local model
     python scripts/bench.py --guard        # section 16 only: the guard's scan of a turn, and off against on
     python scripts/bench.py --long-jobs --before /tmp/old-tree  # 17: short turns beside four long local jobs
+    python scripts/bench.py --office-load --before /tmp/old-tree  # 18: an office's load, against LiteLLM
     python scripts/bench.py --scale --configs 1+1,2+2,4+4,8+4 --before /tmp/old-tree
 
 Needs `make install-dev` (it builds .venv with the bench tools and LiteLLM's .venv-litellm).
@@ -36,8 +37,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from scripts.benchkit import (abort, agent_sessions, celery_floor, codex_transport, deployments,  # noqa: E402
-                              durability, guard, local_batching, local_model, long_jobs, mcp_gateway, overhead,
-                              profile, relay, scale, sharing, tracing, work_shares)
+                              durability, guard, local_batching, local_model, long_jobs, mcp_gateway, office_load,
+                              overhead, profile, relay, scale, sharing, tracing, work_shares)
 from scripts.benchkit.report import chart, markdown  # noqa: E402
 from scripts.benchkit.stack import BenchStack, redis_connection_bound  # noqa: E402
 from scripts.benchkit.targets import check_all  # noqa: E402
@@ -98,6 +99,7 @@ class Sizes:
     agents_local: agent_sessions.Shape = agent_sessions.Shape(turns=6, subagents=4, sub_turns=4, side_lanes=1)
     agent_local_rounds: int = 3  # the others' turns without the flood: 105, enough for a p99
     long_jobs: long_jobs.Sizes = long_jobs.Sizes()  # section 17: the long jobs' tokens, the turns' window
+    office_load: office_load.Sizes = office_load.Sizes()  # section 18: clients, windows, variants
 
 
 QUICK = Sizes(levels=(1, 16, 64), per_level=20, rounds=2, local_tokens=32, local_rounds=3, batch_tokens=48,
@@ -108,7 +110,7 @@ QUICK = Sizes(levels=(1, 16, 64), per_level=20, rounds=2, local_tokens=32, local
               failover_trials=1, codex_rounds=2, tracing_requests=40, tracing_rounds=5, work_seconds=15.0,
               work_rounds=2, agents=agent_sessions.Shape(turns=10, sub_turns=5), agent_rounds=1,
               agents_local=agent_sessions.Shape(turns=4, subagents=2, sub_turns=3, side_lanes=1), agent_local_rounds=1,
-              long_jobs=long_jobs.Sizes(tokens=800, window=10.0))
+              long_jobs=long_jobs.Sizes(tokens=800, window=10.0, alone_tokens=300, rounds=2), office_load=office_load.Sizes(window=2.0, rounds=1))
 TINY = Sizes(upstream_tokens=8, levels=(1, 4), route_levels=(1, 4), gemini_levels=(1, 4), per_level=4, rounds=1, local_tokens=8,
              local_rounds=1, batch_tokens=8, batch_rounds=1, batch_people=(1, 4),
              relay_levels=(1, 4), relay_tokens=50, streams=20, stream_tokens=4, aborts=3, probes=3, background=5,
@@ -120,7 +122,8 @@ TINY = Sizes(upstream_tokens=8, levels=(1, 4), route_levels=(1, 4), gemini_level
              tracing_requests=5, tracing_rounds=1, work_seconds=3.0, work_rounds=1,
              agents=agent_sessions.Shape(people=3, turns=3, subagents=2, sub_turns=2, side_lanes=1), agent_rounds=1,
              agents_local=agent_sessions.Shape(people=2, turns=2, subagents=1, sub_turns=1, side_lanes=1),
-             long_jobs=long_jobs.Sizes(tokens=60, window=1.0))
+             long_jobs=long_jobs.Sizes(tokens=60, window=1.0, alone_tokens=30, rounds=1),
+             office_load=office_load.Sizes(levels=(1, 4), window=0.5, rounds=1, variants=("chat", "messages streamed")))
 
 
 def environment(command: str) -> dict:
@@ -269,6 +272,11 @@ def run_long_jobs(sizes: Sizes, log=print, before: Path | None = None) -> dict:
     return long_jobs.measure(sizes.long_jobs, before, log)
 
 
+def run_office_load(sizes: Sizes, log=print, before: Path | None = None) -> dict:
+    """18. An office's load on an instant upstream, against LiteLLM (and, with `before`, an older tree)."""
+    return office_load.measure(sizes.office_load, before, log)
+
+
 def run_sharing(sizes: Sizes, log=print) -> dict:
     """7. Sharing the server: each part on a small stack of its own."""
     log("7. sharing: fairness (fair, then FIFO)")
@@ -295,7 +303,7 @@ ONE_SECTION = {"local-batching": ("local_batching", run_local_batching), "sharin
                "agent-sessions": ("agent_sessions", run_agent_sessions),
                "agent-sessions-local": ("agent_sessions_local", run_agent_sessions_local),
                "mcp-gateway": ("mcp_gateway", run_mcp_gateway), "guard": ("guard", run_guard),
-               "long-jobs": ("long_jobs", run_long_jobs)}
+               "long-jobs": ("long_jobs", run_long_jobs), "office-load": ("office_load", run_office_load)}
 
 
 def _configs(text: str) -> tuple[tuple[int, int], ...]:
@@ -321,7 +329,7 @@ def write(results: dict, out: Path, notes: Path | None) -> None:
     (out / "benchmarks.md").write_text(markdown(results, "benchmarks.png"))
 
 
-RUN_APART = ("scale", "agent_sessions_local", "mcp_gateway", "guard", "long_jobs")  # 8, 14b, 15-17: by their flags
+RUN_APART = ("scale", "agent_sessions_local", "mcp_gateway", "guard", "long_jobs", "office_load")  # by their flags
 
 
 def _last_report(out: Path) -> dict:
@@ -383,12 +391,15 @@ def main() -> None:
     parser.add_argument("--long-jobs", action="store_true",
                         help="run only section 17 (another person's short turns beside one person's four long jobs on "
                              "the local model; not part of the full run) and merge it into OUT/benchmarks.json")
+    parser.add_argument("--office-load", action="store_true",
+                        help="run only section 18 (an office's load on an instant upstream against LiteLLM; not part "
+                             "of the full run) and merge it into OUT/benchmarks.json")
     parser.add_argument("--configs", type=_configs, default=None,
                         help="with --scale: web+worker process counts, e.g. 1+1,2+2,4+4,8+4 (default 1+1,2+2)")
     parser.add_argument("--slots", type=int, default=None, help="with --scale: greenlets per upstream worker")
     parser.add_argument("--before", type=Path,
-                        help="with --scale, --tracing, --work-shares, --agent-sessions(-local), --mcp-gateway or "
-                             "--long-jobs: an "
+                        help="with --scale, --tracing, --work-shares, --agent-sessions(-local), --mcp-gateway, "
+                             "--long-jobs or --office-load: an "
                              "older source "
                              "tree "
                              "(a git worktree) measured side by side")
@@ -409,7 +420,7 @@ def main() -> None:
         section, runner = ONE_SECTION[alone]
         results[section] = runner(sizes, log, args.before) if alone in ("tracing", "work-shares", "agent-sessions",
                                                                         "agent-sessions-local", "mcp-gateway",
-                                                                        "long-jobs") \
+                                                                        "long-jobs", "office-load") \
             else runner(sizes, log)
         results[section]["environment"] = environment(" ".join(["python scripts/bench.py", *sys.argv[1:]]))
     elif args.deployments:

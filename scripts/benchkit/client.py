@@ -63,12 +63,18 @@ def text_of(payload: dict) -> str:
         return "".join(part.get("text") or "" for part in parts if not part.get("thought"))
     if kind == "content_block_delta":
         return payload["delta"].get("text") or ""
+    if kind == "message":  # Anthropic's whole reply
+        return "".join(block.get("text") or "" for block in payload.get("content") or [] if block.get("type") == "text")
+    if payload.get("object") == "response":  # OpenAI's whole Response
+        return "".join(part.get("text") or "" for item in payload.get("output") or []
+                       for part in item.get("content") or [] if part.get("type") == "output_text")
     if kind.startswith("response."):  # OpenAI's Responses (its `response` is no Ollama text)
         return payload["delta"] if kind == "response.output_text.delta" else ""
     choices = payload.get("choices")
     if choices:
         choice = choices[0]
-        return (choice.get("delta") or {}).get("content") or choice.get("text") or ""
+        whole = choice.get("message") or {}  # (a whole chat completion's)
+        return (choice.get("delta") or {}).get("content") or whole.get("content") or choice.get("text") or ""
     message = payload.get("message")
     if isinstance(message, dict):
         return message.get("content") or ""
@@ -83,6 +89,8 @@ def tokens_of(payload: dict) -> int | None:
         return usage.get("output_tokens")
     if payload.get("type") in ("response.completed", "response.incomplete"):
         return ((payload["response"].get("usage")) or {}).get("output_tokens")
+    if payload.get("type") == "message" or payload.get("object") == "response":  # whole replies'
+        return (usage or {}).get("output_tokens")
     if isinstance(payload.get("usageMetadata"), dict):  # the Gemini API's
         return payload["usageMetadata"].get("candidatesTokenCount")
     return payload.get("eval_count")

@@ -4,7 +4,8 @@ On the local model (SmolLM2-135M, four sequences, and in this tree a spare
 one) as `make run` serves it, on a stack of its own per tree:
 
 a. Alone: one person's four long jobs (a story SmolLM2 runs greedily to its
-   max_tokens), started together; their tokens/s together.
+   max_tokens), started together; their tokens/s together. The trees' stacks
+   run side by side and take turns at this, ROUNDS times (the median).
 b. Beside turns: the same four, and once all four run, another person's
    short turns (four tokens each, one after another, from another address)
    for WINDOW seconds: how many ended in the window, their p50 and p99, and
@@ -17,8 +18,10 @@ from __future__ import annotations
 
 import json
 import re
+import statistics
 import threading
 import time
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -34,8 +37,10 @@ WINDOW = 19.0  # seconds of short turns (the issue's measure)
 
 @dataclass(frozen=True)
 class Sizes:
-    tokens: int = 1500  # each long job's reply (about 45 s of four on 2 cores)
+    tokens: int = 1500  # each long job's reply beside the turns (about 45 s of four on 2 cores)
     window: float = WINDOW
+    alone_tokens: int = 500  # ... and alone, in turns between the trees
+    rounds: int = 3
 
 
 def _story(tokens: int) -> dict:
@@ -90,38 +95,51 @@ def _slots(tree: Path) -> int:
     return int(found.group(1)) if found else 4
 
 
-def _measure_tree(tree: Path, sizes: Sizes) -> dict:
-    with _Stack(REGISTRY, [(_slots(tree), "local-completion,local", "threads")], tree=tree) as stack:
-        base = f"http://127.0.0.1:{stack.port}"
-        threads, events, out = _longs(base, sizes.tokens)
-        for event in events:
-            event.wait(600)
-        alone = _rate(threads, out, time.monotonic())
-        threads, events, out = _longs(base, sizes.tokens)
-        for event in events:
-            event.wait(600)
-        began = time.monotonic()
-        turns = _turns(base, sizes.window)
-        beside = _rate(threads, out, began)
-    return {"commit": commit_of(tree), "slots": _slots(tree), "alone_tokens_per_s": round(alone, 1),
-            "beside_tokens_per_s": round(beside, 1), "turns": len(turns),
-            "turn_p50_s": round(percentile(turns, 0.5), 3) if turns else None,
-            "turn_p99_s": round(percentile(turns, 0.99), 3) if turns else None}
+def _run_longs(base: str, tokens: int, beside=None) -> tuple[float, list[float]]:
+    """Four long jobs; once all four run, `beside` (a callable returning its turns' times) meanwhile: their
+    tokens/s together, and the turns'."""
+    threads, events, out = _longs(base, tokens)
+    for event in events:
+        event.wait(600)
+    began = time.monotonic()
+    turns = beside() if beside else []
+    return _rate(threads, out, began), turns
+
+
+def _start(stack: ExitStack, tree: Path) -> str:
+    """The tree's stack, its worker's slots as its Procfile says: its address."""
+    started = stack.enter_context(_Stack(REGISTRY, [(_slots(tree), "local-completion,local", "threads")], tree=tree))
+    return f"http://127.0.0.1:{started.port}"
 
 
 def measure(sizes: Sizes, before: Path | None = None, log=print) -> dict:
-    result = {"tokens": sizes.tokens, "window_s": sizes.window, "trees": {}}
-    for name, tree in (("now", ROOT), ("before", before)):
-        if tree is not None:
-            log(f"17. long jobs: {name} ({tree})")
-            result["trees"][name] = _measure_tree(tree, sizes)
+    """Both trees' stacks side by side; their long jobs alone take turns (`rounds`, the order rotating), then
+    each tree's beside the turns."""
+    trees = [(name, tree) for name, tree in (("now", ROOT), ("before", before)) if tree is not None]
+    result = {"tokens": sizes.tokens, "window_s": sizes.window, "rounds": sizes.rounds, "trees": {}}
+    with ExitStack() as stack:
+        bases = {name: _start(stack, tree) for name, tree in trees}
+        alone: dict[str, list[float]] = {name: [] for name, _ in trees}
+        for index in range(sizes.rounds):
+            for name, _ in trees[index % len(trees):] + trees[:index % len(trees)]:
+                log(f"17. long jobs alone: {name}, round {index + 1} of {sizes.rounds}")
+                alone[name].append(_run_longs(bases[name], sizes.alone_tokens)[0])
+        for name, tree in trees:
+            log(f"17. long jobs beside short turns: {name}")
+            beside, turns = _run_longs(bases[name], sizes.tokens, lambda: _turns(bases[name], sizes.window))
+            result["trees"][name] = {
+                "commit": commit_of(tree), "slots": _slots(tree), "alone_rounds": [round(r, 1) for r in alone[name]],
+                "alone_tokens_per_s": round(statistics.median(alone[name]), 1), "beside_tokens_per_s": round(beside, 1),
+                "turns": len(turns), "turn_p50_s": round(percentile(turns, 0.5), 3) if turns else None,
+                "turn_p99_s": round(percentile(turns, 0.99), 3) if turns else None}
     return result
 
 
 def lines(section: dict) -> list[str]:
-    found = [f"One person's four long jobs ({section['tokens']} tokens each) on the local model, alone and with "
-             f"another person's short turns (4 tokens, one after another) for {section['window_s']:g} s once "
-             "all four run; a stack of each tree's own, its worker's slots as its Procfile says:", "",
+    found = [f"One person's four long jobs on the local model: alone (the median of {section['rounds']} rounds, the "
+             f"trees taking turns), and ({section['tokens']} tokens each) with another person's short turns (4 "
+             f"tokens, one after another) for {section['window_s']:g} s once all four run; a stack of each tree's "
+             "own, its worker's slots as its Procfile says:", "",
              "| tree | slots | long jobs alone, tokens/s | beside the turns, tokens/s | short turns in the window "
              "| turn p50 / p99 |", "|---|---|---|---|---|---|"]
     for name, tree in section["trees"].items():

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from scripts.benchkit import guard, long_jobs, mcp_gateway, profile
+from scripts.benchkit import guard, long_jobs, mcp_gateway, office_load, profile
 from scripts.benchkit.scale_report import scale_lines
 from scripts.benchkit.targets import ABORT_P99_MS, ADDED_TTFT_P50_MS, RELAY_TOKENS_PER_SECOND, Check, check_all
 
@@ -324,6 +324,9 @@ def markdown(results: dict, chart_name: str) -> str:
     if results.get("long_jobs"):
         lines += ["", "## 17. Short turns beside a colleague's four long jobs (the local model)", ""] + long_jobs.lines(
             results["long_jobs"])
+    if results.get("office_load"):
+        lines += ["", "## 18. An office's load against LiteLLM (what a request costs)", ""] + office_load.lines(
+            results["office_load"])
     notes = results.get("notes")
     if notes:
         lines += ["", "## Notes", "", notes.strip()]

@@ -128,28 +128,35 @@ class BenchStack:
         return endpoints
 
     def _launch_litellm(self, upstream_port: int) -> tuple[Process, int]:
-        python = LITELLM_VENV / "bin" / "python"
-        if not python.exists():
-            raise RuntimeError(f"LiteLLM is not installed in {LITELLM_VENV}; run `make install-dev`")
-        config = Path(tempfile.mkdtemp(prefix="switchboard-litellm-")) / "config.yaml"
-        # Its /v1/messages and /v1/responses would send openai/ models to OpenAI's
-        # Responses API, which an OpenAI-compatible server (vLLM, llama.cpp, the
-        # fake upstream) lacks: the setting, and the same upstream again with
-        # use_chat_completions_api (bridged-*, LiteLLM's bridge to chat
-        # completions), make both gateways reach it the same way.
-        groups = (("up", ""), ("bridged", "      use_chat_completions_api: true\n"))
-        config.write_text("litellm_settings:\n  use_chat_completions_url_for_anthropic_messages: true\n"
-                          "model_list:\n" + "".join(
-                              f"  - model_name: {group}-{name}\n    litellm_params:\n      model: openai/{name}\n"
-                              f"      api_base: http://127.0.0.1:{upstream_port}/v1\n      api_key: unused\n{extra}"
-                              for name in UPSTREAM_MODELS for group, extra in groups))
-        port = free_port()
-        # The local cost map: LiteLLM otherwise fetches one from GitHub at start.
-        env = dict(os.environ, LITELLM_LOCAL_MODEL_COST_MAP="True", LITELLM_LOG="ERROR", LITELLM_MASTER_KEY=LITELLM_KEY)
-        process = self._process(Process("litellm", [
-            str(LITELLM_VENV / "bin" / "litellm"), "--config", str(config), "--host", "127.0.0.1",
-            "--port", str(port), "--num_workers", "1"], env))
-        return process, port
+        process, port = launch_litellm(upstream_port)
+        return self._process(process), port
+
+
+def launch_litellm(upstream_port: int, workers: int = 1, env: dict | None = None) -> tuple[Process, int]:
+    """LiteLLM's proxy in front of the fake upstream, on a free port (wait for its /health/liveliness)."""
+    python = LITELLM_VENV / "bin" / "python"
+    if not python.exists():
+        raise RuntimeError(f"LiteLLM is not installed in {LITELLM_VENV}; run `make install-dev`")
+    config = Path(tempfile.mkdtemp(prefix="switchboard-litellm-")) / "config.yaml"
+    # Its /v1/messages and /v1/responses would send openai/ models to OpenAI's
+    # Responses API, which an OpenAI-compatible server (vLLM, llama.cpp, the
+    # fake upstream) lacks: the setting, and the same upstream again with
+    # use_chat_completions_api (bridged-*, LiteLLM's bridge to chat
+    # completions), make both gateways reach it the same way.
+    groups = (("up", ""), ("bridged", "      use_chat_completions_api: true\n"))
+    config.write_text("litellm_settings:\n  use_chat_completions_url_for_anthropic_messages: true\n"
+                      "model_list:\n" + "".join(
+                          f"  - model_name: {group}-{name}\n    litellm_params:\n      model: openai/{name}\n"
+                          f"      api_base: http://127.0.0.1:{upstream_port}/v1\n      api_key: unused\n{extra}"
+                          for name in UPSTREAM_MODELS for group, extra in groups))
+    port = free_port()
+    # The local cost map: LiteLLM otherwise fetches one from GitHub at start.
+    env = dict(os.environ, LITELLM_LOCAL_MODEL_COST_MAP="True", LITELLM_LOG="ERROR", LITELLM_MASTER_KEY=LITELLM_KEY,
+               **(env or {}))
+    process = Process("litellm", [
+        str(LITELLM_VENV / "bin" / "litellm"), "--config", str(config), "--host", "127.0.0.1",
+        "--port", str(port), "--num_workers", str(workers)], env)
+    return process, port
 
 
 def redis_connection_bound() -> int:
