@@ -214,6 +214,9 @@ class Job(Strict):
     # Background work (dialects/hints.py): nobody watches it; it waits behind
     # interactive turns.
     background: bool = False
+    # Its client takes the reply whole (not streamed): its events go out with
+    # its final one, in one round trip (an older worker, ignoring it, streams them).
+    whole: bool = False
     # The W3C trace context of the request's span in the web process (empty:
     # tracing is off there): the worker's spans continue its trace.
     traceparent: str = ""

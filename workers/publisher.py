@@ -69,7 +69,10 @@ class EventPublisher:
     unless told to drop it, and re-raises a failure of the publishing thread."""
 
     def __init__(self, redis: Redis, channel: str, interval: float = STREAM_INTERVAL_SECONDS,
-                 on_unheard: Callable[[], None] = lambda: None):
+                 on_unheard: Callable[[], None] = lambda: None, hold: bool = False):
+        """`hold`: publish nothing before `close` (a reply its client takes whole: its events go with the
+        final one, in one round trip)."""
+        self._hold = hold
         self._redis = redis
         self._channel = channel
         self._interval = interval
@@ -94,6 +97,8 @@ class EventPublisher:
         with self._lock:
             idle = not self._pending  # else the publishing thread has yet to take those: it takes these too
             self._pending.extend(events)
+        if self._hold:
+            return
         if idle:
             self._wake.set()
             self._thread.start_soon()

@@ -177,6 +177,7 @@ def start_serving(job: Job, entry: ModelEntry, writer: Writer, stream: bool,
                   watch_client: bool = True) -> tuple[JobRun, Iterator[Event]]:
     """Check the job, start it (or a fallback: the writer names who answers)."""
     check_job(job, entry)
+    job.whole = not stream
     run, events = start_on_a_model(job, entry, stream, watch_client)
     if run.job.model != entry.name:
         writer.answered_by(run.job.model)

@@ -6,7 +6,10 @@ from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 
+from protocol.keys import job_of_channel
+from tests.integration.events_tap import EventsTap
 from tests.integration.http import post_raw
+from tests.integration.waits import wait_until
 
 WORDS = " ".join(f"w{i}" for i in range(300))
 
@@ -46,3 +49,23 @@ def test_a_fast_streams_tokens_arrive_merged_and_complete(base_url):
     text = "".join(c["choices"][0]["delta"].get("content") or "" for c in chunks if c["choices"])
     assert status == 200 and text == words and chunks[-1]["usage"]["completion_tokens"] == 2000
     assert len(chunks) < 2000  # what piled up went out together
+
+
+def test_a_reply_taken_whole_is_published_with_its_end(base_url, redis_url):
+    """Not streamed, a paced reply (echo:slow: 40 tokens 50 ms apart) is one
+    text message with the final one, not one every 50 ms; streamed, it is many."""
+    words = " ".join(f"w{i}" for i in range(40))
+    tap = EventsTap(redis_url)
+    try:
+        kinds = {}
+        for stream in (False, True):
+            reply = httpx.post(f"{base_url}/api/chat", timeout=60, json={
+                "model": "echo:slow", "stream": stream, "messages": [{"role": "user", "content": f"{'streamed' if stream else 'whole'} {words}"}]})
+            assert reply.status_code == 200 and (stream or words in reply.text)
+            job = job_of_channel(tap.wait_for_channel(b"streamed" if stream else b"whole"))
+            wait_until(lambda: any(e["type"] == "done" for _, e in tap.events(job)), what="the final event")
+            kinds[stream] = [e["type"] for _, e in tap.events(job)]
+        assert kinds[False] == ["text", "done"]
+        assert kinds[True].count("text") > 5
+    finally:
+        tap.close()

@@ -82,6 +82,20 @@ def test_what_is_left_at_close_is_returned_merged_after_the_batch_in_flight():
     assert _received(pubsub) == [TextEvent(text="first")]
 
 
+def test_held_events_all_wait_for_close_and_come_back_merged():
+    """A reply its client takes whole: nothing is published on the way (no
+    thread even starts); close returns it all, merged, for the final round trip."""
+    redis = fakeredis.FakeRedis()
+    pubsub = _listen(redis, "j")
+    publisher = EventPublisher(redis, reply_channel("web", "j"), interval=0, hold=True)
+    for word in ("a", " b", " c"):
+        publisher.put([TextEvent(text=word)])
+        assert pubsub.get_message(timeout=0.05) is None
+    publisher.put([CALL])
+    assert publisher.close() == [TextEvent(text="a b c"), CALL]
+    assert _received(pubsub) == []
+
+
 def test_a_slow_producers_events_go_out_one_by_one():
     redis = fakeredis.FakeRedis()
     pubsub = _listen(redis, "j")
