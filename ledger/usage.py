@@ -39,8 +39,21 @@ ERRORS_KEPT = 20
 SERIES_MINUTES = 30
 
 
+_DAY = (0.0, 0.0, "")  # the last day asked for: its first second, the next day's, its name
+
+
 def today(now: float | None = None) -> str:
-    return datetime.fromtimestamp(now if now is not None else time.time(), timezone.utc).strftime("%Y-%m-%d")
+    """The UTC day `now` is in (by default, now), as usage keys name it. (Asked
+    for with every request's count: the day's name is made once a day.)"""
+    global _DAY
+    now = time.time() if now is None else now
+    first, next_day, name = _DAY
+    if first <= now < next_day:
+        return name
+    moment = datetime.fromtimestamp(now, timezone.utc)
+    midnight = moment.replace(hour=0, minute=0, second=0, microsecond=0)
+    _DAY = (midnight.timestamp(), (midnight + timedelta(days=1)).timestamp(), moment.strftime("%Y-%m-%d"))
+    return _DAY[2]
 
 
 def seconds_to_midnight(now: float | None = None) -> int:
