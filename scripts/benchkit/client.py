@@ -173,7 +173,7 @@ def _summarize(raw: bytes, result: StreamResult) -> None:
     texts = [text_of(p) for p in payloads]
     result.text, result.text_frames = "".join(texts), sum(1 for t in texts if t)
     for payload in payloads:
-        if "error" in payload:
+        if payload.get("error") is not None:  # (a whole Response says "error": null)
             result.error = str(payload["error"])[:300]
         tokens = tokens_of(payload)
         if tokens is not None:
