@@ -5,7 +5,7 @@ one) as `make run` serves it, on a stack of its own per tree:
 
 a. Alone: one person's four long jobs (a story SmolLM2 runs greedily to its
    max_tokens), started together; their tokens/s together. The trees' stacks
-   run side by side and take turns at this, ROUNDS times (the median).
+   run side by side and take turns at this, `rounds` times (the median).
 b. Beside turns: the same four, and once all four run, another person's
    short turns (four tokens each, one after another, from another address)
    for WINDOW seconds: how many ended in the window, their p50 and p99, and
@@ -37,10 +37,9 @@ WINDOW = 19.0  # seconds of short turns (the issue's measure)
 
 @dataclass(frozen=True)
 class Sizes:
-    tokens: int = 1500  # each long job's reply beside the turns (about 45 s of four on 2 cores)
+    tokens: int = 1500  # each long job's reply (about 45 s of four on 2 cores: longer than the window)
     window: float = WINDOW
-    alone_tokens: int = 500  # ... and alone, in turns between the trees
-    rounds: int = 3
+    rounds: int = 2  # of the long jobs alone, the trees taking turns
 
 
 def _story(tokens: int) -> dict:
@@ -123,7 +122,7 @@ def measure(sizes: Sizes, before: Path | None = None, log=print) -> dict:
         for index in range(sizes.rounds):
             for name, _ in trees[index % len(trees):] + trees[:index % len(trees)]:
                 log(f"17. long jobs alone: {name}, round {index + 1} of {sizes.rounds}")
-                alone[name].append(_run_longs(bases[name], sizes.alone_tokens)[0])
+                alone[name].append(_run_longs(bases[name], sizes.tokens)[0])  # (as long: a rate falls with length)
         for name, tree in trees:
             log(f"17. long jobs beside short turns: {name}")
             beside, turns = _run_longs(bases[name], sizes.tokens, lambda: _turns(bases[name], sizes.window))
@@ -136,8 +135,8 @@ def measure(sizes: Sizes, before: Path | None = None, log=print) -> dict:
 
 
 def lines(section: dict) -> list[str]:
-    found = [f"One person's four long jobs on the local model: alone (the median of {section['rounds']} rounds, the "
-             f"trees taking turns), and ({section['tokens']} tokens each) with another person's short turns (4 "
+    found = [f"One person's four long jobs ({section['tokens']} tokens each) on the local model: alone (the median "
+             f"of {section['rounds']} rounds, the trees taking turns), and with another person's short turns (4 "
              f"tokens, one after another) for {section['window_s']:g} s once all four run; a stack of each tree's "
              "own, its worker's slots as its Procfile says:", "",
              "| tree | slots | long jobs alone, tokens/s | beside the turns, tokens/s | short turns in the window "
