@@ -1,7 +1,7 @@
 """The benchmark's smoke tests: `scripts/bench.py --tiny` starts its whole
 stack (its own Redis, Switchboard, the fake upstream, LiteLLM's proxy,
 llama-cpp-python's server), runs every section on a tiny size and writes
-the report; `--scale`, `--mcp-gateway` and `--guard` add their sections. Timings are
+the report; `--scale`, `--mcp-gateway`, `--guard`, `--long-jobs` and `--office-load` add their sections. Timings are
 not asserted (they are the benchmark's business); everything the benchmark
 checks for correctness is. Three commands run side by side, started
 together (each on stacks, ports and Redis servers of its own), and the whole
@@ -21,9 +21,12 @@ from scripts.processes import ROOT
 
 COMMANDS = {"every section": ["--tiny", "--lanes", "3"],
             "scale": ["--scale", "--tiny", "--before", str(ROOT)],  # this same tree as the older one
-            "mcp gateway": ["--mcp-gateway", "--tiny"], "guard": ["--guard", "--tiny"]}
-SEEDED = ("scale", "mcp gateway", "guard")  # sections merged into the last report: they start from the committed one
-AFTER = ("guard",)  # started once the others ended: its stacks beside theirs would starve their tiny windows
+            "mcp gateway": ["--mcp-gateway", "--tiny"], "guard": ["--guard", "--tiny"],
+            "long jobs": ["--long-jobs", "--tiny"], "office load": ["--office-load", "--tiny"]}
+# Sections merged into the last report: they start from the committed one.
+SEEDED = ("scale", "mcp gateway", "guard", "long jobs", "office load")
+# Started together once the others ended: their stacks beside the others' would starve those's tiny windows.
+AFTER = ("guard", "long jobs", "office load")
 
 
 class Run:
@@ -69,6 +72,17 @@ class Run:
 def runs(tmp_path_factory):
     started = {name: Run(name, tmp_path_factory.mktemp(name.replace(" ", "-"))) for name in COMMANDS
                if name not in AFTER}
+    yield started
+    for run in started.values():
+        run.stop()
+
+
+@pytest.fixture(scope="module")
+def later_runs(runs, tmp_path_factory):
+    """The AFTER commands, started together once the first ones ended (their own tests say how)."""
+    for other in runs.values():
+        other.process.wait(840)
+    started = {name: Run(name, tmp_path_factory.mktemp(name.replace(" ", "-"))) for name in AFTER}
     yield started
     for run in started.values():
         run.stop()
@@ -164,17 +178,12 @@ def test_the_mcp_gateway_benchmark_adds_its_section(runs):
 
 @pytest.mark.slow
 @pytest.mark.timeout(900)
-def test_the_guard_benchmark_adds_its_section(runs, tmp_path):
+def test_the_guard_benchmark_adds_its_section(later_runs):
     """`--guard --tiny`: the scan of a Claude Code-sized turn each way, and the stacks with the guard off, off
     again and on, each request answered (the bench asserts every status), merged into the report with its
     targets checked."""
-    for other in runs.values():
-        other.process.wait(840)  # (their own tests say how they ended)
-    run = Run("guard", tmp_path)
-    try:
-        output = run.finished(timeout=300)
-    finally:
-        run.stop()
+    run = later_runs["guard"]
+    output = run.finished(timeout=300)
     section = run.results()["guard"]
     assert section["scan"]["characters"] > 90_000 and section["scan"]["messages"] == 41
     assert set(section["scan"]["ways"]) == {"nothing scanned before", "earlier messages scanned",
@@ -182,3 +191,34 @@ def test_the_guard_benchmark_adds_its_section(runs, tmp_path):
     assert all(set(rows) == {"off", "off, again", "on"} for rows in section["workloads"].values())
     assert "## 16. What the guard costs" in run.report()
     assert "guard: a 100 KB turn whose earlier messages were scanned" in output
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_the_long_jobs_benchmark_adds_its_section(later_runs):
+    """`--long-jobs --tiny`: four long jobs on the local model alone, then beside another person's short turns,
+    merged into the report with its targets checked."""
+    run = later_runs["long jobs"]
+    output = run.finished(timeout=300)
+    now = run.results()["long_jobs"]["trees"]["now"]
+    assert now["slots"] == 5 and now["alone_tokens_per_s"] > 0 and now["beside_tokens_per_s"] > 0, now
+    assert "## 17. Short turns beside a colleague's four long jobs" in run.report()
+    assert "short turns beside four long local jobs" in output
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_the_office_load_benchmark_adds_its_section(later_runs):
+    """`--office-load --tiny`: Switchboard and LiteLLM on the instant upstream, whole and streamed, every
+    reply checked (its text, its status), merged into the report with its targets checked."""
+    run = later_runs["office load"]
+    output = run.finished(timeout=300)
+    section = run.results()["office_load"]
+    assert {(r["way"].split(" (")[0], r["variant"], r["clients"]) for r in section["rows"]} == {
+        (way, variant, clients) for way in ("switchboard", "litellm") for variant in ("chat", "messages streamed")
+        for clients in (1, 4)}
+    assert all(r["failures"] == 0 for r in section["rows"]), section["rows"]
+    assert sum(r["requests"] for r in section["rows"] if r["way"] != "litellm") > 0
+    assert all(mb > 0 for mb in section["peak_rss_mb"]["litellm"]), section["peak_rss_mb"]
+    assert "## 18. An office's load against LiteLLM" in run.report()
+    assert "web + worker resident memory <= 200 MB" in output
