@@ -222,8 +222,7 @@ def _work_share_lines(section: dict) -> list[str]:
              f"alice's agent sends {section['agent_words']:,}-token turns, bob chats in {section['chat_words']}-token "
              f"turns, each with {section['lanes']} requests outstanding for {section['seconds']:g} s, replies of "
              f"{section['reply']} tokens; {section['rounds']} round(s), each tree on a stack started anew, in turns"
-             + (f"; \"before\" is {section['before']}, whose shares are by requests" if section.get("before")
-                else "") + ". Share: of the tokens the model read and wrote, alice's (median of the rounds).", "",
+             + (f"; \"before\" is {section['before']}" if section.get("before") else "") + ". Share: of the tokens the model read and wrote, alice's (median of the rounds).", "",
              "| shares | alice's share of the work | requests served (alice / bob) | bob's first token p50 | p99 |",
              "|---|---|---|---|---|"]
     lines += [f"| {name} | {t['alice_share']:.1%} | {t['requests']['alice']} / {t['requests']['bob']} | "
