@@ -29,3 +29,6 @@ class RunContext:
     max_job_tokens: int = 16384
     loaded_marker_seconds: int = 300
     stream_interval_seconds: float = STREAM_INTERVAL_SECONDS
+    # A reply taken whole goes out at most this far apart (its web process gives up on a job silent for its
+    # event timeout: a quarter of it, and at most a minute).
+    whole_reply_interval_seconds: float = 60.0

@@ -69,10 +69,12 @@ class EventPublisher:
     unless told to drop it, and re-raises a failure of the publishing thread."""
 
     def __init__(self, redis: Redis, channel: str, interval: float = STREAM_INTERVAL_SECONDS,
-                 on_unheard: Callable[[], None] = lambda: None, hold: bool = False):
-        """`hold`: publish nothing before `close` (a reply its client takes whole: its events go with the
-        final one, in one round trip)."""
+                 on_unheard: Callable[[], None] = lambda: None, hold: float | None = None):
+        """`hold`: a reply its client takes whole: its events wait for `close` (they go with the final one,
+        in one round trip), but go out at most `hold` seconds apart meanwhile, from the producer's own
+        thread, so that its web process never finds the job silent for longer (its event timeout)."""
         self._hold = hold
+        self._held_since = time.monotonic()
         self._redis = redis
         self._channel = channel
         self._interval = interval
@@ -97,7 +99,8 @@ class EventPublisher:
         with self._lock:
             idle = not self._pending  # else the publishing thread has yet to take those: it takes these too
             self._pending.extend(events)
-        if self._hold:
+        if self._hold is not None:
+            self._publish_held()
             return
         if idle:
             self._wake.set()
@@ -114,6 +117,15 @@ class EventPublisher:
         if now - self._yielded_at >= YIELD_EVERY_SECONDS:
             self._yielded_at = now
             time.sleep(0)
+
+    def _publish_held(self) -> None:
+        """A held reply's events, once `hold` seconds passed since its last message (or its start)."""
+        if time.monotonic() - self._held_since < self._hold:
+            return
+        with self._lock:
+            batch, self._pending = self._pending, []
+        self._publish(merge_texts(batch))
+        self._held_since = time.monotonic()
 
     def close(self, drop: bool = False) -> list[Event]:
         with self._lock:

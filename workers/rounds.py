@@ -39,7 +39,8 @@ class Rounds:
         """The job's rounds, to its DoneEvent; what the publisher still holds
         at the end is left in `tail` (it goes out with the final event)."""
         publisher = EventPublisher(self.ctx.redis, self.server.job.reply_channel, self.ctx.stream_interval_seconds,
-                                   on_unheard=self._nobody_listens, hold=self.server.job.whole)
+                                   on_unheard=self._nobody_listens,
+                                   hold=self.ctx.whole_reply_interval_seconds if self.server.job.whole else None)
         try:
             ended = self._rounds(publisher)
         finally:

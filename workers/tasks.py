@@ -62,6 +62,7 @@ def _context(pid: int) -> RunContext:
         max_job_tokens=settings.max_job_tokens,
         loaded_marker_seconds=settings.loaded_marker_seconds,
         stream_interval_seconds=settings.stream_interval_seconds,
+        whole_reply_interval_seconds=min(60.0, settings.event_timeout_seconds / 4),
     )
 
 

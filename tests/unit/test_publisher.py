@@ -87,13 +87,28 @@ def test_held_events_all_wait_for_close_and_come_back_merged():
     thread even starts); close returns it all, merged, for the final round trip."""
     redis = fakeredis.FakeRedis()
     pubsub = _listen(redis, "j")
-    publisher = EventPublisher(redis, reply_channel("web", "j"), interval=0, hold=True)
+    publisher = EventPublisher(redis, reply_channel("web", "j"), interval=0, hold=3600)
     for word in ("a", " b", " c"):
         publisher.put([TextEvent(text=word)])
         assert pubsub.get_message(timeout=0.05) is None
     publisher.put([CALL])
     assert publisher.close() == [TextEvent(text="a b c"), CALL]
     assert _received(pubsub) == []
+
+
+def test_a_held_reply_still_goes_out_every_hold_seconds():
+    """A whole reply running longer than its hold: what gathered goes out then, from the producer's thread
+    (its web process would give up on a job silent for its event timeout)."""
+    redis = fakeredis.FakeRedis()
+    pubsub = _listen(redis, "j")
+    publisher = EventPublisher(redis, reply_channel("web", "j"), hold=60)
+    publisher.put([TextEvent(text="a")])
+    assert pubsub.get_message(timeout=0.05) is None
+    publisher._held_since -= 61  # (a minute has passed since it started)
+    publisher.put([TextEvent(text=" b")])
+    assert _received(pubsub) == [TextEvent(text="a b")]
+    publisher.put([TextEvent(text=" c")])
+    assert publisher.close() == [TextEvent(text=" c")]
 
 
 def test_a_slow_producers_events_go_out_one_by_one():
