@@ -56,7 +56,7 @@ def reply_guess(job: Job) -> dict:
     (thousands of tokens), the reply's bound (max_tokens; 0: no reply,
     None: none set), and its model and kind."""
     prior = _cap(job, EXPECTED_REPLY_TOKENS)
-    base = (job.charge or estimate(job)) - prior / 1000
+    base = job.charge - prior / 1000  # (fairqueue.push has set it: the estimate with the prior's reply)
     return {"base": max(base, 0.0), "bound": 0 if prior == 0 else job.options.max_tokens, "what": _what(job),
             "prior": EXPECTED_REPLY_TOKENS, "smallest": SMALLEST, "window": LEARNED_REPLIES}
 

@@ -30,7 +30,7 @@ from scripts.benchkit.stack import LITELLM_KEY, launch_litellm
 from scripts.benchkit.stats import percentile
 from scripts.benchkit.upstream import WORD
 from scripts.embedded_redis import EmbeddedRedis, free_port
-from scripts.processes import ROOT, Process, commit_of, stack_env, wait_http_ready
+from scripts.processes import ROOT, commit_of, start_fake_upstream, wait_http_ready
 
 TOKENS = 35
 LEVELS = (1, 10, 64, 256)
@@ -132,17 +132,16 @@ def _rss_kb(pid: int) -> int:
     return int(status.split("VmRSS:")[1].split()[0]) if "VmRSS:" in status else 0
 
 
-def _start(stack: ExitStack, before: Path | None) -> tuple[list[Way], int]:
+def _start(stack: ExitStack, before: Path | None) -> list[Way]:
     redis = EmbeddedRedis()
     stack.callback(redis.stop)
     upstream_port = free_port()
-    upstream = Process("upstream", [str(ROOT / ".venv" / "bin" / "python"), "-m", "scripts.benchkit.upstream",
-                                    "--port", str(upstream_port), "--tokens", str(TOKENS)], stack_env(redis.url))
+    upstream = start_fake_upstream(upstream_port, TOKENS, wait=False)
     stack.callback(upstream.stop)
     litellm, litellm_port = launch_litellm(upstream_port, workers=2, env={"DISABLE_SPEND_LOGS": "True"})
     stack.callback(litellm.stop)
     wait_http_ready(upstream, f"http://127.0.0.1:{upstream_port}/v1/models")
-    registry = Path(stack.enter_context(_folder())) / "models.toml"
+    registry = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="switchboard-office-"))) / "models.toml"
     registry.write_text(registry_text(upstream_port))
     ways = []
     for index, (name, tree) in enumerate((("switchboard", ROOT), ("switchboard before", before))):
@@ -154,17 +153,13 @@ def _start(stack: ExitStack, before: Path | None) -> tuple[list[Way], int]:
     wait_http_ready(litellm, f"http://127.0.0.1:{litellm_port}/health/liveliness", timeout=120)
     ways.append(Way("litellm", litellm_port, [litellm.popen.pid], {"Authorization": f"Bearer {LITELLM_KEY}"},
                     litellm=True))
-    return ways, upstream_port
-
-
-def _folder():
-    return tempfile.TemporaryDirectory(prefix="switchboard-office-")
+    return ways
 
 
 def measure(sizes: Sizes, before: Path | None = None, log=print) -> dict:
     rows = []
     with ExitStack() as stack:
-        ways, _ = _start(stack, before)
+        ways = _start(stack, before)
         memory = Memory(ways)
         for variant in sizes.variants:
             for clients in sizes.levels:
