@@ -38,7 +38,8 @@ class LlamaCppSettings(BackendSettings):
         "threads decoding one person's token (default: physical cores, or one less, whichever decodes faster "
         "now: the worker times both)"))
     n_threads_batch: int | None = Field(default=None, ge=1, description=(
-        "threads evaluating prompts and batches of several people's tokens (default: every usable CPU)"))
+        "threads evaluating prompts and batches of several people's tokens (default: every usable CPU, or one "
+        "less, whichever evaluates prompts faster now: the worker times both)"))
     n_batch: int = Field(default=512, ge=1, description=(
         "tokens in one decode step: every generating sequence's next token, then chunks of new prompts"))
     embedding_ctx: int = Field(default=2048, ge=16, description=(

@@ -93,19 +93,24 @@ def test_alone_it_matches_llama_cpp_pythons_own_generation(backend):
     assert backend.count_tokens(asked) == expected["usage"]["prompt_tokens"]
 
 
-def test_a_lone_reply_is_the_same_whichever_thread_counts_decode_it(model):
+def test_a_reply_is_the_same_whichever_thread_counts_decode_it(model):
     """Its steps change thread counts as the engine times them (a trial of
-    two, then the faster): the tokens are those of one fixed count."""
-    def tokens(lone: tuple[int, ...], options: SamplingOptions) -> list[int]:
-        engine = Engine(model, Shape(parallel=1, seq_ctx=512, n_batch=64, threads=1, batch_threads=2,
-                                     lone_threads=lone))
+    two, then the faster; its prompt's chunks too): the tokens are those of
+    one fixed count."""
+    prompt = "Tell me a story about a knight who " + "rides through the old forest and " * 12 + "finds"
+
+    def tokens(lone: tuple[int, ...], chunks: tuple[int, ...], options: SamplingOptions) -> list[int]:
+        engine = Engine(model, Shape(parallel=1, seq_ctx=512, n_batch=16, threads=1, batch_threads=2,
+                                     lone_threads=lone, chunk_threads=chunks))
         try:
-            asked = request(model, engine, "Tell me a story about a knight.", 40, options)
-            return _tokens_of(asked)
+            asked = request(model, engine, prompt, 40, options)
+            found = _tokens_of(asked)
+            assert all(engine._chunks._recent[n] for n in chunks)  # each count evaluated some of the prompt
+            return found
         finally:
             engine.close()
     for options in (SamplingOptions(temperature=0.0), WARM):
-        assert tokens((1, 2), options) == tokens((1,), options)
+        assert tokens((1, 2), (2, 1), options) == tokens((1,), (2,), options)
 
 
 def _tokens_of(asked: Request) -> list[int]:

@@ -1,6 +1,7 @@
 """How many threads llama.cpp gets by default: the machine. Evaluating a
 prompt (or a batch of several people's tokens) is bound by arithmetic, so it
-uses every CPU this process may run on. Decoding one token is bound by
+uses every CPU this process may run on (or, unless configured, one less while
+that is faster: workers/backends/thread_choice.py). Decoding one token is bound by
 memory bandwidth, which a second hyperthread of a core does not add: one
 thread per physical core, less one for the rest of a shared server (the web
 process, Redis, the worker's own threads).
@@ -14,7 +15,7 @@ CPUs, also gave prompts only half of a 2-core machine.)
 
 That holds when other processes keep the cores busy. On an idle machine one
 person decodes faster with every core, so unless `n_threads` is configured
-the engine times both counts and uses the faster (workers/backends/lone_threads.py).
+the engine times both counts and uses the faster (workers/backends/thread_choice.py).
 """
 from __future__ import annotations
 

@@ -36,7 +36,7 @@ from protocol.events import FinishReason
 from protocol.errors import BackendError
 from workers.backends import omp_helpers
 from workers.backends.llama_sampling import Sampler
-from workers.backends.lone_threads import LoneThreads
+from workers.backends.thread_choice import ThreadChoice
 from workers.backends.prompt_cache import SavedPrefixes, common_prefix, copy_sequence
 
 log = logging.getLogger(__name__)
@@ -57,7 +57,8 @@ class Shape:
     n_batch: int
     threads: int
     batch_threads: int
-    lone_threads: tuple[int, ...] = ()  # counts a lone token's step may use (workers/backends/lone_threads.py)
+    lone_threads: tuple[int, ...] = ()  # counts a lone token's step may use (workers/backends/thread_choice.py)
+    chunk_threads: tuple[int, ...] = ()  # counts a batch may use, timed on prompt chunks
 
 
 @dataclass(frozen=True)
@@ -94,6 +95,7 @@ class Slot:
         return self.request is not None and self.fed < len(self.request.prompt)
 
 
+CHUNK_TRIAL = 3  # prompt chunks a trial of another thread count lasts (each up to a full batch)
 SAVED_AT_LEAST = 32  # tokens of another owner's a sequence would lose: saved first (cheaper than a reread)
 
 
@@ -124,7 +126,8 @@ class Engine:
         self._memory = llama_cpp.llama_get_memory(self.ctx)
         self._batch = llama_cpp.llama_batch_init(shape.n_batch, 0, 1)
         self.slots = [Slot(seq) for seq in range(shape.parallel)]
-        self._lone = LoneThreads(shape.lone_threads or (shape.threads,))
+        self._lone = ThreadChoice(shape.lone_threads or (shape.threads,))
+        self._chunks = ThreadChoice(shape.chunk_threads or (shape.batch_threads,), trial=CHUNK_TRIAL)
         self._threads, self._batch_threads = shape.threads, shape.batch_threads
         self._pending: deque[Request] = deque()
         self._wake = threading.Condition()
@@ -245,7 +248,7 @@ class Engine:
 
     def _step(self) -> None:
         outputs = self._fill_batch()
-        status = self._decode_lone() if self._batch.n_tokens == 1 else llama_cpp.llama_decode(self.ctx, self._batch)
+        status = self._decode_lone() if self._batch.n_tokens == 1 else self._decode_batch()
         self.steps += 1
         self._computed = True
         if status != 0:
@@ -263,6 +266,21 @@ class Engine:
         started = time.perf_counter()
         status = llama_cpp.llama_decode(self.ctx, self._batch)
         self._lone.record(threads, time.perf_counter() - started)
+        return status
+
+    def _decode_batch(self) -> int:
+        """A step of several tokens. One holding a prompt's chunk (at least
+        a quarter of a full batch) is timed, per token, to choose the count for all."""
+        size = self._batch.n_tokens
+        timed = size >= self.n_batch // 4
+        threads = self._chunks.pick() if timed else self._chunks.best
+        if threads != self._batch_threads:
+            llama_cpp.llama_set_n_threads(self.ctx, self._threads, threads)
+            self._batch_threads = threads
+        started = time.perf_counter()
+        status = llama_cpp.llama_decode(self.ctx, self._batch)
+        if timed:
+            self._chunks.record(threads, (time.perf_counter() - started) / size)
         return status
 
     def _fill_batch(self) -> list[tuple[Slot, int]]:

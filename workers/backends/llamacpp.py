@@ -82,8 +82,9 @@ class _Loaded:
         saved = SavedPrefixes(settings.prompt_cache_mb * 2**20) if settings.prompt_cache_mb else None
         threads = decode_threads(settings.n_threads)  # (unless configured, a lone token's also every core's)
         lone = (threads,) if settings.n_threads else (threads, physical_cores())
-        shape = Shape(settings.jobs_at_once(), self.seq_ctx, settings.n_batch, threads,
-                      batch_threads(settings.n_threads_batch), lone)
+        batch = batch_threads(settings.n_threads_batch)  # (unless configured, also one less, if faster)
+        chunks = (batch,) if settings.n_threads_batch else (batch, max(1, batch - 1))
+        shape = Shape(settings.jobs_at_once(), self.seq_ctx, settings.n_batch, threads, batch, lone, chunks)
         self.engine = Engine(self.model, shape, saved)
 
     def tokenize(self, text: str, add_bos: bool, special: bool) -> list[int]:
