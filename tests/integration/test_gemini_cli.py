@@ -92,9 +92,21 @@ def test_on_the_local_model(base_url, tmp_path):
     assert "more than the context window of 8192" in refused and '"status":"INVALID_ARGUMENT"' in refused
     system = tmp_path / "system.md"
     system.write_text("You are a helpful assistant. Answer briefly.")
-    answer = gemini(base_url, "Say hello.", tmp_path, model="smollm2:135m", settings={"tools": {"core": ["write_file"]}},
-                    GEMINI_SYSTEM_MD=str(system))
+    started = time.time()
+    answer = gemini(base_url, "Say hello.", tmp_path, model="smollm2:135m", settings={
+        "tools": {"core": ["write_file"]}, "modelConfigs": {"customOverrides": [SHORT_REPLIES]}},
+        GEMINI_SYSTEM_MD=str(system))
     assert answer.strip()
+    def answered() -> list[dict]:
+        rows = httpx.get(f"{base_url}/admin/requests.json").json()["requests"]
+        return [r for r in rows if r["time"] >= started and r["status"] == 200]
+    [row] = wait_until(answered, what="the answer in the request log")
+    assert row["model"] == "smollm2:135m" and row["tokens_out"] <= 256
+
+
+# The CLI samples at temperature 1; a 135M model so asked may ramble for
+# thousands of tokens. Its own cap, as a person on a small model sets it.
+SHORT_REPLIES = {"match": {"model": "smollm2:135m"}, "modelConfig": {"generateContentConfig": {"maxOutputTokens": 256}}}
 
 
 @pytest.mark.parametrize("model", ["gemini-sb", "up-sb"], ids=["gemini", "openai"])
