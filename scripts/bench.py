@@ -110,7 +110,8 @@ QUICK = Sizes(levels=(1, 16, 64), per_level=20, rounds=2, local_tokens=32, local
               failover_trials=1, codex_rounds=2, tracing_requests=40, tracing_rounds=5, work_seconds=15.0,
               work_rounds=2, agents=agent_sessions.Shape(turns=10, sub_turns=5), agent_rounds=1,
               agents_local=agent_sessions.Shape(turns=4, subagents=2, sub_turns=3, side_lanes=1), agent_local_rounds=1,
-              long_jobs=long_jobs.Sizes(tokens=800, window=10.0, rounds=1), office_load=office_load.Sizes(window=2.0, rounds=1))
+              long_jobs=long_jobs.Sizes(tokens=800, window=10.0, rounds=1, busy_turns=3),
+              office_load=office_load.Sizes(window=2.0, rounds=1))
 TINY = Sizes(upstream_tokens=8, levels=(1, 4), route_levels=(1, 4), gemini_levels=(1, 4), per_level=4, rounds=1, local_tokens=8,
              local_rounds=1, batch_tokens=8, batch_rounds=1, batch_people=(1, 4),
              relay_levels=(1, 4), relay_tokens=50, streams=20, stream_tokens=4, aborts=3, probes=3, background=5,
@@ -122,7 +123,7 @@ TINY = Sizes(upstream_tokens=8, levels=(1, 4), route_levels=(1, 4), gemini_level
              tracing_requests=5, tracing_rounds=1, work_seconds=3.0, work_rounds=1,
              agents=agent_sessions.Shape(people=3, turns=3, subagents=2, sub_turns=2, side_lanes=1), agent_rounds=1,
              agents_local=agent_sessions.Shape(people=2, turns=2, subagents=1, sub_turns=1, side_lanes=1),
-             long_jobs=long_jobs.Sizes(tokens=24, window=0.5, rounds=1),
+             long_jobs=long_jobs.Sizes(tokens=24, window=0.5, rounds=1, busy_turns=1, busy_tokens=4, busy_note=8),
              office_load=office_load.Sizes(levels=(1, 4), window=0.5, rounds=1, variants=("chat", "messages streamed")))
 
 

@@ -10,6 +10,12 @@ b. Beside turns: the same four, and once all four run, another person's
    short turns (four tokens each, one after another, from another address)
    for WINDOW seconds: how many ended in the window, their p50 and p99, and
    the long jobs' tokens/s.
+c. Beside a busy process: once the long jobs ended, another process keeps a
+   core busy while one person takes `busy_turns` turns one after another
+   (an 800-token prompt new to the model, `busy_tokens` tokens greedily):
+   the first turn's time to first token and decode rate (the worker chose
+   its thread counts while the machine was idle), and the median of the
+   others'. The trees take this one at a time.
 
 With `before`, an older tree measured the same way, on a stack of its own
 started with its own Procfile's worker slots.
@@ -19,6 +25,8 @@ from __future__ import annotations
 import json
 import re
 import statistics
+import subprocess
+import sys
 import threading
 import time
 from contextlib import ExitStack
@@ -40,6 +48,9 @@ class Sizes:
     tokens: int = 1500  # each long job's reply (about 45 s of four on 2 cores: longer than the window)
     window: float = WINDOW
     rounds: int = 2  # of the long jobs alone, the trees taking turns
+    busy_turns: int = 4  # beside a busy process
+    busy_tokens: int = 24
+    busy_note: int = 45  # times the note's sentence is said: ~800 prompt tokens
 
 
 def _story(tokens: int) -> dict:
@@ -88,6 +99,38 @@ def _turns(base: str, window: float) -> list[float]:
     return times
 
 
+NOTE = "Here is a note about the office kitchen rota and who cleans on which day. "  # 17 tokens
+
+
+def _busy_turn(base: str, number: int, sizes: Sizes) -> tuple[float, float]:
+    """One turn on a prompt the model has not seen: seconds to its first token, and its tokens/s after."""
+    began = time.monotonic()
+    body = {"model": "smollm2:135m", "prompt": f"Note {number} at {time.time()}. {NOTE * sizes.busy_note}Who cleans?",
+            "options": {"temperature": 0, "num_predict": sizes.busy_tokens}}
+    with httpx.stream("POST", f"{base}/api/generate", json=body, timeout=900) as reply:
+        first = None
+        for line in reply.iter_lines():
+            final = json.loads(line)
+            if final.get("response") or final.get("done"):  # (not the keep-alive lines of a long prompt)
+                first = first or time.monotonic()
+    ended = time.monotonic()
+    return first - began, max(final.get("eval_count", 1) - 1, 0) / max(ended - first, 1e-9)
+
+
+def _beside_busy(base: str, sizes: Sizes) -> dict:
+    """`busy_turns` turns while another process keeps a core busy: the first's, and the others' median."""
+    busy = subprocess.Popen([sys.executable, "-c", "while 1: pass"])
+    try:
+        turns = [_busy_turn(base, n, sizes) for n in range(sizes.busy_turns)]
+    finally:
+        busy.kill()
+        busy.wait()
+    rest = turns[1:] or turns
+    return {"first_ttft_s": round(turns[0][0], 2), "first_tokens_per_s": round(turns[0][1], 1),
+            "ttft_s": round(statistics.median(t for t, _ in rest), 2),
+            "tokens_per_s": round(statistics.median(r for _, r in rest), 1)}
+
+
 def _slots(tree: Path) -> int:
     """The local worker's slots as the tree's Procfile starts it."""
     found = re.search(r"WORKER_CONCURRENCY:-(\d+)", (tree / "Procfile").read_text())
@@ -115,7 +158,8 @@ def measure(sizes: Sizes, before: Path | None = None, log=print) -> dict:
     """Both trees' stacks side by side; their long jobs alone take turns (`rounds`, the order rotating), then
     each tree's beside the turns."""
     trees = [(name, tree) for name, tree in (("now", ROOT), ("before", before)) if tree is not None]
-    result = {"tokens": sizes.tokens, "window_s": sizes.window, "rounds": sizes.rounds, "trees": {}}
+    result = {"tokens": sizes.tokens, "window_s": sizes.window, "rounds": sizes.rounds, "busy_turns": sizes.busy_turns,
+              "busy_tokens": sizes.busy_tokens, "trees": {}}
     with ExitStack() as stack:
         bases = {name: _start(stack, tree) for name, tree in trees}
         alone: dict[str, list[float]] = {name: [] for name, _ in trees}
@@ -131,6 +175,9 @@ def measure(sizes: Sizes, before: Path | None = None, log=print) -> dict:
                 "alone_tokens_per_s": round(statistics.median(alone[name]), 1), "beside_tokens_per_s": round(beside, 1),
                 "turns": len(turns), "turn_p50_s": round(percentile(turns, 0.5), 3) if turns else None,
                 "turn_p99_s": round(percentile(turns, 0.99), 3) if turns else None}
+        for name, _ in trees:
+            log(f"17. one person's turns beside a busy process: {name}")
+            result["trees"][name]["busy"] = _beside_busy(bases[name], sizes)
     return result
 
 
@@ -145,4 +192,12 @@ def lines(section: dict) -> list[str]:
         p50 = f"{tree['turn_p50_s']:.2f} / {tree['turn_p99_s']:.2f} s" if tree["turns"] else "none ended"
         found.append(f"| {name} ({tree['commit']}) | {tree['slots']} | {tree['alone_tokens_per_s']:.1f} | "
                      f"{tree['beside_tokens_per_s']:.1f} | {tree['turns']} | {p50} |")
+    found += ["", f"Then one person's turns beside another process keeping a core busy ({section.get('busy_turns', 0)} "
+              f"turns, each an 800-token prompt new to the model and {section.get('busy_tokens', 0)} tokens; the "
+              "worker chose its thread counts while the machine was idle):", "",
+              "| tree | first turn: first token, decode | the others (median): first token, decode |", "|---|---|---|"]
+    for name, tree in section["trees"].items():
+        if busy := tree.get("busy"):
+            found.append(f"| {name} | {busy['first_ttft_s']:.2f} s, {busy['first_tokens_per_s']:.1f} tokens/s | "
+                         f"{busy['ttft_s']:.2f} s, {busy['tokens_per_s']:.1f} tokens/s |")
     return found

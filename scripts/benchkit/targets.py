@@ -32,6 +32,7 @@ FLOOD_TTFT_RATIO = 1.2  # the others' interactive first tokens while one person 
 SESSION_CACHE_HIT = 0.95  # of what a session's turn had sent before, read from a cache (capacity allowing)
 SHORT_TURNS_BESIDE_LONG = 8  # another person's short turns done in 19 s beside one person's four long local jobs
 LONG_ALONE_OF_BEFORE = 0.95  # the four long jobs' own tokens/s alone, of the tree before's: unchanged (noise)
+BUSY_DECODE_OF_BEFORE = 2.0  # the first turn once a process keeps a core busy: decodes at least this much faster
 LONG_BESIDE_OF_ALONE = 0.80  # ... and beside the short turns, of their rate alone
 OFFICE_RPS_OF_LITELLM = 5.0  # requests/s at 10 clients, in LiteLLM's, every variant (instant upstream)
 OFFICE_P50_OF_LITELLM = 0.2  # ... and p50, of LiteLLM's
@@ -479,6 +480,14 @@ def _long_jobs(results: dict) -> list[Check]:
         checks.append(Check(f"the long jobs alone: at least {LONG_ALONE_OF_BEFORE:.0%} of the tree before's tokens/s",
                             f"{share:.0%} ({now['alone_tokens_per_s']:.1f} against {before['alone_tokens_per_s']:.1f})",
                             share >= LONG_ALONE_OF_BEFORE))
+    if before and now.get("busy") and before.get("busy"):
+        ours, theirs = now["busy"], before["busy"]
+        first, their_first = ours["first_tokens_per_s"], theirs["first_tokens_per_s"]
+        checks += [Check(f"beside a busy process: the first turn decodes at least {BUSY_DECODE_OF_BEFORE:g}x the tree "
+                         "before's", f"{first:.1f} against {their_first:.1f} tokens/s",
+                         first >= BUSY_DECODE_OF_BEFORE * their_first),
+                   Check("beside a busy process: settled turns' first token no later than the tree before's",
+                         f"{ours['ttft_s']:.2f} against {theirs['ttft_s']:.2f} s", ours["ttft_s"] <= theirs["ttft_s"])]
     return checks
 
 

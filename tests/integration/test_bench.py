@@ -197,12 +197,14 @@ def test_the_guard_benchmark_adds_its_section(later_runs):
 @pytest.mark.timeout(900)
 def test_the_long_jobs_benchmark_adds_its_section(later_runs):
     """`--long-jobs --tiny`: four long jobs on the local model alone, then beside another person's short turns,
-    merged into the report with its targets checked."""
+    then a turn beside a busy process, merged into the report with its targets checked."""
     run = later_runs["long jobs"]
     output = run.finished(timeout=300)
     now = run.results()["long_jobs"]["trees"]["now"]
     assert now["slots"] == 5 and now["alone_tokens_per_s"] > 0 and now["beside_tokens_per_s"] > 0, now
+    assert now["busy"]["first_ttft_s"] > 0 and now["busy"]["tokens_per_s"] > 0, now
     assert "## 17. Short turns beside a colleague's four long jobs" in run.report()
+    assert "beside another process keeping a core busy" in run.report()
     assert "short turns beside four long local jobs" in output
 
 
