@@ -123,7 +123,7 @@ TINY = Sizes(upstream_tokens=8, levels=(1, 4), route_levels=(1, 4), gemini_level
              tracing_requests=5, tracing_rounds=1, work_seconds=3.0, work_rounds=1,
              agents=agent_sessions.Shape(people=3, turns=3, subagents=2, sub_turns=2, side_lanes=1), agent_rounds=1,
              agents_local=agent_sessions.Shape(people=2, turns=2, subagents=1, sub_turns=1, side_lanes=1),
-             long_jobs=long_jobs.Sizes(tokens=24, window=0.5, rounds=1, busy_turns=1, busy_tokens=4, busy_note=8),
+             long_jobs=long_jobs.Sizes(tokens=24, window=0.5, rounds=1, busy_turns=1, busy_tokens=4, busy_note=2),
              office_load=office_load.Sizes(levels=(1, 4), window=0.5, rounds=1, variants=("chat", "messages streamed")))
 
 

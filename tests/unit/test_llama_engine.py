@@ -113,6 +113,18 @@ def test_a_reply_is_the_same_whichever_thread_counts_decode_it(model):
         assert tokens((1, 2), (2, 1), options) == tokens((1,), (2,), options)
 
 
+def test_a_small_batch_takes_one_thread_less_while_a_lone_token_does(model):
+    engine = Engine(model, Shape(parallel=1, seq_ctx=256, n_batch=64, threads=1, batch_threads=2,
+                                 lone_threads=(1, 2), chunk_threads=(2, 1)))
+    try:
+        assert engine._small_batch_threads() == 2  # (the lone steps not timed yet)
+        for seconds in [0.02] * 8 + [0.015] * 8 + [0.08] * 2 + [0.02] * 8:  # idle: two chosen; then a busy core
+            engine._lone.record(engine._lone.pick(), seconds)
+        assert engine._lone.best == 1 and engine._small_batch_threads() == 1
+    finally:
+        engine.close()
+
+
 def _tokens_of(asked: Request) -> list[int]:
     found = []
     while True:

@@ -78,6 +78,15 @@ def test_one_preempted_step_of_the_chosen_count_changes_nothing():
     assert used == [2] * 2 * TRIAL and choice.best == 2
 
 
+def test_how_many_fewer_threads_than_it_may_use_it_chose():
+    choice = ThreadChoice((1, 2))
+    assert choice.best == 1 and choice.fewer() == 0  # (not timed yet: no sign of load)
+    run(choice, 2 * TRIAL, {1: 0.020, 2: 0.015})
+    assert choice.fewer() == 0
+    run(choice, 2 * TRIAL, {1: 0.020, 2: 0.080})
+    assert choice.fewer() == 1 and ThreadChoice((3,)).fewer() == 0
+
+
 def test_a_configured_count_is_kept(monkeypatch):
     monkeypatch.setattr(thread_choice, "TRY_EVERY", 4)
     choice = ThreadChoice((3,))

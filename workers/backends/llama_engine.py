@@ -273,7 +273,7 @@ class Engine:
         a quarter of a full batch) is timed, per token, to choose the count for all."""
         size = self._batch.n_tokens
         timed = size >= self.n_batch // 4
-        threads = self._chunks.pick() if timed else self._chunks.best
+        threads = self._chunks.pick() if timed else self._small_batch_threads()
         if threads != self._batch_threads:
             llama_cpp.llama_set_n_threads(self.ctx, self._threads, threads)
             self._batch_threads = threads
@@ -282,6 +282,13 @@ class Engine:
         if timed:
             self._chunks.record(threads, (time.perf_counter() - started) / size)
         return status
+
+    def _small_batch_threads(self) -> int:
+        """A batch too small to time (a short prompt, several people's
+        tokens) follows the lone steps, which see the load most often: when
+        one token decodes faster with fewer threads than it could use, so
+        many fewer than the chunks' count."""
+        return max(1, self._chunks.best - self._lone.fewer())
 
     def _fill_batch(self) -> list[tuple[Slot, int]]:
         """Every generating sequence's token, then prompt chunks in the room

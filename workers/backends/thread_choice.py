@@ -66,6 +66,11 @@ class ThreadChoice:
             self._next_trial()
         return self.best if self._trying is None else self._trying
 
+    def fewer(self) -> int:
+        """How many threads fewer than the most it may use the count chosen
+        by timing is (0 until the first count was timed)."""
+        return 0 if self._usual is None else max(self.counts) - self.best
+
     def record(self, threads: int, seconds: float) -> None:
         """A step decoded with `threads` (the count `pick` gave) took
         `seconds` (a token). A trial's end compares the counts' medians (a
