@@ -12,7 +12,8 @@ b. Beside turns: the same four, and once all four run, another person's
    the long jobs' tokens/s.
 c. Beside a busy process: once the long jobs ended, another process keeps a
    core busy while one person takes `busy_turns` turns one after another
-   (an 800-token prompt new to the model, `busy_tokens` tokens greedily):
+   (a prompt new to the model, its note said `busy_note` times: ~800 tokens
+   by default; `busy_tokens` tokens greedily):
    the first turn's time to first token and decode rate (the worker chose
    its thread counts while the machine was idle), and the median of the
    others'. The trees take this one at a time.
@@ -99,7 +100,8 @@ def _turns(base: str, window: float) -> list[float]:
     return times
 
 
-NOTE = "Here is a note about the office kitchen rota and who cleans on which day. "  # 17 tokens
+NOTE = "Here is a note about the office kitchen rota and who cleans on which day. "
+NOTE_TOKENS = 17
 
 
 def _busy_turn(base: str, number: int, sizes: Sizes) -> tuple[float, float]:
@@ -159,7 +161,7 @@ def measure(sizes: Sizes, before: Path | None = None, log=print) -> dict:
     each tree's beside the turns."""
     trees = [(name, tree) for name, tree in (("now", ROOT), ("before", before)) if tree is not None]
     result = {"tokens": sizes.tokens, "window_s": sizes.window, "rounds": sizes.rounds, "busy_turns": sizes.busy_turns,
-              "busy_tokens": sizes.busy_tokens, "trees": {}}
+              "busy_tokens": sizes.busy_tokens, "busy_prompt_tokens": NOTE_TOKENS * sizes.busy_note, "trees": {}}
     with ExitStack() as stack:
         bases = {name: _start(stack, tree) for name, tree in trees}
         alone: dict[str, list[float]] = {name: [] for name, _ in trees}
@@ -193,7 +195,8 @@ def lines(section: dict) -> list[str]:
         found.append(f"| {name} ({tree['commit']}) | {tree['slots']} | {tree['alone_tokens_per_s']:.1f} | "
                      f"{tree['beside_tokens_per_s']:.1f} | {tree['turns']} | {p50} |")
     found += ["", f"Then one person's turns beside another process keeping a core busy ({section.get('busy_turns', 0)} "
-              f"turns, each an 800-token prompt new to the model and {section.get('busy_tokens', 0)} tokens; the "
+              f"turns, each a ~{section.get('busy_prompt_tokens', 800)}-token prompt new to the model and "
+              f"{section.get('busy_tokens', 0)} tokens; the "
               "worker chose its thread counts while the machine was idle):", "",
               "| tree | first turn: first token, decode | the others (median): first token, decode |", "|---|---|---|"]
     for name, tree in section["trees"].items():

@@ -260,9 +260,7 @@ class Engine:
     def _decode_lone(self) -> int:
         """A step of one token, with the thread count that decodes one fastest now."""
         threads = self._lone.pick()
-        if threads != self._threads:
-            llama_cpp.llama_set_n_threads(self.ctx, threads, self._batch_threads)
-            self._threads = threads
+        self._use_threads(threads, self._batch_threads)
         started = time.perf_counter()
         status = llama_cpp.llama_decode(self.ctx, self._batch)
         self._lone.record(threads, time.perf_counter() - started)
@@ -274,14 +272,18 @@ class Engine:
         size = self._batch.n_tokens
         timed = size >= self.n_batch // 4
         threads = self._chunks.pick() if timed else self._small_batch_threads()
-        if threads != self._batch_threads:
-            llama_cpp.llama_set_n_threads(self.ctx, self._threads, threads)
-            self._batch_threads = threads
+        self._use_threads(self._threads, threads)
         started = time.perf_counter()
         status = llama_cpp.llama_decode(self.ctx, self._batch)
         if timed:
             self._chunks.record(threads, (time.perf_counter() - started) / size)
         return status
+
+    def _use_threads(self, threads: int, batch_threads: int) -> None:
+        """llama.cpp's counts for a lone token and for a batch, set when they change."""
+        if (threads, batch_threads) != (self._threads, self._batch_threads):
+            llama_cpp.llama_set_n_threads(self.ctx, threads, batch_threads)
+            self._threads, self._batch_threads = threads, batch_threads
 
     def _small_batch_threads(self) -> int:
         """A batch too small to time (a short prompt, several people's

@@ -16,8 +16,8 @@ count whose recent steps were fastest.
 
 When the others are tried: once the first count's first `trial` steps were
 timed; as soon as the chosen count's recent steps run SLOWER times slower
-than when it was chosen, or two in a row FAR times slower (the load came); and every TRY_EVERY steps (the
-load may have gone). A trial lasts `trial` steps, or ends after two in a
+than when it was chosen, or two in a row FAR times slower (the load came);
+and every TRY_EVERY steps (the load may have gone). A trial lasts `trial` steps, or ends after two in a
 row each FAR times slower than the chosen count's (a spinning count on a
 busy machine can take a second a token: a whole trial of it would stall the
 person for seconds). A count that keeps losing that badly is tried half as
