@@ -22,6 +22,7 @@ from tests.integration.scripted_upstream import ScriptedUpstream
 from tests.integration.upstream_stack import registry_text, start_llama_server, start_upstream_stack
 
 TEST_DB_ON_SHARED_REDIS = 13
+QUIET_DB = 14  # no process under test uses it
 
 
 @pytest.fixture(scope="session")
@@ -63,6 +64,18 @@ def clean_redis(redis_client):
     clear_switchboard_keys(redis_client, live)
     yield redis_client
     clear_switchboard_keys(redis_client, live)
+
+
+@pytest.fixture
+def quiet_redis(redis_url):
+    """An empty database on the same server that no running stack uses: for
+    tests of the cluster's maintenance step, which every running worker's
+    heartbeat also offers (it could fold a day such a test is still writing)."""
+    client = redis.Redis.from_url(redis_url.rsplit("/", 1)[0] + f"/{QUIET_DB}")
+    client.flushdb()
+    yield client
+    client.flushdb()
+    client.close()
 
 
 def clear_switchboard_keys(client, keep: tuple[bytes, ...] = ()) -> None:

@@ -147,52 +147,52 @@ def _count(redis, day: str, person: str, model: str, **metrics) -> None:
     redis.expire(usage.usage_key(day), usage.KEEP_DAYS * 86400)
 
 
-def test_a_past_day_is_folded_by_the_maintenance_step_and_reads_the_same(clean_redis):
+def test_a_past_day_is_folded_by_the_maintenance_step_and_reads_the_same(quiet_redis):
     old, older, recent = _day(10), _day(300), _day(1)
     for n in range(150):  # enough people that the day's hash is a hashtable, as an office's is
-        _count(clean_redis, old, f"person{n}", "echo", requests=3, prompt_tokens=40 + n, completion_tokens=7)
-        _count(clean_redis, recent, f"person{n}", "echo", requests=1)
-    _count(clean_redis, older, "alice", "echo", requests=1)
-    hash_bytes = clean_redis.memory_usage(usage.usage_key(old))
-    first = usage.usage(clean_redis, old)
+        _count(quiet_redis, old, f"person{n}", "echo", requests=3, prompt_tokens=40 + n, completion_tokens=7)
+        _count(quiet_redis, recent, f"person{n}", "echo", requests=1)
+    _count(quiet_redis, older, "alice", "echo", requests=1)
+    hash_bytes = quiet_redis.memory_usage(usage.usage_key(old))
+    first = usage.usage(quiet_redis, old)
     assert first["person7"]["echo"] == {"requests": 3, "prompt_tokens": 47, "completion_tokens": 7, "errors": 0,
                                         "aborts": 0}
-    assert clean_redis.exists(usage.usage_key(old))  # a read writes nothing (the console reads every 2 s)
-    assert usage.fold_old_days(clean_redis) == [old, older]
-    assert not clean_redis.exists(usage.usage_key(old)) and usage.usage(clean_redis, old) == first
+    assert quiet_redis.exists(usage.usage_key(old))  # a read writes nothing (the console reads every 2 s)
+    assert usage.fold_old_days(quiet_redis) == [old, older]
+    assert not quiet_redis.exists(usage.usage_key(old)) and usage.usage(quiet_redis, old) == first
     folded = usage.usage_folded_key(old)
-    assert clean_redis.memory_usage(folded) * 5 < hash_bytes  # compact: a fifth of the hash, or less
-    assert usage.KEEP_DAYS * 86400 - 60 < clean_redis.ttl(folded) <= usage.KEEP_DAYS * 86400
+    assert quiet_redis.memory_usage(folded) * 5 < hash_bytes  # compact: a fifth of the hash, or less
+    assert usage.KEEP_DAYS * 86400 - 60 < quiet_redis.ttl(folded) <= usage.KEEP_DAYS * 86400
     # yesterday: a late count may still come, so it stays a hash
-    assert clean_redis.exists(usage.usage_key(recent)) and not clean_redis.exists(usage.usage_folded_key(recent))
+    assert quiet_redis.exists(usage.usage_key(recent)) and not quiet_redis.exists(usage.usage_folded_key(recent))
 
 
-def test_the_maintenance_step_runs_once_an_hour_in_the_cluster(clean_redis):
+def test_the_maintenance_step_runs_once_an_hour_in_the_cluster(quiet_redis):
     """Every worker's heartbeat offers; the one that takes the lock folds."""
     old = _day(5)
-    _count(clean_redis, old, "alice", "echo", requests=1)
-    assert usage.fold_old_days(clean_redis) == [old]
-    _count(clean_redis, _day(6), "bob", "echo", requests=1)
-    assert usage.fold_old_days(clean_redis) == []  # another process, within the hour: the lock is held
-    ttl = clean_redis.ttl(keys.maintenance_lock_key("usage-fold"))
+    _count(quiet_redis, old, "alice", "echo", requests=1)
+    assert usage.fold_old_days(quiet_redis) == [old]
+    _count(quiet_redis, _day(6), "bob", "echo", requests=1)
+    assert usage.fold_old_days(quiet_redis) == []  # another process, within the hour: the lock is held
+    ttl = quiet_redis.ttl(keys.maintenance_lock_key("usage-fold"))
     assert usage.FOLD_EVERY_SECONDS - 60 < ttl <= usage.FOLD_EVERY_SECONDS
-    clean_redis.delete(keys.maintenance_lock_key("usage-fold"))  # the hour is over
-    assert usage.fold_old_days(clean_redis) == [_day(6)]
+    quiet_redis.delete(keys.maintenance_lock_key("usage-fold"))  # the hour is over
+    assert usage.fold_old_days(quiet_redis) == [_day(6)]
 
 
-def test_a_workers_heartbeat_offers_the_maintenance_step(clean_redis):
+def test_a_workers_heartbeat_offers_the_maintenance_step(quiet_redis):
     from workers.heartbeat import Heartbeat
 
-    _count(clean_redis, _day(3), "alice", "echo", requests=1)
-    Heartbeat(clean_redis, "w1").beat_once()
-    assert clean_redis.exists(usage.usage_folded_key(_day(3))) and not clean_redis.exists(usage.usage_key(_day(3)))
+    _count(quiet_redis, _day(3), "alice", "echo", requests=1)
+    Heartbeat(quiet_redis, "w1").beat_once()
+    assert quiet_redis.exists(usage.usage_folded_key(_day(3))) and not quiet_redis.exists(usage.usage_key(_day(3)))
 
 
-def test_rows_over_a_range_with_the_estimated_cost_and_as_csv(clean_redis):
+def test_rows_over_a_range_with_the_estimated_cost_and_as_csv(quiet_redis):
     first, second = _day(3), _day(2)
-    _count(clean_redis, first, "alice", "paid", requests=2, prompt_tokens=1_000_000, completion_tokens=500_000)
-    _count(clean_redis, second, "bob", "echo", requests=1, prompt_tokens=5, completion_tokens=2, errors=1)
-    rows = usage.rows(clean_redis, first, second, {"paid": (0.5, 2.0)})
+    _count(quiet_redis, first, "alice", "paid", requests=2, prompt_tokens=1_000_000, completion_tokens=500_000)
+    _count(quiet_redis, second, "bob", "echo", requests=1, prompt_tokens=5, completion_tokens=2, errors=1)
+    rows = usage.rows(quiet_redis, first, second, {"paid": (0.5, 2.0)})
     assert rows == [
         {"day": first, "person": "alice", "model": "paid", "requests": 2, "prompt_tokens": 1_000_000,
          "completion_tokens": 500_000, "errors": 0, "aborts": 0, "cost": 1.5},
@@ -201,7 +201,7 @@ def test_rows_over_a_range_with_the_estimated_cost_and_as_csv(clean_redis):
     assert usage.as_csv(rows) == (
         "day,person,model,requests,prompt_tokens,completion_tokens,errors,aborts,cost\r\n"
         f"{first},alice,paid,2,1000000,500000,0,0,1.5\r\n{second},bob,echo,1,5,2,1,0,\r\n")
-    assert usage.rows(clean_redis, _day(1), _day(0)) == []
+    assert usage.rows(quiet_redis, _day(1), _day(0)) == []
 
 
 @pytest.mark.parametrize("first, last", [("2026-11-31", "2026-12-01"), ("2026-12-02", "2026-12-01"),
