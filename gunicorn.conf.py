@@ -2,14 +2,40 @@
 ./gunicorn.conf.py by default; the Procfile and the tests start it from
 here). The grace period for open streams on SIGTERM comes from the settings
 model; see app/shutdown.py for what happens at its end."""
-from settings import settings_from_environment
+import os
 
-graceful_timeout = settings_from_environment().graceful_timeout_seconds
+
+def _checked_in_a_child() -> int:
+    """The settings checked, and the grace period read, in a forked child: the
+    master only supervises, and pydantic (some 14 MB resident) stays out of it.
+    A bad value stops start-up here, with the message naming the variable."""
+    read, write = os.pipe()
+    child = os.fork()
+    if child == 0:
+        os.close(read)
+        try:
+            from settings import settings_from_environment
+
+            answer, code = str(settings_from_environment().graceful_timeout_seconds), 0
+        except BaseException as error:  # noqa: BLE001 - whatever it is, the master says it
+            answer, code = str(error) or repr(error), 1
+        os.write(write, answer.encode())
+        os._exit(code)
+    os.close(write)
+    with os.fdopen(read, "rb") as pipe:
+        answer = pipe.read().decode()
+    if os.waitstatus_to_exitcode(os.waitpid(child, 0)[1]) != 0:
+        raise SystemExit(answer)
+    return int(answer)
+
+
+graceful_timeout = _checked_in_a_child()
 
 
 def post_worker_init(worker):
     from app.persistence_check import check_at_start
     from app.shutdown import watch_for_shutdown
+    from settings import settings_from_environment
     from settings.collector import tune_garbage_collector
 
     watch_for_shutdown(worker)

@@ -2,14 +2,18 @@
 variable, and every variable documented in the README's table."""
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from settings import Settings, SettingsError, environment_names, load_settings
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+ROOT = Path(__file__).resolve().parents[2]
+README = ROOT / "README.md"
 
 
 def test_defaults_without_environment(monkeypatch):
@@ -59,3 +63,26 @@ def test_every_setting_is_in_the_readmes_configuration_table():
 def test_settings_are_frozen():
     with pytest.raises(Exception):
         Settings().max_queue = 1  # type: ignore[misc]
+
+
+def _gunicorn_master(**environment: str) -> subprocess.CompletedProcess:
+    """What gunicorn's master makes of its configuration file, in a process of its own."""
+    probe = ("import runpy, sys; config = runpy.run_path('gunicorn.conf.py'); "
+             "print(config['graceful_timeout'], 'pydantic' in sys.modules)")
+    return subprocess.run([sys.executable, "-c", probe], cwd=ROOT, env={**os.environ, **environment},
+                          capture_output=True, text=True, timeout=60)
+
+
+def test_gunicorns_master_reads_the_grace_period_without_holding_the_settings_model():
+    """The master only supervises: pydantic's 14 MB stay in the web process it forks."""
+    assert _gunicorn_master(SWITCHBOARD_GRACEFUL_TIMEOUT="7").stdout.split() == ["7", "False"]
+    assert _gunicorn_master().stdout.split() == [str(Settings().graceful_timeout_seconds), "False"]
+
+
+@pytest.mark.parametrize("variable, value", [("SWITCHBOARD_GRACEFUL_TIMEOUT", "0"),
+                                             ("SWITCHBOARD_MAX_CONCURRENT", "many")])
+def test_a_bad_value_stops_the_web_servers_start_naming_its_variable(variable, value):
+    gunicorn = Path(sys.executable).parent / "gunicorn"
+    stopped = subprocess.run([str(gunicorn), "-k", "gevent", "-b", "127.0.0.1:0", "app:create_app()"], cwd=ROOT,
+                             env={**os.environ, variable: value}, capture_output=True, text=True, timeout=60)
+    assert stopped.returncode != 0 and f"{variable}: Input should be" in stopped.stderr
