@@ -19,11 +19,6 @@ import os
 import secrets
 from pathlib import Path
 
-from cryptography.exceptions import InvalidTag
-from cryptography.hazmat.primitives import hashes
-from cryptography.hazmat.primitives.ciphers.aead import AESGCM
-from cryptography.hazmat.primitives.kdf.hkdf import HKDF
-
 from protocol.errors import InvalidRequest
 
 PREFIX = "sb1."  # the format's version, so a later one can be told apart
@@ -40,8 +35,24 @@ class SealedContentInvalid(InvalidRequest):
 
 
 class Sealer:
+    """Made at every process's start; `cryptography` (some 7 MB resident with
+    its OpenSSL bindings) is loaded at the first seal or open, so a process
+    that never seals (most workers) never holds it."""
+
     def __init__(self, secret: bytes):
-        self._aead = AESGCM(HKDF(hashes.SHA256(), 32, salt=None, info=b"switchboard sealed content").derive(secret))
+        self._secret = secret
+        self._made = None  # the AEAD, once used (two threads making it at once make the same)
+
+    @property
+    def _aead(self):
+        if self._made is None:
+            from cryptography.hazmat.primitives import hashes
+            from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+            from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+
+            self._made = AESGCM(HKDF(hashes.SHA256(), 32, salt=None, info=b"switchboard sealed content")
+                                .derive(self._secret))
+        return self._made
 
     def seal(self, kind: str, owner: str, text: str) -> str:
         nonce = os.urandom(NONCE_BYTES)
@@ -52,6 +63,8 @@ class Sealer:
         """The text sealed in `blob`, or SealedContentInvalid (400) naming `param`."""
         if not isinstance(blob, str) or not blob.startswith(PREFIX):
             raise SealedContentInvalid(param)
+        from cryptography.exceptions import InvalidTag
+
         try:
             raw = base64.urlsafe_b64decode(blob[len(PREFIX):].encode())
             return self._aead.decrypt(raw[:NONCE_BYTES], raw[NONCE_BYTES:], _bound(kind, owner)).decode()

@@ -4,6 +4,9 @@ generated once into the data directory, private to its owner."""
 from __future__ import annotations
 
 import stat
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -44,3 +47,13 @@ def test_the_office_secret_is_made_once_and_kept_private(tmp_path):
     assert stat.S_IMODE((data / "secret").stat().st_mode) == 0o600
     assert list(data.iterdir()) == [data / "secret"]  # no draft left behind
     assert office_secret("configured", data) == b"configured"
+
+
+def test_a_process_that_never_seals_never_loads_the_cipher_library():
+    """The worker makes a Sealer at start; OpenSSL's bindings (some 7 MB resident) wait for the first seal."""
+    probe = ("import sys; from identity.sealing import Sealer; import workers.tasks; "
+             "sealer = Sealer(b's'); loaded = lambda: 'cryptography.hazmat.bindings._rust' in sys.modules; "
+             "before = loaded(); sealer.open('k', 'p', sealer.seal('k', 'p', 't'), 'x'); print(before, loaded())")
+    ran = subprocess.run([sys.executable, "-c", probe], cwd=Path(__file__).resolve().parents[2], capture_output=True,
+                         text=True, timeout=60)
+    assert ran.stdout.split() == ["False", "True"], ran.stderr[-2000:]
