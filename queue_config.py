@@ -1,4 +1,4 @@
-"""The Celery application (and nothing else): `celery -A queue_config worker`.
+"""The Celery application (and nothing else); workers start from it with `python -m workers`.
 
 The job queue sends its wake-ups through it (jobqueue/wakeups.py: by task
 name, so the web process never imports a task); workers start from it. Settings come from the one settings

@@ -87,8 +87,11 @@ def start_worker(env: dict, concurrency: int = WORKER_SLOTS, queues: str = "loca
                  wait: bool = True, cwd: Path = ROOT) -> Process:
     """A Celery worker (of the source tree `cwd`); with wait=False, call
     wait_worker_ready before use."""
+    # (an older tree, in the benchmark, has only Celery's own command)
+    command = [str(BIN / "python"), "-m", "workers"] if (cwd / "workers" / "__main__.py").exists() else [
+        str(BIN / "celery"), "-A", "queue_config", "worker"]
     worker = Process("worker", [
-        str(BIN / "celery"), "-A", "queue_config", "worker", "-P", pool, "-c", str(concurrency),
+        *command, "-P", pool, "-c", str(concurrency),
         "-Q", queues, "-n", f"test-{uuid.uuid4().hex[:8]}@%h", "--loglevel", "INFO", "--without-mingle",
         "--without-gossip",
     ], env, cwd)

@@ -89,7 +89,7 @@ def test_make_runs_launcher_stops_the_web_process_and_the_workers(sig, preexec):
                                 stderr=subprocess.DEVNULL, preexec_fn=preexec)
     tree: list[psutil.Process] = []
     try:
-        tree += _descendants_once_running(launcher, {"gunicorn", "celery"}, 90)
+        tree += _descendants_once_running(launcher, {"gunicorn", "-m workers"}, 90)
         launcher.send_signal(sig)  # to the launcher alone, as a supervisor does
         _assert_all_gone(tree, launcher)
     finally:
@@ -102,7 +102,7 @@ def test_the_benchmark_stopped_midway_stops_everything_it_started(tmp_path):
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     tree: list[psutil.Process] = []
     try:
-        tree += _descendants_once_running(launcher, {"redis-server", "gunicorn", "celery"}, 120)
+        tree += _descendants_once_running(launcher, {"redis-server", "gunicorn", "-m workers"}, 120)
         launcher.send_signal(signal.SIGTERM)
         _assert_all_gone(tree, launcher)
     finally:
