@@ -2,7 +2,7 @@
 silent (app/disconnect.py), under gevent as gunicorn's worker runs it."""
 from __future__ import annotations
 
-from tests.unit.under_gevent import run_under_gevent
+from tests.unit.own_process import run_under_gevent
 
 SCRIPT = r"""
 import json, socket, gevent

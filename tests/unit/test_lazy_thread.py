@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import threading
 
-from tests.unit.under_gevent import run_under_gevent
+from tests.unit.own_process import run_under_gevent
 from workers.lazy_thread import LazyThread
 
 

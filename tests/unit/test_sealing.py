@@ -4,13 +4,11 @@ generated once into the data directory, private to its owner."""
 from __future__ import annotations
 
 import stat
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
 from identity.sealing import PREFIX, SealedContentInvalid, Sealer, office_secret
+from tests.unit.own_process import run_apart
 
 SEALER = Sealer(b"office secret")
 
@@ -51,9 +49,8 @@ def test_the_office_secret_is_made_once_and_kept_private(tmp_path):
 
 def test_a_process_that_never_seals_never_loads_the_cipher_library():
     """The worker makes a Sealer at start; OpenSSL's bindings (some 7 MB resident) wait for the first seal."""
-    probe = ("import sys; from identity.sealing import Sealer; import workers.tasks; "
-             "sealer = Sealer(b's'); loaded = lambda: 'cryptography.hazmat.bindings._rust' in sys.modules; "
-             "before = loaded(); sealer.open('k', 'p', sealer.seal('k', 'p', 't'), 'x'); print(before, loaded())")
-    ran = subprocess.run([sys.executable, "-c", probe], cwd=Path(__file__).resolve().parents[2], capture_output=True,
-                         text=True, timeout=60)
-    assert ran.stdout.split() == ["False", "True"], ran.stderr[-2000:]
+    loaded = run_apart("import json, sys; from identity.sealing import Sealer; import workers.tasks\n"
+                       "sealer = Sealer(b's'); loaded = lambda: 'cryptography.hazmat.bindings._rust' in sys.modules\n"
+                       "before = loaded(); sealer.open('k', 'p', sealer.seal('k', 'p', 't'), 'x')\n"
+                       "print(json.dumps({'before': before, 'after': loaded()}))")
+    assert loaded == {"before": False, "after": True}

@@ -6,8 +6,6 @@ places, what is remembered."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from ipaddress import ip_network
 
 import fakeredis
@@ -19,9 +17,9 @@ from guard.placeholders import PLACEHOLDER
 from guard.policy import Policy, allow_list, default_policy
 from protocol.contract import EmbedSpec, Job, Message, PromptSpec, ToolCall
 from protocol.keys import guard_values_key
-from scripts.processes import ROOT
 from tests.guard_secrets import AWS_KEY_ID, DB_PASSWORD, ENV_FILE, PRIVATE_KEY, VALUES, leaked
 from tests.unit.generators import drained
+from tests.unit.own_process import run_apart
 from workers.guard_memory import TextMemory
 from workers.model_output import NativeCall, Outcome, Thinking
 from workers.secrets_guard import GuardConfig, Guards, SecretsInRequest
@@ -230,10 +228,10 @@ def test_a_worker_that_remembers_almost_nothing_still_redacts_everything(guards)
 
 def test_a_worker_whose_models_are_unguarded_never_loads_the_detectors():
     """(detect-secrets is some 20 MB a process: `make run`'s local models need none of it.)"""
-    code = ("import sys, workers.tasks, workers.secrets_guard as g, fakeredis\n"
-            "from catalog.registry import parse_entry\nfrom protocol.contract import Job\n"
-            "job = Job(id='j', model='e', usage_of='a')\n"
-            "g.Guards(fakeredis.FakeRedis(), b's').for_job(job, parse_entry('e', {'backend': 'echo'})).outbound(job)\n"
-            "print('detect_secrets' in sys.modules)")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60)
-    assert done.stdout.strip() == "False", done.stderr[-2000:]
+    found = run_apart(
+        "import json, sys, workers.tasks, workers.secrets_guard as g, fakeredis\n"
+        "from catalog.registry import parse_entry\nfrom protocol.contract import Job\n"
+        "job = Job(id='j', model='e', usage_of='a')\n"
+        "g.Guards(fakeredis.FakeRedis(), b's').for_job(job, parse_entry('e', {'backend': 'echo'})).outbound(job)\n"
+        "print(json.dumps({'detectors': 'detect_secrets' in sys.modules}))")
+    assert found == {"detectors": False}

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from settings import Settings, SettingsError, environment_names, load_settings
+from tests.unit.own_process import run_apart
 
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
@@ -65,18 +66,17 @@ def test_settings_are_frozen():
         Settings().max_queue = 1  # type: ignore[misc]
 
 
-def _gunicorn_master(**environment: str) -> subprocess.CompletedProcess:
+def _gunicorn_master(**environment: str) -> dict:
     """What gunicorn's master makes of its configuration file, in a process of its own."""
-    probe = ("import runpy, sys; config = runpy.run_path('gunicorn.conf.py'); "
-             "print(config['graceful_timeout'], 'pydantic' in sys.modules)")
-    return subprocess.run([sys.executable, "-c", probe], cwd=ROOT, env={**os.environ, **environment},
-                          capture_output=True, text=True, timeout=60)
+    return run_apart("import json, runpy, sys; config = runpy.run_path('gunicorn.conf.py')\n"
+                     "print(json.dumps({'grace': config['graceful_timeout'], 'pydantic': 'pydantic' in sys.modules}))",
+                     {**os.environ, **environment})
 
 
 def test_gunicorns_master_reads_the_grace_period_without_holding_the_settings_model():
     """The master only supervises: pydantic's 14 MB stay in the web process it forks."""
-    assert _gunicorn_master(SWITCHBOARD_GRACEFUL_TIMEOUT="7").stdout.split() == ["7", "False"]
-    assert _gunicorn_master().stdout.split() == [str(Settings().graceful_timeout_seconds), "False"]
+    assert _gunicorn_master(SWITCHBOARD_GRACEFUL_TIMEOUT="7") == {"grace": 7, "pydantic": False}
+    assert _gunicorn_master() == {"grace": Settings().graceful_timeout_seconds, "pydantic": False}
 
 
 @pytest.mark.parametrize("variable, value", [("SWITCHBOARD_GRACEFUL_TIMEOUT", "0"),
