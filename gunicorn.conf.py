@@ -1,8 +1,26 @@
 """Gunicorn's configuration for the web process (gunicorn reads
 ./gunicorn.conf.py by default; the Procfile and the tests start it from
 here). The grace period for open streams on SIGTERM comes from the settings
-model; see app/shutdown.py for what happens at its end."""
+model; see app/shutdown.py for what happens at its end. The worker is
+gevent's, its module imported in the worker process only."""
 import os
+
+from gunicorn.workers.base_async import AsyncWorker
+
+
+class GeventWorker(AsyncWorker):
+    """gunicorn's gevent worker (`-k gevent`), its module imported once
+    forked: gunicorn makes a worker's object in the master, which would
+    otherwise import gevent there to only supervise (5.6 MB resident)."""
+
+    def init_process(self):
+        from gunicorn.workers.ggevent import GeventWorker as Loaded
+
+        self.__class__ = Loaded
+        Loaded.init_process(self)
+
+
+worker_class = GeventWorker
 
 
 def _checked_in_a_child() -> int:

@@ -1,7 +1,8 @@
 """Switchboard's front end (the web process): create_app() builds the Flask app.
 
 Serve it with gunicorn's gevent worker class (the relay and the disconnect
-watch are greenlets): `gunicorn -k gevent 'app:create_app()'`. It imports
+watch are greenlets): `gunicorn 'app:create_app()'`, whose gunicorn.conf.py
+names it (or `-k gevent`). It imports
 `protocol`, `catalog`, `dialects` and `settings`, never `workers`.
 """
 from __future__ import annotations

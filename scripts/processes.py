@@ -149,8 +149,10 @@ def start_web(env: dict, extra_args: tuple[str, ...] = (), wait: bool = True, pr
               cwd: Path = ROOT, port: int | None = None) -> tuple[Process, str]:
     """gunicorn with `processes` gevent workers (of the source tree `cwd`), on `port` (else a free one)."""
     port = port or free_port()
+    # The configuration names gevent's worker, or (older trees) the command line does.
+    worker = () if "worker_class" in (cwd / "gunicorn.conf.py").read_text() else ("-k", "gevent")
     web = Process("web", [
-        str(BIN / "gunicorn"), "-k", "gevent", "-w", str(processes), "-b", f"127.0.0.1:{port}",
+        str(BIN / "gunicorn"), *worker, "-w", str(processes), "-b", f"127.0.0.1:{port}",
         "--no-control-socket", *extra_args, "app:create_app()",
     ], env, cwd)
     base = f"http://127.0.0.1:{port}"
