@@ -18,6 +18,7 @@ from celery import Celery
 # stays.
 sys.path.append(str(Path(__file__).resolve().parent))
 
+from broker_transport import connection_options
 from protocol.connection import RedisTarget
 from settings import settings_from_environment
 
@@ -27,21 +28,10 @@ BROKER_POOL_LIMIT = 10
 BROKER_CONSUMER_CONNECTIONS = 2
 
 _settings = settings_from_environment()
-_redis = RedisTarget.of(_settings)
+_broker = connection_options(RedisTarget.of(_settings))
 
 
-def _sentinel_options(target: RedisTarget) -> dict:
-    """Kombu's Sentinel transport options: the master's name, and how to
-    reach the sentinels themselves (their password, TLS)."""
-    if not target.is_sentinel:
-        return {}
-    sentinels = {"password": target.sentinel_password} if target.sentinel_password else {}
-    if target.tls:
-        sentinels.update(ssl=True, **target.tls)
-    return {"master_name": target.master, "sentinel_kwargs": sentinels}
-
-
-app = Celery("switchboard", broker=_redis.celery_url(), include=["workers.tasks"])
+app = Celery("switchboard", broker=_broker["hostname"], include=["workers.tasks"])
 app.conf.update(
     task_serializer="json",
     accept_content=["json"],
@@ -65,26 +55,16 @@ app.conf.update(
     task_soft_time_limit=_settings.max_job_seconds + 30,
     task_time_limit=_settings.max_job_seconds + 60,
     broker_connection_retry_on_startup=True,
-    # "priority": a worker polls its queues in the order given by -Q, so
-    # "local-completion,local" serves completions first.
-    # No ack emulation: kombu would record every job in an "unacked" hash and
-    # remove it again (two round trips, about 1 ms before each job starts) only
-    # to redeliver, an hour later, a job whose worker died: a job nobody waits
-    # for any more (see task_acks_late). A worker that dies in the instant
-    # between taking a job and starting it leaves a client that gets the
-    # queue-wait error instead.
-    broker_transport_options={"queue_order_strategy": "priority", "ack_emulation": False,
-                              **_sentinel_options(_redis)},
+    # Its queue order and no ack emulation: broker_transport.py says why.
+    broker_transport_options=_broker["transport_options"],
     worker_send_task_events=False,
     # Celery's consumer, its loop woken when a slot frees (not after its 2 s
     # wait): see workers/consume.py. Read by workers only.
     worker_consumer="workers.consume:Consumer",
     broker_pool_limit=BROKER_POOL_LIMIT,
-    # Kombu's Redis transport with one client per channel for publishing (see
-    # broker_transport.py), its Sentinel twin for a sentinel:// URL; the URL
-    # still says where the broker is. TLS as protocol/connection.py reads it
-    # from the URL (kombu alone would accept any certificate for rediss://).
-    broker_transport="broker_transport:SentinelTransport" if _redis.is_sentinel else "broker_transport:Transport",
-    broker_use_ssl=_redis.tls or False,
+    # Kombu's Redis transport with one client per channel for publishing, TLS
+    # as protocol/connection.py reads it from the URL (broker_transport.py).
+    broker_transport=_broker["transport"],
+    broker_use_ssl=_broker["ssl"],
 )
 

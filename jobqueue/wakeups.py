@@ -5,18 +5,24 @@ A wake-up is a Celery task message ("a free slot of pool P may take a job":
 the fair queue decides which, fairqueue.py), sent by task name on the
 pool's Celery queue (a job's class picks the pool's completion queue,
 polled first), or on a worker's own queue for a job handed to it. The web
-process sends one per job it queues (Wakeups: on one producer held for the
-process, those of requests submitted together in one round trip, and
+process sends one per job it queues (Wakeups: on one connection held for
+the process, those of requests submitted together in one round trip, and
 beside the job's queueing while slots are idle, so that the wake-up costs
 the request no round trip of its own). A worker sends them for jobs that
 waited on their person's limit or were handed to another worker (wake).
 
-The Celery app is imported on first use: a process that only reads the
-job queue (the admin tool) never loads it.
+The message is Celery's own (its task protocol 2, as its app builds it),
+sent with kombu, Celery's messaging library, on the broker options its app
+uses (broker_transport.py): the web process never loads Celery's app (some
+5 MB resident), and a worker's Celery cannot tell the two apart (a unit test
+compares them). A worker sends through its Celery app's producer pool.
 """
 from __future__ import annotations
 
+import os
+import socket
 import uuid
+from functools import cache
 from typing import Callable, Protocol
 
 from protocol.queue import TAKE_TASK, direct_queue
@@ -88,20 +94,22 @@ class Wakeups:
         return None
 
 
+def _broker_connection():
+    from broker_transport import broker_connection  # (kombu's, as Celery's app connects)
+    return broker_connection()
+
+
 def _celery():
-    from queue_config import app  # (Celery's app: loaded by the first process that sends)
+    from queue_config import app  # (Celery's app: loaded by a worker's first wake-up)
     return app
 
 
-def send_batch(messages: list[Message], producer=None) -> None:
+def send_batch(messages: list[Message], producer) -> None:
     """Wake-ups for jobs the web process queued, in one round trip (kombu's
     publish batch, when there are several): a free slot that gets one takes
     the fairest job of its pool it may run (its job first if it may) and
-    tells the job queue it arrived (fairqueue.py). On `producer`, else on one
-    from Celery's pool. Raises what kombu raises when the broker is down."""
-    if producer is None:
-        with _celery().producer_pool.acquire(block=True) as producer:
-            return send_batch(messages, producer)
+    tells the job queue it arrived (fairqueue.py). Raises what kombu raises
+    when the broker is down."""
     if len(messages) == 1:
         return _publish_counted(producer, *messages[0])
     with producer.batch():
@@ -110,22 +118,23 @@ def send_batch(messages: list[Message], producer=None) -> None:
 
 
 class HeldProducer:
-    """One producer of Celery's pool, held by a process that sends from one
-    place at a time (the web process's Wakeups), instead of taking it from
-    the pool and giving it back for every message. After a failure it goes
-    back to the pool, and the next send takes one anew."""
+    """A connection to the broker and its producer, held by a process that
+    sends from one place at a time (the web process's Wakeups). After a
+    failure the connection is closed, and the next send makes one anew."""
 
-    def __init__(self) -> None:
-        self._producer = None
+    def __init__(self, connect: Callable[[], object] | None = None) -> None:
+        self._connect = connect or _broker_connection
+        self._connection = self._producer = None
 
     def send(self, messages: list[Message]) -> None:
         if self._producer is None:
-            self._producer = _celery().producer_pool.acquire(block=True)
+            self._connection = self._connect()
+            self._producer = self._connection.Producer()
         try:
             send_batch(messages, self._producer)
         except BaseException:
-            producer, self._producer = self._producer, None
-            producer.release()
+            connection, self._connection, self._producer = self._connection, None, None
+            connection.release()
             raise
 
 
@@ -142,12 +151,27 @@ def wake(pool: str, job_id: str = "", worker: str = "") -> None:
         _publish(producer, queue, uuid.uuid4().hex, {"pool": pool, "job": job_id})
 
 
+_EMBED = {"callbacks": None, "errbacks": None, "chain": None, "chord": None}  # no workflow around the task
+
+
 def _publish(producer, queue: str, task_id: str, body: dict) -> None:
-    """Celery's message for the task (its API's steps, without send_task's
-    result object: results are ignored; events travel over pub/sub). Sent
-    to the queue by name (Celery's anonymous exchange), so nothing is
-    declared first: the workers declare the queues they consume."""
-    app = _celery()
-    message = app.amqp.create_task_message(task_id, TAKE_TASK, [body], {}, argsrepr=repr(body), kwargsrepr="{}",
-                                           ignore_result=True)
-    app.amqp.send_task_message(producer, TAKE_TASK, message, queue=queue, retry=False, declare=[])
+    """Celery's message for the task (what its app's amqp.create_task_message
+    builds: results ignored, events travel over pub/sub), sent to the queue
+    by name (kombu's anonymous exchange), so nothing is declared first: the
+    workers declare the queues they consume."""
+    headers = {"lang": "py", "task": TAKE_TASK, "id": task_id, "shadow": None, "eta": None, "expires": None,
+               "group": None, "group_index": None, "retries": 0, "timelimit": [None, None], "root_id": task_id,
+               "parent_id": None, "argsrepr": repr(body), "kwargsrepr": "{}", "origin": _origin(),
+               "ignore_result": True, "replaced_task_nesting": 0, "stamped_headers": None, "stamps": {}}
+    producer.publish([[body], {}, _EMBED], routing_key=queue, exchange="", serializer="json", headers=headers,
+                     correlation_id=task_id, reply_to="", delivery_mode=2, retry=False, declare=[])
+
+
+def _origin() -> str:
+    """Who sent it, as Celery names a process that is not a worker."""
+    return f"gen{os.getpid()}@{_hostname()}"
+
+
+@cache
+def _hostname() -> str:
+    return socket.gethostname()

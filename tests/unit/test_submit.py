@@ -145,32 +145,63 @@ def broker_queue():
 
 
 def test_a_ticket_through_celery_is_a_take_task_for_the_queue(broker_queue):
-    """jobqueue.wakeups.send_batch: Celery's own message for the take task, on
-    the named queue (a list kombu pushes), the ticket as its argument."""
+    """jobqueue.wakeups: Celery's message for the take task, on the named
+    queue (a list kombu pushes), the ticket as its argument."""
     from protocol.queue import TAKE_TASK
-    from jobqueue.wakeups import send_batch
+    from jobqueue.wakeups import HeldProducer
     broker, queue = broker_queue
-    send_batch([(queue, "local", "job-1"), (queue, "local", "job-2")])  # a batch
-    send_batch([(queue, "local", "job-3")])  # one alone
+    held = HeldProducer()
+    held.send([(queue, "local", "job-1"), (queue, "local", "job-2")])  # a batch
+    held.send([(queue, "local", "job-3")])  # one alone
     messages = _celery_messages(broker, queue)
     assert [m["task"] for m in messages] == [TAKE_TASK] * 3
     assert sorted(m["ticket"]["job"] for m in messages) == ["job-1", "job-2", "job-3"]
     assert messages[0]["ticket"] == {"pool": "local", "job": messages[0]["ticket"]["job"], "queue": queue}
 
 
-def test_a_held_producer_goes_back_to_the_pool_after_a_failure(broker_queue, monkeypatch):
+def test_a_ticket_is_the_message_celerys_own_api_builds(broker_queue):
+    """Sent with kombu alone, a ticket is what Celery's app would have sent:
+    its worker takes it as its own (all but the delivery tag, new each time)."""
+    from queue_config import app
+    from jobqueue.wakeups import HeldProducer
+    from protocol.queue import TAKE_TASK
+    broker, queue = broker_queue
+    body = {"pool": "local", "job": "job-1", "queue": queue}
+    message = app.amqp.create_task_message("job-1", TAKE_TASK, [body], {}, argsrepr=repr(body), kwargsrepr="{}",
+                                           ignore_result=True)
+    with app.producer_pool.acquire(block=True) as producer:
+        app.amqp.send_task_message(producer, TAKE_TASK, message, queue=queue, retry=False, declare=[])
+    HeldProducer().send([(queue, "local", "job-1")])
+    celerys, ours = (json.loads(raw) for raw in broker.lrange(queue, 0, -1)[::-1])
+    for sent in (celerys, ours):
+        assert sent["properties"].pop("delivery_tag")
+    assert ours == celerys
+
+
+def test_the_web_process_sends_tickets_without_loading_celery(broker_queue):
+    from tests.unit.own_process import run_apart
+    broker, queue = broker_queue
+    found = run_apart(f"import json, sys\nfrom jobqueue.wakeups import HeldProducer\n"
+                      f"HeldProducer().send([({queue!r}, 'local', 'job-1')])\n"
+                      f"print(json.dumps({{'celery': sorted(m for m in sys.modules if m.split('.')[0] == 'celery')}}))")
+    assert found == {"celery": []}
+    assert [m["ticket"]["job"] for m in _celery_messages(broker, queue)] == ["job-1"]
+
+
+def test_a_held_producer_connects_anew_after_a_failure(broker_queue, monkeypatch):
     from jobqueue import wakeups
     broker, queue = broker_queue
     held, publish = wakeups.HeldProducer(), wakeups._publish
     held.send([(queue, "local", "job-1")])
+    first = held._connection
 
     def broken(*args):
         raise ConnectionError("broker down")
     monkeypatch.setattr(wakeups, "_publish", broken)
     with pytest.raises(ConnectionError):
         held.send([(queue, "local", "job-2")])
-    assert held._producer is None
+    assert held._producer is None and held._connection is None
     monkeypatch.setattr(wakeups, "_publish", publish)
     held.send([(queue, "local", "job-3")])
-    assert held._producer is not None  # taken anew from the pool
+    assert held._connection is not None and held._connection is not first  # connected anew
     assert [m["ticket"]["job"] for m in _celery_messages(broker, queue)] == ["job-3", "job-1"]
