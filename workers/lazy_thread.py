@@ -9,7 +9,10 @@ threads (the local pool) it starts at once.
 
 Started with `_thread`, not `threading.Thread`: Thread.start waits for the
 new thread to say it runs, and the gevent hub, where a deferred start runs,
-must never wait.
+must never wait. Like threading.Thread, it lets go of its target once that
+ran (or never will): the target is mostly a method of the object that holds
+the thread, and the two in a cycle would keep a job's objects for the
+garbage collector to find.
 """
 from __future__ import annotations
 
@@ -45,6 +48,7 @@ class LazyThread:
             self._start()
 
     def _start(self) -> None:
+        self._deferred = None
         if not self._given_up and not self._started:
             self._started = True
             _thread.start_new_thread(self._run, ())
@@ -53,6 +57,7 @@ class LazyThread:
         try:
             self._target()
         finally:
+            self._target = None
             self._done.set()
 
     def join(self) -> None:
@@ -60,9 +65,10 @@ class LazyThread:
         if self._started:
             self._done.wait()
             return
-        self._given_up = True
+        self._given_up, self._target = True, None
         if self._deferred is not None:
             self._deferred.stop()
+            self._deferred = None
 
     @property
     def started(self) -> bool:

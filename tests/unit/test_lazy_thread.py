@@ -4,7 +4,9 @@ upstream workers run), where the publisher of a reply that came whole
 starts none."""
 from __future__ import annotations
 
+import gc
 import threading
+import weakref
 
 from tests.unit.own_process import run_under_gevent
 from workers.lazy_thread import LazyThread
@@ -29,7 +31,7 @@ def test_one_joined_before_it_started_never_runs():
 
 
 GEVENT_SCRIPT = r"""
-import json, gevent
+import gc, json, weakref, gevent
 from protocol.events import TextEvent
 from workers.lazy_thread import LazyThread
 from workers.publisher import EventPublisher
@@ -68,6 +70,12 @@ gevent.sleep(0.01)  # waiting for the next token: the first goes out meanwhile
 paced.put([TextEvent(text="second")])
 left = paced.close()
 found["paced_reply"] = {"published": len(paced._redis.published), "left": [e.text for e in left]}
+
+gc.disable()  # what is left for the collector stays: only reference counting frees
+kept = [weakref.ref(whole), weakref.ref(paced)]
+del whole, paced
+gevent.sleep(0.01)
+found["kept_after_close"] = sum(ref() is not None for ref in kept)
 print(json.dumps(found))
 """
 
@@ -80,3 +88,25 @@ def test_under_gevent_it_starts_when_the_caller_lets_others_run():
     assert found["whole_reply"] == {"published": 0, "left": ["abc"], "thread": False}
     # A paced one: its first token went out while the producer waited for the next.
     assert found["paced_reply"]["published"] >= 1
+    # Closed, neither is in a cycle with its thread: a job's objects go with it, not at the next collection.
+    assert found["kept_after_close"] == 0
+
+
+def test_a_thread_lets_go_of_its_target_once_it_ran_or_never_will():
+    class Holder:  # a target that is the holder's own method: a cycle while the thread holds it
+        def __init__(self):
+            self.thread = LazyThread(self.work)
+
+        def work(self):
+            pass
+    ran, never = Holder(), Holder()
+    ran.thread.start_soon()
+    ran.thread.join()
+    never.thread.join()
+    gc.disable()
+    try:
+        kept = [weakref.ref(ran), weakref.ref(never)]
+        del ran, never
+        assert [ref() for ref in kept] == [None, None]
+    finally:
+        gc.enable()
