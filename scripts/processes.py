@@ -150,7 +150,9 @@ def start_web(env: dict, extra_args: tuple[str, ...] = (), wait: bool = True, pr
     """gunicorn with `processes` gevent workers (of the source tree `cwd`), on `port` (else a free one)."""
     port = port or free_port()
     # The configuration names gevent's worker, or (older trees) the command line does.
-    worker = () if "worker_class" in (cwd / "gunicorn.conf.py").read_text() else ("-k", "gevent")
+    configuration = cwd / "gunicorn.conf.py"
+    named = configuration.exists() and "worker_class" in configuration.read_text()
+    worker = () if named else ("-k", "gevent")
     web = Process("web", [
         str(BIN / "gunicorn"), *worker, "-w", str(processes), "-b", f"127.0.0.1:{port}",
         "--no-control-socket", *extra_args, "app:create_app()",
