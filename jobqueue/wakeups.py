@@ -122,13 +122,12 @@ class HeldProducer:
     sends from one place at a time (the web process's Wakeups). After a
     failure the connection is closed, and the next send makes one anew."""
 
-    def __init__(self, connect: Callable[[], object] | None = None) -> None:
-        self._connect = connect or _broker_connection
+    def __init__(self) -> None:
         self._connection = self._producer = None
 
     def send(self, messages: list[Message]) -> None:
         if self._producer is None:
-            self._connection = self._connect()
+            self._connection = _broker_connection()
             self._producer = self._connection.Producer()
         try:
             send_batch(messages, self._producer)

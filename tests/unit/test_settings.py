@@ -83,6 +83,6 @@ def test_gunicorns_master_reads_the_grace_period_without_holding_the_settings_mo
                                              ("SWITCHBOARD_MAX_CONCURRENT", "many")])
 def test_a_bad_value_stops_the_web_servers_start_naming_its_variable(variable, value):
     gunicorn = Path(sys.executable).parent / "gunicorn"
-    stopped = subprocess.run([str(gunicorn), "-k", "gevent", "-b", "127.0.0.1:0", "app:create_app()"], cwd=ROOT,
+    stopped = subprocess.run([str(gunicorn), "-b", "127.0.0.1:0", "app:create_app()"], cwd=ROOT,  # as the Procfile
                              env={**os.environ, variable: value}, capture_output=True, text=True, timeout=60)
     assert stopped.returncode != 0 and f"{variable}: Input should be" in stopped.stderr
