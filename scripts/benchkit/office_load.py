@@ -3,8 +3,10 @@
 An instant OpenAI-compatible upstream (the benchmark's own: TOKENS tokens at
 once) behind Switchboard as `make run` starts it (one web process, one
 gevent upstream worker; admission limits opened), LiteLLM's proxy (two
-workers, no database: no spend logs), and with `before` an older tree of
-Switchboard started the same way, all in one run. Closed-loop clients (each
+workers, no database: no spend logs), with `before` an older tree of
+Switchboard started the same way, and the floor of Switchboard's design
+(design_floor.py: Flask, Celery and the upstream call with nothing else;
+whole chat only), all in one run. Closed-loop clients (each
 sends its next request when its last one ended, a new connection each) at
 LEVELS, for each variant: chat completions, Anthropic's messages and
 OpenAI's Responses, streamed and whole. The ways take turns at every level
@@ -22,6 +24,7 @@ from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 
+from scripts.benchkit import design_floor
 from scripts.benchkit.client import StreamResult, stream
 from scripts.benchkit.overhead import (CHAT_PATH, MESSAGES_PATH, RESPONSES_PATH, chat_body, messages_body,
                                        responses_body)
@@ -54,6 +57,7 @@ class Way:
     pids: list[int]  # its processes' (for their memory)
     headers: dict
     litellm: bool = False
+    variants: tuple[str, ...] | None = None  # the variants it serves (None: all)
 
 
 def _body(way: Way, variant: str) -> tuple[str, dict]:
@@ -150,7 +154,10 @@ def _start(stack: ExitStack, before: Path | None) -> list[Way]:
                                   100)
             ways.append(Way(f"{name} ({commit_of(tree)})", server.port,
                             [server.web.popen.pid] + [w.popen.pid for w in server.workers], {}))
+    floor_port, floor = design_floor.start(stack, f"{redis.url.rsplit('/', 1)[0]}/3", upstream_port)
     wait_http_ready(litellm, f"http://127.0.0.1:{litellm_port}/health/liveliness", timeout=120)
+    design_floor.ready(floor_port, floor)
+    ways.append(Way(design_floor.NAME, floor_port, [p.popen.pid for p in floor], {}, variants=("chat",)))
     ways.append(Way("litellm", litellm_port, [litellm.popen.pid], {"Authorization": f"Bearer {LITELLM_KEY}"},
                     litellm=True))
     return ways
@@ -172,6 +179,7 @@ def measure(sizes: Sizes, before: Path | None = None, log=print) -> dict:
 
 def _level(ways: list[Way], variant: str, clients: int, sizes: Sizes) -> list[dict]:
     """The ways take turns, each round starting with the next."""
+    ways = [way for way in ways if way.variants is None or variant in way.variants]
     results: dict[str, list[StreamResult]] = {way.name: [] for way in ways}
     for index in range(sizes.rounds):
         for way in ways[index % len(ways):] + ways[:index % len(ways)]:
@@ -192,6 +200,11 @@ def lines(section: dict) -> list[str]:
         ttft = f"{row['ttft_p50_ms']:.1f}" if row.get("ttft_p50_ms") is not None else "-"
         found.append(f"| {row['variant']} | {row['clients']} | {row['way']} | {row['rps']:.0f} | {p50} | {ttft} | "
                      f"{row['failures']} |")
+    peaks = {}
+    for row in section["rows"]:
+        peaks[row["way"]] = max(peaks.get(row["way"], 0), row["rps"])
+    found += ["", "Peak requests/s of each way over the levels and variants it serves (the design's floor: "
+              "whole chat only): " + ", ".join(f"{way} {rps:.0f}" for way, rps in peaks.items()) + "."]
     found += ["", "Peak resident memory of each process (MB), over the run:", ""]
     found += [f"- {name}: {', '.join(f'{mb:g}' for mb in peaks)} (total {sum(peaks):.0f} MB)"
               for name, peaks in section["peak_rss_mb"].items()]

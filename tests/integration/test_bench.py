@@ -211,16 +211,18 @@ def test_the_long_jobs_benchmark_adds_its_section(later_runs):
 @pytest.mark.slow
 @pytest.mark.timeout(900)
 def test_the_office_load_benchmark_adds_its_section(later_runs):
-    """`--office-load --tiny`: Switchboard and LiteLLM on the instant upstream, whole and streamed, every
-    reply checked (its text, its status), merged into the report with its targets checked."""
+    """`--office-load --tiny`: Switchboard and LiteLLM on the instant upstream, whole and streamed, and the
+    design's floor (whole chat), every reply checked (its text, its status), merged into the report with its
+    targets checked."""
     run = later_runs["office load"]
     output = run.finished(timeout=300)
     section = run.results()["office_load"]
     assert {(r["way"].split(" (")[0], r["variant"], r["clients"]) for r in section["rows"]} == {
         (way, variant, clients) for way in ("switchboard", "litellm") for variant in ("chat", "messages streamed")
-        for clients in (1, 4)}
+        for clients in (1, 4)} | {("floor", "chat", clients) for clients in (1, 4)}
     assert all(r["failures"] == 0 for r in section["rows"]), section["rows"]
     assert sum(r["requests"] for r in section["rows"] if r["way"] != "litellm") > 0
     assert all(mb > 0 for mb in section["peak_rss_mb"]["litellm"]), section["peak_rss_mb"]
     assert "## 18. An office's load against LiteLLM" in run.report()
+    assert "Peak requests/s of each way" in run.report() and "floor (flask + celery" in run.report()
     assert "web + worker resident memory <= 200 MB" in output
