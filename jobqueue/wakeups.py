@@ -138,7 +138,7 @@ class HeldProducer:
 
 
 def _publish_counted(producer, queue: str, pool: str, job_id: str) -> None:
-    _publish(producer, queue, job_id, {"pool": pool, "job": job_id, "queue": queue})
+    publish_task(producer, queue, job_id, {"pool": pool, "job": job_id, "queue": queue})
 
 
 def wake(pool: str, job_id: str = "", worker: str = "") -> None:
@@ -147,18 +147,18 @@ def wake(pool: str, job_id: str = "", worker: str = "") -> None:
     handed to its idle model. The job queue does not count these."""
     queue = direct_queue(worker) if worker else pool
     with _celery().producer_pool.acquire(block=True) as producer:
-        _publish(producer, queue, uuid.uuid4().hex, {"pool": pool, "job": job_id})
+        publish_task(producer, queue, uuid.uuid4().hex, {"pool": pool, "job": job_id})
 
 
 _EMBED = {"callbacks": None, "errbacks": None, "chain": None, "chord": None}  # no workflow around the task
 
 
-def _publish(producer, queue: str, task_id: str, body: dict) -> None:
+def publish_task(producer, queue: str, task_id: str, body: dict, task: str = TAKE_TASK) -> None:
     """Celery's message for the task (what its app's amqp.create_task_message
-    builds: results ignored, events travel over pub/sub), sent to the queue
-    by name (kombu's anonymous exchange), so nothing is declared first: the
-    workers declare the queues they consume."""
-    headers = {"lang": "py", "task": TAKE_TASK, "id": task_id, "shadow": None, "eta": None, "expires": None,
+    builds: results ignored, events travel over pub/sub), its one argument
+    `body`, sent to the queue by name (kombu's anonymous exchange), so
+    nothing is declared first: the workers declare the queues they consume."""
+    headers = {"lang": "py", "task": task, "id": task_id, "shadow": None, "eta": None, "expires": None,
                "group": None, "group_index": None, "retries": 0, "timelimit": [None, None], "root_id": task_id,
                "parent_id": None, "argsrepr": repr(body), "kwargsrepr": "{}", "origin": _origin(),
                "ignore_result": True, "replaced_task_nesting": 0, "stamped_headers": None, "stamps": {}}

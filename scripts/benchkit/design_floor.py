@@ -9,7 +9,10 @@ completions, whole: it sends the body in a Celery task and waits on one
 pattern subscription for the reply. The worker (`celery -A
 scripts.benchkit.design_floor worker -P gevent`, configured as Switchboard's:
 prefetch 1, no prefetch while busy, acks early, no ack emulation) calls the
-upstream on a kept-alive connection and publishes the reply's text. Both
+upstream on a kept-alive connection and publishes the reply's text. The
+task's message is sent as Switchboard's web process sends its tickets (its
+Celery message written by jobqueue.wakeups, on one held kombu connection),
+the cheapest way Celery allows. Both
 halves live in this module so that the floor is read in one place; the
 benchmark starts each in its own process.
 """
@@ -25,6 +28,9 @@ from queue import Empty, LifoQueue
 
 import redis
 from celery import Celery
+
+from broker_transport import broker_connection
+from jobqueue.wakeups import publish_task
 
 QUEUE = "floor"
 TASK = "bench.design_floor"
@@ -42,8 +48,9 @@ _connections: LifoQueue = LifoQueue()
 
 
 @celery.task(name=TASK)
-def answer(job: str, body: dict) -> None:
+def answer(message: dict) -> None:
     """The worker's half: the upstream's reply to the body, published whole."""
+    job, body = message["job"], message["body"]
     try:
         connection = _connections.get_nowait()
     except Empty:
@@ -61,8 +68,9 @@ def web():
     import gevent
     from flask import Flask, jsonify, request
     from gevent.event import AsyncResult, Event
+    from gevent.lock import Semaphore
 
-    app, waiting, listening = Flask("floor"), {}, Event()
+    app, waiting, listening, producer, sending = Flask("floor"), {}, Event(), [], Semaphore()
 
     def relay() -> None:
         subscriber = _client.pubsub()
@@ -83,8 +91,11 @@ def web():
         listening.wait(10)
         body, job, waiter = request.get_json(), uuid.uuid4().hex, AsyncResult()
         waiting[job] = waiter
-        celery.send_task(TASK, args=[job, {"messages": body["messages"], "max_tokens": body.get("max_tokens")}],
-                         queue=QUEUE)
+        with sending:  # (one held connection, one send at a time, as Switchboard's web sends tickets)
+            if not producer:
+                producer.append(broker_connection().Producer())
+            publish_task(producer[0], QUEUE, job, {"job": job, "body": {
+                "messages": body["messages"], "max_tokens": body.get("max_tokens")}}, TASK)
         text = waiter.get(timeout=30)
         return jsonify({"id": f"chatcmpl-{job}", "object": "chat.completion", "created": int(time.time()),
                         "model": body["model"], "choices": [{"index": 0, "finish_reason": "stop", "message": {

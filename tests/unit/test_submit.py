@@ -191,17 +191,17 @@ def test_the_web_process_sends_tickets_without_loading_celery(broker_queue):
 def test_a_held_producer_connects_anew_after_a_failure(broker_queue, monkeypatch):
     from jobqueue import wakeups
     broker, queue = broker_queue
-    held, publish = wakeups.HeldProducer(), wakeups._publish
+    held, publish = wakeups.HeldProducer(), wakeups.publish_task
     held.send([(queue, "local", "job-1")])
     first = held._connection
 
     def broken(*args):
         raise ConnectionError("broker down")
-    monkeypatch.setattr(wakeups, "_publish", broken)
+    monkeypatch.setattr(wakeups, "publish_task", broken)
     with pytest.raises(ConnectionError):
         held.send([(queue, "local", "job-2")])
     assert held._producer is None and held._connection is None
-    monkeypatch.setattr(wakeups, "_publish", publish)
+    monkeypatch.setattr(wakeups, "publish_task", publish)
     held.send([(queue, "local", "job-3")])
     assert held._connection is not None and held._connection is not first  # connected anew
     assert [m["ticket"]["job"] for m in _celery_messages(broker, queue)] == ["job-3", "job-1"]
