@@ -6,15 +6,14 @@ queue, records, translation, events).
 
 The web app (`web`, served by gunicorn's gevent worker) answers chat
 completions, whole: it sends the body in a Celery task and waits on one
-pattern subscription for the reply. The worker (`celery -A
-scripts.benchkit.design_floor worker -P gevent`, configured as Switchboard's:
-prefetch 1, no prefetch while busy, acks early, no ack emulation) calls the
-upstream on a kept-alive connection and publishes the reply's text. The
-task's message is sent as Switchboard's web process sends its tickets (its
-Celery message written by jobqueue.wakeups, on one held kombu connection),
-the cheapest way Celery allows. Both
-halves live in this module so that the floor is read in one place; the
-benchmark starts each in its own process.
+pattern subscription for the reply. The task's message is sent as
+Switchboard's web process sends its tickets (the Celery message
+jobqueue.wakeups writes, on one held kombu connection): the cheapest way
+Celery allows. The worker (`celery -A scripts.benchkit.design_floor worker
+-P gevent`, configured as Switchboard's: prefetch 1, no prefetch while busy,
+acks early, no ack emulation) calls the upstream on a kept-alive connection
+and publishes the reply's text. Both halves live in this module so that the
+floor is read in one place; the benchmark starts each in its own process.
 """
 from __future__ import annotations
 

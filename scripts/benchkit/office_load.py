@@ -200,11 +200,11 @@ def lines(section: dict) -> list[str]:
         ttft = f"{row['ttft_p50_ms']:.1f}" if row.get("ttft_p50_ms") is not None else "-"
         found.append(f"| {row['variant']} | {row['clients']} | {row['way']} | {row['rps']:.0f} | {p50} | {ttft} | "
                      f"{row['failures']} |")
-    peaks = {}
+    best: dict[str, float] = {}
     for row in section["rows"]:
-        peaks[row["way"]] = max(peaks.get(row["way"], 0), row["rps"])
+        best[row["way"]] = max(best.get(row["way"], 0), row["rps"])
     found += ["", "Peak requests/s of each way over the levels and variants it serves (the design's floor: "
-              "whole chat only): " + ", ".join(f"{way} {rps:.0f}" for way, rps in peaks.items()) + "."]
+              "whole chat only): " + ", ".join(f"{way} {rps:.0f}" for way, rps in best.items()) + "."]
     found += ["", "Peak resident memory of each process (MB), over the run:", ""]
     found += [f"- {name}: {', '.join(f'{mb:g}' for mb in peaks)} (total {sum(peaks):.0f} MB)"
               for name, peaks in section["peak_rss_mb"].items()]
