@@ -10,8 +10,8 @@ pattern subscription for the reply. The task's message is sent as
 Switchboard's web process sends its tickets (the Celery message
 jobqueue.wakeups writes, on one held kombu connection): the cheapest way
 Celery allows. The worker (`celery -A scripts.benchkit.design_floor worker
--P gevent`, configured as Switchboard's: prefetch 1, no prefetch while busy,
-acks early, no ack emulation) calls the upstream on a kept-alive connection
+-P gevent`, configured as Switchboard's: its broker transport and options,
+prefetch 1, no prefetch while busy, acks early) calls the upstream on a kept-alive connection
 and publishes the reply's text. Both halves live in this module so that the
 floor is read in one place; the benchmark starts each in its own process.
 """
@@ -25,24 +25,27 @@ import uuid
 from contextlib import ExitStack
 from queue import Empty, LifoQueue
 
+import kombu
 import redis
 from celery import Celery
 
-from broker_transport import broker_connection
+from broker_transport import connection_options
 from jobqueue.wakeups import publish_task
+from protocol.connection import RedisTarget
+from settings import settings_from_environment
 
 QUEUE = "floor"
 TASK = "bench.design_floor"
 CHANNELS = "floor:reply:"
 NAME = "floor (flask + celery, nothing else)"
 
-broker_url = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
-celery = Celery("floor", broker=broker_url)
+_broker = connection_options(RedisTarget.of(settings_from_environment()))  # (queue_config's, read the same way)
+celery = Celery("floor", broker=_broker["hostname"])
 celery.conf.update(task_serializer="json", accept_content=["json"], task_ignore_result=True,
                    worker_prefetch_multiplier=1, worker_disable_prefetch=True, task_acks_late=False,
-                   broker_transport_options={"queue_order_strategy": "priority", "ack_emulation": False},
-                   worker_send_task_events=False, worker_hijack_root_logger=False)
-_client = redis.Redis.from_url(broker_url)
+                   broker_transport=_broker["transport"], broker_transport_options=_broker["transport_options"],
+                   broker_use_ssl=_broker["ssl"], worker_send_task_events=False, worker_hijack_root_logger=False)
+_client = redis.Redis.from_url(os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0"))
 _connections: LifoQueue = LifoQueue()
 
 
@@ -92,7 +95,7 @@ def web():
         waiting[job] = waiter
         with sending:  # (one held connection, one send at a time, as Switchboard's web sends tickets)
             if not producer:
-                producer.append(broker_connection().Producer())
+                producer.append(kombu.Connection(**_broker).Producer())
             publish_task(producer[0], QUEUE, job, {"job": job, "body": {
                 "messages": body["messages"], "max_tokens": body.get("max_tokens")}}, TASK)
         text = waiter.get(timeout=30)
